@@ -1,0 +1,28 @@
+# Helpers that give every dflow target the same flags.
+
+set(DFLOW_WARNINGS -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers)
+if(DFLOW_SANITIZE)
+  set(DFLOW_SANITIZER_FLAGS -fsanitize=address,undefined -fno-omit-frame-pointer
+                            -fno-sanitize-recover=undefined)
+  add_compile_options(${DFLOW_SANITIZER_FLAGS})
+  add_link_options(${DFLOW_SANITIZER_FLAGS})
+endif()
+
+# dflow_library(NAME SOURCES ... DEPS ...): the library dflow_NAME, alias dflow::NAME.
+function(dflow_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(dflow_${name} ${ARG_SOURCES})
+  add_library(dflow::${name} ALIAS dflow_${name})
+  target_include_directories(dflow_${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>)
+  target_compile_options(dflow_${name} PRIVATE ${DFLOW_WARNINGS})
+  target_link_libraries(dflow_${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+endfunction()
+
+# dflow_test(NAME SOURCES ... DEPS ...): a GoogleTest binary registered with ctest.
+function(dflow_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${DFLOW_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
+endfunction()

@@ -1,0 +1,44 @@
+// DeviceName: names a device, fully or partially.
+//
+// Canonical form: "/job:worker/task:1/device:GPU:0". Accepted short forms: "gpu:0", "cpu:1",
+// "worker:1/gpu:0", "worker/cpu", and partial specs such as "gpu" (any GPU) or "/job:ps"
+// (any device of job ps). Device types are CPU and GPU, case-insensitive on input.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "graph/status.h"
+
+namespace dflow {
+
+struct DeviceName {
+  std::optional<std::string> job;
+  std::optional<int> task;
+  std::optional<std::string> type;  // "CPU" or "GPU"
+  std::optional<int> index;
+
+  // Parses any accepted form; InvalidArgument quoting the name and saying what is wrong.
+  // An empty string is the fully unspecified name (matches any device).
+  static Result<DeviceName> Parse(std::string_view name);
+  // A full name: job, task, type and index all set.
+  static DeviceName Full(std::string job, int task, std::string type, int index);
+
+  bool fully_specified() const { return job && task && type && index; }
+  bool empty() const { return !job && !task && !type && !index; }
+  // True when every part set here equals the same part of `device`.
+  bool Matches(const DeviceName& device) const;
+  // This name with unset job and task filled in (defaults: job "localhost", task 0).
+  DeviceName WithDefaults(std::string_view job = "localhost", int task = 0) const;
+
+  // Canonical string of the parts that are set: "/job:worker/task:1/device:GPU:0",
+  // "/device:GPU:*" for any GPU, "" for the empty name.
+  std::string ToString() const;
+  // Short form: "gpu:0", "worker:1/gpu:0".
+  std::string ShortString() const;
+
+  bool operator==(const DeviceName&) const = default;
+};
+
+}  // namespace dflow

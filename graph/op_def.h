@@ -1,0 +1,107 @@
+// OpDef: what an op is, independent of any device: its inputs and outputs with their dtype
+// constraints, its attributes with defaults, whether it is stateful, and the functions that
+// give its output shapes, its cost and (from the autodiff issue on) its gradient.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph/attr_value.h"
+#include "graph/status.h"
+
+namespace dflow {
+
+class Node;
+
+// One input or output. Its dtype is either fixed, or given by a type attribute shared with
+// other arguments (all arguments naming "T" have the same dtype), optionally restricted.
+struct ArgDef {
+  std::string name;
+  DType fixed = DType::kInvalid;
+  std::string type_attr;
+  std::vector<DType> allowed;  // empty: any dtype
+  bool variadic = false;       // only the last input; takes one or more tensors
+};
+
+struct AttrDef {
+  std::string name;
+  AttrType type;
+  std::optional<AttrValue> default_value;  // none: the attribute is required
+};
+
+// What shape functions see: the node, its input dtypes and shapes and its attributes; they
+// fill output_shapes.
+class InferenceContext {
+ public:
+  InferenceContext(const Node& node, std::span<const DType> input_dtypes,
+                   std::span<const Shape> input_shapes, std::span<const DType> output_dtypes);
+
+  const Node& node() const { return node_; }
+  int num_inputs() const { return static_cast<int>(input_shapes_.size()); }
+  const Shape& input_shape(int i) const { return input_shapes_[i]; }
+  DType input_dtype(int i) const { return input_dtypes_[i]; }
+  DType output_dtype(int i) const { return output_dtypes_[i]; }
+  void set_output(int i, Shape shape) { output_shapes[i] = shape; }
+  // The node's attribute; InvalidArgument naming the node when missing or of another type.
+  template <typename T>
+  Result<T> GetAttr(std::string_view name) const;
+  // InvalidArgument whose message starts with "node 'NAME' (OP): ".
+  template <typename... Args>
+  Status Error(fmt::format_string<Args...> format, Args&&... args) const {
+    return InvalidArgument("{}{}", Prefix(), fmt::format(format, std::forward<Args>(args)...));
+  }
+  std::string Prefix() const;
+
+  std::vector<Shape> output_shapes;
+
+ private:
+  const Node& node_;
+  std::span<const DType> input_dtypes_;
+  std::span<const Shape> input_shapes_;
+  std::span<const DType> output_dtypes_;
+};
+
+// Work an op does for given shapes: the cost model's input.
+struct OpCost {
+  double flops = 0;
+  double bytes_read = 0;
+  double bytes_written = 0;
+};
+
+struct CostContext {
+  const Node& node;
+  std::span<const DType> input_dtypes;
+  std::span<const Shape> input_shapes;
+  std::span<const DType> output_dtypes;
+  std::span<const Shape> output_shapes;
+};
+
+class GradContext;  // defined by the autodiff issue
+
+using ShapeFn = std::function<Status(InferenceContext&)>;
+using CostFn = std::function<OpCost(const CostContext&)>;
+using GradFn = std::function<Status(GradContext&)>;
+
+struct OpDef {
+  std::string name;
+  std::vector<ArgDef> inputs;
+  std::vector<ArgDef> outputs;
+  std::vector<AttrDef> attrs;
+  // Holds state across runs (Variable) or has effects (Assign): never pruned as a duplicate,
+  // never moved away from its colocation group.
+  bool stateful = false;
+  ShapeFn shape_fn;  // required
+  CostFn cost_fn;    // default: no FLOPs, every input and output byte moved once
+  GradFn grad_fn;    // empty: not differentiable
+
+  const AttrDef* FindAttr(std::string_view attr) const;
+};
+
+// The default cost: bytes of inputs read and outputs written, `flops_per_element` per output
+// element.
+OpCost ElementwiseCost(const CostContext& ctx, double flops_per_element = 1);
+
+}  // namespace dflow

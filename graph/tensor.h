@@ -1,0 +1,135 @@
+// Tensor: a dtype, a shape and a reference-counted buffer.
+//
+// Copying a Tensor shares its buffer (no data copy); the buffer returns to its allocator when
+// the last Tensor referring to it goes. Buffers on the CPU are 64-byte aligned. A default-built
+// Tensor is empty (valid() is false).
+#pragma once
+
+#include <atomic>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph/allocator.h"
+#include "graph/dtype.h"
+#include "graph/shape.h"
+#include "graph/status.h"
+
+namespace dflow {
+
+// Memory shared by Tensors. Thread-safe reference count.
+class Buffer {
+ public:
+  // Allocates `bytes` from `allocator`; null when it has no memory.
+  static Buffer* Allocate(Allocator* allocator, size_t bytes);
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  Allocator* allocator() const { return allocator_; }
+  void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) Destroy();
+  }
+  // True when exactly one reference exists (the caller's), so the data may be overwritten.
+  bool unique() const { return refs_.load(std::memory_order_acquire) == 1; }
+
+ private:
+  Buffer(Allocator* allocator, void* data, size_t size)
+      : allocator_(allocator), data_(data), size_(size) {}
+  void Destroy();
+
+  std::atomic<int> refs_{1};
+  Allocator* allocator_;
+  void* data_;
+  size_t size_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocates from the default CPU allocator; contents are uninitialised.
+  // REQUIRES: shape fully defined. Aborts when out of memory: use Allocate for a Status.
+  Tensor(DType dtype, const Shape& shape);
+  // Allocates on `allocator`. InvalidArgument for a shape not fully defined; ResourceExhausted,
+  // naming the device and the size, when memory runs out.
+  static Result<Tensor> Allocate(Allocator* allocator, DType dtype, const Shape& shape);
+
+  // A CPU tensor holding `values` in row-major order. REQUIRES: sizes match.
+  template <typename T>
+  static Tensor FromVector(const std::vector<T>& values, const Shape& shape);
+  template <typename T>
+  static Tensor Scalar(T value) {
+    return FromVector<T>({value}, Shape{});
+  }
+
+  Tensor(const Tensor& o) : dtype_(o.dtype_), shape_(o.shape_), buf_(o.buf_) {
+    if (buf_) buf_->Ref();
+  }
+  Tensor(Tensor&& o) noexcept : dtype_(o.dtype_), shape_(o.shape_), buf_(o.buf_) {
+    o.buf_ = nullptr;
+  }
+  Tensor& operator=(const Tensor& o);
+  Tensor& operator=(Tensor&& o) noexcept;
+  ~Tensor() {
+    if (buf_) buf_->Unref();
+  }
+
+  bool valid() const { return dtype_ != DType::kInvalid; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t num_elements() const { return shape_.num_elements(); }
+  size_t num_bytes() const { return static_cast<size_t>(num_elements()) * DTypeSize(dtype_); }
+  // Canonical device name of the memory; empty for an empty tensor.
+  const std::string& device() const;
+  bool host_accessible() const { return !buf_ || buf_->allocator()->host_accessible(); }
+
+  void* raw_data() const { return buf_ ? buf_->data() : nullptr; }
+  // REQUIRES: DTypeOf<T> == dtype(). Aborts otherwise (a programmer error).
+  template <typename T>
+  T* data() const {
+    DFLOW_CHECK(DTypeOf<T>::value == dtype_);
+    return static_cast<T*>(raw_data());
+  }
+  template <typename T>
+  std::span<T> flat() const {
+    return {data<T>(), static_cast<size_t>(num_elements())};
+  }
+  template <typename T>
+  std::vector<T> ToVector() const {
+    auto f = flat<T>();
+    return {f.begin(), f.end()};
+  }
+
+  // A tensor of the same buffer seen with another shape. REQUIRES: same element count.
+  Tensor Reshaped(const Shape& shape) const;
+  // A new buffer holding a copy of the data (on the default CPU allocator).
+  Tensor Clone() const;
+  bool SharesBufferWith(const Tensor& o) const { return buf_ != nullptr && buf_ == o.buf_; }
+  // True when this Tensor holds the only reference to its buffer.
+  bool buffer_unique() const { return buf_ != nullptr && buf_->unique(); }
+
+  // Same dtype, shape and bytes.
+  bool BitwiseEquals(const Tensor& o) const;
+  // "f32[2,3] {1, 2, 3, 4, 5, 6}", eliding the middle past `max_values` values.
+  std::string DebugString(int max_values = 16) const;
+
+ private:
+  DType dtype_ = DType::kInvalid;
+  Shape shape_;
+  Buffer* buf_ = nullptr;
+};
+
+template <typename T>
+Tensor Tensor::FromVector(const std::vector<T>& values, const Shape& shape) {
+  Tensor t(DTypeOf<T>::value, shape);
+  DFLOW_CHECK(static_cast<int64_t>(values.size()) == t.num_elements());
+  if constexpr (std::is_same_v<T, bool>) {
+    for (size_t i = 0; i < values.size(); ++i) t.data<bool>()[i] = values[i];
+  } else {
+    if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
+  }
+  return t;
+}
+
+}  // namespace dflow
