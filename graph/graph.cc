@@ -236,7 +236,7 @@ Status Graph::CheckNode(Node& n) {
     n.output_dtypes_.push_back(d);
   }
 
-  InferenceContext ctx(n, in_dtypes, in_shapes, n.output_dtypes_);
+  InferenceContext ctx(*this, n, in_dtypes, in_shapes, n.output_dtypes_);
   RETURN_IF_ERROR(def->shape_fn(ctx));
   n.output_shapes_ = std::move(ctx.output_shapes);
   return Status::OK();

@@ -14,6 +14,7 @@
 
 namespace dflow {
 
+class Graph;
 class Node;
 
 // One input or output. Its dtype is either fixed, or given by a type attribute shared with
@@ -24,6 +25,7 @@ struct ArgDef {
   std::string type_attr;
   std::vector<DType> allowed;  // empty: any dtype
   bool variadic = false;       // only the last input; takes one or more tensors
+  bool may_be_uninitialized = false;  // Assign's ref input: an uninitialised variable is fine
 };
 
 struct AttrDef {
@@ -36,10 +38,12 @@ struct AttrDef {
 // fill output_shapes.
 class InferenceContext {
  public:
-  InferenceContext(const Node& node, std::span<const DType> input_dtypes,
+  InferenceContext(const Graph& graph, const Node& node, std::span<const DType> input_dtypes,
                    std::span<const Shape> input_shapes, std::span<const DType> output_dtypes);
 
   const Node& node() const { return node_; }
+  // The node producing input i.
+  const Node& input_node(int i) const;
   int num_inputs() const { return static_cast<int>(input_shapes_.size()); }
   const Shape& input_shape(int i) const { return input_shapes_[i]; }
   DType input_dtype(int i) const { return input_dtypes_[i]; }
@@ -58,6 +62,7 @@ class InferenceContext {
   std::vector<Shape> output_shapes;
 
  private:
+  const Graph& graph_;
   const Node& node_;
   std::span<const DType> input_dtypes_;
   std::span<const Shape> input_shapes_;
@@ -93,6 +98,8 @@ struct OpDef {
   // Holds state across runs (Variable) or has effects (Assign): never pruned as a duplicate,
   // never moved away from its colocation group.
   bool stateful = false;
+  // Does constant work whatever the shapes (Identity, Reshape, NoOp): always run inline.
+  bool constant_cost = false;
   ShapeFn shape_fn;  // required
   CostFn cost_fn;    // default: no FLOPs, every input and output byte moved once
   GradFn grad_fn;    // empty: not differentiable

@@ -6,14 +6,19 @@
 
 namespace dflow {
 
-InferenceContext::InferenceContext(const Node& node, std::span<const DType> input_dtypes,
+InferenceContext::InferenceContext(const Graph& graph, const Node& node, std::span<const DType> input_dtypes,
                                    std::span<const Shape> input_shapes,
                                    std::span<const DType> output_dtypes)
     : output_shapes(output_dtypes.size(), Shape::Unknown()),
+      graph_(graph),
       node_(node),
       input_dtypes_(input_dtypes),
       input_shapes_(input_shapes),
       output_dtypes_(output_dtypes) {}
+
+const Node& InferenceContext::input_node(int i) const {
+  return graph_.node(node_.inputs()[i].node);
+}
 
 std::string InferenceContext::Prefix() const {
   return fmt::format("node '{}' ({}): ", node_.name(), node_.op());

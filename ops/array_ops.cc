@@ -1,0 +1,131 @@
+#include "ops/array_ops.h"
+
+#include "ops/op_defs.h"
+#include "ops/register.h"
+
+namespace dflow::ops {
+namespace internal {
+namespace {
+
+Status PlaceholderShape(InferenceContext& c) {
+  ASSIGN_OR_RETURN(Shape s, c.GetAttr<Shape>("shape"));
+  c.set_output(0, s);
+  return Status::OK();
+}
+
+Status ConstShape(InferenceContext& c) {
+  ASSIGN_OR_RETURN(Tensor v, c.GetAttr<Tensor>("value"));
+  if (!v.valid()) return c.Error("attribute 'value' is an empty tensor");
+  if (v.dtype() != c.output_dtype(0)) {
+    return c.Error("attribute 'value' is {} but attribute 'dtype' is {}", v.dtype(),
+                   c.output_dtype(0));
+  }
+  c.set_output(0, v.shape());
+  return Status::OK();
+}
+
+Status IdentityShape(InferenceContext& c) {
+  c.set_output(0, c.input_shape(0));
+  return Status::OK();
+}
+
+Status ReshapeShape(InferenceContext& c) {
+  ASSIGN_OR_RETURN(auto dims, c.GetAttr<std::vector<int64_t>>("shape"));
+  auto target = Shape::Make(dims);
+  if (!target.ok()) return c.Error("attribute 'shape': {}", target.status().message());
+  int unknown = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == -1) {
+      if (unknown >= 0) return c.Error("shape {} has more than one -1", *target);
+      unknown = static_cast<int>(i);
+    } else {
+      known *= dims[i];
+    }
+  }
+  Shape out = *target;
+  int64_t n = c.input_shape(0).num_elements();
+  if (n >= 0) {
+    if (unknown >= 0) {
+      if (known == 0 || n % known != 0) {
+        return c.Error("cannot reshape {} ({} elements) into {}", c.input_shape(0), n, *target);
+      }
+      out.set_dim(unknown, n / known);
+    } else if (known != n) {
+      return c.Error("cannot reshape {} ({} elements) into {} ({} elements)", c.input_shape(0), n,
+                     *target, known);
+    }
+  }
+  c.set_output(0, out);
+  return Status::OK();
+}
+
+OpCost Free(const CostContext&) { return {}; }
+
+}  // namespace
+
+Status RegisterArrayOps(OpRegistry& r) {
+  RETURN_IF_ERROR(r.Register({.name = "Placeholder",
+                              .outputs = {{.name = "output", .type_attr = "dtype"}},
+                              .attrs = {{"dtype", AttrType::kDType, std::nullopt},
+                                        {"shape", AttrType::kShape, Shape::Unknown()}},
+                              .constant_cost = true,
+                              .shape_fn = PlaceholderShape,
+                              .cost_fn = Free}));
+  RETURN_IF_ERROR(r.Register({.name = "Const",
+                              .outputs = {{.name = "output", .type_attr = "dtype"}},
+                              .attrs = {{"value", AttrType::kTensor, std::nullopt},
+                                        {"dtype", AttrType::kDType, std::nullopt}},
+                              .constant_cost = true,
+                              .shape_fn = ConstShape,
+                              .cost_fn = Free}));
+  RETURN_IF_ERROR(r.Register({.name = "Identity",
+                              .inputs = {{.name = "input", .type_attr = "T"}},
+                              .outputs = {{.name = "output", .type_attr = "T"}},
+                              .attrs = {{"T", AttrType::kDType, std::nullopt}},
+                              .constant_cost = true,
+                              .shape_fn = IdentityShape,
+                              .cost_fn = Free}));
+  RETURN_IF_ERROR(r.Register({.name = "NoOp",
+                              .constant_cost = true,
+                              .shape_fn = [](InferenceContext&) { return Status::OK(); },
+                              .cost_fn = Free}));
+  RETURN_IF_ERROR(r.Register({.name = "Reshape",
+                              .inputs = {{.name = "input", .type_attr = "T"}},
+                              .outputs = {{.name = "output", .type_attr = "T"}},
+                              .attrs = {{"T", AttrType::kDType, std::nullopt},
+                                        {"shape", AttrType::kIntList, std::nullopt}},
+                              .constant_cost = true,
+                              .shape_fn = ReshapeShape,
+                              .cost_fn = Free}));
+  return Status::OK();
+}
+
+}  // namespace internal
+
+Output Placeholder(const Scope& scope, DType dtype, const Shape& shape) {
+  RegisterStandardOps();
+  return scope.OutputOf(scope.AddNode("Placeholder", {}, {{"dtype", dtype}, {"shape", shape}}));
+}
+
+Output Const(const Scope& scope, const Tensor& value) {
+  RegisterStandardOps();
+  return scope.OutputOf(scope.AddNode("Const", {}, {{"value", value}, {"dtype", value.dtype()}}));
+}
+
+Output Identity(const Scope& scope, Output x) {
+  RegisterStandardOps();
+  return scope.OutputOf(scope.AddNode("Identity", {x}, {}));
+}
+
+Operation NoOp(const Scope& scope) {
+  RegisterStandardOps();
+  return {scope.OutputOf(scope.AddNode("NoOp", {}, {}))};
+}
+
+Output Reshape(const Scope& scope, Output x, const std::vector<int64_t>& shape) {
+  RegisterStandardOps();
+  return scope.OutputOf(scope.AddNode("Reshape", {x}, {{"shape", shape}}));
+}
+
+}  // namespace dflow::ops

@@ -1,0 +1,35 @@
+// Builder functions for the array ops: Placeholder, Const, Identity, NoOp, Reshape.
+#pragma once
+
+#include <vector>
+
+#include "graph/scope.h"
+
+namespace dflow::ops {
+
+// A node with no outputs, such as NoOp: usable as a Session::Run target or control dependency.
+struct Operation {
+  Output node;  // refers to the node; its index is meaningless
+  const std::string& name() const { return node.node_name(); }
+  bool valid() const { return node.valid(); }
+};
+
+// A value fed at run time. `shape` may have -1 dimensions or be Shape::Unknown().
+Output Placeholder(const Scope& scope, DType dtype, const Shape& shape = Shape::Unknown());
+// A constant tensor, stored in the graph.
+Output Const(const Scope& scope, const Tensor& value);
+template <typename T>
+Output Const(const Scope& scope, const std::vector<T>& values, const Shape& shape) {
+  return Const(scope, Tensor::FromVector<T>(values, shape));
+}
+template <typename T>
+Output Const(const Scope& scope, T scalar) {
+  return Const(scope, Tensor::Scalar<T>(scalar));
+}
+Output Identity(const Scope& scope, Output x);
+// Does nothing; groups control dependencies (scope.WithControlDependencies).
+Operation NoOp(const Scope& scope);
+// Same data, new shape; at most one dimension -1 (inferred). Shares the input's buffer.
+Output Reshape(const Scope& scope, Output x, const std::vector<int64_t>& shape);
+
+}  // namespace dflow::ops

@@ -1,0 +1,16 @@
+#include "ops/cpu/cpu_kernels.h"
+
+#include "ops/op_defs.h"
+
+namespace dflow::ops::internal {
+
+Status RegisterCpuKernels() {
+  RETURN_IF_ERROR(cpu::RegisterArrayKernels());
+  RETURN_IF_ERROR(cpu::RegisterElementwiseKernels());
+  RETURN_IF_ERROR(cpu::RegisterMatMulKernels());
+  RETURN_IF_ERROR(cpu::RegisterReduceKernels());
+  RETURN_IF_ERROR(cpu::RegisterStateKernels());
+  return Status::OK();
+}
+
+}  // namespace dflow::ops::internal

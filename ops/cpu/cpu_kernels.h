@@ -1,0 +1,14 @@
+// Internal: registration of the CPU kernels, one function per family.
+#pragma once
+
+#include "ops/kernel.h"
+
+namespace dflow::cpu {
+
+Status RegisterArrayKernels();
+Status RegisterElementwiseKernels();
+Status RegisterMatMulKernels();
+Status RegisterReduceKernels();
+Status RegisterStateKernels();
+
+}  // namespace dflow::cpu

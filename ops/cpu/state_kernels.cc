@@ -1,0 +1,67 @@
+// CPU kernels of Variable and Assign. A variable's value lives in the device's VariableStore.
+// Assign writes in place when no reader holds the current buffer, and into a fresh buffer
+// otherwise, so a reader never sees a half-written value.
+#include <cstring>
+
+#include "ops/cpu/cpu_kernels.h"
+
+namespace dflow::cpu {
+namespace {
+
+class VariableKernel : public OpKernel {
+ public:
+  explicit VariableKernel(const KernelInit& init)
+      : var_(init.variables->GetOrCreate(init.node.name())) {}
+  // Outputs the current value, or nothing when uninitialised: the executor then tells the
+  // reading node that the variable is uninitialised (Assign alone may take it so).
+  Status Compute(KernelContext& ctx) override {
+    std::lock_guard lock(var_->mu);
+    ctx.set_output(0, var_->value);
+    return Status::OK();
+  }
+
+ private:
+  VariableStore::Variable* var_;
+};
+
+class AssignKernel : public OpKernel {
+ public:
+  explicit AssignKernel(const KernelInit& init)
+      : name_(init.graph.node(init.node.inputs()[0].node).name()),
+        var_(init.variables->GetOrCreate(name_)),
+        validate_shape_(std::get<bool>(*init.node.FindAttr("validate_shape"))),
+        declared_(init.graph.node(init.node.inputs()[0].node).output_shape(0)) {}
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& value = ctx.input(1);
+    if (validate_shape_ && value.shape() != declared_) {
+      return InvalidArgument("cannot assign a value of shape {} to variable '{}' of shape {}",
+                             value.shape(), name_, declared_);
+    }
+    std::lock_guard lock(var_->mu);
+    Tensor& cur = var_->value;
+    if (!(cur.valid() && cur.buffer_unique() && cur.dtype() == value.dtype() &&
+          cur.shape() == value.shape())) {
+      ASSIGN_OR_RETURN(cur, Tensor::Allocate(ctx.allocator(), value.dtype(), value.shape()));
+    }
+    if (value.num_bytes() > 0) std::memcpy(cur.raw_data(), value.raw_data(), value.num_bytes());
+    ctx.set_output(0, cur);
+    return Status::OK();
+  }
+
+ private:
+  std::string name_;
+  VariableStore::Variable* var_;
+  bool validate_shape_;
+  Shape declared_;
+};
+
+}  // namespace
+
+Status RegisterStateKernels() {
+  RETURN_IF_ERROR(RegisterKernel<VariableKernel>("Variable", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<AssignKernel>("Assign", "CPU"));
+  return Status::OK();
+}
+
+}  // namespace dflow::cpu

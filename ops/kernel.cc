@@ -1,0 +1,64 @@
+#include "ops/kernel.h"
+
+#include <algorithm>
+
+namespace dflow {
+
+Result<Tensor*> KernelContext::AllocateOutput(int i, DType dtype, const Shape& shape) {
+  ASSIGN_OR_RETURN(outputs_[i], Tensor::Allocate(allocator_, dtype, shape));
+  return &outputs_[i];
+}
+
+Result<Tensor*> KernelContext::ForwardOrAllocateOutput(int in, int out, DType dtype,
+                                                       const Shape& shape) {
+  const Tensor& t = input(in);
+  int slot = input_slots_[in];
+  bool used_once = true;
+  for (int j = 0; j < num_inputs_; ++j) {
+    if (j != in && input_slots_[j] == slot) used_once = false;
+  }
+  if (remaining_uses_ != nullptr && used_once && remaining_uses_[slot] == 1 &&
+      t.buffer_unique() && t.dtype() == dtype && t.shape() == shape) {
+    outputs_[out] = t;
+    return &outputs_[out];
+  }
+  return AllocateOutput(out, dtype, shape);
+}
+
+KernelRegistry& KernelRegistry::Global() {
+  static auto* registry = new KernelRegistry;
+  return *registry;
+}
+
+Status KernelRegistry::Register(const std::string& op, const std::string& device_type,
+                                KernelFactory factory) {
+  std::unique_lock lock(mu_);
+  auto& by_device = kernels_[op];
+  if (by_device.count(device_type)) {
+    return InvalidArgument("a {} kernel for op '{}' is already registered", device_type, op);
+  }
+  by_device.emplace(device_type, std::move(factory));
+  return Status::OK();
+}
+
+const KernelFactory* KernelRegistry::Find(const std::string& op,
+                                          const std::string& device_type) const {
+  std::shared_lock lock(mu_);
+  auto it = kernels_.find(op);
+  if (it == kernels_.end()) return nullptr;
+  auto k = it->second.find(device_type);
+  return k == it->second.end() ? nullptr : &k->second;
+}
+
+std::vector<std::string> KernelRegistry::DeviceTypesFor(const std::string& op) const {
+  std::shared_lock lock(mu_);
+  std::vector<std::string> types;
+  auto it = kernels_.find(op);
+  if (it != kernels_.end()) {
+    for (const auto& [type, f] : it->second) types.push_back(type);
+  }
+  std::sort(types.begin(), types.end());
+  return types;
+}
+
+}  // namespace dflow

@@ -1,0 +1,215 @@
+#include "ops/math_ops.h"
+
+#include <algorithm>
+
+#include "ops/broadcast.h"
+#include "ops/op_defs.h"
+#include "ops/register.h"
+
+namespace dflow::ops {
+namespace internal {
+namespace {
+
+Status BinaryShape(InferenceContext& c) {
+  auto s = BroadcastShape(c.input_shape(0), c.input_shape(1));
+  if (!s.ok()) return c.Error("{}", s.status().message());
+  c.set_output(0, *s);
+  return Status::OK();
+}
+
+Status UnaryShape(InferenceContext& c) {
+  c.set_output(0, c.input_shape(0));
+  return Status::OK();
+}
+
+// Dimension of `s` after an optional transpose of a matrix.
+int64_t MatDim(const Shape& s, int i, bool transpose) { return s[transpose ? 1 - i : i]; }
+
+Status MatMulShape(InferenceContext& c) {
+  ASSIGN_OR_RETURN(bool ta, c.GetAttr<bool>("transpose_a"));
+  ASSIGN_OR_RETURN(bool tb, c.GetAttr<bool>("transpose_b"));
+  const Shape& a = c.input_shape(0);
+  const Shape& b = c.input_shape(1);
+  for (int i = 0; i < 2; ++i) {
+    const Shape& s = i == 0 ? a : b;
+    if (!s.unknown_rank() && s.rank() != 2) {
+      return c.Error("input {} must be a matrix (rank 2), got shape {}", i, s);
+    }
+  }
+  if (a.unknown_rank() || b.unknown_rank()) {
+    c.set_output(0, Shape{a.unknown_rank() ? -1 : MatDim(a, 0, ta),
+                          b.unknown_rank() ? -1 : MatDim(b, 1, tb)});
+    return Status::OK();
+  }
+  int64_t ka = MatDim(a, 1, ta), kb = MatDim(b, 0, tb);
+  if (ka >= 0 && kb >= 0 && ka != kb) {
+    return c.Error("inner dimensions differ: {}{} x {}{} ({} vs {})", a, ta ? "^T" : "", b,
+                   tb ? "^T" : "", ka, kb);
+  }
+  c.set_output(0, Shape{MatDim(a, 0, ta), MatDim(b, 1, tb)});
+  return Status::OK();
+}
+
+OpCost MatMulCost(const CostContext& c) {
+  OpCost cost = ElementwiseCost(c, 0);
+  const Shape& a = c.input_shapes[0];
+  const Shape& out = c.output_shapes[0];
+  if (a.fully_defined() && out.fully_defined()) {
+    int64_t k = a.num_elements() / std::max<int64_t>(out[0], 1);
+    cost.flops = 2.0 * out[0] * out[1] * k;
+  }
+  return cost;
+}
+
+Status BiasAddShape(InferenceContext& c) {
+  const Shape& x = c.input_shape(0);
+  const Shape& b = c.input_shape(1);
+  if (!b.unknown_rank() && b.rank() != 1) return c.Error("bias must be a vector, got shape {}", b);
+  if (!x.unknown_rank()) {
+    if (x.rank() < 1) return c.Error("input must have rank >= 1, got a scalar");
+    int64_t channels = x[x.rank() - 1];
+    if (!b.unknown_rank() && channels >= 0 && b[0] >= 0 && channels != b[0]) {
+      return c.Error("bias has {} elements but the input's last dimension is {} (shape {})", b[0],
+                     channels, x);
+    }
+  }
+  c.set_output(0, x);
+  return Status::OK();
+}
+
+Status ReduceShape(InferenceContext& c) {
+  ASSIGN_OR_RETURN(auto axes, c.GetAttr<std::vector<int64_t>>("axes"));
+  ASSIGN_OR_RETURN(bool keep, c.GetAttr<bool>("keep_dims"));
+  const Shape& x = c.input_shape(0);
+  if (x.unknown_rank()) {
+    c.set_output(0, Shape::Unknown());
+    return Status::OK();
+  }
+  std::vector<bool> reduced(x.rank(), axes.empty());
+  for (int64_t a : axes) {
+    if (a < -x.rank() || a >= x.rank()) {
+      return c.Error("axis {} is out of range for input of rank {} (shape {})", a, x.rank(), x);
+    }
+    int64_t k = a < 0 ? a + x.rank() : a;
+    if (reduced[k] && !axes.empty()) return c.Error("axis {} is given twice", a);
+    reduced[k] = true;
+  }
+  std::vector<int64_t> dims;
+  for (int i = 0; i < x.rank(); ++i) {
+    if (!reduced[i]) {
+      dims.push_back(x[i]);
+    } else if (keep) {
+      dims.push_back(1);
+    }
+  }
+  c.set_output(0, Shape(dims));
+  return Status::OK();
+}
+
+OpDef Binary(const std::string& name) {
+  return {.name = name,
+          .inputs = {{.name = "a", .type_attr = "T", .allowed = kNumericTypes},
+                     {.name = "b", .type_attr = "T", .allowed = kNumericTypes}},
+          .outputs = {{.name = "output", .type_attr = "T"}},
+          .attrs = {{"T", AttrType::kDType, std::nullopt}},
+          .shape_fn = BinaryShape,
+          .cost_fn = [](const CostContext& c) { return ElementwiseCost(c, 1); }};
+}
+
+OpDef Reduce(const std::string& name) {
+  return {.name = name,
+          .inputs = {{.name = "input", .type_attr = "T", .allowed = kNumericTypes}},
+          .outputs = {{.name = "output", .type_attr = "T"}},
+          .attrs = {{"T", AttrType::kDType, std::nullopt},
+                    {"axes", AttrType::kIntList, std::vector<int64_t>{}},
+                    {"keep_dims", AttrType::kBool, false}},
+          .shape_fn = ReduceShape,
+          .cost_fn = [](const CostContext& c) {
+            OpCost cost = ElementwiseCost(c, 0);
+            cost.flops = std::max<int64_t>(c.input_shapes[0].num_elements(), 0);
+            return cost;
+          }};
+}
+
+}  // namespace
+
+Status RegisterMathOps(OpRegistry& r) {
+  for (const char* name : {"Add", "Sub", "Mul", "Div", "Maximum"}) {
+    RETURN_IF_ERROR(r.Register(Binary(name)));
+  }
+  RETURN_IF_ERROR(r.Register({.name = "Relu",
+                              .inputs = {{.name = "x", .type_attr = "T", .allowed = kNumericTypes}},
+                              .outputs = {{.name = "y", .type_attr = "T"}},
+                              .attrs = {{"T", AttrType::kDType, std::nullopt}},
+                              .shape_fn = UnaryShape,
+                              .cost_fn = [](const CostContext& c) {
+                                return ElementwiseCost(c, 1);
+                              }}));
+  RETURN_IF_ERROR(r.Register({.name = "MatMul",
+                              .inputs = {{.name = "a", .type_attr = "T", .allowed = {DType::kF32}},
+                                         {.name = "b", .type_attr = "T", .allowed = {DType::kF32}}},
+                              .outputs = {{.name = "product", .type_attr = "T"}},
+                              .attrs = {{"T", AttrType::kDType, std::nullopt},
+                                        {"transpose_a", AttrType::kBool, false},
+                                        {"transpose_b", AttrType::kBool, false}},
+                              .shape_fn = MatMulShape,
+                              .cost_fn = MatMulCost}));
+  RETURN_IF_ERROR(
+      r.Register({.name = "BiasAdd",
+                  .inputs = {{.name = "input", .type_attr = "T", .allowed = kNumericTypes},
+                             {.name = "bias", .type_attr = "T", .allowed = kNumericTypes}},
+                  .outputs = {{.name = "output", .type_attr = "T"}},
+                  .attrs = {{"T", AttrType::kDType, std::nullopt}},
+                  .shape_fn = BiasAddShape,
+                  .cost_fn = [](const CostContext& c) { return ElementwiseCost(c, 1); }}));
+  RETURN_IF_ERROR(r.Register(Reduce("ReduceSum")));
+  RETURN_IF_ERROR(r.Register(Reduce("ReduceMean")));
+  return Status::OK();
+}
+
+}  // namespace internal
+
+namespace {
+Output BinaryOp(const char* op, const Scope& scope, Output a, Output b) {
+  RegisterStandardOps();
+  return scope.OutputOf(scope.AddNode(op, {a, b}, {}));
+}
+}  // namespace
+
+Output Add(const Scope& s, Output a, Output b) { return BinaryOp("Add", s, a, b); }
+Output Sub(const Scope& s, Output a, Output b) { return BinaryOp("Sub", s, a, b); }
+Output Mul(const Scope& s, Output a, Output b) { return BinaryOp("Mul", s, a, b); }
+Output Div(const Scope& s, Output a, Output b) { return BinaryOp("Div", s, a, b); }
+Output Maximum(const Scope& s, Output a, Output b) { return BinaryOp("Maximum", s, a, b); }
+
+Output Relu(const Scope& scope, Output x) {
+  RegisterStandardOps();
+  return scope.OutputOf(scope.AddNode("Relu", {x}, {}));
+}
+
+Output MatMul(const Scope& scope, Output a, Output b, const MatMulAttrs& attrs) {
+  RegisterStandardOps();
+  return scope.OutputOf(scope.AddNode(
+      "MatMul", {a, b}, {{"transpose_a", attrs.transpose_a}, {"transpose_b", attrs.transpose_b}}));
+}
+
+Output BiasAdd(const Scope& scope, Output x, Output bias) {
+  RegisterStandardOps();
+  return scope.OutputOf(scope.AddNode("BiasAdd", {x, bias}, {}));
+}
+
+Output ReduceSum(const Scope& scope, Output x, const std::vector<int64_t>& axes,
+                 const ReduceAttrs& attrs) {
+  RegisterStandardOps();
+  return scope.OutputOf(
+      scope.AddNode("ReduceSum", {x}, {{"axes", axes}, {"keep_dims", attrs.keep_dims}}));
+}
+
+Output ReduceMean(const Scope& scope, Output x, const std::vector<int64_t>& axes,
+                  const ReduceAttrs& attrs) {
+  RegisterStandardOps();
+  return scope.OutputOf(
+      scope.AddNode("ReduceMean", {x}, {{"axes", axes}, {"keep_dims", attrs.keep_dims}}));
+}
+
+}  // namespace dflow::ops

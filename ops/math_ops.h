@@ -1,0 +1,37 @@
+// Builder functions for the math ops: element-wise arithmetic with NumPy broadcasting, Relu,
+// MatMul, BiasAdd and reductions.
+#pragma once
+
+#include <vector>
+
+#include "graph/scope.h"
+
+namespace dflow::ops {
+
+Output Add(const Scope& scope, Output a, Output b);
+Output Sub(const Scope& scope, Output a, Output b);
+Output Mul(const Scope& scope, Output a, Output b);
+// Integer division by zero is an InvalidArgument at run time.
+Output Div(const Scope& scope, Output a, Output b);
+Output Maximum(const Scope& scope, Output a, Output b);
+Output Relu(const Scope& scope, Output x);
+
+struct MatMulAttrs {
+  bool transpose_a = false;
+  bool transpose_b = false;
+};
+// a [M,K] x b [K,N] -> [M,N] (after the transposes); f32, on oneDNN's matmul primitive.
+Output MatMul(const Scope& scope, Output a, Output b, const MatMulAttrs& attrs = {});
+// x [..., C] + bias [C].
+Output BiasAdd(const Scope& scope, Output x, Output bias);
+
+struct ReduceAttrs {
+  bool keep_dims = false;
+};
+// Sums over `axes` (negative counts from the end; empty: all axes).
+Output ReduceSum(const Scope& scope, Output x, const std::vector<int64_t>& axes = {},
+                 const ReduceAttrs& attrs = {});
+Output ReduceMean(const Scope& scope, Output x, const std::vector<int64_t>& axes = {},
+                  const ReduceAttrs& attrs = {});
+
+}  // namespace dflow::ops

@@ -1,0 +1,26 @@
+#include "ops/register.h"
+
+#include <cstdio>
+#include <mutex>
+
+#include "ops/op_defs.h"
+
+namespace dflow::ops {
+
+void RegisterStandardOps() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    OpRegistry& r = OpRegistry::Global();
+    Status s = internal::RegisterArrayOps(r);
+    if (s.ok()) s = internal::RegisterMathOps(r);
+    if (s.ok()) s = internal::RegisterStateOps(r);
+    if (s.ok()) s = internal::RegisterCpuKernels();
+    if (!s.ok()) {
+      std::fprintf(stderr, "dflow: registering the standard ops failed: %s\n",
+                   s.ToString().c_str());
+      std::abort();
+    }
+  });
+}
+
+}  // namespace dflow::ops

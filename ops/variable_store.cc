@@ -1,0 +1,18 @@
+#include "ops/variable_store.h"
+
+namespace dflow {
+
+VariableStore::Variable* VariableStore::GetOrCreate(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto& v = vars_[name];
+  if (!v) v = std::make_unique<Variable>();
+  return v.get();
+}
+
+VariableStore::Variable* VariableStore::Find(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = vars_.find(name);
+  return it == vars_.end() ? nullptr : it->second.get();
+}
+
+}  // namespace dflow
