@@ -1,0 +1,308 @@
+#include "runtime/executor.h"
+
+#include <omp.h>
+
+#include <condition_variable>
+#include <unordered_map>
+
+namespace dflow {
+namespace {
+// Nodes whose estimated work (FLOPs plus bytes moved) is below this run inline on the thread
+// that made them ready: a hand-off to the pool costs more (design.md: pools lose below ~10 us).
+constexpr double kInlineCostLimit = 256 * 1024;
+}  // namespace
+
+struct ExecutionPlan::RunState {
+  std::vector<int32_t> pending;
+  std::vector<int32_t> uses;
+  std::vector<Tensor> values;
+  std::atomic<int> outstanding{0};  // Process calls started and not finished
+  std::atomic<bool> aborted{false};
+  std::mutex mu;
+  std::condition_variable done_cv;
+  bool done = false;  // GUARDED_BY(mu)
+  Status status;      // GUARDED_BY(mu): the first error
+
+  void Fail(const Status& s) {
+    std::lock_guard lock(mu);
+    if (status.ok()) status = s;
+    aborted.store(true, std::memory_order_release);
+  }
+};
+
+ExecutionPlan::~ExecutionPlan() = default;
+
+Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Compile(const Graph& graph,
+                                                              const PlanSpec& spec,
+                                                              Device* device) {
+  if (!graph.validated()) return FailedPrecondition("the graph must be validated before compiling");
+  const int n = graph.num_nodes();
+  std::vector<bool> fed(n, false), needed(n, false);
+  for (int f : spec.feeds) fed[f] = true;
+
+  // Prune: everything the fetches and targets reach through data and control inputs.
+  std::vector<int> stack;
+  auto need = [&](int id) {
+    if (!needed[id]) {
+      needed[id] = true;
+      stack.push_back(id);
+    }
+  };
+  for (const auto& e : spec.fetches) need(e.node);
+  for (int t : spec.targets) need(t);
+  while (!stack.empty()) {
+    int id = stack.back();
+    stack.pop_back();
+    const Node& node = graph.node(id);
+    if (node.op() == "Placeholder" && !fed[id]) {
+      return InvalidArgument("placeholder '{}' ({}{}) must be fed: a fetch or target needs it",
+                             node.name(), node.output_dtype(0), node.output_shape(0));
+    }
+    for (const auto& e : node.inputs()) need(e.node);
+    for (int c : node.control_inputs()) need(c);
+  }
+  for (int f : spec.feeds) need(f);  // a fed placeholder nobody reads still takes its value
+
+  auto plan = std::unique_ptr<ExecutionPlan>(new ExecutionPlan);
+  plan->graph_ = &graph;
+  plan->device_ = device;
+  std::vector<int> plan_id(n, -1);
+  for (int id : graph.topological_order()) {
+    if (needed[id]) {
+      plan_id[id] = static_cast<int>(plan->nodes_.size());
+      plan->nodes_.push_back(PlanNode{});
+      plan->nodes_.back().graph_id = id;
+    }
+  }
+
+  // Value slots and kernels.
+  int slots = 0;
+  for (auto& pn : plan->nodes_) {
+    const Node& node = graph.node(pn.graph_id);
+    pn.output_base = slots;
+    pn.num_outputs = node.num_outputs();
+    slots += pn.num_outputs;
+    const KernelFactory* factory = KernelRegistry::Global().Find(node.op(), device->type());
+    if (factory == nullptr) {
+      return NotFound("node '{}': op '{}' has no {} kernel (device {})", node.name(), node.op(),
+                      device->type(), device->canonical_name());
+    }
+    KernelInit init{graph, node, device->canonical_name(), device->allocator(),
+                    device->variables()};
+    auto kernel = (*factory)(init);
+    if (!kernel.ok()) {
+      return kernel.status().WithPrefix(
+          fmt::format("node '{}' ({}) on {}: ", node.name(), node.op(), device->canonical_name()));
+    }
+    pn.kernel = std::move(kernel).value();
+    const OpDef& def = *node.op_def();
+    pn.allows_uninitialized_input = false;
+    for (const auto& arg : def.inputs) pn.allows_uninitialized_input |= arg.may_be_uninitialized;
+    if (def.constant_cost) {
+      pn.expensive = false;
+    } else {
+      std::vector<DType> in_dtypes;
+      std::vector<Shape> in_shapes;
+      bool known = true;
+      for (const auto& e : node.inputs()) {
+        in_dtypes.push_back(graph.node(e.node).output_dtype(e.index));
+        in_shapes.push_back(graph.node(e.node).output_shape(e.index));
+        known &= in_shapes.back().fully_defined();
+      }
+      for (const auto& s : node.output_shapes()) known &= s.fully_defined();
+      OpCost cost = def.cost_fn(CostContext{node, in_dtypes, in_shapes, node.output_dtypes(),
+                                            node.output_shapes()});
+      pn.expensive = !known || cost.flops + cost.bytes_read + cost.bytes_written > kInlineCostLimit;
+    }
+  }
+  plan->num_values_ = slots;
+
+  // Edges: input slots, successors, pending counts, use counts.
+  std::vector<std::vector<int>> succ(plan->nodes_.size());
+  plan->initial_uses_.assign(slots, 0);
+  plan->initial_pending_.assign(plan->nodes_.size(), 0);
+  for (size_t p = 0; p < plan->nodes_.size(); ++p) {
+    auto& pn = plan->nodes_[p];
+    const Node& node = graph.node(pn.graph_id);
+    pn.input_begin = static_cast<int>(plan->input_slots_.size());
+    pn.num_inputs = node.num_inputs();
+    for (const auto& e : node.inputs()) {
+      const auto& src = plan->nodes_[plan_id[e.node]];
+      int slot = src.output_base + e.index;
+      plan->input_slots_.push_back(slot);
+      ++plan->initial_uses_[slot];
+      succ[plan_id[e.node]].push_back(static_cast<int>(p));
+    }
+    for (int c : node.control_inputs()) succ[plan_id[c]].push_back(static_cast<int>(p));
+    plan->initial_pending_[p] =
+        static_cast<int32_t>(node.inputs().size() + node.control_inputs().size());
+  }
+  for (const auto& e : spec.fetches) {
+    int slot = plan->nodes_[plan_id[e.node]].output_base + e.index;
+    plan->fetch_slots_.push_back(slot);
+    ++plan->initial_uses_[slot];  // kept to the end of the run
+  }
+  for (int f : spec.feeds) plan->feed_slots_.push_back(plan->nodes_[plan_id[f]].output_base);
+  for (size_t p = 0; p < plan->nodes_.size(); ++p) {
+    auto& pn = plan->nodes_[p];
+    pn.succ_begin = static_cast<int>(plan->successors_.size());
+    pn.num_succ = static_cast<int>(succ[p].size());
+    plan->successors_.insert(plan->successors_.end(), succ[p].begin(), succ[p].end());
+    pn.dead_begin = static_cast<int>(plan->dead_outputs_.size());
+    for (int o = 0; o < pn.num_outputs; ++o) {
+      if (plan->initial_uses_[pn.output_base + o] == 0) {
+        plan->dead_outputs_.push_back(pn.output_base + o);
+      }
+    }
+    pn.num_dead = static_cast<int>(plan->dead_outputs_.size()) - pn.dead_begin;
+    if (plan->initial_pending_[p] == 0) plan->roots_.push_back(static_cast<int>(p));
+  }
+  return plan;
+}
+
+std::unique_ptr<ExecutionPlan::RunState> ExecutionPlan::AcquireState() const {
+  std::unique_ptr<RunState> s;
+  {
+    std::lock_guard lock(states_mu_);
+    if (!free_states_.empty()) {
+      s = std::move(free_states_.back());
+      free_states_.pop_back();
+    }
+  }
+  if (!s) {
+    s = std::make_unique<RunState>();
+    s->values.resize(num_values_);
+  }
+  s->pending = initial_pending_;
+  s->uses = initial_uses_;
+  s->outstanding.store(1, std::memory_order_relaxed);
+  s->aborted.store(false, std::memory_order_relaxed);
+  s->done = false;
+  s->status = Status::OK();
+  return s;
+}
+
+void ExecutionPlan::ReleaseState(std::unique_ptr<RunState> s) const {
+  for (auto& v : s->values) v = Tensor();  // after an error some values may remain
+  std::lock_guard lock(states_mu_);
+  free_states_.push_back(std::move(s));
+}
+
+Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>* fetches) const {
+  if (feeds.size() != feed_slots_.size()) {
+    return InvalidArgument("the plan takes {} feeds, got {}", feed_slots_.size(), feeds.size());
+  }
+  auto state = AcquireState();
+  for (size_t i = 0; i < feeds.size(); ++i) state->values[feed_slots_[i]] = feeds[i];
+
+  // The caller's thread is one of the inter-op threads: give it the intra-op team size.
+  int saved_omp = omp_get_max_threads();
+  int intra = device_->intra_op_threads();
+  if (saved_omp != intra) omp_set_num_threads(intra);
+
+  if (roots_.empty()) {
+    state->done = true;
+  } else {
+    // Roots are handed out like any newly ready node: the first stays on this thread, extra
+    // expensive ones go to the pool.
+    std::vector<int> local;
+    for (int r : roots_) Ready(state.get(), r, local);
+    Process(state.get(), std::move(local));
+  }
+  {
+    // Only `done`, set under the mutex by the last Process, ends the wait: a thread that saw
+    // outstanding reach zero may still be about to take the mutex.
+    std::unique_lock lock(state->mu);
+    state->done_cv.wait(lock, [&] { return state->done; });
+  }
+  if (saved_omp != intra) omp_set_num_threads(saved_omp);
+
+  Status status;
+  {
+    std::lock_guard lock(state->mu);
+    status = state->status;
+  }
+  if (status.ok()) {
+    fetches->clear();
+    fetches->reserve(fetch_slots_.size());
+    for (int slot : fetch_slots_) fetches->push_back(state->values[slot]);
+  }
+  ReleaseState(std::move(state));
+  return status;
+}
+
+void ExecutionPlan::Ready(RunState* s, int node, std::vector<int>& local) const {
+  ThreadPool* pool = device_->inter_op_pool();
+  if (pool != nullptr && nodes_[node].expensive && !local.empty()) {
+    s->outstanding.fetch_add(1, std::memory_order_relaxed);
+    pool->Schedule([this, s, node] { Process(s, {node}); });
+  } else {
+    local.push_back(node);
+  }
+}
+
+Status ExecutionPlan::NodeError(const PlanNode& n, const Status& s) const {
+  const Node& node = graph_->node(n.graph_id);
+  return s.WithPrefix(
+      fmt::format("node '{}' ({}) on {}: ", node.name(), node.op(), device_->canonical_name()));
+}
+
+Status ExecutionPlan::RunNode(RunState* s, const PlanNode& n) const {
+  const int* slots = input_slots_.data() + n.input_begin;
+  if (!n.allows_uninitialized_input) {
+    for (int i = 0; i < n.num_inputs; ++i) {
+      if (s->values[slots[i]].valid()) continue;
+      const Node& node = graph_->node(n.graph_id);
+      const Node& src = graph_->node(node.inputs()[i].node);
+      if (src.op() == "Variable") {
+        return FailedPrecondition(
+            "node '{}' ({}) on {}: input {} reads variable '{}', which is uninitialised: run an "
+            "Assign to it first",
+            node.name(), node.op(), device_->canonical_name(), i, src.name());
+      }
+      return Internal("node '{}' ({}): input {} from '{}' has no value", node.name(), node.op(),
+                      i, src.name());
+    }
+  }
+  KernelContext ctx(s->values.data(), slots, n.num_inputs, s->values.data() + n.output_base,
+                    n.num_outputs, device_->allocator(), s->uses.data());
+  Status st = n.kernel->Compute(ctx);
+  if (!st.ok()) return NodeError(n, st);
+  return Status::OK();
+}
+
+void ExecutionPlan::Process(RunState* s, std::vector<int> local) const {
+  while (!local.empty()) {
+    int id = local.back();
+    local.pop_back();
+    if (s->aborted.load(std::memory_order_relaxed)) continue;  // drop the rest of the run
+    const PlanNode& n = nodes_[id];
+    Status st = RunNode(s, n);
+    if (!st.ok()) {
+      s->Fail(st);
+      continue;
+    }
+    const int* slots = input_slots_.data() + n.input_begin;
+    for (int i = 0; i < n.num_inputs; ++i) {
+      if (std::atomic_ref<int32_t>(s->uses[slots[i]]).fetch_sub(1, std::memory_order_acq_rel) ==
+          1) {
+        s->values[slots[i]] = Tensor();
+      }
+    }
+    for (int d = 0; d < n.num_dead; ++d) s->values[dead_outputs_[n.dead_begin + d]] = Tensor();
+    const int* succ = successors_.data() + n.succ_begin;
+    for (int i = 0; i < n.num_succ; ++i) {
+      if (std::atomic_ref<int32_t>(s->pending[succ[i]]).fetch_sub(1, std::memory_order_acq_rel) ==
+          1) {
+        Ready(s, succ[i], local);
+      }
+    }
+  }
+  if (s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    std::lock_guard lock(s->mu);
+    s->done = true;
+    s->done_cv.notify_all();
+  }
+}
+
+}  // namespace dflow

@@ -1,0 +1,87 @@
+// ExecutionPlan: a compiled, immutable program for one device, and the dataflow executor that
+// runs it.
+//
+// Compiling prunes the graph to what the fetches and targets need, creates one kernel per
+// node, and lays out a flat node array: each node's input value slots, output slots and
+// successors are index ranges into shared arrays. A run copies the initial pending counts and
+// use counts (plain int32 arrays, decremented with atomic_ref) and starts from the nodes with
+// nothing pending. A thread runs the nodes it makes ready itself, depth first; it hands extra
+// expensive ready nodes to the device's pool when it has one. A value is released right after
+// its last consumer ran. The first error stops the run (nodes not yet started are dropped) and
+// is returned with the node and device named.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "ops/kernel.h"
+#include "runtime/device.h"
+
+namespace dflow {
+
+// What a plan computes: placeholders fed, tensors fetched, nodes run for their effects.
+struct PlanSpec {
+  std::vector<int> feeds;           // Placeholder node ids, in feed order
+  std::vector<Endpoint> fetches;    // in fetch order
+  std::vector<int> targets;         // node ids
+};
+
+class ExecutionPlan {
+ public:
+  // Compiles `spec` over validated `graph` for `device`. InvalidArgument when a needed
+  // placeholder is not fed; NotFound when a needed node has no kernel for the device type.
+  // The graph must outlive the plan.
+  static Result<std::unique_ptr<ExecutionPlan>> Compile(const Graph& graph, const PlanSpec& spec,
+                                                        Device* device);
+  ~ExecutionPlan();
+
+  // Runs once. `feeds` matches spec.feeds in order (dtype and shape already checked); fills
+  // `fetches` in spec.fetches order. Thread-safe: concurrent runs use separate state.
+  Status Run(const std::vector<Tensor>& feeds, std::vector<Tensor>* fetches) const;
+
+  int num_nodes() const { return static_cast<int>(nodes_.size()); }
+
+ private:
+  struct PlanNode {
+    std::unique_ptr<OpKernel> kernel;
+    int graph_id;
+    int input_begin, num_inputs;    // into input_slots_
+    int output_base, num_outputs;   // value slots
+    int succ_begin, num_succ;       // into successors_
+    int dead_begin, num_dead;       // into dead_outputs_: outputs nobody reads
+    bool expensive;
+    bool allows_uninitialized_input;
+  };
+  struct RunState;
+
+  ExecutionPlan() = default;
+  // Runs the nodes in `local` and every node they make ready that stays on this thread.
+  void Process(RunState* state, std::vector<int> local) const;
+  void Ready(RunState* state, int node, std::vector<int>& local) const;
+  Status RunNode(RunState* state, const PlanNode& n) const;
+  Status NodeError(const PlanNode& n, const Status& s) const;
+  std::unique_ptr<RunState> AcquireState() const;
+  void ReleaseState(std::unique_ptr<RunState> state) const;
+
+  const Graph* graph_ = nullptr;
+  Device* device_ = nullptr;
+  std::vector<PlanNode> nodes_;
+  std::vector<int> input_slots_;
+  std::vector<int> successors_;
+  std::vector<int> dead_outputs_;
+  std::vector<int32_t> initial_pending_;
+  std::vector<int32_t> initial_uses_;
+  std::vector<int> roots_;
+  std::vector<int> feed_slots_;
+  std::vector<int> fetch_slots_;
+  int num_values_ = 0;
+
+  mutable std::mutex states_mu_;
+  mutable std::vector<std::unique_ptr<RunState>> free_states_;  // GUARDED_BY(states_mu_)
+};
+
+}  // namespace dflow

@@ -1,0 +1,136 @@
+#include "runtime/session.h"
+
+#include "ops/register.h"
+
+namespace dflow {
+
+Result<std::unique_ptr<Session>> Session::Create(Graph graph, const SessionOptions& options) {
+  ops::RegisterStandardOps();
+  RETURN_IF_ERROR(graph.Validate());
+  ASSIGN_OR_RETURN(DeviceName name, DeviceName::Parse(options.device));
+  name = name.WithDefaults();
+  if (!name.index) name.index = 0;
+  if (name.type != "CPU") {
+    return FailedPrecondition("session device '{}' is not a CPU device; CPU is the only device "
+                              "type a session runs on so far",
+                              options.device);
+  }
+  ASSIGN_OR_RETURN(auto device, CpuDevice::Create(name, options.threads));
+  for (int i = 0; i < graph.num_nodes(); ++i) {
+    const Node& n = graph.node(i);
+    if (n.requested_device().empty()) continue;
+    ASSIGN_OR_RETURN(DeviceName want, DeviceName::Parse(n.requested_device()));
+    if (!want.Matches(device->name())) {
+      return FailedPrecondition("node '{}' requests device '{}', but this session has only {}",
+                                n.name(), n.requested_device(), device->canonical_name());
+    }
+  }
+  return std::unique_ptr<Session>(new Session(std::move(graph), std::move(device)));
+}
+
+Result<std::unique_ptr<Session>> Session::Create(const Scope& scope,
+                                                 const SessionOptions& options) {
+  RETURN_IF_ERROR(scope.status());
+  return Create(scope.graph(), options);
+}
+
+int Session::num_plans() const {
+  std::lock_guard lock(mu_);
+  return static_cast<int>(plans_.size());
+}
+
+Status Session::CheckFeed(const std::string& name, const Tensor& value, int* node) const {
+  ASSIGN_OR_RETURN(InputRef ref, ParseInputRef(name));
+  auto id = graph_.FindNode(ref.node);
+  if (!id) return NotFound("feed '{}': no node named '{}'", name, ref.node);
+  const Node& n = graph_.node(*id);
+  if (n.op() != "Placeholder") {
+    return InvalidArgument("feed '{}': node '{}' is a {}, not a Placeholder; only placeholders "
+                           "can be fed",
+                           name, n.name(), n.op());
+  }
+  if (ref.index != 0) return InvalidArgument("feed '{}': a placeholder has only output 0", name);
+  if (!value.valid()) return InvalidArgument("feed '{}': the tensor is empty", name);
+  if (value.dtype() != n.output_dtype(0)) {
+    return InvalidArgument("feed '{}': placeholder '{}' is {}, the fed tensor is {}", name,
+                           n.name(), n.output_dtype(0), value.dtype());
+  }
+  if (!n.output_shape(0).IsCompatibleWith(value.shape())) {
+    return InvalidArgument("feed '{}': placeholder '{}' has shape {}, the fed tensor has shape {}",
+                           name, n.name(), n.output_shape(0), value.shape());
+  }
+  if (!value.host_accessible()) {
+    return InvalidArgument("feed '{}': the tensor is in {} memory, not host memory", name,
+                           value.device());
+  }
+  *node = *id;
+  return Status::OK();
+}
+
+Result<const ExecutionPlan*> Session::GetPlan(const Feeds& feeds,
+                                              const std::vector<std::string>& fetches,
+                                              const std::vector<std::string>& targets) {
+  std::string key;
+  for (const auto& [name, t] : feeds) key += name + ',';
+  key += '|';
+  for (const auto& f : fetches) key += f + ',';
+  key += '|';
+  for (const auto& t : targets) key += t + ',';
+
+  std::lock_guard lock(mu_);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second.get();
+
+  PlanSpec spec;
+  for (const auto& [name, t] : feeds) {
+    auto ref = ParseInputRef(name);
+    if (!ref.ok()) return ref.status();
+    spec.feeds.push_back(*graph_.FindNode(ref->node));  // checked by CheckFeed
+  }
+  for (const auto& f : fetches) {
+    ASSIGN_OR_RETURN(InputRef ref, ParseInputRef(f));
+    auto id = graph_.FindNode(ref.node);
+    if (!id) return NotFound("fetch '{}': no node named '{}'", f, ref.node);
+    const Node& n = graph_.node(*id);
+    if (ref.index >= n.num_outputs()) {
+      return InvalidArgument("fetch '{}': node '{}' ({}) has {} output{}", f, n.name(), n.op(),
+                             n.num_outputs(), n.num_outputs() == 1 ? "" : "s");
+    }
+    spec.fetches.push_back({*id, ref.index});
+  }
+  for (const auto& t : targets) {
+    auto id = graph_.FindNode(t);
+    if (!id) return NotFound("target '{}': no node named '{}'", t, t);
+    spec.targets.push_back(*id);
+  }
+  ASSIGN_OR_RETURN(auto plan, ExecutionPlan::Compile(graph_, spec, device_.get()));
+  const ExecutionPlan* p = plan.get();
+  plans_.emplace(std::move(key), std::move(plan));
+  return p;
+}
+
+Result<std::vector<Tensor>> Session::Run(const Feeds& feeds,
+                                         const std::vector<std::string>& fetches,
+                                         const std::vector<std::string>& targets) {
+  if (fetches.empty() && targets.empty()) {
+    return InvalidArgument("Run needs at least one fetch or target");
+  }
+  std::vector<Tensor> values;
+  values.reserve(feeds.size());
+  std::vector<int> fed_nodes;
+  for (const auto& [name, t] : feeds) {
+    int node = -1;
+    RETURN_IF_ERROR(CheckFeed(name, t, &node));
+    for (int other : fed_nodes) {
+      if (other == node) return InvalidArgument("feed '{}': placeholder fed twice", name);
+    }
+    fed_nodes.push_back(node);
+    values.push_back(t);
+  }
+  ASSIGN_OR_RETURN(const ExecutionPlan* plan, GetPlan(feeds, fetches, targets));
+  std::vector<Tensor> out;
+  RETURN_IF_ERROR(plan->Run(values, &out));
+  return out;
+}
+
+}  // namespace dflow

@@ -1,0 +1,69 @@
+// Session: runs a graph on a device. Run(feeds, fetches, targets) checks every feed against its
+// placeholder, compiles a plan for each distinct (feeds, fetches, targets) signature once and
+// caches it, so repeated runs pay no planning. Variables keep their values across runs for the
+// session's life.
+//
+//   auto session = Session::Create(scope);            // or Create(graph, options)
+//   auto out = (*session)->Run({{"x", x}}, {"y:0"});  // out->at(0) is y
+//
+// Run is thread-safe; concurrent runs of the same signature share the compiled plan.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/scope.h"
+#include "runtime/device.h"
+#include "runtime/executor.h"
+
+namespace dflow {
+
+struct SessionOptions {
+  // The CPU cores dflow may use and how they are split (see runtime/device.h).
+  ThreadBudget threads;
+  // The device the graph runs on. Multi-device placement comes with the placer.
+  std::string device = "cpu:0";
+};
+
+class Session {
+ public:
+  // Validates `graph` (errors name the node) and creates the device. Nodes that request a
+  // device the session does not have are a FailedPrecondition naming node and device.
+  static Result<std::unique_ptr<Session>> Create(Graph graph, const SessionOptions& options = {});
+  // The scope's first error if it has one; otherwise a session on a copy of its graph.
+  static Result<std::unique_ptr<Session>> Create(const Scope& scope,
+                                                 const SessionOptions& options = {});
+
+  using Feeds = std::vector<std::pair<std::string, Tensor>>;
+  // Feeds name placeholders ("x" or "x:0"); fetches name tensors ("y" or "y:1"); targets name
+  // nodes run for their effects. Returns the fetched tensors in order. Errors: NotFound for a
+  // name not in the graph; InvalidArgument for a feed that is not a placeholder, has the wrong
+  // dtype or shape, or is given twice, and for a needed placeholder left unfed; a node's error
+  // with the node named.
+  Result<std::vector<Tensor>> Run(const Feeds& feeds, const std::vector<std::string>& fetches,
+                                  const std::vector<std::string>& targets = {});
+
+  const Graph& graph() const { return graph_; }
+  CpuDevice& device() { return *device_; }
+  // Number of distinct plans compiled so far.
+  int num_plans() const;
+
+ private:
+  Session(Graph graph, std::unique_ptr<CpuDevice> device)
+      : graph_(std::move(graph)), device_(std::move(device)) {}
+  Result<const ExecutionPlan*> GetPlan(const Feeds& feeds, const std::vector<std::string>& fetches,
+                                       const std::vector<std::string>& targets);
+  Status CheckFeed(const std::string& name, const Tensor& value, int* node) const;
+
+  Graph graph_;
+  std::unique_ptr<CpuDevice> device_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<ExecutionPlan>> plans_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace dflow
