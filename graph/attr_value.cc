@@ -6,20 +6,34 @@ namespace dflow {
 
 std::string_view AttrTypeName(AttrType type) {
   switch (type) {
-    case AttrType::kInt: return "int";
-    case AttrType::kFloat: return "float";
-    case AttrType::kBool: return "bool";
-    case AttrType::kString: return "string";
-    case AttrType::kDType: return "dtype";
-    case AttrType::kShape: return "shape";
-    case AttrType::kTensor: return "tensor";
-    case AttrType::kIntList: return "list(int)";
-    case AttrType::kFloatList: return "list(float)";
-    case AttrType::kBoolList: return "list(bool)";
-    case AttrType::kStringList: return "list(string)";
-    case AttrType::kDTypeList: return "list(dtype)";
-    case AttrType::kShapeList: return "list(shape)";
-    case AttrType::kTensorList: return "list(tensor)";
+    case AttrType::kInt:
+      return "int";
+    case AttrType::kFloat:
+      return "float";
+    case AttrType::kBool:
+      return "bool";
+    case AttrType::kString:
+      return "string";
+    case AttrType::kDType:
+      return "dtype";
+    case AttrType::kShape:
+      return "shape";
+    case AttrType::kTensor:
+      return "tensor";
+    case AttrType::kIntList:
+      return "list(int)";
+    case AttrType::kFloatList:
+      return "list(float)";
+    case AttrType::kBoolList:
+      return "list(bool)";
+    case AttrType::kStringList:
+      return "list(string)";
+    case AttrType::kDTypeList:
+      return "list(dtype)";
+    case AttrType::kShapeList:
+      return "list(shape)";
+    case AttrType::kTensorList:
+      return "list(tensor)";
   }
   return "?";
 }

@@ -53,7 +53,8 @@ class Parser {
   Status Device(std::string_view type, std::optional<std::string_view> index) {
     if (out.type) return Error("device type given twice");
     out.type = ParseType(type);
-    if (!out.type) return Error(fmt::format("unknown device type '{}' (expected CPU or GPU)", type));
+    if (!out.type)
+      return Error(fmt::format("unknown device type '{}' (expected CPU or GPU)", type));
     if (index && *index != "*") {
       out.index = ParseIndex(*index);
       if (!out.index) return Error(fmt::format("bad device index '{}'", *index));
@@ -75,11 +76,10 @@ class Parser {
         out.task = ParseIndex(fields[1]);
         if (!out.task) return Error(fmt::format("bad task '{}'", fields[1]));
       } else if (key == "device" && (fields.size() == 2 || fields.size() == 3)) {
-        RETURN_IF_ERROR(Device(fields[1], fields.size() == 3 ? std::optional(fields[2])
-                                                             : std::nullopt));
-      } else if (ParseType(key) && fields.size() <= 2) {
         RETURN_IF_ERROR(
-            Device(key, fields.size() == 2 ? std::optional(fields[1]) : std::nullopt));
+            Device(fields[1], fields.size() == 3 ? std::optional(fields[2]) : std::nullopt));
+      } else if (ParseType(key) && fields.size() <= 2) {
+        RETURN_IF_ERROR(Device(key, fields.size() == 2 ? std::optional(fields[1]) : std::nullopt));
       } else {
         return Error(fmt::format("unexpected component '{}'", part));
       }
@@ -99,7 +99,10 @@ class Parser {
         if (i + 1 != parts.size()) return Error("the device must come last");
         RETURN_IF_ERROR(Device(fields[0], second));
       } else {
-        if (i != 0) return Error(fmt::format("unknown device type '{}'", fields[0]));
+        // A lone component is a device ("gpu:0"); a job comes before one ("worker:1/gpu:0").
+        if (i != 0 || parts.size() == 1) {
+          return Error(fmt::format("unknown device type '{}' (expected CPU or GPU)", fields[0]));
+        }
         if (!ValidJob(fields[0])) return Error(fmt::format("bad job name '{}'", fields[0]));
         out.job = std::string(fields[0]);
         if (second) {

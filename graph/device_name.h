@@ -2,7 +2,9 @@
 //
 // Canonical form: "/job:worker/task:1/device:GPU:0". Accepted short forms: "gpu:0", "cpu:1",
 // "worker:1/gpu:0", "worker/cpu", and partial specs such as "gpu" (any GPU) or "/job:ps"
-// (any device of job ps). Device types are CPU and GPU, case-insensitive on input.
+// (any device of job ps). Device types are CPU and GPU, case-insensitive on input. A short name
+// of one component is a device ("tpu:0" is an error, not job "tpu"); name a job alone with the
+// long form ("/job:ps").
 #pragma once
 
 #include <optional>

@@ -81,7 +81,8 @@ Result<int> Graph::AddNodeChecked(NodeDef def) {
 
 Status Graph::AddControlInput(int to, std::string_view from) {
   auto f = FindNode(from);
-  if (!f) return InvalidArgument("node '{}': control input '{}' does not exist", node(to).name(), from);
+  if (!f)
+    return InvalidArgument("node '{}': control input '{}' does not exist", node(to).name(), from);
   nodes_[to].def_.control_inputs.emplace_back(from);
   nodes_[to].control_inputs_.push_back(*f);
   validated_ = false;
@@ -123,7 +124,8 @@ Status Graph::ResolveInputs(Node& n) {
 
 namespace {
 bool Allowed(const ArgDef& arg, DType d) {
-  return arg.allowed.empty() || std::find(arg.allowed.begin(), arg.allowed.end(), d) != arg.allowed.end();
+  return arg.allowed.empty() ||
+         std::find(arg.allowed.begin(), arg.allowed.end(), d) != arg.allowed.end();
 }
 std::string AllowedList(const ArgDef& arg) {
   std::string s;
@@ -165,8 +167,8 @@ Status Graph::CheckNode(Node& n) {
     const Endpoint& e = n.inputs_[i];
     const Node& src = nodes_[e.node];
     if (src.op_def_ == nullptr) {
-      return FailedPrecondition("{}input {} '{}' has not been checked yet; call Validate()",
-                                prefix, i, src.name());
+      return FailedPrecondition("{}input {} '{}' has not been checked yet; call Validate()", prefix,
+                                i, src.name());
     }
     if (e.index >= src.num_outputs()) {
       return InvalidArgument("{}input {} refers to '{}:{}', but '{}' ({}) has {} output{}", prefix,
@@ -213,7 +215,8 @@ Status Graph::CheckNode(Node& n) {
   }
   for (const auto& a : def->attrs) {
     if (n.def_.attrs.count(a.name)) continue;
-    if (!a.default_value) return InvalidArgument("{}missing required attribute '{}'", prefix, a.name);
+    if (!a.default_value)
+      return InvalidArgument("{}missing required attribute '{}'", prefix, a.name);
     n.def_.attrs.emplace(a.name, *a.default_value);
   }
 

@@ -23,8 +23,8 @@ struct ArgDef {
   std::string name;
   DType fixed = DType::kInvalid;
   std::string type_attr;
-  std::vector<DType> allowed;  // empty: any dtype
-  bool variadic = false;       // only the last input; takes one or more tensors
+  std::vector<DType> allowed;         // empty: any dtype
+  bool variadic = false;              // only the last input; takes one or more tensors
   bool may_be_uninitialized = false;  // Assign's ref input: an uninitialised variable is fine
 };
 

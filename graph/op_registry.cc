@@ -6,7 +6,8 @@
 
 namespace dflow {
 
-InferenceContext::InferenceContext(const Graph& graph, const Node& node, std::span<const DType> input_dtypes,
+InferenceContext::InferenceContext(const Graph& graph, const Node& node,
+                                   std::span<const DType> input_dtypes,
                                    std::span<const Shape> input_shapes,
                                    std::span<const DType> output_dtypes)
     : output_shapes(output_dtypes.size(), Shape::Unknown()),
@@ -47,8 +48,8 @@ const AttrDef* OpDef::FindAttr(std::string_view attr) const {
 OpCost ElementwiseCost(const CostContext& ctx, double flops_per_element) {
   OpCost c;
   for (size_t i = 0; i < ctx.input_shapes.size(); ++i) {
-    c.bytes_read += std::max<int64_t>(ctx.input_shapes[i].num_elements(), 0) *
-                    DTypeSize(ctx.input_dtypes[i]);
+    c.bytes_read +=
+        std::max<int64_t>(ctx.input_shapes[i].num_elements(), 0) * DTypeSize(ctx.input_dtypes[i]);
   }
   for (size_t i = 0; i < ctx.output_shapes.size(); ++i) {
     double n = std::max<int64_t>(ctx.output_shapes[i].num_elements(), 0);

@@ -49,10 +49,10 @@ class Scope {
   static Scope NewRootScope();
 
   // Copies of this scope with one setting changed.
-  Scope WithDevice(const std::string& device) const;     // "cpu:1", "/job:w/task:0/device:GPU:0"
-  Scope WithNameScope(const std::string& name) const;    // prefixes node names with "name/"
-  Scope WithOpName(const std::string& name) const;       // exact name of the next node
-  Scope WithColocation(const Output& output) const;      // same device as output's node
+  Scope WithDevice(const std::string& device) const;   // "cpu:1", "/job:w/task:0/device:GPU:0"
+  Scope WithNameScope(const std::string& name) const;  // prefixes node names with "name/"
+  Scope WithOpName(const std::string& name) const;     // exact name of the next node
+  Scope WithColocation(const Output& output) const;    // same device as output's node
   Scope WithControlDependencies(const std::vector<Output>& deps) const;
 
   bool ok() const { return state_->status.ok(); }

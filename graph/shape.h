@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <ostream>
 #include <span>
 #include <string>
 #include <vector>
@@ -55,6 +56,8 @@ class Shape {
   int rank_ = 0;
   std::array<int64_t, kMaxRank> dims_{};
 };
+
+inline std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << s.ToString(); }
 
 }  // namespace dflow
 

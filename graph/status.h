@@ -60,8 +60,8 @@ class [[nodiscard]] Status {
 };
 
 // Named factories, formatting their message with fmt.
-#define DFLOW_STATUS_FACTORY(Name)                                                         \
-  template <typename... Args>                                                              \
+#define DFLOW_STATUS_FACTORY(Name)                                                        \
+  template <typename... Args>                                                             \
   Status Name(fmt::format_string<Args...> format, Args&&... args) {                       \
     return Status(StatusCode::k##Name, fmt::format(format, std::forward<Args>(args)...)); \
   }
@@ -79,7 +79,7 @@ DFLOW_STATUS_FACTORY(Internal)
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
     if (std::get<Status>(v_).ok()) v_ = Status(StatusCode::kInternal, "Result built from OK");
   }
@@ -106,10 +106,10 @@ class [[nodiscard]] Result {
 #define DFLOW_CONCAT(a, b) DFLOW_CONCAT_INNER(a, b)
 
 // Returns the Status of `expr` from the enclosing function when it is not OK.
-#define RETURN_IF_ERROR(expr)                             \
-  do {                                                    \
-    ::dflow::Status dflow_status_ = (expr);               \
-    if (!dflow_status_.ok()) return dflow_status_;        \
+#define RETURN_IF_ERROR(expr)                      \
+  do {                                             \
+    ::dflow::Status dflow_status_ = (expr);        \
+    if (!dflow_status_.ok()) return dflow_status_; \
   } while (0)
 
 // Evaluates a Result<T> expression; on error returns its Status, else moves the value into lhs.
@@ -121,9 +121,9 @@ class [[nodiscard]] Result {
   lhs = std::move(tmp).value()
 
 // Aborts with a message: for programmer errors only, never for user input.
-#define DFLOW_CHECK(cond)                                                             \
-  do {                                                                                \
-    if (!(cond)) ::dflow::internal::CheckFailed(__FILE__, __LINE__, #cond);          \
+#define DFLOW_CHECK(cond)                                                   \
+  do {                                                                      \
+    if (!(cond)) ::dflow::internal::CheckFailed(__FILE__, __LINE__, #cond); \
   } while (0)
 
 namespace dflow::internal {

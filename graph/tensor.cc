@@ -29,7 +29,8 @@ Result<Tensor> Tensor::Allocate(Allocator* allocator, DType dtype, const Shape& 
   int64_t n = shape.num_elements();
   size_t bytes = static_cast<size_t>(n) * DTypeSize(dtype);
   if (n != 0 && bytes / static_cast<size_t>(n) != static_cast<size_t>(DTypeSize(dtype))) {
-    return ResourceExhausted("tensor {}{} is too large", DTypeName(dtype), shape);
+    return ResourceExhausted("tensor {}{} is too large to allocate on {}", DTypeName(dtype), shape,
+                             allocator->device());
   }
   Buffer* buf = Buffer::Allocate(allocator, bytes);
   if (buf == nullptr) {
@@ -108,20 +109,28 @@ float HalfToFloat(uint16_t h) {
 std::string ValueString(const Tensor& t, int64_t i) {
   const void* p = t.raw_data();
   switch (t.dtype()) {
-    case DType::kF32: return fmt::format("{:g}", static_cast<const float*>(p)[i]);
-    case DType::kF64: return fmt::format("{:g}", static_cast<const double*>(p)[i]);
-    case DType::kF16: return fmt::format("{:g}", HalfToFloat(static_cast<const uint16_t*>(p)[i]));
+    case DType::kF32:
+      return fmt::format("{:g}", static_cast<const float*>(p)[i]);
+    case DType::kF64:
+      return fmt::format("{:g}", static_cast<const double*>(p)[i]);
+    case DType::kF16:
+      return fmt::format("{:g}", HalfToFloat(static_cast<const uint16_t*>(p)[i]));
     case DType::kBF16: {
       uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(p)[i]) << 16;
       float f;
       std::memcpy(&f, &bits, 4);
       return fmt::format("{:g}", f);
     }
-    case DType::kI32: return fmt::format("{}", static_cast<const int32_t*>(p)[i]);
-    case DType::kI64: return fmt::format("{}", static_cast<const int64_t*>(p)[i]);
-    case DType::kU8: return fmt::format("{}", static_cast<const uint8_t*>(p)[i]);
-    case DType::kBool: return static_cast<const bool*>(p)[i] ? "true" : "false";
-    case DType::kInvalid: break;
+    case DType::kI32:
+      return fmt::format("{}", static_cast<const int32_t*>(p)[i]);
+    case DType::kI64:
+      return fmt::format("{}", static_cast<const int64_t*>(p)[i]);
+    case DType::kU8:
+      return fmt::format("{}", static_cast<const uint8_t*>(p)[i]);
+    case DType::kBool:
+      return static_cast<const bool*>(p)[i] ? "true" : "false";
+    case DType::kInvalid:
+      break;
   }
   return "?";
 }

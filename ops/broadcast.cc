@@ -18,8 +18,8 @@ Result<Shape> BroadcastShape(const Shape& a, const Shape& b) {
     } else if (da < 0 || db < 0) {
       dims[i] = std::max(da, db);  // the known one, or -1 when both are unknown
     } else if (da != db) {
-      return InvalidArgument("shapes {} and {} do not broadcast (dimension {}: {} vs {})", a, b,
-                             i, da, db);
+      return InvalidArgument("shapes {} and {} do not broadcast (dimension {}: {} vs {})", a, b, i,
+                             da, db);
     } else {
       dims[i] = da;
     }

@@ -17,8 +17,8 @@ Result<Tensor*> KernelContext::ForwardOrAllocateOutput(int in, int out, DType dt
   for (int j = 0; j < num_inputs_; ++j) {
     if (j != in && input_slots_[j] == slot) used_once = false;
   }
-  if (remaining_uses_ != nullptr && used_once && remaining_uses_[slot] == 1 &&
-      t.buffer_unique() && t.dtype() == dtype && t.shape() == shape) {
+  if (remaining_uses_ != nullptr && used_once && remaining_uses_[slot] == 1 && t.buffer_unique() &&
+      t.dtype() == dtype && t.shape() == shape) {
     outputs_[out] = t;
     return &outputs_[out];
   }

@@ -65,9 +65,9 @@ class OpKernel {
 struct KernelInit {
   const Graph& graph;
   const Node& node;
-  std::string device;          // canonical device name
-  Allocator* allocator;        // the device's memory
-  VariableStore* variables;    // the device's variables
+  std::string device;        // canonical device name
+  Allocator* allocator;      // the device's memory
+  VariableStore* variables;  // the device's variables
 };
 
 using KernelFactory = std::function<Result<std::unique_ptr<OpKernel>>(const KernelInit&)>;

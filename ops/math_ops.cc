@@ -137,14 +137,13 @@ Status RegisterMathOps(OpRegistry& r) {
   for (const char* name : {"Add", "Sub", "Mul", "Div", "Maximum"}) {
     RETURN_IF_ERROR(r.Register(Binary(name)));
   }
-  RETURN_IF_ERROR(r.Register({.name = "Relu",
-                              .inputs = {{.name = "x", .type_attr = "T", .allowed = kNumericTypes}},
-                              .outputs = {{.name = "y", .type_attr = "T"}},
-                              .attrs = {{"T", AttrType::kDType, std::nullopt}},
-                              .shape_fn = UnaryShape,
-                              .cost_fn = [](const CostContext& c) {
-                                return ElementwiseCost(c, 1);
-                              }}));
+  RETURN_IF_ERROR(
+      r.Register({.name = "Relu",
+                  .inputs = {{.name = "x", .type_attr = "T", .allowed = kNumericTypes}},
+                  .outputs = {{.name = "y", .type_attr = "T"}},
+                  .attrs = {{"T", AttrType::kDType, std::nullopt}},
+                  .shape_fn = UnaryShape,
+                  .cost_fn = [](const CostContext& c) { return ElementwiseCost(c, 1); }}));
   RETURN_IF_ERROR(r.Register({.name = "MatMul",
                               .inputs = {{.name = "a", .type_attr = "T", .allowed = {DType::kF32}},
                                          {.name = "b", .type_attr = "T", .allowed = {DType::kF32}}},

@@ -41,17 +41,15 @@ Status RegisterStateOps(OpRegistry& r) {
                               .constant_cost = true,
                               .shape_fn = VariableShape,
                               .cost_fn = [](const CostContext&) { return OpCost{}; }}));
-  RETURN_IF_ERROR(r.Register({.name = "Assign",
-                              .inputs = {{.name = "ref", .type_attr = "T", .may_be_uninitialized = true},
-                                         {.name = "value", .type_attr = "T"}},
-                              .outputs = {{.name = "output", .type_attr = "T"}},
-                              .attrs = {{"T", AttrType::kDType, std::nullopt},
-                                        {"validate_shape", AttrType::kBool, true}},
-                              .stateful = true,
-                              .shape_fn = AssignShape,
-                              .cost_fn = [](const CostContext& c) {
-                                return ElementwiseCost(c, 0);
-                              }}));
+  RETURN_IF_ERROR(r.Register(
+      {.name = "Assign",
+       .inputs = {{.name = "ref", .type_attr = "T", .may_be_uninitialized = true},
+                  {.name = "value", .type_attr = "T"}},
+       .outputs = {{.name = "output", .type_attr = "T"}},
+       .attrs = {{"T", AttrType::kDType, std::nullopt}, {"validate_shape", AttrType::kBool, true}},
+       .stateful = true,
+       .shape_fn = AssignShape,
+       .cost_fn = [](const CostContext& c) { return ElementwiseCost(c, 0); }}));
   return Status::OK();
 }
 

@@ -110,8 +110,8 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Compile(const Graph& graph
         known &= in_shapes.back().fully_defined();
       }
       for (const auto& s : node.output_shapes()) known &= s.fully_defined();
-      OpCost cost = def.cost_fn(CostContext{node, in_dtypes, in_shapes, node.output_dtypes(),
-                                            node.output_shapes()});
+      OpCost cost = def.cost_fn(
+          CostContext{node, in_dtypes, in_shapes, node.output_dtypes(), node.output_shapes()});
       pn.expensive = !known || cost.flops + cost.bytes_read + cost.bytes_written > kInlineCostLimit;
     }
   }
@@ -260,8 +260,8 @@ Status ExecutionPlan::RunNode(RunState* s, const PlanNode& n) const {
             "Assign to it first",
             node.name(), node.op(), device_->canonical_name(), i, src.name());
       }
-      return Internal("node '{}' ({}): input {} from '{}' has no value", node.name(), node.op(),
-                      i, src.name());
+      return Internal("node '{}' ({}): input {} from '{}' has no value", node.name(), node.op(), i,
+                      src.name());
     }
   }
   KernelContext ctx(s->values.data(), slots, n.num_inputs, s->values.data() + n.output_base,

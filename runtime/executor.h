@@ -25,9 +25,9 @@ namespace dflow {
 
 // What a plan computes: placeholders fed, tensors fetched, nodes run for their effects.
 struct PlanSpec {
-  std::vector<int> feeds;           // Placeholder node ids, in feed order
-  std::vector<Endpoint> fetches;    // in fetch order
-  std::vector<int> targets;         // node ids
+  std::vector<int> feeds;         // Placeholder node ids, in feed order
+  std::vector<Endpoint> fetches;  // in fetch order
+  std::vector<int> targets;       // node ids
 };
 
 class ExecutionPlan {
@@ -49,10 +49,10 @@ class ExecutionPlan {
   struct PlanNode {
     std::unique_ptr<OpKernel> kernel;
     int graph_id;
-    int input_begin, num_inputs;    // into input_slots_
-    int output_base, num_outputs;   // value slots
-    int succ_begin, num_succ;       // into successors_
-    int dead_begin, num_dead;       // into dead_outputs_: outputs nobody reads
+    int input_begin, num_inputs;   // into input_slots_
+    int output_base, num_outputs;  // value slots
+    int succ_begin, num_succ;      // into successors_
+    int dead_begin, num_dead;      // into dead_outputs_: outputs nobody reads
     bool expensive;
     bool allows_uninitialized_input;
   };

@@ -11,9 +11,10 @@ Result<std::unique_ptr<Session>> Session::Create(Graph graph, const SessionOptio
   name = name.WithDefaults();
   if (!name.index) name.index = 0;
   if (name.type != "CPU") {
-    return FailedPrecondition("session device '{}' is not a CPU device; CPU is the only device "
-                              "type a session runs on so far",
-                              options.device);
+    return FailedPrecondition(
+        "session device '{}' is not a CPU device; CPU is the only device "
+        "type a session runs on so far",
+        options.device);
   }
   ASSIGN_OR_RETURN(auto device, CpuDevice::Create(name, options.threads));
   for (int i = 0; i < graph.num_nodes(); ++i) {
@@ -45,9 +46,10 @@ Status Session::CheckFeed(const std::string& name, const Tensor& value, int* nod
   if (!id) return NotFound("feed '{}': no node named '{}'", name, ref.node);
   const Node& n = graph_.node(*id);
   if (n.op() != "Placeholder") {
-    return InvalidArgument("feed '{}': node '{}' is a {}, not a Placeholder; only placeholders "
-                           "can be fed",
-                           name, n.name(), n.op());
+    return InvalidArgument(
+        "feed '{}': node '{}' is a {}, not a Placeholder; only placeholders "
+        "can be fed",
+        name, n.name(), n.op());
   }
   if (ref.index != 0) return InvalidArgument("feed '{}': a placeholder has only output 0", name);
   if (!value.valid()) return InvalidArgument("feed '{}': the tensor is empty", name);

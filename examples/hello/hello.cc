@@ -10,8 +10,7 @@ using namespace dflow;
 int main() {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 3});
-  auto w = ops::Const(root.WithOpName("W"),
-                      std::vector<float>{1, -1, 0.5f, 2, 0, -2}, Shape{3, 2});
+  auto w = ops::Const(root.WithOpName("W"), std::vector<float>{1, -1, 0.5f, 2, 0, -2}, Shape{3, 2});
   auto b = ops::Const(root.WithOpName("b"), std::vector<float>{0.5f, -0.5f}, Shape{2});
   auto y = ops::Relu(root.WithOpName("y"), ops::BiasAdd(root, ops::MatMul(root, x, w), b));
 

@@ -62,8 +62,7 @@ class ReshapeKernel : public OpKernel {
     if (unknown >= 0 && known > 0 && n % known == 0) dims[unknown] = n / known;
     Shape out(dims);
     if (out.num_elements() != n) {
-      return InvalidArgument("cannot reshape {} ({} elements) into {}", x.shape(), n,
-                             Shape(dims_));
+      return InvalidArgument("cannot reshape {} ({} elements) into {}", x.shape(), n, Shape(dims_));
     }
     ctx.set_output(0, x.Reshaped(out));
     return Status::OK();

@@ -56,7 +56,8 @@ class BinaryKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    if (a.dtype() != b.dtype()) return InvalidArgument("dtypes differ: {} vs {}", a.dtype(), b.dtype());
+    if (a.dtype() != b.dtype())
+      return InvalidArgument("dtypes differ: {} vs {}", a.dtype(), b.dtype());
     ASSIGN_OR_RETURN(Shape shape, BroadcastShape(a.shape(), b.shape()));
     return DispatchNumeric(a.dtype(), [&]<typename T>() -> Status {
       if constexpr (op == BinaryOp::kDiv && std::is_integral_v<T>) {

@@ -49,8 +49,8 @@ class MatMulKernel : public OpKernel {
  private:
   // A logical [rows, cols] matrix stored row-major, or transposed (stored as [cols, rows]).
   static dnnl::memory::desc Desc(int64_t rows, int64_t cols, bool transposed) {
-    dnnl::memory::dims strides = transposed ? dnnl::memory::dims{1, rows}
-                                            : dnnl::memory::dims{cols, 1};
+    dnnl::memory::dims strides =
+        transposed ? dnnl::memory::dims{1, rows} : dnnl::memory::dims{cols, 1};
     return dnnl::memory::desc({rows, cols}, dnnl::memory::data_type::f32, strides);
   }
 

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what is missing, configures, builds and runs every test with ctest; then does the
+# same under AddressSanitizer + UndefinedBehaviorSanitizer (skip with DFLOW_SKIP_SANITIZE=1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+jobs=$(nproc)
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDFLOW_BUILD_BENCH=ON
+cmake --build build -j "$jobs"
+(cd build && ctest --output-on-failure -j "$jobs")
+
+if [ "${DFLOW_SKIP_SANITIZE:-0}" != "1" ]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDFLOW_SANITIZE=ON \
+    -DDFLOW_BUILD_BENCH=OFF
+  cmake --build build-asan -j "$jobs"
+  # oneDNN's JIT and OpenMP runtime keep allocations for the process's life: not our leaks.
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --output-on-failure -j "$jobs")
+fi

@@ -1,0 +1,241 @@
+// CPU kernels against plain-loop references computed here, on random inputs and shapes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "ops/array_ops.h"
+#include "ops/broadcast.h"
+#include "ops/math_ops.h"
+#include "test_util.h"
+
+namespace dflow {
+namespace {
+using testing::MessageHas;
+using testing::RandomFloats;
+using testing::RunScope;
+
+// Index of `out_index` (row-major in `out`) in a broadcast input of shape `in`.
+int64_t BroadcastIndex(const Shape& in, const Shape& out, int64_t out_index) {
+  int64_t idx = 0, stride = 1;
+  for (int d = out.rank() - 1; d >= 0; --d) {
+    int64_t coord = out_index % out[d];
+    out_index /= out[d];
+    int j = d - (out.rank() - in.rank());
+    if (j >= 0) {
+      if (in[j] != 1) idx += coord * stride;
+      stride *= in[j];
+    }
+  }
+  return idx;
+}
+
+template <typename T>
+Tensor RandomTensor(const Shape& s, uint32_t seed) {
+  auto f = RandomFloats(s.num_elements(), seed, -8, 8);
+  std::vector<T> v(f.begin(), f.end());
+  if constexpr (std::is_integral_v<T>) {
+    for (auto& x : v) x = x == 0 ? 3 : x;  // keep divisors non-zero
+  }
+  return Tensor::FromVector<T>(v, s);
+}
+
+struct ShapePair {
+  Shape a, b;
+};
+const std::vector<ShapePair> kBroadcastCases = {
+    {Shape{5}, Shape{5}},
+    {Shape{2, 3}, Shape{3}},
+    {Shape{2, 3}, Shape{}},
+    {Shape{}, Shape{4}},
+    {Shape{4, 1, 5}, Shape{3, 1}},
+    {Shape{1, 3}, Shape{2, 1}},
+    {Shape{2, 1, 3, 1}, Shape{4, 1, 2}},
+    {Shape{0, 3}, Shape{3}},
+};
+
+template <typename T>
+void CheckBinary(const char* op_name, Output (*op)(const Scope&, Output, Output), T (*ref)(T, T)) {
+  uint32_t seed = 1;
+  for (const auto& c : kBroadcastCases) {
+    Scope root = Scope::NewRootScope();
+    Tensor ta = RandomTensor<T>(c.a, seed++), tb = RandomTensor<T>(c.b, seed++);
+    auto y = op(root, ops::Const(root, ta), ops::Const(root, tb));
+    auto out = RunScope(root, {}, {y});
+    ASSERT_EQ(out.size(), 1u) << op_name;
+    const Shape& s = out[0].shape();
+    ASSERT_EQ(s, *BroadcastShape(c.a, c.b));
+    for (int64_t i = 0; i < s.num_elements(); ++i) {
+      T want =
+          ref(ta.data<T>()[BroadcastIndex(c.a, s, i)], tb.data<T>()[BroadcastIndex(c.b, s, i)]);
+      ASSERT_EQ(out[0].data<T>()[i], want) << op_name << " " << c.a << " " << c.b << " at " << i;
+    }
+  }
+}
+
+template <typename T>
+void CheckAllBinary() {
+  CheckBinary<T>("Add", ops::Add, [](T a, T b) { return T(a + b); });
+  CheckBinary<T>("Sub", ops::Sub, [](T a, T b) { return T(a - b); });
+  CheckBinary<T>("Mul", ops::Mul, [](T a, T b) { return T(a * b); });
+  CheckBinary<T>("Div", ops::Div, [](T a, T b) { return T(a / b); });
+  CheckBinary<T>("Maximum", ops::Maximum, [](T a, T b) { return a > b ? a : b; });
+}
+
+TEST(ElementwiseKernelTest, BinaryF32) { CheckAllBinary<float>(); }
+TEST(ElementwiseKernelTest, BinaryF64) { CheckAllBinary<double>(); }
+TEST(ElementwiseKernelTest, BinaryI32) { CheckAllBinary<int32_t>(); }
+TEST(ElementwiseKernelTest, BinaryI64) { CheckAllBinary<int64_t>(); }
+
+TEST(ElementwiseKernelTest, IntegerDivisionByZeroNamesNode) {
+  Scope root = Scope::NewRootScope();
+  auto y =
+      ops::Div(root.WithOpName("ratio"), ops::Const(root, std::vector<int32_t>{4, 6}, Shape{2}),
+               ops::Const(root, std::vector<int32_t>{2, 0}, Shape{2}));
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok());
+  auto out = (*session)->Run({}, {y.name()});
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(out.status(), {"node 'ratio' (Div)", "CPU:0", "division by zero"}));
+}
+
+TEST(ElementwiseKernelTest, ReluAndBiasAdd) {
+  Scope root = Scope::NewRootScope();
+  Tensor x = Tensor::FromVector<float>(RandomFloats(24, 7), Shape{4, 6});
+  Tensor b = Tensor::FromVector<float>(RandomFloats(6, 8), Shape{6});
+  auto r = ops::Relu(root, ops::Const(root, x));
+  auto ba = ops::BiasAdd(root, ops::Const(root, x), ops::Const(root, b));
+  auto out = RunScope(root, {}, {r, ba});
+  ASSERT_EQ(out.size(), 2u);
+  for (int i = 0; i < 24; ++i) {
+    EXPECT_EQ(out[0].data<float>()[i], std::max(0.0f, x.data<float>()[i]));
+    EXPECT_EQ(out[1].data<float>()[i], x.data<float>()[i] + b.data<float>()[i % 6]);
+  }
+}
+
+TEST(ElementwiseKernelTest, RunsInPlaceWhenLastReader) {
+  // x (fed, held by the caller) -> Add -> Relu -> Mul: the Relu and Mul write into the Add's
+  // buffer, since each is the only reader of its input.
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{1024});
+  auto a = ops::Add(root, x, ops::Const(root, 1.0f));
+  auto r = ops::Relu(root, a);
+  auto m = ops::Mul(root, r, ops::Const(root, 2.0f));
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok());
+  Tensor in = Tensor::FromVector<float>(RandomFloats(1024, 3), Shape{1024});
+  Tensor keep = in.Clone();
+  auto& alloc = *(*session)->device().cpu_allocator();
+  auto out = (*session)->Run({{"x", in}}, {m.name()});
+  ASSERT_TRUE(out.ok());
+  EXPECT_TRUE(in.BitwiseEquals(keep));  // the fed tensor is never overwritten
+  for (int i = 0; i < 1024; ++i) {
+    EXPECT_EQ(out->at(0).data<float>()[i], std::max(0.0f, keep.data<float>()[i] + 1) * 2);
+  }
+  // One intermediate buffer for the three ops: peak is one 4 KiB tensor.
+  EXPECT_EQ(alloc.peak_bytes(), 4096u);
+}
+
+void CheckMatMul(int64_t m, int64_t k, int64_t n, bool ta, bool tb, uint32_t seed) {
+  Scope root = Scope::NewRootScope();
+  Shape sa = ta ? Shape{k, m} : Shape{m, k};
+  Shape sb = tb ? Shape{n, k} : Shape{k, n};
+  Tensor a = Tensor::FromVector<float>(RandomFloats(m * k, seed), sa);
+  Tensor b = Tensor::FromVector<float>(RandomFloats(k * n, seed + 1), sb);
+  auto y = ops::MatMul(root, ops::Const(root, a), ops::Const(root, b),
+                       {.transpose_a = ta, .transpose_b = tb});
+  auto out = RunScope(root, {}, {y});
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].shape(), Shape({m, n}));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        float av = ta ? a.data<float>()[p * m + i] : a.data<float>()[i * k + p];
+        float bv = tb ? b.data<float>()[j * k + p] : b.data<float>()[p * n + j];
+        acc += static_cast<double>(av) * bv;
+      }
+      ASSERT_NEAR(out[0].data<float>()[i * n + j], acc, 1e-4 * (1 + std::abs(acc)))
+          << m << "x" << k << "x" << n << " ta=" << ta << " tb=" << tb;
+    }
+  }
+}
+
+TEST(MatMulKernelTest, MatchesTripleLoop) {
+  uint32_t seed = 11;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      CheckMatMul(1, 1, 1, ta, tb, seed++);
+      CheckMatMul(7, 13, 5, ta, tb, seed++);
+      CheckMatMul(64, 100, 33, ta, tb, seed++);
+      CheckMatMul(3, 0, 4, ta, tb, seed++);
+    }
+  }
+}
+
+TEST(MatMulKernelTest, RunTimeShapeMismatchNamesNode) {
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Placeholder(root.WithOpName("a"), DType::kF32, Shape{-1, -1});
+  auto b = ops::Placeholder(root.WithOpName("b"), DType::kF32, Shape{-1, -1});
+  auto y = ops::MatMul(root.WithOpName("mm"), a, b);
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok());
+  auto out = (*session)->Run(
+      {{"a", Tensor(DType::kF32, Shape{2, 3})}, {"b", Tensor(DType::kF32, Shape{4, 2})}},
+      {y.name()});
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(out.status(), {"node 'mm' (MatMul)", "inner dimensions differ"}));
+}
+
+template <typename T>
+void CheckReduce(const Shape& s, std::vector<int64_t> axes, bool mean, bool keep) {
+  Scope root = Scope::NewRootScope();
+  Tensor x = RandomTensor<T>(s, 5);
+  auto y = mean ? ops::ReduceMean(root, ops::Const(root, x), axes, {.keep_dims = keep})
+                : ops::ReduceSum(root, ops::Const(root, x), axes, {.keep_dims = keep});
+  auto out = RunScope(root, {}, {y});
+  ASSERT_EQ(out.size(), 1u);
+  std::vector<bool> reduced(s.rank(), axes.empty());
+  for (int64_t a : axes) reduced[a < 0 ? a + s.rank() : a] = true;
+  // Reference: accumulate every input element into the output slot of its kept coordinates.
+  std::vector<double> acc(out[0].num_elements(), 0.0);
+  int64_t count = 1;
+  for (int d = 0; d < s.rank(); ++d) count *= reduced[d] ? s[d] : 1;
+  for (int64_t i = 0; i < s.num_elements(); ++i) {
+    int64_t rest = i, o = 0, stride = 1;
+    for (int d = s.rank() - 1; d >= 0; --d) {
+      int64_t coord = rest % s[d];
+      rest /= s[d];
+      if (!reduced[d]) {
+        o += coord * stride;
+        stride *= s[d];
+      }
+    }
+    acc[o] += static_cast<double>(x.data<T>()[i]);
+  }
+  for (size_t j = 0; j < acc.size(); ++j) {
+    double want = mean ? acc[j] / count : acc[j];
+    if constexpr (std::is_integral_v<T>) {
+      EXPECT_EQ(out[0].data<T>()[j], static_cast<T>(mean ? static_cast<int64_t>(acc[j]) / count
+                                                         : static_cast<int64_t>(acc[j])));
+    } else {
+      EXPECT_NEAR(out[0].data<T>()[j], want, 1e-4 * (1 + std::abs(want)));
+    }
+  }
+}
+
+TEST(ReduceKernelTest, MatchesLoopReference) {
+  for (bool mean : {false, true}) {
+    for (bool keep : {false, true}) {
+      CheckReduce<float>(Shape{3, 4, 5}, {}, mean, keep);
+      CheckReduce<float>(Shape{3, 4, 5}, {1}, mean, keep);
+      CheckReduce<float>(Shape{3, 4, 5}, {0, 2}, mean, keep);
+      CheckReduce<double>(Shape{2, 3, 4, 5}, {-1, 1}, mean, keep);
+      CheckReduce<int32_t>(Shape{6, 7}, {0}, mean, keep);
+      CheckReduce<int64_t>(Shape{6, 7}, {1}, mean, keep);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dflow

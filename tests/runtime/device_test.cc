@@ -1,0 +1,55 @@
+#include "runtime/device.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace dflow {
+namespace {
+
+TEST(ThreadBudgetTest, SplitNeverExceedsBudget) {
+  for (int cores = 1; cores <= 16; ++cores) {
+    for (int inter = 1; inter <= cores; ++inter) {
+      auto s = ThreadBudget{cores, inter}.Resolve();
+      ASSERT_TRUE(s.ok());
+      EXPECT_EQ(s->inter_op_threads, inter);
+      EXPECT_GE(s->intra_op_threads, 1);
+      EXPECT_LE(s->inter_op_threads * s->intra_op_threads, cores);
+    }
+  }
+}
+
+TEST(ThreadBudgetTest, DefaultsUseAllCoresForKernels) {
+  auto s = ThreadBudget{}.Resolve();
+  ASSERT_TRUE(s.ok());
+  int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  EXPECT_EQ(s->num_threads, cores);
+  EXPECT_EQ(s->inter_op_threads, 1);
+  EXPECT_EQ(s->intra_op_threads, cores);
+}
+
+TEST(ThreadBudgetTest, BadBudgets) {
+  EXPECT_EQ((ThreadBudget{-1, 0}.Resolve().status().code()), StatusCode::kInvalidArgument);
+  auto r = ThreadBudget{2, 3}.Resolve();
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("inter_op_threads (3)"), std::string::npos);
+}
+
+TEST(CpuDeviceTest, CreatesPoolForExtraInterOpThreads) {
+  auto name = DeviceName::Full("localhost", 0, "CPU", 0);
+  auto one = CpuDevice::Create(name, {4, 1});
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ((*one)->inter_op_pool(), nullptr);
+  EXPECT_EQ((*one)->intra_op_threads(), 4);
+  auto three = CpuDevice::Create(name, {6, 3});
+  ASSERT_TRUE(three.ok());
+  ASSERT_NE((*three)->inter_op_pool(), nullptr);
+  EXPECT_EQ((*three)->inter_op_pool()->num_threads(), 2);
+  EXPECT_EQ((*three)->intra_op_threads(), 2);
+  EXPECT_EQ((*three)->canonical_name(), "/job:localhost/task:0/device:CPU:0");
+  auto gpu = CpuDevice::Create(DeviceName::Full("localhost", 0, "GPU", 0), {});
+  EXPECT_EQ(gpu.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dflow

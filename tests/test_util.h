@@ -1,0 +1,45 @@
+// Helpers shared by the test suites.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "runtime/session.h"
+
+namespace dflow::testing {
+
+// Runs the scope's graph once and returns the fetched tensors; fails the test on error.
+inline std::vector<Tensor> RunScope(const Scope& scope, const Session::Feeds& feeds,
+                                    const std::vector<Output>& fetches) {
+  auto session = Session::Create(scope);
+  EXPECT_TRUE(session.ok()) << session.status().ToString();
+  if (!session.ok()) return {};
+  std::vector<std::string> names;
+  for (const auto& f : fetches) names.push_back(f.name());
+  auto out = (*session)->Run(feeds, names);
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  return out.ok() ? *out : std::vector<Tensor>{};
+}
+
+// Uniform values in [lo, hi) from a fixed seed.
+inline std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
+// The status message contains every string in `parts`.
+inline ::testing::AssertionResult MessageHas(const Status& s,
+                                             const std::vector<std::string>& parts) {
+  for (const auto& p : parts) {
+    if (s.message().find(p) == std::string::npos) {
+      return ::testing::AssertionFailure() << "'" << p << "' not in: " << s.ToString();
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace dflow::testing
