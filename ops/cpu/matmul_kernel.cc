@@ -1,6 +1,7 @@
 // CPU MatMul on oneDNN's matmul primitive. Transposes are expressed as strides, so no data is
 // moved before the multiply. The primitive for the last shape seen is kept; oneDNN's own
-// primitive cache covers shapes that alternate.
+// primitive cache covers shapes that alternate. Scratchpads are user-managed (one buffer per
+// thread): oneDNN's default library scratchpad is shared and unsafe for concurrent runs.
 #include <cstring>
 #include <mutex>
 
@@ -34,14 +35,18 @@ class MatMulKernel : public OpKernel {
       std::memset(out->raw_data(), 0, out->num_bytes());
       return Status::OK();
     }
-    dnnl::matmul prim = Primitive(m, k, n);
+    auto [prim, scratch_desc] = Primitive(m, k, n);
     using dt = dnnl::memory::data_type;
     dnnl::memory am(Desc(m, k, ta_), CpuEngine(), a.raw_data());
     dnnl::memory bm(Desc(k, n, tb_), CpuEngine(), b.raw_data());
     dnnl::memory cm(dnnl::memory::desc({m, n}, dt::f32, dnnl::memory::dims{n, 1}), CpuEngine(),
                     out->raw_data());
+    dnnl::memory scratch(scratch_desc, CpuEngine(), ThreadScratchpad(scratch_desc.get_size()));
     dnnl::stream& stream = ThreadStream();
-    prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    prim.execute(stream, {{DNNL_ARG_SRC, am},
+                          {DNNL_ARG_WEIGHTS, bm},
+                          {DNNL_ARG_DST, cm},
+                          {DNNL_ARG_SCRATCHPAD, scratch}});
     stream.wait();
     return Status::OK();
   }
@@ -54,19 +59,23 @@ class MatMulKernel : public OpKernel {
     return dnnl::memory::desc({rows, cols}, dnnl::memory::data_type::f32, strides);
   }
 
-  dnnl::matmul Primitive(int64_t m, int64_t k, int64_t n) {
+  std::pair<dnnl::matmul, dnnl::memory::desc> Primitive(int64_t m, int64_t k, int64_t n) {
     std::lock_guard lock(mu_);
     if (!cached_ || m != m_ || k != k_ || n != n_) {
       dnnl::matmul::desc desc(
           Desc(m, k, ta_), Desc(k, n, tb_),
           dnnl::memory::desc({m, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{n, 1}));
-      prim_ = dnnl::matmul(dnnl::matmul::primitive_desc(desc, CpuEngine()));
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::matmul::primitive_desc pd(desc, attr, CpuEngine());
+      prim_ = dnnl::matmul(pd);
+      scratch_desc_ = pd.scratchpad_desc();
       m_ = m;
       k_ = k;
       n_ = n;
       cached_ = true;
     }
-    return prim_;
+    return {prim_, scratch_desc_};
   }
 
   const bool ta_, tb_;
@@ -74,6 +83,7 @@ class MatMulKernel : public OpKernel {
   bool cached_ = false;  // GUARDED_BY(mu_), as are the members below
   int64_t m_ = 0, k_ = 0, n_ = 0;
   dnnl::matmul prim_;
+  dnnl::memory::desc scratch_desc_;
 };
 
 }  // namespace
