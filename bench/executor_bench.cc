@@ -1,9 +1,11 @@
-// Executor overhead per node: a 100k-node chain and a 100k-node fan-out/fan-in of trivial ops
-// (Identity on a scalar, which only passes a reference on), timed after warm-up. The counter
-// ns_per_node is the run time divided by the node count.
+// Executor overhead per node, timed after warm-up: a 100k-node chain and a 100k-node
+// fan-out/fan-in of trivial ops (Identity on a scalar, which only passes a reference on), and a
+// 100k-node chain of scalar Adds (a real kernel per node). The counter ns_per_node is the run
+// time divided by the node count.
 #include <benchmark/benchmark.h>
 
 #include "ops/array_ops.h"
+#include "ops/math_ops.h"
 #include "runtime/session.h"
 
 namespace dflow {
@@ -23,6 +25,17 @@ Built Chain() {
   Scope root = Scope::NewRootScope();
   Output y = ops::Const(root, 1.0f);
   for (int i = 1; i < kNodes; ++i) y = ops::Identity(root, y);
+  auto s = Session::Create(root);
+  if (!s.ok()) std::abort();
+  return {std::move(s).value(), y.name(), "", kNodes};
+}
+
+// A chain of scalar Adds: each node runs a real kernel (broadcast check, output in place).
+Built AddChain() {
+  Scope root = Scope::NewRootScope();
+  Output one = ops::Const(root, 1.0f);
+  Output y = ops::Const(root, 0.0f);
+  for (int i = 2; i < kNodes; ++i) y = ops::Add(root, y, one);
   auto s = Session::Create(root);
   if (!s.ok()) std::abort();
   return {std::move(s).value(), y.name(), "", kNodes};
@@ -58,9 +71,11 @@ void Run(benchmark::State& state, Built b) {
 
 void BM_ExecutorChain(benchmark::State& state) { Run(state, Chain()); }
 void BM_ExecutorFanOutFanIn(benchmark::State& state) { Run(state, FanOutFanIn()); }
+void BM_ExecutorAddChain(benchmark::State& state) { Run(state, AddChain()); }
 
 BENCHMARK(BM_ExecutorChain)->Unit(benchmark::kMillisecond)->MinTime(1.0);
 BENCHMARK(BM_ExecutorFanOutFanIn)->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK(BM_ExecutorAddChain)->Unit(benchmark::kMillisecond)->MinTime(1.0);
 
 }  // namespace
 }  // namespace dflow

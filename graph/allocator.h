@@ -1,9 +1,14 @@
 // Allocator: where a Tensor's memory comes from. Each device owns one; a buffer remembers its
 // allocator, so a Tensor knows which device's memory it lives in.
+//
+// Allocators are reference-counted: the creator holds the first reference (MakeAllocator) and
+// every live buffer holds one, so a tensor fetched from a session stays valid after the session
+// and its device are gone. Never delete an allocator; drop references instead.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "graph/status.h"
@@ -14,7 +19,12 @@ inline constexpr size_t kCpuAlignment = 64;
 
 class Allocator {
  public:
-  virtual ~Allocator() = default;
+  void Ref() const { refs_.fetch_add(1, std::memory_order_relaxed); }
+  // Deletes the allocator when the last reference goes.
+  void Unref() const {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
   // Returns memory of at least `bytes`, aligned to `alignment`, or null when out of memory.
   // Thread-safe.
   virtual void* Allocate(size_t bytes, size_t alignment) = 0;
@@ -24,13 +34,32 @@ class Allocator {
   virtual const std::string& device() const = 0;
   // True when the CPU can read and write the memory directly.
   virtual bool host_accessible() const { return true; }
+
+ protected:
+  virtual ~Allocator() = default;
+
+ private:
+  mutable std::atomic<int> refs_{1};
 };
+
+struct AllocatorUnref {
+  void operator()(const Allocator* a) const { a->Unref(); }
+};
+// Owns one reference to an allocator.
+template <typename A>
+using AllocatorPtr = std::unique_ptr<A, AllocatorUnref>;
+
+template <typename A, typename... Args>
+AllocatorPtr<A> MakeAllocator(Args&&... args) {
+  return AllocatorPtr<A>(new A(std::forward<Args>(args)...));
+}
 
 // Host memory aligned to kCpuAlignment, counting bytes in use and the peak.
 class CpuAllocator final : public Allocator {
  public:
   explicit CpuAllocator(std::string device) : device_(std::move(device)) {}
-  // The allocator of the default CPU device, /job:localhost/task:0/device:CPU:0; never freed.
+  // The process-wide allocator for tensors made outside any device (Tensor's constructor, Const
+  // values); named /job:localhost/task:0/device:CPU:0; never freed.
   static CpuAllocator* Default();
 
   void* Allocate(size_t bytes, size_t alignment) override;

@@ -7,11 +7,13 @@ namespace dflow {
 Buffer* Buffer::Allocate(Allocator* allocator, size_t bytes) {
   void* data = allocator->Allocate(bytes, kCpuAlignment);
   if (data == nullptr) return nullptr;
+  allocator->Ref();
   return new Buffer(allocator, data, bytes);
 }
 
 void Buffer::Destroy() {
   allocator_->Deallocate(data_, size_);
+  allocator_->Unref();
   delete this;
 }
 

@@ -18,7 +18,7 @@
 
 namespace dflow {
 
-// Memory shared by Tensors. Thread-safe reference count.
+// Memory shared by Tensors. Thread-safe reference count. Holds a reference to its allocator.
 class Buffer {
  public:
   // Allocates `bytes` from `allocator`; null when it has no memory.

@@ -26,7 +26,7 @@ Result<ThreadBudget::Split> ThreadBudget::Resolve() const {
 }
 
 CpuDevice::CpuDevice(const DeviceName& name, ThreadBudget::Split split)
-    : Device(name), allocator_(name.ToString()), split_(split) {
+    : Device(name), allocator_(MakeAllocator<CpuAllocator>(name.ToString())), split_(split) {
   if (split.inter_op_threads > 1) {
     int intra = split.intra_op_threads;
     pool_ = std::make_unique<ThreadPool>(split.inter_op_threads - 1,

@@ -65,15 +65,15 @@ class CpuDevice final : public Device {
   // REQUIRES: name is fully specified with type CPU.
   static Result<std::unique_ptr<CpuDevice>> Create(const DeviceName& name,
                                                    const ThreadBudget& budget);
-  Allocator* allocator() override { return &allocator_; }
-  CpuAllocator* cpu_allocator() { return &allocator_; }
+  Allocator* allocator() override { return allocator_.get(); }
+  CpuAllocator* cpu_allocator() { return allocator_.get(); }
   ThreadPool* inter_op_pool() override { return pool_.get(); }
   int intra_op_threads() const override { return split_.intra_op_threads; }
   const ThreadBudget::Split& split() const { return split_; }
 
  private:
   CpuDevice(const DeviceName& name, ThreadBudget::Split split);
-  CpuAllocator allocator_;
+  AllocatorPtr<CpuAllocator> allocator_;
   ThreadBudget::Split split_;
   std::unique_ptr<ThreadPool> pool_;
 };

@@ -16,7 +16,8 @@ trap 'rm -rf "$out"' EXIT
 python3 - "$out/executor.json" <<'PY'
 import json, sys
 runs = json.load(open(sys.argv[1]))["benchmarks"]
-names = {"BM_ExecutorChain": "executor_chain_100k", "BM_ExecutorFanOutFanIn": "executor_fanout_100k"}
+names = {"BM_ExecutorChain": "executor_chain_100k", "BM_ExecutorFanOutFanIn": "executor_fanout_100k",
+         "BM_ExecutorAddChain": "executor_add_chain_100k"}
 for run in runs:
     if run.get("aggregate_name") != "median":
         continue

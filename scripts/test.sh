@@ -14,7 +14,6 @@ if [ "${DFLOW_SKIP_SANITIZE:-0}" != "1" ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDFLOW_SANITIZE=ON \
     -DDFLOW_BUILD_BENCH=OFF
   cmake --build build-asan -j "$jobs"
-  # oneDNN's JIT and OpenMP runtime keep allocations for the process's life: not our leaks.
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --output-on-failure -j "$jobs")
 fi

@@ -18,7 +18,8 @@ TEST(TensorTest, AllocatesAlignedAndKnowsItsDevice) {
 }
 
 TEST(TensorTest, CopiesShareTheBufferAndFreeItLast) {
-  CpuAllocator alloc("/job:localhost/task:0/device:CPU:7");
+  auto owner = MakeAllocator<CpuAllocator>("/job:localhost/task:0/device:CPU:7");
+  CpuAllocator& alloc = *owner;
   {
     auto t = Tensor::Allocate(&alloc, DType::kF64, Shape{100});
     ASSERT_TRUE(t.ok());
@@ -49,8 +50,19 @@ TEST(TensorTest, FromVectorCloneAndDebugString) {
   EXPECT_EQ(Tensor::Scalar<bool>(true).DebugString(), "bool[] {true}");
 }
 
+TEST(TensorTest, TensorsOutliveTheirAllocatorsOwner) {
+  // A tensor keeps its allocator alive after the device that owned it is gone (ASan checks).
+  auto owner = MakeAllocator<CpuAllocator>("/job:localhost/task:0/device:CPU:3");
+  auto t = Tensor::Allocate(owner.get(), DType::kI32, Shape{8});
+  ASSERT_TRUE(t.ok());
+  owner.reset();
+  EXPECT_EQ(t->device(), "/job:localhost/task:0/device:CPU:3");
+  t->data<int32_t>()[7] = 1;
+}
+
 TEST(TensorTest, AllocateErrorsNameTheProblem) {
-  CpuAllocator alloc("/job:localhost/task:0/device:CPU:0");
+  auto owner = MakeAllocator<CpuAllocator>("/job:localhost/task:0/device:CPU:0");
+  CpuAllocator& alloc = *owner;
   auto unknown = Tensor::Allocate(&alloc, DType::kF32, Shape{-1, 2});
   EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(unknown.status().message().find("[?,2]"), std::string::npos);
