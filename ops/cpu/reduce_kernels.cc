@@ -1,4 +1,6 @@
 // CPU kernels of ReduceSum and ReduceMean. Floats accumulate in double, integers in int64.
+// Reducing over no elements gives 0 for a sum and NaN (0 for integers) for a mean.
+#include <limits>
 #include <vector>
 
 #include "ops/cpu/cpu_kernels.h"
@@ -62,8 +64,14 @@ class ReduceKernel : public OpKernel {
       }
       T* po = out->data<T>();
       for (size_t j = 0; j < acc.size(); ++j) {
-        po[j] = static_cast<T>(kMean ? (count == 0 ? Acc(0) : acc[j] / static_cast<Acc>(count))
-                                     : acc[j]);
+        if (!kMean) {
+          po[j] = static_cast<T>(acc[j]);
+        } else if (count > 0) {
+          po[j] = static_cast<T>(acc[j] / static_cast<Acc>(count));
+        } else {  // the mean of nothing: NaN for floats (as NumPy), 0 for integers
+          po[j] =
+              std::numeric_limits<T>::has_quiet_NaN ? std::numeric_limits<T>::quiet_NaN() : T(0);
+        }
       }
       return Status::OK();
     });

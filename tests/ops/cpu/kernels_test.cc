@@ -237,5 +237,16 @@ TEST(ReduceKernelTest, MatchesLoopReference) {
   }
 }
 
+TEST(ReduceKernelTest, EmptyReductionsFollowNumPy) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Const(root, Tensor(DType::kF32, Shape{0, 3}));
+  auto sum = ops::ReduceSum(root, x, {0});
+  auto mean = ops::ReduceMean(root, x, {0});
+  auto out = RunScope(root, {}, {sum, mean});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].ToVector<float>(), std::vector<float>({0, 0, 0}));
+  for (float v : out[1].ToVector<float>()) EXPECT_TRUE(std::isnan(v));
+}
+
 }  // namespace
 }  // namespace dflow
