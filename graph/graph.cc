@@ -162,7 +162,6 @@ Status Graph::CheckNode(Node& n) {
   // Input dtypes: fixed ones checked, type attributes bound from the first input using them.
   std::vector<DType> in_dtypes(n.num_inputs());
   std::vector<Shape> in_shapes(n.num_inputs());
-  std::vector<int> bound_by(n.num_inputs(), -1);
   for (int i = 0; i < n.num_inputs(); ++i) {
     const Endpoint& e = n.inputs_[i];
     const Node& src = nodes_[e.node];
@@ -190,7 +189,6 @@ Status Graph::CheckNode(Node& n) {
     auto it = n.def_.attrs.find(arg.type_attr);
     if (it == n.def_.attrs.end()) {
       n.def_.attrs.emplace(arg.type_attr, in_dtypes[i]);
-      bound_by[i] = i;
       continue;
     }
     DType bound = std::get<DType>(it->second);
