@@ -33,6 +33,7 @@ class Buffer {
   }
   // True when exactly one reference exists (the caller's), so the data may be overwritten.
   bool unique() const { return refs_.load(std::memory_order_acquire) == 1; }
+  int refs() const { return refs_.load(std::memory_order_acquire); }
 
  private:
   Buffer(Allocator* allocator, void* data, size_t size)
@@ -108,6 +109,8 @@ class Tensor {
   bool SharesBufferWith(const Tensor& o) const { return buf_ != nullptr && buf_ == o.buf_; }
   // True when this Tensor holds the only reference to its buffer.
   bool buffer_unique() const { return buf_ != nullptr && buf_->unique(); }
+  // Number of Tensors sharing the buffer (0 for an empty tensor).
+  int buffer_refs() const { return buf_ ? buf_->refs() : 0; }
 
   // Same dtype, shape and bytes.
   bool BitwiseEquals(const Tensor& o) const;

@@ -1,5 +1,6 @@
 #include "ops/array_ops.h"
 
+#include "ops/grad_util.h"
 #include "ops/op_defs.h"
 #include "ops/register.h"
 
@@ -62,6 +63,41 @@ Status ReshapeShape(InferenceContext& c) {
 
 OpCost Free(const CostContext&) { return {}; }
 
+Status FillShape(InferenceContext& c) {
+  ASSIGN_OR_RETURN(Shape s, c.GetAttr<Shape>("shape"));
+  if (!s.fully_defined()) return c.Error("shape must be fully defined, got {}", s);
+  c.set_output(0, s);
+  return Status::OK();
+}
+
+Status AddNShape(InferenceContext& c) {
+  Shape out = c.input_shape(0);
+  for (int i = 1; i < c.num_inputs(); ++i) {
+    const Shape& s = c.input_shape(i);
+    if (!out.IsCompatibleWith(s)) {
+      return c.Error("input {} has shape {} but input 0 has shape {}", i, s, c.input_shape(0));
+    }
+    if (out.unknown_rank()) out = s;
+  }
+  c.set_output(0, out);
+  return Status::OK();
+}
+
+Status IdentityGrad(GradContext& c) {
+  c.set_input_grad(0, c.grad(0));
+  return Status::OK();
+}
+Status ReshapeGrad(GradContext& c) {
+  c.set_input_grad(0, ReshapeLike(c.scope(), c.grad(0), c.input(0)));
+  return Status::OK();
+}
+Status AddNGrad(GradContext& c) {
+  for (int i = 0; i < c.num_inputs(); ++i) c.set_input_grad(i, c.grad(0));
+  return Status::OK();
+}
+// ZerosLike and OnesLike do not depend on their input's values.
+Status NoGradient(GradContext&) { return Status::OK(); }
+
 }  // namespace
 
 Status RegisterArrayOps(OpRegistry& r) {
@@ -85,7 +121,8 @@ Status RegisterArrayOps(OpRegistry& r) {
                               .attrs = {{"T", AttrType::kDType, std::nullopt}},
                               .constant_cost = true,
                               .shape_fn = IdentityShape,
-                              .cost_fn = Free}));
+                              .cost_fn = Free,
+                              .grad_fn = IdentityGrad}));
   RETURN_IF_ERROR(r.Register({.name = "NoOp",
                               .constant_cost = true,
                               .shape_fn = [](InferenceContext&) { return Status::OK(); },
@@ -97,7 +134,33 @@ Status RegisterArrayOps(OpRegistry& r) {
                                         {"shape", AttrType::kIntList, std::nullopt}},
                               .constant_cost = true,
                               .shape_fn = ReshapeShape,
-                              .cost_fn = Free}));
+                              .cost_fn = Free,
+                              .grad_fn = ReshapeGrad}));
+  for (const char* name : {"ZerosLike", "OnesLike"}) {
+    RETURN_IF_ERROR(r.Register({.name = name,
+                                .inputs = {{.name = "x", .type_attr = "T", .allowed = kCastTypes}},
+                                .outputs = {{.name = "y", .type_attr = "T"}},
+                                .attrs = {{"T", AttrType::kDType, std::nullopt}},
+                                .shape_fn = IdentityShape,
+                                .cost_fn = ElementwiseCostFn(0),
+                                .grad_fn = NoGradient}));
+  }
+  RETURN_IF_ERROR(
+      r.Register({.name = "Fill",
+                  .outputs = {{.name = "y", .type_attr = "dtype", .allowed = kCastTypes}},
+                  .attrs = {{"shape", AttrType::kShape, std::nullopt},
+                            {"value", AttrType::kFloat, 0.0},
+                            {"dtype", AttrType::kDType, DType::kF32}},
+                  .shape_fn = FillShape,
+                  .cost_fn = ElementwiseCostFn(0)}));
+  RETURN_IF_ERROR(r.Register(
+      {.name = "AddN",
+       .inputs = {{.name = "inputs", .type_attr = "T", .allowed = kNumericTypes, .variadic = true}},
+       .outputs = {{.name = "sum", .type_attr = "T"}},
+       .attrs = {{"T", AttrType::kDType, std::nullopt}},
+       .shape_fn = AddNShape,
+       .cost_fn = ElementwiseCostFn(1),
+       .grad_fn = AddNGrad}));
   return Status::OK();
 }
 
@@ -121,6 +184,31 @@ Output Identity(const Scope& scope, Output x) {
 Operation NoOp(const Scope& scope) {
   RegisterStandardOps();
   return {scope.OutputOf(scope.AddNode("NoOp", {}, {}))};
+}
+
+Output ZerosLike(const Scope& scope, Output x) {
+  RegisterStandardOps();
+  return scope.OutputOf(scope.AddNode("ZerosLike", {x}, {}));
+}
+
+Output OnesLike(const Scope& scope, Output x) {
+  RegisterStandardOps();
+  return scope.OutputOf(scope.AddNode("OnesLike", {x}, {}));
+}
+
+Output Fill(const Scope& scope, const Shape& shape, double value, DType dtype) {
+  RegisterStandardOps();
+  return scope.OutputOf(
+      scope.AddNode("Fill", {}, {{"shape", shape}, {"value", value}, {"dtype", dtype}}));
+}
+
+Output AddN(const Scope& scope, const std::vector<Output>& xs) {
+  RegisterStandardOps();
+  if (xs.empty()) {
+    scope.UpdateStatus(InvalidArgument("AddN needs at least one input"));
+    return Output();
+  }
+  return scope.OutputOf(scope.AddNode("AddN", xs, {}));
 }
 
 Output Reshape(const Scope& scope, Output x, const std::vector<int64_t>& shape) {

@@ -29,6 +29,13 @@ Output Const(const Scope& scope, T scalar) {
 Output Identity(const Scope& scope, Output x);
 // Does nothing; groups control dependencies (scope.WithControlDependencies).
 Operation NoOp(const Scope& scope);
+// Tensors of x's shape and dtype filled with 0 or 1.
+Output ZerosLike(const Scope& scope, Output x);
+Output OnesLike(const Scope& scope, Output x);
+// A tensor of a fully defined shape filled with `value`.
+Output Fill(const Scope& scope, const Shape& shape, double value, DType dtype = DType::kF32);
+// The element-wise sum of one or more tensors of the same dtype and shape.
+Output AddN(const Scope& scope, const std::vector<Output>& xs);
 // Same data, new shape; at most one dimension -1 (inferred). Shares the input's buffer.
 Output Reshape(const Scope& scope, Output x, const std::vector<int64_t>& shape);
 

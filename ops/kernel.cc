@@ -9,16 +9,18 @@ Result<Tensor*> KernelContext::AllocateOutput(int i, DType dtype, const Shape& s
   return &outputs_[i];
 }
 
+bool KernelContext::IsLastUse(int i) const {
+  int slot = input_slots_[i];
+  for (int j = 0; j < num_inputs_; ++j) {
+    if (j != i && input_slots_[j] == slot) return false;
+  }
+  return remaining_uses_ != nullptr && remaining_uses_[slot] == 1;
+}
+
 Result<Tensor*> KernelContext::ForwardOrAllocateOutput(int in, int out, DType dtype,
                                                        const Shape& shape) {
   const Tensor& t = input(in);
-  int slot = input_slots_[in];
-  bool used_once = true;
-  for (int j = 0; j < num_inputs_; ++j) {
-    if (j != in && input_slots_[j] == slot) used_once = false;
-  }
-  if (remaining_uses_ != nullptr && used_once && remaining_uses_[slot] == 1 && t.buffer_unique() &&
-      t.dtype() == dtype && t.shape() == shape) {
+  if (IsLastUse(in) && t.buffer_unique() && t.dtype() == dtype && t.shape() == shape) {
     outputs_[out] = t;
     return &outputs_[out];
   }

@@ -37,6 +37,8 @@ class KernelContext {
   const Tensor& output(int i) const { return outputs_[i]; }
   Allocator* allocator() const { return allocator_; }
 
+  // True when this node is the last reader of input i's value in this run (and reads it once).
+  bool IsLastUse(int i) const;
   // Allocates output i on the device. ResourceExhausted names the device and size.
   Result<Tensor*> AllocateOutput(int i, DType dtype, const Shape& shape);
   // Reuses input `in`'s buffer for output `out` when this node is its last reader and no one

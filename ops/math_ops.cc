@@ -2,23 +2,122 @@
 
 #include <algorithm>
 
+#include "ops/array_ops.h"
 #include "ops/broadcast.h"
+#include "ops/grad_util.h"
+#include "ops/logic_ops.h"
 #include "ops/op_defs.h"
 #include "ops/register.h"
+#include "ops/unary_ops.h"
 
 namespace dflow::ops {
 namespace internal {
-namespace {
 
-Status BinaryShape(InferenceContext& c) {
+Status BroadcastShapeFn(InferenceContext& c) {
   auto s = BroadcastShape(c.input_shape(0), c.input_shape(1));
   if (!s.ok()) return c.Error("{}", s.status().message());
   c.set_output(0, *s);
   return Status::OK();
 }
 
-Status UnaryShape(InferenceContext& c) {
+Status SameShapeAsInput0(InferenceContext& c) {
   c.set_output(0, c.input_shape(0));
+  return Status::OK();
+}
+
+namespace {
+
+// Gradients of the binary ops, undoing broadcasting on each side.
+Status AddGrad(GradContext& c) {
+  c.set_input_grad(0, Unbroadcast(c, c.grad(0), 0));
+  c.set_input_grad(1, Unbroadcast(c, c.grad(0), 1));
+  return Status::OK();
+}
+Status SubGrad(GradContext& c) {
+  c.set_input_grad(0, Unbroadcast(c, c.grad(0), 0));
+  if (c.wanted(1)) c.set_input_grad(1, Unbroadcast(c, Neg(c.scope(), c.grad(0)), 1));
+  return Status::OK();
+}
+Status MulGrad(GradContext& c) {
+  const Scope& s = c.scope();
+  if (c.wanted(0)) c.set_input_grad(0, Unbroadcast(c, Mul(s, c.grad(0), c.input(1)), 0));
+  if (c.wanted(1)) c.set_input_grad(1, Unbroadcast(c, Mul(s, c.grad(0), c.input(0)), 1));
+  return Status::OK();
+}
+Status DivGrad(GradContext& c) {  // d(a/b) = g/b, -g a / b^2
+  const Scope& s = c.scope();
+  Output a = c.input(0), b = c.input(1), g = c.grad(0);
+  if (c.wanted(0)) c.set_input_grad(0, Unbroadcast(c, Div(s, g, b), 0));
+  if (c.wanted(1)) {
+    c.set_input_grad(1, Unbroadcast(c, Neg(s, Div(s, Mul(s, g, a), Square(s, b))), 1));
+  }
+  return Status::OK();
+}
+// Maximum and Minimum: the gradient goes to the input that was chosen (a on ties).
+Status SelectGradOf(GradContext& c, Output take_a) {
+  const Scope& s = c.scope();
+  Output g = c.grad(0), zeros = ZerosLike(s, g);
+  if (c.wanted(0)) c.set_input_grad(0, Unbroadcast(c, Select(s, take_a, g, zeros), 0));
+  if (c.wanted(1)) c.set_input_grad(1, Unbroadcast(c, Select(s, take_a, zeros, g), 1));
+  return Status::OK();
+}
+Status MaximumGrad(GradContext& c) {
+  return SelectGradOf(c, GreaterEqual(c.scope(), c.input(0), c.input(1)));
+}
+Status MinimumGrad(GradContext& c) {
+  return SelectGradOf(c, LessEqual(c.scope(), c.input(0), c.input(1)));
+}
+Status PowGrad(GradContext& c) {  // d a^b = g b a^(b-1);  g a^b log a (taken as 0 where a <= 0)
+  const Scope& s = c.scope();
+  Output a = c.input(0), b = c.input(1), g = c.grad(0);
+  if (c.wanted(0)) {
+    Output da = Mul(s, b, Pow(s, a, Sub(s, b, ScalarLike(c, b, 1))));
+    c.set_input_grad(0, Unbroadcast(c, Mul(s, g, da), 0));
+  }
+  if (c.wanted(1)) {
+    Output zero = ZerosLike(s, a);
+    Output log_a = Select(s, Greater(s, a, zero), Log(s, a), zero);
+    c.set_input_grad(1, Unbroadcast(c, Mul(s, g, Mul(s, c.output(0), log_a)), 1));
+  }
+  return Status::OK();
+}
+Status ReluGradFn(GradContext& c) {
+  c.set_input_grad(0, ReluGrad(c.scope(), c.grad(0), c.input(0)));
+  return Status::OK();
+}
+Status MatMulGrad(GradContext& c) {
+  ASSIGN_OR_RETURN(bool ta, c.node().GetAttr<bool>("transpose_a"));
+  ASSIGN_OR_RETURN(bool tb, c.node().GetAttr<bool>("transpose_b"));
+  const Scope& s = c.scope();
+  Output a = c.input(0), b = c.input(1), g = c.grad(0);
+  Output ga, gb;
+  if (!ta && !tb) {  // C = A B
+    ga = MatMul(s, g, b, {.transpose_b = true});
+    gb = MatMul(s, a, g, {.transpose_a = true});
+  } else if (!ta && tb) {  // C = A B^T
+    ga = MatMul(s, g, b);
+    gb = MatMul(s, g, a, {.transpose_a = true});
+  } else if (ta && !tb) {  // C = A^T B
+    ga = MatMul(s, b, g, {.transpose_b = true});
+    gb = MatMul(s, a, g);
+  } else {  // C = A^T B^T
+    ga = MatMul(s, b, g, {.transpose_a = true, .transpose_b = true});
+    gb = MatMul(s, g, a, {.transpose_a = true, .transpose_b = true});
+  }
+  c.set_input_grad(0, ga);
+  c.set_input_grad(1, gb);
+  return Status::OK();
+}
+Status BiasAddGrad(GradContext& c) {
+  c.set_input_grad(0, c.grad(0));
+  if (c.wanted(1)) c.set_input_grad(1, SumToShapeOf(c.scope(), c.grad(0), c.input(1)));
+  return Status::OK();
+}
+template <bool kMean>
+Status ReduceGradFn(GradContext& c) {
+  ASSIGN_OR_RETURN(auto axes, c.node().GetAttr<std::vector<int64_t>>("axes"));
+  ASSIGN_OR_RETURN(bool keep, c.node().GetAttr<bool>("keep_dims"));
+  c.set_input_grad(0, ReduceGrad(c.scope(), c.grad(0), c.input(0), axes, keep, kMean));
   return Status::OK();
 }
 
@@ -106,17 +205,19 @@ Status ReduceShape(InferenceContext& c) {
   return Status::OK();
 }
 
-OpDef Binary(const std::string& name) {
+OpDef Binary(const std::string& name, GradFn grad, const std::vector<DType>& types = kNumericTypes,
+             double flops = 1) {
   return {.name = name,
-          .inputs = {{.name = "a", .type_attr = "T", .allowed = kNumericTypes},
-                     {.name = "b", .type_attr = "T", .allowed = kNumericTypes}},
+          .inputs = {{.name = "a", .type_attr = "T", .allowed = types},
+                     {.name = "b", .type_attr = "T", .allowed = types}},
           .outputs = {{.name = "output", .type_attr = "T"}},
           .attrs = {{"T", AttrType::kDType, std::nullopt}},
-          .shape_fn = BinaryShape,
-          .cost_fn = [](const CostContext& c) { return ElementwiseCost(c, 1); }};
+          .shape_fn = BroadcastShapeFn,
+          .cost_fn = ElementwiseCostFn(flops),
+          .grad_fn = std::move(grad)};
 }
 
-OpDef Reduce(const std::string& name) {
+OpDef Reduce(const std::string& name, GradFn grad) {
   return {.name = name,
           .inputs = {{.name = "input", .type_attr = "T", .allowed = kNumericTypes}},
           .outputs = {{.name = "output", .type_attr = "T"}},
@@ -124,35 +225,42 @@ OpDef Reduce(const std::string& name) {
                     {"axes", AttrType::kIntList, std::vector<int64_t>{}},
                     {"keep_dims", AttrType::kBool, false}},
           .shape_fn = ReduceShape,
-          .cost_fn = [](const CostContext& c) {
-            OpCost cost = ElementwiseCost(c, 0);
-            cost.flops = std::max<int64_t>(c.input_shapes[0].num_elements(), 0);
-            return cost;
-          }};
+          .cost_fn =
+              [](const CostContext& c) {
+                OpCost cost = ElementwiseCost(c, 0);
+                cost.flops = std::max<int64_t>(c.input_shapes[0].num_elements(), 0);
+                return cost;
+              },
+          .grad_fn = std::move(grad)};
 }
 
 }  // namespace
 
 Status RegisterMathOps(OpRegistry& r) {
-  for (const char* name : {"Add", "Sub", "Mul", "Div", "Maximum"}) {
-    RETURN_IF_ERROR(r.Register(Binary(name)));
-  }
-  RETURN_IF_ERROR(
-      r.Register({.name = "Relu",
-                  .inputs = {{.name = "x", .type_attr = "T", .allowed = kNumericTypes}},
-                  .outputs = {{.name = "y", .type_attr = "T"}},
-                  .attrs = {{"T", AttrType::kDType, std::nullopt}},
-                  .shape_fn = UnaryShape,
-                  .cost_fn = [](const CostContext& c) { return ElementwiseCost(c, 1); }}));
+  RETURN_IF_ERROR(r.Register(Binary("Add", AddGrad)));
+  RETURN_IF_ERROR(r.Register(Binary("Sub", SubGrad)));
+  RETURN_IF_ERROR(r.Register(Binary("Mul", MulGrad)));
+  RETURN_IF_ERROR(r.Register(Binary("Div", DivGrad)));
+  RETURN_IF_ERROR(r.Register(Binary("Maximum", MaximumGrad)));
+  RETURN_IF_ERROR(r.Register(Binary("Minimum", MinimumGrad)));
+  RETURN_IF_ERROR(r.Register(Binary("Pow", PowGrad, kFloatTypes, 20)));
+  RETURN_IF_ERROR(r.Register({.name = "Relu",
+                              .inputs = {{.name = "x", .type_attr = "T", .allowed = kNumericTypes}},
+                              .outputs = {{.name = "y", .type_attr = "T"}},
+                              .attrs = {{"T", AttrType::kDType, std::nullopt}},
+                              .shape_fn = SameShapeAsInput0,
+                              .cost_fn = ElementwiseCostFn(1),
+                              .grad_fn = ReluGradFn}));
   RETURN_IF_ERROR(r.Register({.name = "MatMul",
-                              .inputs = {{.name = "a", .type_attr = "T", .allowed = {DType::kF32}},
-                                         {.name = "b", .type_attr = "T", .allowed = {DType::kF32}}},
+                              .inputs = {{.name = "a", .type_attr = "T", .allowed = kFloatTypes},
+                                         {.name = "b", .type_attr = "T", .allowed = kFloatTypes}},
                               .outputs = {{.name = "product", .type_attr = "T"}},
                               .attrs = {{"T", AttrType::kDType, std::nullopt},
                                         {"transpose_a", AttrType::kBool, false},
                                         {"transpose_b", AttrType::kBool, false}},
                               .shape_fn = MatMulShape,
-                              .cost_fn = MatMulCost}));
+                              .cost_fn = MatMulCost,
+                              .grad_fn = MatMulGrad}));
   RETURN_IF_ERROR(
       r.Register({.name = "BiasAdd",
                   .inputs = {{.name = "input", .type_attr = "T", .allowed = kNumericTypes},
@@ -160,9 +268,10 @@ Status RegisterMathOps(OpRegistry& r) {
                   .outputs = {{.name = "output", .type_attr = "T"}},
                   .attrs = {{"T", AttrType::kDType, std::nullopt}},
                   .shape_fn = BiasAddShape,
-                  .cost_fn = [](const CostContext& c) { return ElementwiseCost(c, 1); }}));
-  RETURN_IF_ERROR(r.Register(Reduce("ReduceSum")));
-  RETURN_IF_ERROR(r.Register(Reduce("ReduceMean")));
+                  .cost_fn = ElementwiseCostFn(1),
+                  .grad_fn = BiasAddGrad}));
+  RETURN_IF_ERROR(r.Register(Reduce("ReduceSum", ReduceGradFn<false>)));
+  RETURN_IF_ERROR(r.Register(Reduce("ReduceMean", ReduceGradFn<true>)));
   return Status::OK();
 }
 
@@ -180,6 +289,8 @@ Output Sub(const Scope& s, Output a, Output b) { return BinaryOp("Sub", s, a, b)
 Output Mul(const Scope& s, Output a, Output b) { return BinaryOp("Mul", s, a, b); }
 Output Div(const Scope& s, Output a, Output b) { return BinaryOp("Div", s, a, b); }
 Output Maximum(const Scope& s, Output a, Output b) { return BinaryOp("Maximum", s, a, b); }
+Output Minimum(const Scope& s, Output a, Output b) { return BinaryOp("Minimum", s, a, b); }
+Output Pow(const Scope& s, Output a, Output b) { return BinaryOp("Pow", s, a, b); }
 
 Output Relu(const Scope& scope, Output x) {
   RegisterStandardOps();

@@ -14,13 +14,17 @@ Output Mul(const Scope& scope, Output a, Output b);
 // Integer division by zero is an InvalidArgument at run time.
 Output Div(const Scope& scope, Output a, Output b);
 Output Maximum(const Scope& scope, Output a, Output b);
+Output Minimum(const Scope& scope, Output a, Output b);
+// a ** b; floating-point types only.
+Output Pow(const Scope& scope, Output a, Output b);
 Output Relu(const Scope& scope, Output x);
 
 struct MatMulAttrs {
   bool transpose_a = false;
   bool transpose_b = false;
 };
-// a [M,K] x b [K,N] -> [M,N] (after the transposes); f32, on oneDNN's matmul primitive.
+// a [M,K] x b [K,N] -> [M,N] (after the transposes); f32 on oneDNN's matmul primitive, f64 on
+// a plain blocked loop (for double-precision gradient checks).
 Output MatMul(const Scope& scope, Output a, Output b, const MatMulAttrs& attrs = {});
 // x [..., C] + bias [C].
 Output BiasAdd(const Scope& scope, Output x, Output bias);

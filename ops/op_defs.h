@@ -8,11 +8,27 @@ namespace dflow::ops::internal {
 Status RegisterArrayOps(OpRegistry& registry);
 Status RegisterMathOps(OpRegistry& registry);
 Status RegisterStateOps(OpRegistry& registry);
+Status RegisterUnaryOps(OpRegistry& registry);
+Status RegisterLogicOps(OpRegistry& registry);
+Status RegisterNnOps(OpRegistry& registry);
+Status RegisterTrainingOps(OpRegistry& registry);
+Status RegisterGradOps(OpRegistry& registry);
 Status RegisterCpuKernels();
 
 // Float and integer dtypes the CPU arithmetic kernels support.
 inline const std::vector<DType> kNumericTypes = {DType::kF32, DType::kF64, DType::kI32,
                                                  DType::kI64};
 inline const std::vector<DType> kFloatTypes = {DType::kF32, DType::kF64};
+inline const std::vector<DType> kCastTypes = {DType::kF32, DType::kF64, DType::kI32,
+                                              DType::kI64, DType::kU8,  DType::kBool};
+
+// Shape function of ops whose output has the shape of input 0.
+Status SameShapeAsInput0(InferenceContext& c);
+// Shape function of element-wise binary ops: the broadcast shape of inputs 0 and 1.
+Status BroadcastShapeFn(InferenceContext& c);
+// Cost of element-wise ops: `flops` per output element, every byte moved once.
+inline CostFn ElementwiseCostFn(double flops) {
+  return [flops](const CostContext& c) { return ElementwiseCost(c, flops); };
+}
 
 }  // namespace dflow::ops::internal

@@ -14,6 +14,11 @@ void RegisterStandardOps() {
     Status s = internal::RegisterArrayOps(r);
     if (s.ok()) s = internal::RegisterMathOps(r);
     if (s.ok()) s = internal::RegisterStateOps(r);
+    if (s.ok()) s = internal::RegisterUnaryOps(r);
+    if (s.ok()) s = internal::RegisterLogicOps(r);
+    if (s.ok()) s = internal::RegisterNnOps(r);
+    if (s.ok()) s = internal::RegisterTrainingOps(r);
+    if (s.ok()) s = internal::RegisterGradOps(r);
     if (s.ok()) s = internal::RegisterCpuKernels();
     if (!s.ok()) {
       std::fprintf(stderr, "dflow: registering the standard ops failed: %s\n",

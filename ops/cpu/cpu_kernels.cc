@@ -10,6 +10,8 @@ Status RegisterCpuKernels() {
   RETURN_IF_ERROR(cpu::RegisterMatMulKernels());
   RETURN_IF_ERROR(cpu::RegisterReduceKernels());
   RETURN_IF_ERROR(cpu::RegisterStateKernels());
+  RETURN_IF_ERROR(cpu::RegisterUnaryKernels());
+  RETURN_IF_ERROR(cpu::RegisterNnKernels());
   return Status::OK();
 }
 

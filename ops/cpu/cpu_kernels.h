@@ -10,5 +10,7 @@ Status RegisterElementwiseKernels();
 Status RegisterMatMulKernels();
 Status RegisterReduceKernels();
 Status RegisterStateKernels();
+Status RegisterUnaryKernels();
+Status RegisterNnKernels();
 
 }  // namespace dflow::cpu

@@ -23,4 +23,17 @@ Status DispatchNumeric(DType dtype, F&& f) {
   }
 }
 
+// Numeric types plus u8 and bool.
+template <typename F>
+Status DispatchAll(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kU8:
+      return f.template operator()<uint8_t>();
+    case DType::kBool:
+      return f.template operator()<bool>();
+    default:
+      return DispatchNumeric(dtype, std::forward<F>(f));
+  }
+}
+
 }  // namespace dflow::cpu

@@ -1,54 +1,96 @@
-// CPU kernels of the element-wise ops: binary arithmetic with NumPy broadcasting, Relu, BiasAdd.
-// Each writes in place into its input's buffer when it is that buffer's last reader.
-#include <algorithm>
-#include <cstring>
+// CPU kernels of the element-wise binary ops (arithmetic and comparisons, with NumPy
+// broadcasting), Select and BiasAdd. Arithmetic writes in place into an input's buffer when this
+// node is its last reader.
+#include <cmath>
+#include <type_traits>
 
-#include "ops/broadcast.h"
+#include "ops/cpu/broadcast_loop.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
 
 namespace dflow::cpu {
 namespace {
 
-enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMaximum };
-
-template <BinaryOp op, typename T>
-inline T Apply(T a, T b) {
-  if constexpr (op == BinaryOp::kAdd) return a + b;
-  if constexpr (op == BinaryOp::kSub) return a - b;
-  if constexpr (op == BinaryOp::kMul) return a * b;
-  if constexpr (op == BinaryOp::kDiv) return a / b;
-  if constexpr (op == BinaryOp::kMaximum) return a > b ? a : b;
-}
-
-template <BinaryOp op, typename T>
-void Loop(const T* a, const T* b, T* out, const Shape& shape, const int64_t* sa,
-          const int64_t* sb) {
-  int rank = shape.rank();
-  int64_t n = shape.num_elements();
-  if (n == 0) return;
-  if (rank == 0) {
-    out[0] = Apply<op>(a[0], b[0]);
-    return;
+struct AddF {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a + b;
   }
-  // Walk the outer dimensions with a counter; run the last one as a strided inner loop.
-  int64_t inner = shape[rank - 1], ia = sa[rank - 1], ib = sb[rank - 1];
-  std::array<int64_t, Shape::kMaxRank> idx{};
-  int64_t oa = 0, ob = 0;
-  for (int64_t base = 0; base < n; base += inner) {
-    for (int64_t i = 0; i < inner; ++i) out[base + i] = Apply<op>(a[oa + i * ia], b[ob + i * ib]);
-    for (int d = rank - 2; d >= 0; --d) {
-      oa += sa[d];
-      ob += sb[d];
-      if (++idx[d] < shape[d]) break;
-      oa -= sa[d] * shape[d];
-      ob -= sb[d] * shape[d];
-      idx[d] = 0;
-    }
+};
+struct SubF {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a - b;
   }
-}
+};
+struct MulF {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a * b;
+  }
+};
+struct DivF {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a / b;
+  }
+};
+struct MaxF {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a > b ? a : b;
+  }
+};
+struct MinF {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a < b ? a : b;
+  }
+};
+struct PowF {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(std::pow(a, b));
+  }
+};
+struct EqF {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a == b;
+  }
+};
+struct NeF {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a != b;
+  }
+};
+struct LtF {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a < b;
+  }
+};
+struct LeF {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a <= b;
+  }
+};
+struct GtF {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a > b;
+  }
+};
+struct GeF {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a >= b;
+  }
+};
 
-template <BinaryOp op>
+template <typename F>
 class BinaryKernel : public OpKernel {
  public:
   explicit BinaryKernel(const KernelInit&) {}
@@ -56,56 +98,70 @@ class BinaryKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    if (a.dtype() != b.dtype())
+    if (a.dtype() != b.dtype()) {
       return InvalidArgument("dtypes differ: {} vs {}", a.dtype(), b.dtype());
+    }
     ASSIGN_OR_RETURN(Shape shape, BroadcastShape(a.shape(), b.shape()));
     return DispatchNumeric(a.dtype(), [&]<typename T>() -> Status {
-      if constexpr (op == BinaryOp::kDiv && std::is_integral_v<T>) {
+      using Out = std::invoke_result_t<F, T, T>;
+      constexpr bool kSameType = std::is_same_v<Out, T>;
+      if constexpr (std::is_same_v<F, DivF> && std::is_integral_v<T>) {
         for (T v : b.flat<T>()) {
           if (v == 0) return InvalidArgument("integer division by zero");
         }
       }
+      DType out_dtype = DTypeOf<Out>::value;
       Tensor* out;
-      if (a.shape() == shape) {
-        ASSIGN_OR_RETURN(out, ctx.ForwardOrAllocateOutput(0, 0, a.dtype(), shape));
-      } else if (b.shape() == shape) {
-        ASSIGN_OR_RETURN(out, ctx.ForwardOrAllocateOutput(1, 0, a.dtype(), shape));
+      if (kSameType && a.shape() == shape) {
+        ASSIGN_OR_RETURN(out, ctx.ForwardOrAllocateOutput(0, 0, out_dtype, shape));
+      } else if (kSameType && b.shape() == shape) {
+        ASSIGN_OR_RETURN(out, ctx.ForwardOrAllocateOutput(1, 0, out_dtype, shape));
       } else {
-        ASSIGN_OR_RETURN(out, ctx.AllocateOutput(0, a.dtype(), shape));
+        ASSIGN_OR_RETURN(out, ctx.AllocateOutput(0, out_dtype, shape));
       }
       const T* pa = a.data<T>();
       const T* pb = b.data<T>();
-      T* po = out->data<T>();
+      Out* po = out->data<Out>();
+      F f;
       int64_t n = shape.num_elements();
       if (a.shape() == b.shape()) {
-        for (int64_t i = 0; i < n; ++i) po[i] = Apply<op>(pa[i], pb[i]);
+        for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
       } else if (b.num_elements() == 1) {
         T s = pb[0];
-        for (int64_t i = 0; i < n; ++i) po[i] = Apply<op>(pa[i], s);
+        for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], s);
       } else if (a.num_elements() == 1) {
         T s = pa[0];
-        for (int64_t i = 0; i < n; ++i) po[i] = Apply<op>(s, pb[i]);
+        for (int64_t i = 0; i < n; ++i) po[i] = f(s, pb[i]);
       } else {
-        std::array<int64_t, Shape::kMaxRank> sa{}, sb{};
-        BroadcastStrides(a.shape(), shape, sa.data());
-        BroadcastStrides(b.shape(), shape, sb.data());
-        Loop<op, T>(pa, pb, po, shape, sa.data(), sb.data());
+        auto strides = MakeStrides<2>(shape, {&a.shape(), &b.shape()});
+        BroadcastLoop<2>(shape, strides, [&](int64_t i, const std::array<int64_t, 2>& o) {
+          po[i] = f(pa[o[0]], pb[o[1]]);
+        });
       }
       return Status::OK();
     });
   }
 };
 
-class ReluKernel : public OpKernel {
+class SelectKernel : public OpKernel {
  public:
-  explicit ReluKernel(const KernelInit&) {}
+  explicit SelectKernel(const KernelInit&) {}
   Status Compute(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    return DispatchNumeric(x.dtype(), [&]<typename T>() -> Status {
-      ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), x.shape()));
-      const T* px = x.data<T>();
+    const Tensor& c = ctx.input(0);
+    const Tensor& a = ctx.input(1);
+    const Tensor& b = ctx.input(2);
+    ASSIGN_OR_RETURN(Shape ab, BroadcastShape(a.shape(), b.shape()));
+    ASSIGN_OR_RETURN(Shape shape, BroadcastShape(c.shape(), ab));
+    return DispatchAll(a.dtype(), [&]<typename T>() -> Status {
+      ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), shape));
+      const bool* pc = c.data<bool>();
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
       T* po = out->data<T>();
-      for (int64_t i = 0, n = x.num_elements(); i < n; ++i) po[i] = px[i] > T(0) ? px[i] : T(0);
+      auto strides = MakeStrides<3>(shape, {&c.shape(), &a.shape(), &b.shape()});
+      BroadcastLoop<3>(shape, strides, [&](int64_t i, const std::array<int64_t, 3>& o) {
+        po[i] = pc[o[0]] ? pa[o[1]] : pb[o[2]];
+      });
       return Status::OK();
     });
   }
@@ -139,12 +195,20 @@ class BiasAddKernel : public OpKernel {
 }  // namespace
 
 Status RegisterElementwiseKernels() {
-  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kAdd>>("Add", "CPU"));
-  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kSub>>("Sub", "CPU"));
-  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kMul>>("Mul", "CPU"));
-  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kDiv>>("Div", "CPU"));
-  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kMaximum>>("Maximum", "CPU"));
-  RETURN_IF_ERROR(RegisterKernel<ReluKernel>("Relu", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<AddF>>("Add", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<SubF>>("Sub", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<MulF>>("Mul", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<DivF>>("Div", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<MaxF>>("Maximum", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<MinF>>("Minimum", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<PowF>>("Pow", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<EqF>>("Equal", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<NeF>>("NotEqual", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<LtF>>("Less", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<LeF>>("LessEqual", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<GtF>>("Greater", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<GeF>>("GreaterEqual", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<SelectKernel>("Select", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<BiasAddKernel>("BiasAdd", "CPU"));
   return Status::OK();
 }

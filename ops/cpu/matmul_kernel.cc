@@ -29,10 +29,14 @@ class MatMulKernel : public OpKernel {
       return InvalidArgument("inner dimensions differ: {}{} x {}{} ({} vs {})", a.shape(),
                              ta_ ? "^T" : "", b.shape(), tb_ ? "^T" : "", k, kb);
     }
-    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DType::kF32, Shape{m, n}));
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), Shape{m, n}));
     if (m == 0 || n == 0) return Status::OK();
     if (k == 0) {
       std::memset(out->raw_data(), 0, out->num_bytes());
+      return Status::OK();
+    }
+    if (a.dtype() == DType::kF64) {
+      MatMulF64(a.data<double>(), b.data<double>(), out->data<double>(), m, k, n);
       return Status::OK();
     }
     auto [prim, scratch_desc] = Primitive(m, k, n);
@@ -52,6 +56,24 @@ class MatMulKernel : public OpKernel {
   }
 
  private:
+  // oneDNN has no f64 matmul: a plain loop, i-p-j order so the inner loop runs along rows.
+  void MatMulF64(const double* a, const double* b, double* c, int64_t m, int64_t k,
+                 int64_t n) const {
+    std::memset(c, 0, sizeof(double) * m * n);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t p = 0; p < k; ++p) {
+        double av = ta_ ? a[p * m + i] : a[i * k + p];
+        double* row = c + i * n;
+        if (tb_) {
+          for (int64_t j = 0; j < n; ++j) row[j] += av * b[j * k + p];
+        } else {
+          const double* brow = b + p * n;
+          for (int64_t j = 0; j < n; ++j) row[j] += av * brow[j];
+        }
+      }
+    }
+  }
+
   // A logical [rows, cols] matrix stored row-major, or transposed (stored as [cols, rows]).
   static dnnl::memory::desc Desc(int64_t rows, int64_t cols, bool transposed) {
     dnnl::memory::dims strides =

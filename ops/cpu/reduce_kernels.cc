@@ -1,5 +1,7 @@
-// CPU kernels of ReduceSum and ReduceMean. Floats accumulate in double, integers in int64.
-// Reducing over no elements gives 0 for a sum and NaN (0 for integers) for a mean.
+// CPU kernels of the reductions and their gradient helpers: ReduceSum, ReduceMean, SumToShapeOf
+// (undo broadcasting) and ReduceGrad (spread a reduced gradient back). Floats accumulate in
+// double, integers in int64. Reducing over no elements gives 0 for a sum and NaN (0 for
+// integers) for a mean.
 #include <limits>
 #include <vector>
 
@@ -8,6 +10,55 @@
 
 namespace dflow::cpu {
 namespace {
+
+// Maps each element of a tensor of shape `in` to the element of the reduced tensor it
+// contributes to, where `reduced[d]` says whether dimension d is reduced.
+struct Reduction {
+  Shape in;
+  std::vector<bool> reduced;
+  std::array<int64_t, Shape::kMaxRank> out_stride{};  // 0 on reduced dimensions
+  int64_t out_elements = 1;
+  int64_t count = 1;  // input elements per output element
+
+  Reduction(const Shape& shape, std::vector<bool> r) : in(shape), reduced(std::move(r)) {
+    for (int i = in.rank() - 1; i >= 0; --i) {
+      if (reduced[i]) {
+        count *= in[i];
+      } else {
+        out_stride[i] = out_elements;
+        out_elements *= in[i];
+      }
+    }
+  }
+
+  // Calls f(input_index, output_index) for every input element in order.
+  template <typename F>
+  void ForEach(F&& f) const {
+    int rank = in.rank();
+    int64_t n = in.num_elements();
+    std::array<int64_t, Shape::kMaxRank> idx{};
+    int64_t o = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      f(i, o);
+      for (int d = rank - 1; d >= 0; --d) {
+        o += out_stride[d];
+        if (++idx[d] < in[d]) break;
+        o -= out_stride[d] * in[d];
+        idx[d] = 0;
+      }
+    }
+  }
+};
+
+Result<std::vector<bool>> ReducedAxes(const Shape& in, const std::vector<int64_t>& axes) {
+  int rank = in.rank();
+  std::vector<bool> reduced(rank, axes.empty());
+  for (int64_t a : axes) {
+    if (a < -rank || a >= rank) return InvalidArgument("axis {} is out of range for {}", a, in);
+    reduced[a < 0 ? a + rank : a] = true;
+  }
+  return reduced;
+}
 
 template <bool kMean>
 class ReduceKernel : public OpKernel {
@@ -18,56 +69,28 @@ class ReduceKernel : public OpKernel {
 
   Status Compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    const Shape& in = x.shape();
-    int rank = in.rank();
-    std::vector<bool> reduced(rank, axes_.empty());
-    for (int64_t a : axes_) {
-      if (a < -rank || a >= rank) return InvalidArgument("axis {} is out of range for {}", a, in);
-      reduced[a < 0 ? a + rank : a] = true;
-    }
+    ASSIGN_OR_RETURN(auto reduced, ReducedAxes(x.shape(), axes_));
+    Reduction r(x.shape(), reduced);
     std::vector<int64_t> out_dims;
-    // Output strides seen from the input's index space: 0 on reduced dimensions.
-    std::array<int64_t, Shape::kMaxRank> out_stride{};
-    int64_t stride = 1, count = 1;
-    for (int i = rank - 1; i >= 0; --i) {
-      if (reduced[i]) {
-        count *= in[i];
-      } else {
-        out_stride[i] = stride;
-        stride *= in[i];
-      }
-    }
-    for (int i = 0; i < rank; ++i) {
+    for (int i = 0; i < x.shape().rank(); ++i) {
       if (!reduced[i]) {
-        out_dims.push_back(in[i]);
+        out_dims.push_back(x.shape()[i]);
       } else if (keep_dims_) {
         out_dims.push_back(1);
       }
     }
-    Shape out_shape(out_dims);
     return DispatchNumeric(x.dtype(), [&]<typename T>() -> Status {
       using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-      ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), out_shape));
-      std::vector<Acc> acc(out_shape.num_elements(), Acc(0));
+      ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), Shape(out_dims)));
+      std::vector<Acc> acc(r.out_elements, Acc(0));
       const T* px = x.data<T>();
-      int64_t n = x.num_elements();
-      std::array<int64_t, Shape::kMaxRank> idx{};
-      int64_t o = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        acc[o] += px[i];
-        for (int d = rank - 1; d >= 0; --d) {
-          o += out_stride[d];
-          if (++idx[d] < in[d]) break;
-          o -= out_stride[d] * in[d];
-          idx[d] = 0;
-        }
-      }
+      r.ForEach([&](int64_t i, int64_t o) { acc[o] += px[i]; });
       T* po = out->data<T>();
       for (size_t j = 0; j < acc.size(); ++j) {
         if (!kMean) {
           po[j] = static_cast<T>(acc[j]);
-        } else if (count > 0) {
-          po[j] = static_cast<T>(acc[j] / static_cast<Acc>(count));
+        } else if (r.count > 0) {
+          po[j] = static_cast<T>(acc[j] / static_cast<Acc>(r.count));
         } else {  // the mean of nothing: NaN for floats (as NumPy), 0 for integers
           po[j] =
               std::numeric_limits<T>::has_quiet_NaN ? std::numeric_limits<T>::quiet_NaN() : T(0);
@@ -82,11 +105,84 @@ class ReduceKernel : public OpKernel {
   bool keep_dims_;
 };
 
+// x [out shape of a broadcast] summed down to like's shape.
+class SumToShapeOfKernel : public OpKernel {
+ public:
+  explicit SumToShapeOfKernel(const KernelInit&) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Shape& like = ctx.input(1).shape();
+    const Shape& in = x.shape();
+    if (in == like) {
+      ctx.set_output(0, x);
+      return Status::OK();
+    }
+    if (like.rank() > in.rank()) {
+      return InvalidArgument("cannot sum {} down to the larger rank of {}", in, like);
+    }
+    int offset = in.rank() - like.rank();
+    std::vector<bool> reduced(in.rank());
+    for (int d = 0; d < in.rank(); ++d) {
+      int j = d - offset;
+      if (j >= 0 && like[j] != 1 && like[j] != in[d]) {
+        return InvalidArgument("{} does not broadcast to {}", like, in);
+      }
+      reduced[d] = j < 0 || (like[j] == 1 && in[d] != 1);
+    }
+    Reduction r(in, reduced);
+    return DispatchNumeric(x.dtype(), [&]<typename T>() -> Status {
+      using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+      ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), like));
+      std::vector<Acc> acc(r.out_elements, Acc(0));
+      const T* px = x.data<T>();
+      r.ForEach([&](int64_t i, int64_t o) { acc[o] += px[i]; });
+      T* po = out->data<T>();
+      for (size_t j = 0; j < acc.size(); ++j) po[j] = static_cast<T>(acc[j]);
+      return Status::OK();
+    });
+  }
+};
+
+// g (the reduced gradient) spread back over x's shape, divided by the count for a mean.
+class ReduceGradKernel : public OpKernel {
+ public:
+  explicit ReduceGradKernel(const KernelInit& init)
+      : axes_(std::get<std::vector<int64_t>>(*init.node.FindAttr("axes"))),
+        mean_(std::get<bool>(*init.node.FindAttr("mean"))) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& g = ctx.input(0);
+    const Shape& in = ctx.input(1).shape();
+    ASSIGN_OR_RETURN(auto reduced, ReducedAxes(in, axes_));
+    Reduction r(in, reduced);
+    if (g.num_elements() != r.out_elements) {
+      return InvalidArgument("gradient {} does not match the reduction of {}", g.shape(), in);
+    }
+    return DispatchNumeric(g.dtype(), [&]<typename T>() -> Status {
+      ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, g.dtype(), in));
+      const T* pg = g.data<T>();
+      T* po = out->data<T>();
+      if (mean_) {
+        double scale = r.count > 0 ? 1.0 / static_cast<double>(r.count) : 0.0;
+        r.ForEach([&](int64_t i, int64_t o) { po[i] = static_cast<T>(pg[o] * scale); });
+      } else {
+        r.ForEach([&](int64_t i, int64_t o) { po[i] = pg[o]; });
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  std::vector<int64_t> axes_;
+  bool mean_;
+};
+
 }  // namespace
 
 Status RegisterReduceKernels() {
   RETURN_IF_ERROR(RegisterKernel<ReduceKernel<false>>("ReduceSum", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ReduceKernel<true>>("ReduceMean", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<SumToShapeOfKernel>("SumToShapeOf", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ReduceGradKernel>("ReduceGrad", "CPU"));
   return Status::OK();
 }
 

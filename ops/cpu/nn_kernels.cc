@@ -1,0 +1,97 @@
+// CPU kernels of Softmax, LogSoftmax and SparseSoftmaxCrossEntropyWithLogits, over the last axis
+// with the row maximum subtracted for stability.
+#include <cmath>
+
+#include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/dispatch.h"
+
+namespace dflow::cpu {
+namespace {
+
+template <typename F>
+Status DispatchFloat(DType d, F&& f) {
+  if (d == DType::kF32) return f.template operator()<float>();
+  if (d == DType::kF64) return f.template operator()<double>();
+  return InvalidArgument("no CPU kernel for dtype {}", d);
+}
+
+// Writes log softmax of row x (length c) to out; returns nothing.
+template <typename T>
+void LogSoftmaxRow(const T* x, T* out, int64_t c) {
+  T max = x[0];
+  for (int64_t j = 1; j < c; ++j) max = std::max(max, x[j]);
+  double sum = 0;
+  for (int64_t j = 0; j < c; ++j) sum += std::exp(static_cast<double>(x[j] - max));
+  T log_sum = static_cast<T>(std::log(sum));
+  for (int64_t j = 0; j < c; ++j) out[j] = x[j] - max - log_sum;
+}
+
+template <bool kLog>
+class SoftmaxKernel : public OpKernel {
+ public:
+  explicit SoftmaxKernel(const KernelInit&) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.shape().rank() < 1) return InvalidArgument("logits must have rank >= 1");
+    return DispatchFloat(x.dtype(), [&]<typename T>() -> Status {
+      ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), x.shape()));
+      int64_t c = x.shape()[x.shape().rank() - 1];
+      int64_t rows = c == 0 ? 0 : x.num_elements() / c;
+      const T* px = x.data<T>();
+      T* po = out->data<T>();
+      for (int64_t r = 0; r < rows; ++r) {
+        LogSoftmaxRow(px + r * c, po + r * c, c);
+        if (!kLog) {
+          for (int64_t j = 0; j < c; ++j) po[r * c + j] = std::exp(po[r * c + j]);
+        }
+      }
+      return Status::OK();
+    });
+  }
+};
+
+class SparseCrossEntropyKernel : public OpKernel {
+ public:
+  explicit SparseCrossEntropyKernel(const KernelInit&) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& logits = ctx.input(0);
+    const Tensor& labels = ctx.input(1);
+    if (logits.shape().rank() != 2 || labels.shape().rank() != 1 ||
+        labels.shape()[0] != logits.shape()[0]) {
+      return InvalidArgument("logits {} and labels {} do not match: expected [N,C] and [N]",
+                             logits.shape(), labels.shape());
+    }
+    int64_t n = logits.shape()[0], c = logits.shape()[1];
+    return DispatchFloat(logits.dtype(), [&]<typename T>() -> Status {
+      ASSIGN_OR_RETURN(Tensor * loss, ctx.AllocateOutput(0, logits.dtype(), Shape{n}));
+      ASSIGN_OR_RETURN(Tensor * back, ctx.AllocateOutput(1, logits.dtype(), Shape{n, c}));
+      const T* px = logits.data<T>();
+      T* pl = loss->data<T>();
+      T* pb = back->data<T>();
+      for (int64_t r = 0; r < n; ++r) {
+        int64_t label =
+            labels.dtype() == DType::kI32 ? labels.data<int32_t>()[r] : labels.data<int64_t>()[r];
+        if (label < 0 || label >= c) {
+          return InvalidArgument("label {} at row {} is outside [0, {})", label, r, c);
+        }
+        LogSoftmaxRow(px + r * c, pb + r * c, c);
+        pl[r] = -pb[r * c + label];
+        for (int64_t j = 0; j < c; ++j) pb[r * c + j] = std::exp(pb[r * c + j]);
+        pb[r * c + label] -= T(1);
+      }
+      return Status::OK();
+    });
+  }
+};
+
+}  // namespace
+
+Status RegisterNnKernels() {
+  RETURN_IF_ERROR(RegisterKernel<SoftmaxKernel<false>>("Softmax", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<SoftmaxKernel<true>>("LogSoftmax", "CPU"));
+  RETURN_IF_ERROR(
+      RegisterKernel<SparseCrossEntropyKernel>("SparseSoftmaxCrossEntropyWithLogits", "CPU"));
+  return Status::OK();
+}
+
+}  // namespace dflow::cpu

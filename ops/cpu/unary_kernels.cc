@@ -1,0 +1,209 @@
+// CPU kernels of the element-wise unary ops, Cast, and the activation gradients. Each writes in
+// place when it is the last reader of an unshared input.
+#include <cmath>
+
+#include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/dispatch.h"
+
+namespace dflow::cpu {
+namespace {
+
+constexpr double kSqrtHalf = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+
+struct NegF {
+  template <typename T>
+  T operator()(T x) const {
+    return -x;
+  }
+};
+struct ExpF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::exp(x);
+  }
+};
+struct LogF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::log(x);
+  }
+};
+struct SqrtF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::sqrt(x);
+  }
+};
+struct RsqrtF {
+  template <typename T>
+  T operator()(T x) const {
+    return T(1) / std::sqrt(x);
+  }
+};
+struct SquareF {
+  template <typename T>
+  T operator()(T x) const {
+    return x * x;
+  }
+};
+struct ReluF {
+  template <typename T>
+  T operator()(T x) const {
+    return x > T(0) ? x : T(0);
+  }
+};
+struct SigmoidF {
+  template <typename T>
+  T operator()(T x) const {
+    return T(1) / (T(1) + std::exp(-x));
+  }
+};
+struct TanhF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::tanh(x);
+  }
+};
+struct GeluF {
+  template <typename T>
+  T operator()(T x) const {
+    return static_cast<T>(0.5 * x * (1 + std::erf(x * kSqrtHalf)));
+  }
+};
+struct LeakyReluF {
+  double alpha;
+  template <typename T>
+  T operator()(T x) const {
+    return x > T(0) ? x : static_cast<T>(alpha * x);
+  }
+};
+
+// Runs f over every element of input 0.
+template <typename F>
+class UnaryKernel : public OpKernel {
+ public:
+  explicit UnaryKernel(const KernelInit& init) {
+    if constexpr (std::is_same_v<F, LeakyReluF>) {
+      f_.alpha = std::get<double>(*init.node.FindAttr("alpha"));
+    }
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    return DispatchNumeric(x.dtype(), [&]<typename T>() -> Status {
+      ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), x.shape()));
+      const T* px = x.data<T>();
+      T* po = out->data<T>();
+      for (int64_t i = 0, n = x.num_elements(); i < n; ++i) po[i] = f_(px[i]);
+      return Status::OK();
+    });
+  }
+
+ private:
+  F f_{};
+};
+
+// Activation gradients: out = grad(g, x), element-wise over same-shaped g and x.
+struct ReluGradF {
+  template <typename T>
+  T operator()(T g, T x) const {
+    return x > T(0) ? g : T(0);
+  }
+};
+struct LeakyReluGradF {
+  double alpha;
+  template <typename T>
+  T operator()(T g, T x) const {
+    return x > T(0) ? g : static_cast<T>(alpha * g);
+  }
+};
+struct GeluGradF {
+  template <typename T>
+  T operator()(T g, T x) const {
+    double cdf = 0.5 * (1 + std::erf(x * kSqrtHalf));
+    double pdf = kInvSqrt2Pi * std::exp(-0.5 * x * x);
+    return static_cast<T>(g * (cdf + x * pdf));
+  }
+};
+
+template <typename F>
+class ActivationGradKernel : public OpKernel {
+ public:
+  explicit ActivationGradKernel(const KernelInit& init) {
+    if constexpr (std::is_same_v<F, LeakyReluGradF>) {
+      f_.alpha = std::get<double>(*init.node.FindAttr("alpha"));
+    }
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& g = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    if (g.shape() != x.shape()) {
+      return InvalidArgument("gradient shape {} differs from input shape {}", g.shape(), x.shape());
+    }
+    return DispatchNumeric(g.dtype(), [&]<typename T>() -> Status {
+      ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, g.dtype(), g.shape()));
+      const T* pg = g.data<T>();
+      const T* px = x.data<T>();
+      T* po = out->data<T>();
+      for (int64_t i = 0, n = g.num_elements(); i < n; ++i) po[i] = f_(pg[i], px[i]);
+      return Status::OK();
+    });
+  }
+
+ private:
+  F f_{};
+};
+
+class CastKernel : public OpKernel {
+ public:
+  explicit CastKernel(const KernelInit& init)
+      : dst_(std::get<DType>(*init.node.FindAttr("DstT"))) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() == dst_) {
+      ctx.set_output(0, x);
+      return Status::OK();
+    }
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, dst_, x.shape()));
+    return DispatchAll(x.dtype(), [&]<typename S>() -> Status {
+      return DispatchAll(dst_, [&]<typename D>() -> Status {
+        const S* px = x.data<S>();
+        D* po = out->data<D>();
+        for (int64_t i = 0, n = x.num_elements(); i < n; ++i) {
+          if constexpr (std::is_same_v<D, bool>) {
+            po[i] = px[i] != S(0);
+          } else {
+            po[i] = static_cast<D>(px[i]);
+          }
+        }
+        return Status::OK();
+      });
+    });
+  }
+
+ private:
+  DType dst_;
+};
+
+}  // namespace
+
+Status RegisterUnaryKernels() {
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<NegF>>("Neg", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<ExpF>>("Exp", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<LogF>>("Log", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<SqrtF>>("Sqrt", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<RsqrtF>>("Rsqrt", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<SquareF>>("Square", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<ReluF>>("Relu", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<SigmoidF>>("Sigmoid", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<TanhF>>("Tanh", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<GeluF>>("Gelu", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<LeakyReluF>>("LeakyRelu", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ActivationGradKernel<ReluGradF>>("ReluGrad", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ActivationGradKernel<LeakyReluGradF>>("LeakyReluGrad", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ActivationGradKernel<GeluGradF>>("GeluGrad", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<CastKernel>("Cast", "CPU"));
+  return Status::OK();
+}
+
+}  // namespace dflow::cpu
