@@ -55,6 +55,9 @@ class Scope {
   Scope WithColocation(const Output& output) const;    // same device as output's node
   Scope WithControlDependencies(const std::vector<Output>& deps) const;
 
+  // "a/b/" inside WithNameScope("a").WithNameScope("b"); empty at the root.
+  const std::string& name_prefix() const { return name_prefix_; }
+
   bool ok() const { return state_->status.ok(); }
   const Status& status() const { return state_->status; }
   // Records `s` if it is the first error.

@@ -13,6 +13,7 @@ Status RegisterLogicOps(OpRegistry& registry);
 Status RegisterNnOps(OpRegistry& registry);
 Status RegisterTrainingOps(OpRegistry& registry);
 Status RegisterGradOps(OpRegistry& registry);
+Status RegisterRandomOps(OpRegistry& registry);
 Status RegisterCpuKernels();
 
 // Float and integer dtypes the CPU arithmetic kernels support.

@@ -7,20 +7,29 @@ namespace dflow::ops {
 namespace internal {
 namespace {
 
-Status ApplySGDShape(InferenceContext& c) {
-  const Node& var = c.input_node(0);
-  if (var.op() != "Variable") {
-    return c.Error("input 0 must come from a Variable, but '{}' is a {}", var.name(), var.op());
+// Checks that inputs [0, num_vars) come from Variables, input `lr` is a scalar and input `grad`
+// matches the variable's shape.
+Status UpdateShape(InferenceContext& c, int num_vars, int lr, int grad) {
+  for (int i = 0; i < num_vars; ++i) {
+    const Node& var = c.input_node(i);
+    if (var.op() != "Variable") {
+      return c.Error("input {} must come from a Variable, but '{}' is a {}", i, var.name(),
+                     var.op());
+    }
   }
-  if (!c.input_shape(1).unknown_rank() && c.input_shape(1).rank() != 0) {
-    return c.Error("learning_rate must be a scalar, got {}", c.input_shape(1));
+  if (!c.input_shape(lr).unknown_rank() && c.input_shape(lr).rank() != 0) {
+    return c.Error("learning_rate must be a scalar, got {}", c.input_shape(lr));
   }
-  if (!c.input_shape(0).IsCompatibleWith(c.input_shape(2))) {
-    return c.Error("grad has shape {} but variable '{}' has shape {}", c.input_shape(2), var.name(),
-                   c.input_shape(0));
+  if (!c.input_shape(0).IsCompatibleWith(c.input_shape(grad))) {
+    return c.Error("grad has shape {} but variable '{}' has shape {}", c.input_shape(grad),
+                   c.input_node(0).name(), c.input_shape(0));
   }
   c.set_output(0, c.input_shape(0));
   return Status::OK();
+}
+
+ShapeFn Update(int num_vars, int lr, int grad) {
+  return [=](InferenceContext& c) { return UpdateShape(c, num_vars, lr, grad); };
 }
 
 }  // namespace
@@ -33,8 +42,36 @@ Status RegisterTrainingOps(OpRegistry& r) {
                               .outputs = {{.name = "updated", .type_attr = "T"}},
                               .attrs = {{"T", AttrType::kDType, std::nullopt}},
                               .stateful = true,
-                              .shape_fn = ApplySGDShape,
+                              .shape_fn = Update(1, 1, 2),
                               .cost_fn = ElementwiseCostFn(2)}));
+  RETURN_IF_ERROR(r.Register({.name = "ApplyMomentum",
+                              .inputs = {{.name = "var", .type_attr = "T", .allowed = kFloatTypes},
+                                         {.name = "accum", .type_attr = "T"},
+                                         {.name = "learning_rate", .type_attr = "T"},
+                                         {.name = "grad", .type_attr = "T"}},
+                              .outputs = {{.name = "updated", .type_attr = "T"}},
+                              .attrs = {{"T", AttrType::kDType, std::nullopt},
+                                        {"momentum", AttrType::kFloat, 0.9},
+                                        {"nesterov", AttrType::kBool, false}},
+                              .stateful = true,
+                              .shape_fn = Update(2, 2, 3),
+                              .cost_fn = ElementwiseCostFn(4)}));
+  RETURN_IF_ERROR(r.Register({.name = "ApplyAdam",
+                              .inputs = {{.name = "var", .type_attr = "T", .allowed = kFloatTypes},
+                                         {.name = "m", .type_attr = "T"},
+                                         {.name = "v", .type_attr = "T"},
+                                         {.name = "step", .fixed = DType::kI64},
+                                         {.name = "learning_rate", .type_attr = "T"},
+                                         {.name = "grad", .type_attr = "T"}},
+                              .outputs = {{.name = "updated", .type_attr = "T"}},
+                              .attrs = {{"T", AttrType::kDType, std::nullopt},
+                                        {"beta1", AttrType::kFloat, 0.9},
+                                        {"beta2", AttrType::kFloat, 0.999},
+                                        {"epsilon", AttrType::kFloat, 1e-8},
+                                        {"weight_decay", AttrType::kFloat, 0.0}},
+                              .stateful = true,
+                              .shape_fn = Update(4, 4, 5),
+                              .cost_fn = ElementwiseCostFn(12)}));
   return Status::OK();
 }
 
@@ -43,6 +80,23 @@ Status RegisterTrainingOps(OpRegistry& r) {
 Output ApplySGD(const Scope& scope, Output variable, Output learning_rate, Output grad) {
   RegisterStandardOps();
   return scope.OutputOf(scope.AddNode("ApplySGD", {variable, learning_rate, grad}, {}));
+}
+
+Output ApplyMomentum(const Scope& scope, Output variable, Output accum, Output learning_rate,
+                     Output grad, double momentum, bool nesterov) {
+  RegisterStandardOps();
+  return scope.OutputOf(scope.AddNode("ApplyMomentum", {variable, accum, learning_rate, grad},
+                                      {{"momentum", momentum}, {"nesterov", nesterov}}));
+}
+
+Output ApplyAdam(const Scope& scope, Output variable, Output m, Output v, Output step,
+                 Output learning_rate, Output grad, const AdamAttrs& attrs) {
+  RegisterStandardOps();
+  return scope.OutputOf(scope.AddNode("ApplyAdam", {variable, m, v, step, learning_rate, grad},
+                                      {{"beta1", attrs.beta1},
+                                       {"beta2", attrs.beta2},
+                                       {"epsilon", attrs.epsilon},
+                                       {"weight_decay", attrs.weight_decay}}));
 }
 
 }  // namespace dflow::ops

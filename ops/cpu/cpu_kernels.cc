@@ -12,6 +12,8 @@ Status RegisterCpuKernels() {
   RETURN_IF_ERROR(cpu::RegisterStateKernels());
   RETURN_IF_ERROR(cpu::RegisterUnaryKernels());
   RETURN_IF_ERROR(cpu::RegisterNnKernels());
+  RETURN_IF_ERROR(cpu::RegisterTrainingKernels());
+  RETURN_IF_ERROR(cpu::RegisterRandomKernels());
   return Status::OK();
 }
 

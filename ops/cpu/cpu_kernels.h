@@ -12,5 +12,7 @@ Status RegisterReduceKernels();
 Status RegisterStateKernels();
 Status RegisterUnaryKernels();
 Status RegisterNnKernels();
+Status RegisterTrainingKernels();
+Status RegisterRandomKernels();
 
 }  // namespace dflow::cpu

@@ -1,0 +1,181 @@
+// CPU kernels of the optimizer updates: ApplySGD, ApplyMomentum (with Nesterov) and ApplyAdam
+// (with AdamW's decoupled weight decay). Each locks the variables it updates (std::scoped_lock,
+// deadlock-free across several) and writes in place when that is safe (variable_update.h).
+#include <cmath>
+#include <mutex>
+
+#include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/variable_update.h"
+
+namespace dflow::cpu {
+namespace {
+
+template <typename F>
+Status DispatchFloat(DType d, F&& f) {
+  if (d == DType::kF32) return f.template operator()<float>();
+  if (d == DType::kF64) return f.template operator()<double>();
+  return InvalidArgument("no CPU kernel for dtype {}", d);
+}
+
+Status CheckGrad(const VarRef& ref, const Tensor& grad, const Tensor& lr) {
+  const Tensor& cur = ref.var->value;
+  if (grad.shape() != cur.shape() || grad.dtype() != cur.dtype()) {
+    return InvalidArgument("gradient {}{} does not match variable '{}' {}{}", grad.dtype(),
+                           grad.shape(), ref.name, cur.dtype(), cur.shape());
+  }
+  if (lr.num_elements() != 1 || lr.dtype() != cur.dtype()) {
+    return InvalidArgument("learning rate must be a scalar {}", cur.dtype());
+  }
+  return Status::OK();
+}
+
+class ApplySGDKernel : public OpKernel {
+ public:
+  explicit ApplySGDKernel(const KernelInit& init) : var_(LookupVariable(init, 0)) {}
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& lr = ctx.input(1);
+    const Tensor& grad = ctx.input(2);
+    std::lock_guard lock(var_.var->mu);
+    RETURN_IF_ERROR(CheckInitialized(var_));
+    RETURN_IF_ERROR(CheckGrad(var_, grad, lr));
+    ASSIGN_OR_RETURN(Tensor dst, UpdateTarget(ctx, var_));
+    Tensor& cur = var_.var->value;
+    RETURN_IF_ERROR(DispatchFloat(cur.dtype(), [&]<typename T>() -> Status {
+      T rate = lr.data<T>()[0];
+      const T* src = cur.data<T>();
+      const T* g = grad.data<T>();
+      T* out = dst.data<T>();
+      for (int64_t i = 0, n = cur.num_elements(); i < n; ++i) out[i] = src[i] - rate * g[i];
+      return Status::OK();
+    }));
+    cur = dst;
+    ctx.set_output(0, cur);
+    return Status::OK();
+  }
+
+ private:
+  VarRef var_;
+};
+
+class ApplyMomentumKernel : public OpKernel {
+ public:
+  explicit ApplyMomentumKernel(const KernelInit& init)
+      : var_(LookupVariable(init, 0)),
+        accum_(LookupVariable(init, 1)),
+        momentum_(std::get<double>(*init.node.FindAttr("momentum"))),
+        nesterov_(std::get<bool>(*init.node.FindAttr("nesterov"))) {}
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& lr = ctx.input(2);
+    const Tensor& grad = ctx.input(3);
+    std::scoped_lock lock(var_.var->mu, accum_.var->mu);
+    RETURN_IF_ERROR(CheckInitialized(var_));
+    RETURN_IF_ERROR(CheckInitialized(accum_));
+    RETURN_IF_ERROR(CheckGrad(var_, grad, lr));
+    RETURN_IF_ERROR(CheckGrad(accum_, grad, lr));
+    ASSIGN_OR_RETURN(Tensor var_dst, UpdateTarget(ctx, var_));
+    ASSIGN_OR_RETURN(Tensor acc_dst, UpdateTarget(ctx, accum_));
+    Tensor& var = var_.var->value;
+    Tensor& acc = accum_.var->value;
+    RETURN_IF_ERROR(DispatchFloat(var.dtype(), [&]<typename T>() -> Status {
+      T rate = lr.data<T>()[0], mu = static_cast<T>(momentum_);
+      const T* g = grad.data<T>();
+      const T* w = var.data<T>();
+      const T* a = acc.data<T>();
+      T* w_out = var_dst.data<T>();
+      T* a_out = acc_dst.data<T>();
+      for (int64_t i = 0, n = var.num_elements(); i < n; ++i) {
+        T next = mu * a[i] + g[i];
+        w_out[i] = w[i] - rate * (nesterov_ ? g[i] + mu * next : next);
+        a_out[i] = next;
+      }
+      return Status::OK();
+    }));
+    var = var_dst;
+    acc = acc_dst;
+    ctx.set_output(0, var);
+    return Status::OK();
+  }
+
+ private:
+  VarRef var_, accum_;
+  double momentum_;
+  bool nesterov_;
+};
+
+class ApplyAdamKernel : public OpKernel {
+ public:
+  explicit ApplyAdamKernel(const KernelInit& init)
+      : var_(LookupVariable(init, 0)),
+        m_(LookupVariable(init, 1)),
+        v_(LookupVariable(init, 2)),
+        step_(LookupVariable(init, 3)),
+        beta1_(std::get<double>(*init.node.FindAttr("beta1"))),
+        beta2_(std::get<double>(*init.node.FindAttr("beta2"))),
+        epsilon_(std::get<double>(*init.node.FindAttr("epsilon"))),
+        weight_decay_(std::get<double>(*init.node.FindAttr("weight_decay"))) {}
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& lr = ctx.input(4);
+    const Tensor& grad = ctx.input(5);
+    std::scoped_lock lock(var_.var->mu, m_.var->mu, v_.var->mu, step_.var->mu);
+    for (const VarRef* r : {&var_, &m_, &v_, &step_}) RETURN_IF_ERROR(CheckInitialized(*r));
+    RETURN_IF_ERROR(CheckGrad(var_, grad, lr));
+    RETURN_IF_ERROR(CheckGrad(m_, grad, lr));
+    RETURN_IF_ERROR(CheckGrad(v_, grad, lr));
+    ASSIGN_OR_RETURN(Tensor var_dst, UpdateTarget(ctx, var_));
+    ASSIGN_OR_RETURN(Tensor m_dst, UpdateTarget(ctx, m_));
+    ASSIGN_OR_RETURN(Tensor v_dst, UpdateTarget(ctx, v_));
+    ASSIGN_OR_RETURN(Tensor step_dst, UpdateTarget(ctx, step_));
+    int64_t t = step_.var->value.data<int64_t>()[0] + 1;
+    step_dst.data<int64_t>()[0] = t;
+    step_.var->value = step_dst;
+    Tensor& var = var_.var->value;
+    Tensor& m = m_.var->value;
+    Tensor& v = v_.var->value;
+    double correction =
+        std::sqrt(1 - std::pow(beta2_, double(t))) / (1 - std::pow(beta1_, double(t)));
+    RETURN_IF_ERROR(DispatchFloat(var.dtype(), [&]<typename T>() -> Status {
+      T rate = lr.data<T>()[0];
+      T b1 = static_cast<T>(beta1_), b2 = static_cast<T>(beta2_);
+      T eps = static_cast<T>(epsilon_), step_size = static_cast<T>(rate * correction);
+      T decay = static_cast<T>(rate * weight_decay_);
+      const T* g = grad.data<T>();
+      const T* w = var.data<T>();
+      const T* pm = m.data<T>();
+      const T* pv = v.data<T>();
+      T* w_out = var_dst.data<T>();
+      T* m_out = m_dst.data<T>();
+      T* v_out = v_dst.data<T>();
+      for (int64_t i = 0, n = var.num_elements(); i < n; ++i) {
+        T mi = b1 * pm[i] + (1 - b1) * g[i];
+        T vi = b2 * pv[i] + (1 - b2) * g[i] * g[i];
+        w_out[i] = w[i] - decay * w[i] - step_size * mi / (std::sqrt(vi) + eps);
+        m_out[i] = mi;
+        v_out[i] = vi;
+      }
+      return Status::OK();
+    }));
+    var = var_dst;
+    m = m_dst;
+    v = v_dst;
+    ctx.set_output(0, var);
+    return Status::OK();
+  }
+
+ private:
+  VarRef var_, m_, v_, step_;
+  double beta1_, beta2_, epsilon_, weight_decay_;
+};
+
+}  // namespace
+
+Status RegisterTrainingKernels() {
+  RETURN_IF_ERROR(RegisterKernel<ApplySGDKernel>("ApplySGD", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ApplyMomentumKernel>("ApplyMomentum", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ApplyAdamKernel>("ApplyAdam", "CPU"));
+  return Status::OK();
+}
+
+}  // namespace dflow::cpu
