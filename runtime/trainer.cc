@@ -1,0 +1,104 @@
+#include "runtime/trainer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+namespace dflow {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void DrawProgress(const EpochStats& s, int epochs, int64_t step, int64_t total, double loss,
+                  double seconds, bool tty) {
+  const int width = 30;
+  int filled = total > 0 ? static_cast<int>(width * step / total) : width;
+  std::string bar(filled, '=');
+  if (filled < width) bar += '>' + std::string(width - filled - 1, ' ');
+  std::fprintf(stderr, "%sepoch %d/%d [%s] %lld/%lld loss %.4f %.1fs%s", tty ? "\r" : "",
+               s.epoch, epochs, bar.c_str(), static_cast<long long>(step),
+               static_cast<long long>(total), loss, seconds, tty ? "" : "\n");
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
+                 const std::function<Status(const EpochStats&)>& on_epoch) {
+  if (o.loss.empty() || o.train_target.empty()) {
+    return InvalidArgument("TrainLoop needs a loss to fetch and a train target");
+  }
+  const bool tty = isatty(STDERR_FILENO);
+  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+    batches.StartEpoch(epoch - 1);
+    EpochStats stats;
+    stats.epoch = epoch;
+    int64_t total = batches.batches_per_epoch();
+    if (o.max_steps_per_epoch > 0) total = std::min(total, o.max_steps_per_epoch);
+    std::vector<double> step_ms;
+    double loss_sum = 0;
+    int64_t examples = 0, next_line = 0;
+    auto start = Clock::now();
+    Tensor images, labels;
+    while (stats.steps < total && batches.Next(&images, &labels)) {
+      auto t0 = Clock::now();
+      auto out = session.Run({{o.images_feed, images}, {o.labels_feed, labels}}, {o.loss},
+                             {o.train_target});
+      if (!out.ok()) return out.status();
+      step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      double loss = out->at(0).dtype() == DType::kF64 ? out->at(0).data<double>()[0]
+                                                      : out->at(0).data<float>()[0];
+      if (!std::isfinite(loss)) {
+        return InvalidArgument("loss is {} at epoch {} step {}", loss, epoch, stats.steps + 1);
+      }
+      loss_sum += loss;
+      examples += images.shape()[0];
+      ++stats.steps;
+      double secs = std::chrono::duration<double>(Clock::now() - start).count();
+      if (o.progress && (tty ? stats.steps % 10 == 0 || stats.steps == total
+                             : stats.steps >= next_line)) {
+        DrawProgress(stats, o.epochs, stats.steps, total, loss_sum / stats.steps, secs, tty);
+        next_line = stats.steps + std::max<int64_t>(1, total / 4);
+      }
+    }
+    if (o.progress && tty) std::fprintf(stderr, "\n");
+    stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    stats.mean_loss = stats.steps ? loss_sum / stats.steps : 0;
+    stats.examples_per_second = stats.seconds > 0 ? examples / stats.seconds : 0;
+    if (!step_ms.empty()) {
+      std::nth_element(step_ms.begin(), step_ms.begin() + step_ms.size() / 2, step_ms.end());
+      stats.median_step_ms = step_ms[step_ms.size() / 2];
+    }
+    if (on_epoch) RETURN_IF_ERROR(on_epoch(stats));
+  }
+  return Status::OK();
+}
+
+Result<double> Accuracy(Session& session, const Dataset& data, const std::string& images_feed,
+                        const std::string& logits, int64_t batch_size) {
+  Batcher batches(data, batch_size, 0, /*shuffle=*/false, /*drop_last=*/false);
+  Tensor images, labels;
+  int64_t correct = 0, seen = 0;
+  while (batches.Next(&images, &labels)) {
+    ASSIGN_OR_RETURN(auto out, session.Run({{images_feed, images}}, {logits}));
+    const Tensor& l = out[0];
+    if (l.dtype() != DType::kF32 || l.shape().rank() != 2 || l.shape()[0] != images.shape()[0]) {
+      return InvalidArgument("Accuracy: '{}' must be f32 [batch, classes], got {}{}", logits,
+                             l.dtype(), l.shape());
+    }
+    int64_t classes = l.shape()[1];
+    for (int64_t r = 0; r < l.shape()[0]; ++r) {
+      const float* row = l.data<float>() + r * classes;
+      int64_t best = std::max_element(row, row + classes) - row;
+      correct += best == labels.data<int32_t>()[r];
+    }
+    seen += l.shape()[0];
+  }
+  return seen ? static_cast<double>(correct) / seen : 0.0;
+}
+
+}  // namespace dflow

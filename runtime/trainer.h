@@ -1,0 +1,45 @@
+// A small training loop: feeds batches, runs steps, and reports loss and throughput with a
+// progress bar on stderr (redrawn in place on a terminal, a line per quarter epoch otherwise).
+//
+//   Batcher batches(train, 128, /*seed=*/1);
+//   TrainLoopOptions opts{.epochs = 5, .loss = loss.name(), .train_target = step.name()};
+//   RETURN_IF_ERROR(TrainLoop(*session, batches, opts, [&](const EpochStats& s) { ... }));
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "runtime/dataset.h"
+#include "runtime/session.h"
+
+namespace dflow {
+
+struct TrainLoopOptions {
+  int epochs = 1;
+  std::string images_feed = "x";     // placeholder fed with each batch's images
+  std::string labels_feed = "labels";  // placeholder fed with each batch's labels
+  std::string loss;                  // scalar tensor fetched every step
+  std::string train_target;          // node run every step (the optimizer's update)
+  bool progress = true;
+  int64_t max_steps_per_epoch = -1;  // > 0: shortened epochs (for CI)
+};
+
+struct EpochStats {
+  int epoch = 0;  // 1-based
+  int64_t steps = 0;
+  double mean_loss = 0;
+  double seconds = 0;
+  double examples_per_second = 0;
+  double median_step_ms = 0;
+};
+
+// Runs the epochs; calls on_epoch after each, stopping at the first error from a step or from
+// on_epoch. A non-finite loss is an InvalidArgument naming the epoch and step.
+Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& options,
+                 const std::function<Status(const EpochStats&)>& on_epoch);
+
+// The fraction of `data` whose label is the argmax of `logits` (fetched in batches).
+Result<double> Accuracy(Session& session, const Dataset& data, const std::string& images_feed,
+                        const std::string& logits, int64_t batch_size = 1000);
+
+}  // namespace dflow
