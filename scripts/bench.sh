@@ -1,27 +1,61 @@
 #!/usr/bin/env bash
-# Builds the benchmarks in Release mode, runs each several times and prints one summary line per
-# benchmark (medians):  bench <name>: <metric>=<value><unit> [<peer>=<value><unit> ratio=<x>]
+# Builds the benchmarks in Release mode, runs them and their peers on this machine, and prints
+# one summary line per benchmark (medians):
+#   bench <name>: <metric>=<value><unit> [<peer>=<value><unit> ratio=<ours/peer>]
+# Peers are installed here when missing (PyTorch from Debian's python3-torch with
+# libopenblas0-pthread); a benchmark whose peer cannot be had prints our figure alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh >/dev/null
 build=${DFLOW_BENCH_BUILD:-build-release}
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFLOW_BUILD_TESTS=OFF >/dev/null
-cmake --build "$build" --target executor_bench >/dev/null
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFLOW_BUILD_TESTS=OFF \
+  -DDFLOW_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build "$build" --target executor_bench mlp_bench >/dev/null
 reps=${DFLOW_BENCH_REPETITIONS:-5}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-"$build/bin/executor_bench" --benchmark_repetitions="$reps" --benchmark_format=json \
-  --benchmark_out="$out/executor.json" --benchmark_out_format=json >/dev/null
-python3 - "$out/executor.json" <<'PY'
-import json, sys
-runs = json.load(open(sys.argv[1]))["benchmarks"]
-names = {"BM_ExecutorChain": "executor_chain_100k", "BM_ExecutorFanOutFanIn": "executor_fanout_100k",
-         "BM_ExecutorAddChain": "executor_add_chain_100k"}
-for run in runs:
-    if run.get("aggregate_name") != "median":
-        continue
-    base = run["run_name"].split("/")[0]
-    print(f"bench {names.get(base, base)}: overhead={run['ns_per_node']:.1f}ns/node "
-          f"target=300ns/node ratio={run['ns_per_node'] / 300:.2f}")
+for b in executor_bench mlp_bench; do
+  "$build/bin/$b" --benchmark_repetitions="$reps" --benchmark_format=json \
+    --benchmark_out="$out/$b.json" --benchmark_out_format=json >/dev/null
+done
+
+# PyTorch peer: Debian's package, for Debian's interpreter.
+py=/usr/bin/python3
+if ! "$py" -c "import torch" 2>/dev/null; then
+  echo "bench: installing the PyTorch peer (python3-torch, libopenblas0-pthread)..." >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    python3-torch libopenblas0-pthread >/dev/null 2>&1 || true
+fi
+if "$py" -c "import torch" 2>/dev/null; then
+  "$py" bench/peers/torch_mlp.py > "$out/torch.json" 2>/dev/null || rm -f "$out/torch.json"
+fi
+
+python3 - "$out" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+def medians(name):
+    runs = json.load(open(os.path.join(out, name)))["benchmarks"]
+    return {r["run_name"].split("/")[0]: r for r in runs if r.get("aggregate_name") == "median"}
+ex = medians("executor_bench.json")
+for key, name in [("BM_ExecutorChain", "executor_chain_100k"),
+                  ("BM_ExecutorFanOutFanIn", "executor_fanout_100k"),
+                  ("BM_ExecutorAddChain", "executor_add_chain_100k")]:
+    ns = ex[key]["ns_per_node"]
+    print(f"bench {name}: overhead={ns:.1f}ns/node target=300ns/node ratio={ns / 300:.2f}")
+mlp = medians("mlp_bench.json")
+torch_path = os.path.join(out, "torch.json")
+torch = json.load(open(torch_path)) if os.path.exists(torch_path) else None
+for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_step_b128", "train_ms"),
+                            ("BM_MlpInference", "mlp_inference_b128", "infer_ms")]:
+    ours = mlp[key]["real_time"]  # ms
+    line = f"bench {name}: step={ours:.3f}ms"
+    if torch:
+        best_threads = min((1, 2), key=lambda t: torch[f"{peer_key}_{t}t"])
+        peer = torch[f"{peer_key}_{best_threads}t"]
+        line += f" pytorch{torch['version'].split('+')[0]}_{best_threads}t={peer:.3f}ms ratio={ours / peer:.2f}"
+    else:
+        line += " pytorch=not-found"
+    print(line)
 PY

@@ -44,7 +44,9 @@ struct Problem {
     std::vector<std::vector<float>> out;
     if (!s.ok()) return out;
     EXPECT_TRUE((*s)->Run({}, {}, {"set_w"}).ok());
-    if (!opt.init_targets().empty()) EXPECT_TRUE((*s)->Run({}, {}, opt.init_targets()).ok());
+    if (!opt.init_targets().empty()) {
+      EXPECT_TRUE((*s)->Run({}, {}, opt.init_targets()).ok());
+    }
     for (int i = 0; i < steps; ++i) {
       auto r = (*s)->Run({}, {}, {train.name()});
       EXPECT_TRUE(r.ok()) << r.status().ToString();

@@ -1,0 +1,53 @@
+"""PyTorch peer of bench/mlp_bench.cc: the same MLP, batch 128, f32, SGD training step and
+inference, median milliseconds over timed runs after warm-up, for 1 and 2 threads.
+Prints one JSON object. Run with Debian's /usr/bin/python3 (python3-torch)."""
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+
+def median_ms(fn, warmup=20, runs=200):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def main():
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(784, 512), torch.nn.ReLU(),
+        torch.nn.Linear(512, 512), torch.nn.ReLU(),
+        torch.nn.Linear(512, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.rand(128, 784)
+    y = torch.arange(128) % 10
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def train_step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+
+    def infer():
+        with torch.no_grad():
+            model(x)
+
+    result = {"version": torch.__version__}
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        result[f"train_ms_{threads}t"] = median_ms(train_step)
+        result[f"infer_ms_{threads}t"] = median_ms(infer)
+    json.dump(result, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
