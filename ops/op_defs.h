@@ -14,6 +14,7 @@ Status RegisterNnOps(OpRegistry& registry);
 Status RegisterTrainingOps(OpRegistry& registry);
 Status RegisterGradOps(OpRegistry& registry);
 Status RegisterRandomOps(OpRegistry& registry);
+Status RegisterConvOps(OpRegistry& registry);
 Status RegisterCpuKernels();
 
 // Float and integer dtypes the CPU arithmetic kernels support.

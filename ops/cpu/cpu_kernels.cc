@@ -14,6 +14,8 @@ Status RegisterCpuKernels() {
   RETURN_IF_ERROR(cpu::RegisterNnKernels());
   RETURN_IF_ERROR(cpu::RegisterTrainingKernels());
   RETURN_IF_ERROR(cpu::RegisterRandomKernels());
+  RETURN_IF_ERROR(cpu::RegisterConvKernels());
+  RETURN_IF_ERROR(cpu::RegisterPoolKernels());
   return Status::OK();
 }
 

@@ -14,5 +14,7 @@ Status RegisterUnaryKernels();
 Status RegisterNnKernels();
 Status RegisterTrainingKernels();
 Status RegisterRandomKernels();
+Status RegisterConvKernels();
+Status RegisterPoolKernels();
 
 }  // namespace dflow::cpu

@@ -8,6 +8,7 @@
 
 #include "graph/gradients.h"
 #include "ops/array_ops.h"
+#include "ops/conv_ops.h"
 #include "ops/logic_ops.h"
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
@@ -201,6 +202,43 @@ TEST(GradientCheckTest, BiasAddReductionsReshapeAddNSelect) {
                                      ops::Mul(s, in[0], in[1]));
                 },
                 {Random(Shape{3, 4}, 37), Random(Shape{3, 4}, 38)});
+}
+
+TEST(GradientCheckTest, ConvolutionAndPooling) {
+  struct Case {
+    Shape x, w;
+    ops::Conv2DAttrs a;
+  };
+  std::vector<Case> cases = {
+      {Shape{2, 2, 5, 4}, Shape{3, 2, 3, 3}, {.pads = {1, 1, 1, 1}}},
+      {Shape{1, 4, 6, 6},
+       Shape{4, 2, 2, 3},
+       {.strides = {2, 1}, .pads = {0, 1, 1, 0}, .dilations = {1, 2}, .groups = 2}},
+  };
+  uint32_t seed = 60;
+  for (const auto& c : cases) {
+    CheckGradient("Conv2D " + c.x.ToString(),
+                  [a = c.a](const Scope& s, const std::vector<Output>& in) {
+                    return ops::Conv2D(s, in[0], in[1], a);
+                  },
+                  {Random(c.x, seed), Random(c.w, seed + 1)});
+    seed += 2;
+  }
+  ops::PoolAttrs pa{.ksize = {3, 2}, .strides = {2, 1}, .pads = {1, 0, 1, 1}};
+  // Distinct values keep each window's maximum unique, so the max is differentiable.
+  CheckGradient(
+      "MaxPool",
+      [pa](const Scope& s, const std::vector<Output>& in) { return ops::MaxPool(s, in[0], pa); },
+      {Random(Shape{2, 2, 5, 4}, 70)});
+  CheckGradient(
+      "AvgPool",
+      [pa](const Scope& s, const std::vector<Output>& in) { return ops::AvgPool(s, in[0], pa); },
+      {Random(Shape{2, 2, 5, 4}, 71)});
+  CheckGradient("GlobalAvgPool and Flatten",
+                [](const Scope& s, const std::vector<Output>& in) {
+                  return ops::Flatten(s, ops::GlobalAvgPool(s, in[0]));
+                },
+                {Random(Shape{2, 3, 4, 5}, 72)});
 }
 
 TEST(GradientCheckTest, SparseSoftmaxCrossEntropy) {

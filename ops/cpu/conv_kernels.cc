@@ -1,0 +1,194 @@
+// CPU kernels of Conv2D and its two gradients. f32 runs on oneDNN's convolution primitives
+// (forward, backward data, backward weights) on plain NCHW/OIHW layouts, with the primitive for
+// the last geometry kept; f64 runs on a plain loop (oneDNN has no f64 convolution), which the
+// double-precision gradient checks use.
+#include <cstring>
+#include <mutex>
+
+#include "ops/cpu/conv_geometry.h"
+#include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/dnnl_context.h"
+
+namespace dflow::cpu {
+namespace {
+
+using dnnl::memory;
+
+enum class Pass { kForward, kBackwardData, kBackwardFilter };
+
+struct ConvAttrs {
+  std::vector<int64_t> strides, pads, dilations;
+  int64_t groups;
+};
+
+ConvAttrs ReadAttrs(const Node& n) {
+  return {std::get<std::vector<int64_t>>(*n.FindAttr("strides")),
+          std::get<std::vector<int64_t>>(*n.FindAttr("pads")),
+          std::get<std::vector<int64_t>>(*n.FindAttr("dilations")),
+          std::get<int64_t>(*n.FindAttr("groups"))};
+}
+
+Result<ConvGeometry> Geometry(const ConvAttrs& a, const Shape& x, const Shape& w) {
+  if (x.rank() != 4 || w.rank() != 4) {
+    return InvalidArgument("input {} and filter {} must both have rank 4", x, w);
+  }
+  ConvGeometry g{x[0],      x[1],      x[2],      x[3],           w[0],           w[2],
+                 w[3],      0,         0,         a.strides[0],   a.strides[1],   a.pads[0],
+                 a.pads[1], a.pads[2], a.pads[3], a.dilations[0], a.dilations[1], a.groups};
+  if (g.o % g.groups != 0 || g.c != w[1] * g.groups) {
+    return InvalidArgument("input {} and filter {} do not match with {} groups", x, w, g.groups);
+  }
+  int64_t span_h = (g.kh - 1) * g.dh + 1, span_w = (g.kw - 1) * g.dw + 1;
+  g.oh = std::max<int64_t>(0, (g.h + g.pt + g.pb - span_h) / g.sh + 1);
+  g.ow = std::max<int64_t>(0, (g.w + g.pl + g.pr - span_w) / g.sw + 1);
+  if (g.h + g.pt + g.pb < span_h || g.w + g.pl + g.pr < span_w) g.oh = g.ow = 0;
+  return g;
+}
+
+// The oneDNN primitive of one pass for one geometry.
+class DnnlConv {
+ public:
+  DnnlConv(const ConvGeometry& g, Pass pass) {
+    using dt = memory::data_type;
+    memory::desc src({g.n, g.c, g.h, g.w}, dt::f32, memory::format_tag::nchw);
+    memory::desc dst({g.n, g.o, g.oh, g.ow}, dt::f32, memory::format_tag::nchw);
+    memory::desc wts = g.groups == 1
+                           ? memory::desc({g.o, g.c, g.kh, g.kw}, dt::f32, memory::format_tag::oihw)
+                           : memory::desc({g.groups, g.og(), g.cg(), g.kh, g.kw}, dt::f32,
+                                          memory::format_tag::goihw);
+    memory::dims strides = {g.sh, g.sw}, dil = {g.dh - 1, g.dw - 1}, pl = {g.pt, g.pl},
+                 pr = {g.pb, g.pr};
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    auto alg = dnnl::algorithm::convolution_direct;
+    dnnl::convolution_forward::primitive_desc fwd(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src, wts, dst,
+                                        strides, dil, pl, pr),
+        attr, CpuEngine());
+    src_ = src;
+    dst_ = dst;
+    wts_ = wts;
+    if (pass == Pass::kForward) {
+      prim_ = dnnl::convolution_forward(fwd);
+      scratch_ = fwd.scratchpad_desc();
+    } else if (pass == Pass::kBackwardData) {
+      dnnl::convolution_backward_data::primitive_desc pd(
+          dnnl::convolution_backward_data::desc(alg, src, wts, dst, strides, dil, pl, pr), attr,
+          CpuEngine(), fwd);
+      prim_ = dnnl::convolution_backward_data(pd);
+      scratch_ = pd.scratchpad_desc();
+    } else {
+      dnnl::convolution_backward_weights::primitive_desc pd(
+          dnnl::convolution_backward_weights::desc(alg, src, wts, dst, strides, dil, pl, pr), attr,
+          CpuEngine(), fwd);
+      prim_ = dnnl::convolution_backward_weights(pd);
+      scratch_ = pd.scratchpad_desc();
+    }
+  }
+
+  // Runs the pass on (x, w, y): for the forward pass x, w in and y out; backward data dy (in y),
+  // w in, dx out (in x); backward filter x, dy (in y) in, dw out (in w).
+  void Run(Pass pass, void* x, void* w, void* y) const {
+    const auto& e = CpuEngine();
+    memory xm(src_, e, x), wm(wts_, e, w), ym(dst_, e, y);
+    memory sm(scratch_, e, ThreadScratchpad(scratch_.get_size()));
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SCRATCHPAD, sm}};
+    if (pass == Pass::kForward) {
+      args.insert({{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}});
+    } else if (pass == Pass::kBackwardData) {
+      args.insert({{DNNL_ARG_DIFF_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_DST, ym}});
+    } else {
+      args.insert({{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_WEIGHTS, wm}, {DNNL_ARG_DIFF_DST, ym}});
+    }
+    dnnl::stream& s = ThreadStream();
+    prim_.execute(s, args);
+    s.wait();
+  }
+
+ private:
+  memory::desc src_, dst_, wts_, scratch_;
+  dnnl::primitive prim_;
+};
+
+bool SameGeometry(const ConvGeometry& a, const ConvGeometry& b) {
+  return std::memcmp(&a, &b, sizeof(ConvGeometry)) == 0;
+}
+
+template <Pass kPass>
+class ConvKernel : public OpKernel {
+ public:
+  explicit ConvKernel(const KernelInit& init) : attrs_(ReadAttrs(init.node)) {}
+
+  Status Compute(KernelContext& ctx) override {
+    // Shapes of x and w, whichever inputs carry them in this pass.
+    const Tensor& in0 = ctx.input(0);
+    const Tensor& in1 = ctx.input(1);
+    const Shape& x_shape = kPass == Pass::kBackwardData ? ctx.input(2).shape() : in0.shape();
+    const Shape& w_shape = kPass == Pass::kBackwardFilter ? ctx.input(2).shape() : in1.shape();
+    ASSIGN_OR_RETURN(ConvGeometry g, Geometry(attrs_, x_shape, w_shape));
+    Shape y_shape{g.n, g.o, g.oh, g.ow};
+    const Shape& dy_shape = kPass == Pass::kBackwardData ? in0.shape() : in1.shape();
+    if (kPass != Pass::kForward && dy_shape != y_shape) {
+      return InvalidArgument("output gradient {} does not match the convolution's output {}",
+                             dy_shape, y_shape);
+    }
+    DType dtype = in0.dtype();
+    const Shape& out_shape = kPass == Pass::kForward        ? y_shape
+                             : kPass == Pass::kBackwardData ? x_shape
+                                                            : w_shape;
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, dtype, out_shape));
+    if (out->num_elements() == 0) return Status::OK();
+    if (dtype == DType::kF64) {
+      std::memset(out->raw_data(), 0, out->num_bytes());
+      const double* a = in0.data<double>();
+      const double* b = in1.data<double>();
+      double* o = out->data<double>();
+      if (kPass == Pass::kForward) {
+        g.ForEachTap([&](int64_t xi, int64_t wi, int64_t yi) { o[yi] += a[xi] * b[wi]; });
+      } else if (kPass == Pass::kBackwardData) {  // a = dy, b = w
+        g.ForEachTap([&](int64_t xi, int64_t wi, int64_t yi) { o[xi] += a[yi] * b[wi]; });
+      } else {  // a = x, b = dy
+        g.ForEachTap([&](int64_t xi, int64_t wi, int64_t yi) { o[wi] += b[yi] * a[xi]; });
+      }
+      return Status::OK();
+    }
+    if (g.oh == 0 || g.ow == 0) {
+      std::memset(out->raw_data(), 0, out->num_bytes());
+      return Status::OK();
+    }
+    std::shared_ptr<const DnnlConv> conv;
+    {
+      std::lock_guard lock(mu_);
+      if (!conv_ || !SameGeometry(g, geometry_)) {
+        conv_ = std::make_shared<DnnlConv>(g, kPass);
+        geometry_ = g;
+      }
+      conv = conv_;
+    }
+    if (kPass == Pass::kForward) {
+      conv->Run(kPass, in0.raw_data(), in1.raw_data(), out->raw_data());
+    } else if (kPass == Pass::kBackwardData) {
+      conv->Run(kPass, out->raw_data(), in1.raw_data(), in0.raw_data());
+    } else {
+      conv->Run(kPass, in0.raw_data(), out->raw_data(), in1.raw_data());
+    }
+    return Status::OK();
+  }
+
+ private:
+  ConvAttrs attrs_;
+  std::mutex mu_;
+  std::shared_ptr<const DnnlConv> conv_;  // GUARDED_BY(mu_)
+  ConvGeometry geometry_{};               // GUARDED_BY(mu_)
+};
+
+}  // namespace
+
+Status RegisterConvKernels() {
+  RETURN_IF_ERROR(RegisterKernel<ConvKernel<Pass::kForward>>("Conv2D", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ConvKernel<Pass::kBackwardData>>("Conv2DBackpropInput", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ConvKernel<Pass::kBackwardFilter>>("Conv2DBackpropFilter", "CPU"));
+  return Status::OK();
+}
+
+}  // namespace dflow::cpu

@@ -1,0 +1,119 @@
+// CPU kernels of MaxPool, AvgPool and their gradients, as loops over NCHW. Windows are clipped to
+// the input: padding never wins a max and is not counted in an average. MaxPoolGrad recomputes
+// each window's first maximum and routes the gradient there.
+#include <cstring>
+#include <limits>
+
+#include "ops/cpu/cpu_kernels.h"
+
+namespace dflow::cpu {
+namespace {
+
+struct Pool {
+  int64_t n, c, h, w, kh, kw, sh, sw, pt, pl, oh, ow;
+
+  // Calls f(plane_offset, out_index, row_begin, row_end, col_begin, col_end) per output element.
+  template <typename F>
+  void ForEachWindow(F&& f) const {
+    for (int64_t p = 0; p < n * c; ++p) {
+      for (int64_t y = 0; y < oh; ++y) {
+        int64_t r0 = std::max<int64_t>(y * sh - pt, 0), r1 = std::min(y * sh - pt + kh, h);
+        for (int64_t x = 0; x < ow; ++x) {
+          int64_t c0 = std::max<int64_t>(x * sw - pl, 0), c1 = std::min(x * sw - pl + kw, w);
+          f(p * h * w, (p * oh + y) * ow + x, r0, r1, c0, c1);
+        }
+      }
+    }
+  }
+};
+
+template <typename F>
+Status DispatchFloat(DType d, F&& f) {
+  if (d == DType::kF32) return f.template operator()<float>();
+  if (d == DType::kF64) return f.template operator()<double>();
+  return InvalidArgument("no CPU kernel for dtype {}", d);
+}
+
+enum class Kind { kMax, kAvg, kMaxGrad, kAvgGrad };
+
+template <Kind kKind>
+class PoolKernel : public OpKernel {
+ public:
+  explicit PoolKernel(const KernelInit& init)
+      : k_(std::get<std::vector<int64_t>>(*init.node.FindAttr("ksize"))),
+        s_(std::get<std::vector<int64_t>>(*init.node.FindAttr("strides"))),
+        pads_(std::get<std::vector<int64_t>>(*init.node.FindAttr("pads"))) {}
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Shape& xs = x.shape();
+    if (xs.rank() != 4) return InvalidArgument("input must be NCHW (rank 4), got {}", xs);
+    Pool p{xs[0], xs[1], xs[2], xs[3], k_[0], k_[1], s_[0], s_[1], pads_[0], pads_[1], 0, 0};
+    p.oh = std::max<int64_t>(0, (p.h + pads_[0] + pads_[2] - p.kh) / p.sh + 1);
+    p.ow = std::max<int64_t>(0, (p.w + pads_[1] + pads_[3] - p.kw) / p.sw + 1);
+    Shape ys{p.n, p.c, p.oh, p.ow};
+    constexpr bool kGrad = kKind == Kind::kMaxGrad || kKind == Kind::kAvgGrad;
+    if (kGrad && ctx.input(1).shape() != ys) {
+      return InvalidArgument("output gradient {} does not match the pooling output {}",
+                             ctx.input(1).shape(), ys);
+    }
+    return DispatchFloat(x.dtype(), [&]<typename T>() -> Status {
+      ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), kGrad ? xs : ys));
+      const T* px = x.data<T>();
+      T* po = out->data<T>();
+      if constexpr (kGrad) std::memset(po, 0, out->num_bytes());
+      const T* dy = kGrad ? ctx.input(1).data<T>() : nullptr;
+      p.ForEachWindow(
+          [&](int64_t plane, int64_t yi, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+            const T* in = px + plane;
+            if constexpr (kKind == Kind::kMax || kKind == Kind::kMaxGrad) {
+              T best = -std::numeric_limits<T>::infinity();
+              int64_t arg = -1;
+              for (int64_t r = r0; r < r1; ++r) {
+                for (int64_t c = c0; c < c1; ++c) {
+                  if (in[r * p.w + c] > best || arg < 0) {
+                    best = in[r * p.w + c];
+                    arg = r * p.w + c;
+                  }
+                }
+              }
+              if constexpr (kKind == Kind::kMax) {
+                po[yi] = best;
+              } else if (arg >= 0) {
+                po[plane + arg] += dy[yi];
+              }
+            } else {
+              int64_t count = (r1 - r0) * (c1 - c0);
+              if constexpr (kKind == Kind::kAvg) {
+                T sum = 0;
+                for (int64_t r = r0; r < r1; ++r) {
+                  for (int64_t c = c0; c < c1; ++c) sum += in[r * p.w + c];
+                }
+                po[yi] = count > 0 ? sum / static_cast<T>(count) : T(0);
+              } else if (count > 0) {
+                T share = dy[yi] / static_cast<T>(count);
+                for (int64_t r = r0; r < r1; ++r) {
+                  for (int64_t c = c0; c < c1; ++c) po[plane + r * p.w + c] += share;
+                }
+              }
+            }
+          });
+      return Status::OK();
+    });
+  }
+
+ private:
+  std::vector<int64_t> k_, s_, pads_;
+};
+
+}  // namespace
+
+Status RegisterPoolKernels() {
+  RETURN_IF_ERROR(RegisterKernel<PoolKernel<Kind::kMax>>("MaxPool", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<PoolKernel<Kind::kAvg>>("AvgPool", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<PoolKernel<Kind::kMaxGrad>>("MaxPoolGrad", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<PoolKernel<Kind::kAvgGrad>>("AvgPoolGrad", "CPU"));
+  return Status::OK();
+}
+
+}  // namespace dflow::cpu
