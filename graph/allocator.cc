@@ -10,10 +10,37 @@ CpuAllocator* CpuAllocator::Default() {
   return allocator;
 }
 
+CpuAllocator::~CpuAllocator() {
+  for (auto& [size, p] : cache_) std::free(p);
+}
+
+size_t CpuAllocator::BlockSize(size_t bytes, size_t alignment) {
+  size_t quantum = bytes >= kMinCachedBlock ? 4096 : alignment;
+  return (std::max<size_t>(bytes, 1) + quantum - 1) / quantum * quantum;
+}
+
+size_t CpuAllocator::cached_bytes() const {
+  std::lock_guard lock(cache_mu_);
+  return cached_;
+}
+
 void* CpuAllocator::Allocate(size_t bytes, size_t alignment) {
   alignment = std::max(alignment, kCpuAlignment);
-  size_t rounded = (std::max<size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
-  void* p = std::aligned_alloc(alignment, rounded);
+  size_t block = BlockSize(bytes, alignment);
+  void* p = nullptr;
+  if (block >= kMinCachedBlock && alignment <= 4096) {
+    std::lock_guard lock(cache_mu_);
+    auto it = cache_.find(block);
+    if (it != cache_.end()) {
+      p = it->second;
+      cached_ -= block;
+      cache_.erase(it);
+    }
+  }
+  if (p == nullptr) {
+    p = std::aligned_alloc(block >= kMinCachedBlock ? std::max<size_t>(alignment, 4096) : alignment,
+                           block);
+  }
   if (p == nullptr) return nullptr;
   size_t now = in_use_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   size_t peak = peak_.load(std::memory_order_relaxed);
@@ -25,6 +52,15 @@ void* CpuAllocator::Allocate(size_t bytes, size_t alignment) {
 void CpuAllocator::Deallocate(void* p, size_t bytes) {
   if (p == nullptr) return;
   in_use_.fetch_sub(bytes, std::memory_order_relaxed);
+  size_t block = BlockSize(bytes, kCpuAlignment);
+  if (block >= kMinCachedBlock) {
+    std::lock_guard lock(cache_mu_);
+    if (cached_ + block <= kMaxCachedBytes) {
+      cache_.emplace(block, p);
+      cached_ += block;
+      return;
+    }
+  }
   std::free(p);
 }
 

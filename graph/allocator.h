@@ -8,7 +8,9 @@
 
 #include <atomic>
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "graph/status.h"
@@ -54,10 +56,16 @@ AllocatorPtr<A> MakeAllocator(Args&&... args) {
   return AllocatorPtr<A>(new A(std::forward<Args>(args)...));
 }
 
-// Host memory aligned to kCpuAlignment, counting bytes in use and the peak.
+// Host memory aligned to kCpuAlignment, counting bytes in use and the peak. Freed blocks of
+// 64 KiB and more are kept by size and handed out again (up to kMaxCachedBytes), so a training
+// loop reuses its large activation buffers instead of faulting fresh pages in every step.
 class CpuAllocator final : public Allocator {
  public:
+  static constexpr size_t kMinCachedBlock = 64 * 1024;
+  static constexpr size_t kMaxCachedBytes = size_t{512} << 20;
+
   explicit CpuAllocator(std::string device) : device_(std::move(device)) {}
+  ~CpuAllocator() override;
   // The process-wide allocator for tensors made outside any device (Tensor's constructor, Const
   // values); named /job:localhost/task:0/device:CPU:0; never freed.
   static CpuAllocator* Default();
@@ -66,14 +74,21 @@ class CpuAllocator final : public Allocator {
   void Deallocate(void* p, size_t bytes) override;
   const std::string& device() const override { return device_; }
 
+  // Bytes in tensors now, and the most at once; cached free blocks are not counted.
   size_t bytes_in_use() const { return in_use_.load(std::memory_order_relaxed); }
   size_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
   void ResetPeak() { peak_.store(bytes_in_use(), std::memory_order_relaxed); }
+  size_t cached_bytes() const;
 
  private:
+  static size_t BlockSize(size_t bytes, size_t alignment);
+
   std::string device_;
   std::atomic<size_t> in_use_{0};
   std::atomic<size_t> peak_{0};
+  mutable std::mutex cache_mu_;
+  std::multimap<size_t, void*> cache_;  // GUARDED_BY(cache_mu_): block size -> block
+  size_t cached_ = 0;                   // GUARDED_BY(cache_mu_)
 };
 
 }  // namespace dflow

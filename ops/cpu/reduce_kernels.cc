@@ -34,13 +34,29 @@ struct Reduction {
   // Calls f(input_index, output_index) for every input element in order.
   template <typename F>
   void ForEach(F&& f) const {
+    ForEachRow([&](int64_t i, int64_t o, int64_t len, int64_t o_step) {
+      for (int64_t k = 0; k < len; ++k) f(i + k, o + k * o_step);
+    });
+  }
+
+  // Calls f(input_begin, output_begin, length, output_step) for each run along the last
+  // dimension: input elements [begin, begin + length) go to outputs begin + k * step (step 0
+  // when the last dimension is reduced). Tight inner loops let the compiler vectorise.
+  template <typename F>
+  void ForEachRow(F&& f) const {
     int rank = in.rank();
     int64_t n = in.num_elements();
+    if (n == 0) return;
+    if (rank == 0) {
+      f(int64_t{0}, int64_t{0}, int64_t{1}, int64_t{0});
+      return;
+    }
+    int64_t len = in[rank - 1], step = out_stride[rank - 1];
     std::array<int64_t, Shape::kMaxRank> idx{};
     int64_t o = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      f(i, o);
-      for (int d = rank - 1; d >= 0; --d) {
+    for (int64_t i = 0; i < n; i += len) {
+      f(i, o, len, step);
+      for (int d = rank - 2; d >= 0; --d) {
         o += out_stride[d];
         if (++idx[d] < in[d]) break;
         o -= out_stride[d] * in[d];
@@ -84,7 +100,15 @@ class ReduceKernel : public OpKernel {
       ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), Shape(out_dims)));
       std::vector<Acc> acc(r.out_elements, Acc(0));
       const T* px = x.data<T>();
-      r.ForEach([&](int64_t i, int64_t o) { acc[o] += px[i]; });
+      r.ForEachRow([&](int64_t i, int64_t o, int64_t len, int64_t step) {
+        if (step == 0) {
+          Acc sum = 0;
+          for (int64_t k = 0; k < len; ++k) sum += px[i + k];
+          acc[o] += sum;
+        } else {
+          for (int64_t k = 0; k < len; ++k) acc[o + k * step] += px[i + k];
+        }
+      });
       T* po = out->data<T>();
       for (size_t j = 0; j < acc.size(); ++j) {
         if (!kMean) {
@@ -135,7 +159,15 @@ class SumToShapeOfKernel : public OpKernel {
       ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), like));
       std::vector<Acc> acc(r.out_elements, Acc(0));
       const T* px = x.data<T>();
-      r.ForEach([&](int64_t i, int64_t o) { acc[o] += px[i]; });
+      r.ForEachRow([&](int64_t i, int64_t o, int64_t len, int64_t step) {
+        if (step == 0) {
+          Acc sum = 0;
+          for (int64_t k = 0; k < len; ++k) sum += px[i + k];
+          acc[o] += sum;
+        } else {
+          for (int64_t k = 0; k < len; ++k) acc[o + k * step] += px[i + k];
+        }
+      });
       T* po = out->data<T>();
       for (size_t j = 0; j < acc.size(); ++j) po[j] = static_cast<T>(acc[j]);
       return Status::OK();
