@@ -7,6 +7,7 @@
 #include "ops/cpu/broadcast_loop.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
+#include "ops/cpu/parallel.h"
 
 namespace dflow::cpu {
 namespace {
@@ -125,13 +126,19 @@ class BinaryKernel : public OpKernel {
       F f;
       int64_t n = shape.num_elements();
       if (a.shape() == b.shape()) {
-        for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
+        ParallelFor(n, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) po[i] = f(pa[i], pb[i]);
+        });
       } else if (b.num_elements() == 1) {
         T s = pb[0];
-        for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], s);
+        ParallelFor(n, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) po[i] = f(pa[i], s);
+        });
       } else if (a.num_elements() == 1) {
         T s = pa[0];
-        for (int64_t i = 0; i < n; ++i) po[i] = f(s, pb[i]);
+        ParallelFor(n, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) po[i] = f(s, pb[i]);
+        });
       } else {
         auto strides = MakeStrides<2>(shape, {&a.shape(), &b.shape()});
         BroadcastLoop<2>(shape, strides, [&](int64_t i, const std::array<int64_t, 2>& o) {
@@ -184,9 +191,12 @@ class BiasAddKernel : public OpKernel {
       const T* pb = bias.data<T>();
       T* po = out->data<T>();
       int64_t c = bias.num_elements(), rows = c == 0 ? 0 : x.num_elements() / c;
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t j = 0; j < c; ++j) po[r * c + j] = px[r * c + j] + pb[j];
-      }
+      ParallelFor(rows * c, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin / c; r * c < end; ++r) {
+          int64_t j0 = std::max(begin - r * c, int64_t{0}), j1 = std::min(end - r * c, c);
+          for (int64_t j = j0; j < j1; ++j) po[r * c + j] = px[r * c + j] + pb[j];
+        }
+      });
       return Status::OK();
     });
   }

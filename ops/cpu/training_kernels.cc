@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/parallel.h"
 #include "ops/cpu/variable_update.h"
 
 namespace dflow::cpu {
@@ -46,7 +47,9 @@ class ApplySGDKernel : public OpKernel {
       const T* src = cur.data<T>();
       const T* g = grad.data<T>();
       T* out = dst.data<T>();
-      for (int64_t i = 0, n = cur.num_elements(); i < n; ++i) out[i] = src[i] - rate * g[i];
+      ParallelFor(cur.num_elements(), [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) out[i] = src[i] - rate * g[i];
+      });
       return Status::OK();
     }));
     cur = dst;
@@ -85,11 +88,13 @@ class ApplyMomentumKernel : public OpKernel {
       const T* a = acc.data<T>();
       T* w_out = var_dst.data<T>();
       T* a_out = acc_dst.data<T>();
-      for (int64_t i = 0, n = var.num_elements(); i < n; ++i) {
-        T next = mu * a[i] + g[i];
-        w_out[i] = w[i] - rate * (nesterov_ ? g[i] + mu * next : next);
-        a_out[i] = next;
-      }
+      ParallelFor(var.num_elements(), [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          T next = mu * a[i] + g[i];
+          w_out[i] = w[i] - rate * (nesterov_ ? g[i] + mu * next : next);
+          a_out[i] = next;
+        }
+      });
       return Status::OK();
     }));
     var = var_dst;
@@ -148,13 +153,15 @@ class ApplyAdamKernel : public OpKernel {
       T* w_out = var_dst.data<T>();
       T* m_out = m_dst.data<T>();
       T* v_out = v_dst.data<T>();
-      for (int64_t i = 0, n = var.num_elements(); i < n; ++i) {
-        T mi = b1 * pm[i] + (1 - b1) * g[i];
-        T vi = b2 * pv[i] + (1 - b2) * g[i] * g[i];
-        w_out[i] = w[i] - decay * w[i] - step_size * mi / (std::sqrt(vi) + eps);
-        m_out[i] = mi;
-        v_out[i] = vi;
-      }
+      ParallelFor(var.num_elements(), [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          T mi = b1 * pm[i] + (1 - b1) * g[i];
+          T vi = b2 * pv[i] + (1 - b2) * g[i] * g[i];
+          w_out[i] = w[i] - decay * w[i] - step_size * mi / (std::sqrt(vi) + eps);
+          m_out[i] = mi;
+          v_out[i] = vi;
+        }
+      });
       return Status::OK();
     }));
     var = var_dst;

@@ -4,6 +4,7 @@
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
+#include "ops/cpu/parallel.h"
 
 namespace dflow::cpu {
 namespace {
@@ -94,7 +95,9 @@ class UnaryKernel : public OpKernel {
       ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), x.shape()));
       const T* px = x.data<T>();
       T* po = out->data<T>();
-      for (int64_t i = 0, n = x.num_elements(); i < n; ++i) po[i] = f_(px[i]);
+      ParallelFor(x.num_elements(), [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) po[i] = f_(px[i]);
+      });
       return Status::OK();
     });
   }
@@ -145,7 +148,9 @@ class ActivationGradKernel : public OpKernel {
       const T* pg = g.data<T>();
       const T* px = x.data<T>();
       T* po = out->data<T>();
-      for (int64_t i = 0, n = g.num_elements(); i < n; ++i) po[i] = f_(pg[i], px[i]);
+      ParallelFor(g.num_elements(), [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) po[i] = f_(pg[i], px[i]);
+      });
       return Status::OK();
     });
   }
