@@ -3,7 +3,8 @@
 # one summary line per benchmark (medians):
 #   bench <name>: <metric>=<value><unit> [<peer>=<value><unit> ratio=<ours/peer>]
 # Peers are installed here when missing (PyTorch from Debian's python3-torch with
-# libopenblas0-pthread); a benchmark whose peer cannot be had prints our figure alone.
+# libopenblas0-pthread; ONNX Runtime from npm's onnxruntime-node, installed with --ignore-scripts
+# under the build folder); a benchmark whose peer cannot be had prints our figure alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh >/dev/null
@@ -32,6 +33,19 @@ if "$py" -c "import torch" 2>/dev/null; then
   "$py" bench/peers/torch_mlp.py > "$out/torch.json" 2>/dev/null || rm -f "$out/torch.json"
 fi
 
+# ONNX Runtime peer: the same MLP exported from PyTorch, run by onnxruntime-node.
+ort_dir="$build/peers/ort"
+if [ ! -d "$ort_dir/node_modules/onnxruntime-node" ] && command -v npm >/dev/null; then
+  mkdir -p "$ort_dir"
+  (cd "$ort_dir" && npm install --ignore-scripts --no-audit --no-fund onnxruntime-node \
+    >/dev/null 2>&1) || true
+fi
+if [ -d "$ort_dir/node_modules/onnxruntime-node" ] &&
+  "$py" bench/peers/export_mlp_onnx.py "$out/mlp.onnx" >/dev/null 2>&1; then
+  (cd "$ort_dir" && node "$OLDPWD/bench/peers/ort_mlp.mjs" "$out/mlp.onnx") > "$out/ort.json" \
+    2>/dev/null || rm -f "$out/ort.json"
+fi
+
 python3 - "$out" <<'PY'
 import json, os, sys
 out = sys.argv[1]
@@ -45,17 +59,27 @@ for key, name in [("BM_ExecutorChain", "executor_chain_100k"),
     ns = ex[key]["ns_per_node"]
     print(f"bench {name}: overhead={ns:.1f}ns/node target=300ns/node ratio={ns / 300:.2f}")
 mlp = medians("mlp_bench.json")
-torch_path = os.path.join(out, "torch.json")
-torch = json.load(open(torch_path)) if os.path.exists(torch_path) else None
+def peer(name):
+    path = os.path.join(out, name)
+    return json.load(open(path)) if os.path.exists(path) else None
+torch, ort = peer("torch.json"), peer("ort.json")
+def best(result, key):
+    t = min((1, 2), key=lambda t: result[f"{key}_{t}t"])
+    return t, result[f"{key}_{t}t"]
 for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_step_b128", "train_ms"),
                             ("BM_MlpInference", "mlp_inference_b128", "infer_ms")]:
     ours = mlp[key]["real_time"]  # ms
     line = f"bench {name}: step={ours:.3f}ms"
     if torch:
-        best_threads = min((1, 2), key=lambda t: torch[f"{peer_key}_{t}t"])
-        peer = torch[f"{peer_key}_{best_threads}t"]
-        line += f" pytorch{torch['version'].split('+')[0]}_{best_threads}t={peer:.3f}ms ratio={ours / peer:.2f}"
+        t, ms = best(torch, peer_key)
+        line += f" pytorch{torch['version'].split('+')[0]}_{t}t={ms:.3f}ms ratio={ours / ms:.2f}"
     else:
         line += " pytorch=not-found"
+    if peer_key == "infer_ms":
+        if ort:
+            t, ms = best(ort, peer_key)
+            line += f" onnxruntime{ort['version']}_{t}t={ms:.3f}ms ratio={ours / ms:.2f}"
+        else:
+            line += " onnxruntime=not-found"
     print(line)
 PY
