@@ -11,12 +11,12 @@ scripts/setup.sh >/dev/null
 build=${DFLOW_BENCH_BUILD:-build-release}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFLOW_BUILD_TESTS=OFF \
   -DDFLOW_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build "$build" --target executor_bench mlp_bench >/dev/null
+cmake --build "$build" --target executor_bench models_bench >/dev/null
 reps=${DFLOW_BENCH_REPETITIONS:-5}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-for b in executor_bench mlp_bench; do
+for b in executor_bench models_bench; do
   "$build/bin/$b" --benchmark_repetitions="$reps" --benchmark_format=json \
     --benchmark_out="$out/$b.json" --benchmark_out_format=json >/dev/null
 done
@@ -30,7 +30,7 @@ if ! "$py" -c "import torch" 2>/dev/null; then
     python3-torch libopenblas0-pthread >/dev/null 2>&1 || true
 fi
 if "$py" -c "import torch" 2>/dev/null; then
-  "$py" bench/peers/torch_mlp.py > "$out/torch.json" 2>/dev/null || rm -f "$out/torch.json"
+  "$py" bench/peers/torch_models.py > "$out/torch.json" 2>/dev/null || rm -f "$out/torch.json"
 fi
 
 # ONNX Runtime peer: the same MLP exported from PyTorch, run by onnxruntime-node.
@@ -58,7 +58,7 @@ for key, name in [("BM_ExecutorChain", "executor_chain_100k"),
                   ("BM_ExecutorAddChain", "executor_add_chain_100k")]:
     ns = ex[key]["ns_per_node"]
     print(f"bench {name}: overhead={ns:.1f}ns/node target=300ns/node ratio={ns / 300:.2f}")
-mlp = medians("mlp_bench.json")
+mlp = medians("models_bench.json")
 def peer(name):
     path = os.path.join(out, name)
     return json.load(open(path)) if os.path.exists(path) else None
@@ -67,7 +67,8 @@ def best(result, key):
     t = min((1, 2), key=lambda t: result[f"{key}_{t}t"])
     return t, result[f"{key}_{t}t"]
 for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_step_b128", "train_ms"),
-                            ("BM_MlpInference", "mlp_inference_b128", "infer_ms")]:
+                            ("BM_MlpInference", "mlp_inference_b128", "infer_ms"),
+                            ("BM_CnnTrainStep", "cnn_train_step_b128", "cnn_train_ms")]:
     ours = mlp[key]["real_time"]  # ms
     line = f"bench {name}: step={ours:.3f}ms"
     if torch:

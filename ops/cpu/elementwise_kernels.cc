@@ -141,9 +141,24 @@ class BinaryKernel : public OpKernel {
         });
       } else {
         auto strides = MakeStrides<2>(shape, {&a.shape(), &b.shape()});
-        BroadcastLoop<2>(shape, strides, [&](int64_t i, const std::array<int64_t, 2>& o) {
-          po[i] = f(pa[o[0]], pb[o[1]]);
-        });
+        BroadcastRows<2>(shape, strides,
+                         [&](int64_t i, int64_t len, const std::array<int64_t, 2>& o,
+                             const std::array<int64_t, 2>& step) {
+                           const T* ra = pa + o[0];
+                           const T* rb = pb + o[1];
+                           Out* ro = po + i;
+                           if (step[0] == 1 && step[1] == 0) {
+                             T s = rb[0];
+                             for (int64_t k = 0; k < len; ++k) ro[k] = f(ra[k], s);
+                           } else if (step[0] == 0 && step[1] == 1) {
+                             T s = ra[0];
+                             for (int64_t k = 0; k < len; ++k) ro[k] = f(s, rb[k]);
+                           } else {
+                             for (int64_t k = 0; k < len; ++k) {
+                               ro[k] = f(ra[k * step[0]], rb[k * step[1]]);
+                             }
+                           }
+                         });
       }
       return Status::OK();
     });

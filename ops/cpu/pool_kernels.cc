@@ -8,6 +8,7 @@
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
+#include "ops/cpu/parallel.h"
 
 namespace dflow::cpu {
 namespace {
@@ -16,15 +17,22 @@ struct Pool {
   int64_t n, c, h, w, kh, kw, sh, sw, pt, pl, oh, ow;
 
   // Calls f(plane_offset, out_index, row_begin, row_end, col_begin, col_end) per output element.
+  // Planes (one image channel each) are independent and run in parallel.
   template <typename F>
   void ForEachWindow(F&& f) const {
-    for (int64_t p = 0; p < n * c; ++p) {
-      for (int64_t y = 0; y < oh; ++y) {
-        int64_t r0 = std::max<int64_t>(y * sh - pt, 0), r1 = std::min(y * sh - pt + kh, h);
-        for (int64_t x = 0; x < ow; ++x) {
-          int64_t c0 = std::max<int64_t>(x * sw - pl, 0), c1 = std::min(x * sw - pl + kw, w);
-          f(p * h * w, (p * oh + y) * ow + x, r0, r1, c0, c1);
-        }
+    int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, oh * ow * kh * kw));
+    ParallelFor(n * c, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) Plane(p, f);
+    });
+  }
+
+  template <typename F>
+  void Plane(int64_t p, F& f) const {
+    for (int64_t y = 0; y < oh; ++y) {
+      int64_t r0 = std::max<int64_t>(y * sh - pt, 0), r1 = std::min(y * sh - pt + kh, h);
+      for (int64_t x = 0; x < ow; ++x) {
+        int64_t c0 = std::max<int64_t>(x * sw - pl, 0), c1 = std::min(x * sw - pl + kw, w);
+        f(p * h * w, (p * oh + y) * ow + x, r0, r1, c0, c1);
       }
     }
   }

@@ -1,6 +1,6 @@
-"""PyTorch peer of bench/mlp_bench.cc: the same MLP, batch 128, f32, SGD training step and
-inference, median milliseconds over timed runs after warm-up, for 1 and 2 threads.
-Prints one JSON object. Run with Debian's /usr/bin/python3 (python3-torch)."""
+"""PyTorch peer of bench/models_bench.cc: the same MLP (SGD training step and inference) and CNN
+(SGD training step), batch 128, f32, median milliseconds over timed runs after warm-up, for 1
+and 2 threads. Prints one JSON object. Run with Debian's /usr/bin/python3 (python3-torch)."""
 import json
 import statistics
 import sys
@@ -41,11 +41,26 @@ def main():
         with torch.no_grad():
             model(x)
 
+    cnn = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(64 * 7 * 7, 128), torch.nn.ReLU(),
+        torch.nn.Linear(128, 10))
+    cnn_opt = torch.optim.SGD(cnn.parameters(), lr=0.01)
+    images = torch.rand(128, 1, 28, 28)
+
+    def cnn_step():
+        cnn_opt.zero_grad(set_to_none=True)
+        loss = loss_fn(cnn(images), y)
+        loss.backward()
+        cnn_opt.step()
+
     result = {"version": torch.__version__}
     for threads in (1, 2):
         torch.set_num_threads(threads)
         result[f"train_ms_{threads}t"] = median_ms(train_step)
         result[f"infer_ms_{threads}t"] = median_ms(infer)
+        result[f"cnn_train_ms_{threads}t"] = median_ms(cnn_step, warmup=5, runs=40)
     json.dump(result, sys.stdout)
 
 

@@ -1,10 +1,13 @@
-// The MLP 784-512-512-10 at batch 128, f32: one training step (forward, backward, SGD update)
-// and one inference step, timed after warm-up. Compared with PyTorch by scripts/bench.sh.
+// Model steps at batch 128, f32, timed after warm-up; scripts/bench.sh compares them with
+// PyTorch (and ONNX Runtime for inference):
+//   the MLP 784-512-512-10: a training step (forward, backward, SGD update) and inference;
+//   the CNN of examples/fashion_mnist_cnn: a training step with SGD.
 #include <benchmark/benchmark.h>
 
 #include <random>
 
 #include "ops/array_ops.h"
+#include "ops/conv_ops.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
@@ -82,6 +85,53 @@ void BM_MlpInference(benchmark::State& state) {
   }
 }
 
+// conv 3x3 (32) -> relu -> maxpool -> conv 3x3 (64) -> relu -> maxpool -> dense 128 -> dense 10.
+void BM_CnnTrainStep(benchmark::State& state) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 1, 28, 28});
+  auto y = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
+  std::vector<Output> vars;
+  std::vector<std::string> init;
+  auto var = [&](const Shape& s, const ops::Initializer& i) {
+    auto v = ops::InitializedVariable(root, s, i);
+    vars.push_back(v.var);
+    init.push_back(v.init.node_name());
+    return v.var;
+  };
+  auto conv = [&](Output in, int64_t cin, int64_t cout, uint64_t seed) {
+    auto w = var(Shape{cout, cin, 3, 3}, ops::Initializer::HeNormal(seed));
+    auto b = var(Shape{1, cout, 1, 1}, ops::Initializer::Zeros());
+    auto h = ops::Add(root, ops::Conv2D(root, in, w, {.pads = {1, 1, 1, 1}}), b);
+    return ops::MaxPool(root, ops::Relu(root, h));
+  };
+  auto h = ops::Flatten(root, conv(conv(x, 1, 32, 1), 32, 64, 2));
+  auto w1 = var(Shape{64 * 7 * 7, 128}, ops::Initializer::GlorotUniform(3));
+  auto b1 = var(Shape{128}, ops::Initializer::Zeros());
+  auto w2 = var(Shape{128, 10}, ops::Initializer::GlorotUniform(4));
+  auto b2 = var(Shape{10}, ops::Initializer::Zeros());
+  h = ops::Relu(root, ops::BiasAdd(root, ops::MatMul(root, h, w1), b1));
+  auto logits = ops::BiasAdd(root, ops::MatMul(root, h, w2), b2);
+  auto loss = ops::ReduceMean(root, ops::SparseSoftmaxCrossEntropyWithLogits(root, logits, y).loss);
+  ops::SGD sgd({.learning_rate = 0.01});
+  auto step = sgd.Minimize(root, loss, vars);
+  auto session = Session::Create(root);
+  if (!session.ok() || !(*session)->Run({}, {}, init).ok()) std::abort();
+  Tensor images(DType::kF32, Shape{kBatch, 1, 28, 28}), labels(DType::kI32, Shape{kBatch});
+  std::mt19937 gen(1);
+  std::uniform_real_distribution<float> pixel(0, 1);
+  for (float& v : images.flat<float>()) v = pixel(gen);
+  for (int64_t i = 0; i < kBatch; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(i % 10);
+  Session::Feeds feeds = {{"x", images}, {"labels", labels}};
+  for (int i = 0; i < 5; ++i) {
+    if (!(*session)->Run(feeds, {loss.name()}, {step.name()}).ok()) std::abort();
+  }
+  for (auto _ : state) {
+    auto out = (*session)->Run(feeds, {loss.name()}, {step.name()});
+    benchmark::DoNotOptimize(out);
+  }
+}
+
+BENCHMARK(BM_CnnTrainStep)->Unit(benchmark::kMillisecond)->MinTime(3.0);
 BENCHMARK(BM_MlpTrainStep)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_MlpInference)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
