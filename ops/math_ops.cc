@@ -113,6 +113,38 @@ Status BiasAddGrad(GradContext& c) {
   if (c.wanted(1)) c.set_input_grad(1, SumToShapeOf(c.scope(), c.grad(0), c.input(1)));
   return Status::OK();
 }
+// The gradient goes to the elements equal to the maximum, shared equally among ties.
+Status ReduceMaxGrad(GradContext& c) {
+  ASSIGN_OR_RETURN(auto axes, c.node().GetAttr<std::vector<int64_t>>("axes"));
+  ASSIGN_OR_RETURN(bool keep, c.node().GetAttr<bool>("keep_dims"));
+  const Scope& s = c.scope();
+  Output x = c.input(0);
+  Output mask = Cast(s, Equal(s, x, ReduceGrad(s, c.output(0), x, axes, keep, false)), x.dtype());
+  Output count = ReduceSum(s, mask, axes, {.keep_dims = keep});
+  Output share = Div(s, c.grad(0), count);
+  c.set_input_grad(0, Mul(s, mask, ReduceGrad(s, share, x, axes, keep, false)));
+  return Status::OK();
+}
+
+Status ArgMaxShape(InferenceContext& c) {
+  ASSIGN_OR_RETURN(int64_t axis, c.GetAttr<int64_t>("axis"));
+  const Shape& x = c.input_shape(0);
+  if (x.unknown_rank()) {
+    c.set_output(0, Shape::Unknown());
+    return Status::OK();
+  }
+  if (axis < -x.rank() || axis >= x.rank()) {
+    return c.Error("axis {} is out of range for input of rank {}", axis, x.rank());
+  }
+  if (axis < 0) axis += x.rank();
+  std::vector<int64_t> dims;
+  for (int d = 0; d < x.rank(); ++d) {
+    if (d != axis) dims.push_back(x[d]);
+  }
+  c.set_output(0, Shape(dims));
+  return Status::OK();
+}
+
 template <bool kMean>
 Status ReduceGradFn(GradContext& c) {
   ASSIGN_OR_RETURN(auto axes, c.node().GetAttr<std::vector<int64_t>>("axes"));
@@ -272,6 +304,14 @@ Status RegisterMathOps(OpRegistry& r) {
                   .grad_fn = BiasAddGrad}));
   RETURN_IF_ERROR(r.Register(Reduce("ReduceSum", ReduceGradFn<false>)));
   RETURN_IF_ERROR(r.Register(Reduce("ReduceMean", ReduceGradFn<true>)));
+  RETURN_IF_ERROR(r.Register(Reduce("ReduceMax", ReduceMaxGrad)));
+  RETURN_IF_ERROR(r.Register(
+      {.name = "ArgMax",
+       .inputs = {{.name = "x", .type_attr = "T", .allowed = kNumericTypes}},
+       .outputs = {{.name = "index", .fixed = DType::kI64}},
+       .attrs = {{"T", AttrType::kDType, std::nullopt}, {"axis", AttrType::kInt, std::nullopt}},
+       .shape_fn = ArgMaxShape,
+       .cost_fn = ElementwiseCostFn(1)}));
   return Status::OK();
 }
 
@@ -313,6 +353,18 @@ Output ReduceSum(const Scope& scope, Output x, const std::vector<int64_t>& axes,
   RegisterStandardOps();
   return scope.OutputOf(
       scope.AddNode("ReduceSum", {x}, {{"axes", axes}, {"keep_dims", attrs.keep_dims}}));
+}
+
+Output ReduceMax(const Scope& scope, Output x, const std::vector<int64_t>& axes,
+                 const ReduceAttrs& attrs) {
+  RegisterStandardOps();
+  return scope.OutputOf(
+      scope.AddNode("ReduceMax", {x}, {{"axes", axes}, {"keep_dims", attrs.keep_dims}}));
+}
+
+Output ArgMax(const Scope& scope, Output x, int64_t axis) {
+  RegisterStandardOps();
+  return scope.OutputOf(scope.AddNode("ArgMax", {x}, {{"axis", axis}}));
 }
 
 Output ReduceMean(const Scope& scope, Output x, const std::vector<int64_t>& axes,

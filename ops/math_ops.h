@@ -37,5 +37,10 @@ Output ReduceSum(const Scope& scope, Output x, const std::vector<int64_t>& axes 
                  const ReduceAttrs& attrs = {});
 Output ReduceMean(const Scope& scope, Output x, const std::vector<int64_t>& axes = {},
                   const ReduceAttrs& attrs = {});
+// The gradient is shared equally among the elements that reach the maximum.
+Output ReduceMax(const Scope& scope, Output x, const std::vector<int64_t>& axes = {},
+                 const ReduceAttrs& attrs = {});
+// Index (i64) of the largest element along `axis`, the first on ties; no gradient.
+Output ArgMax(const Scope& scope, Output x, int64_t axis);
 
 }  // namespace dflow::ops

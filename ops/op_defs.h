@@ -15,6 +15,7 @@ Status RegisterTrainingOps(OpRegistry& registry);
 Status RegisterGradOps(OpRegistry& registry);
 Status RegisterRandomOps(OpRegistry& registry);
 Status RegisterConvOps(OpRegistry& registry);
+Status RegisterManipOps(OpRegistry& registry);
 Status RegisterCpuKernels();
 
 // Float and integer dtypes the CPU arithmetic kernels support.

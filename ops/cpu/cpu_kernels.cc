@@ -16,6 +16,7 @@ Status RegisterCpuKernels() {
   RETURN_IF_ERROR(cpu::RegisterRandomKernels());
   RETURN_IF_ERROR(cpu::RegisterConvKernels());
   RETURN_IF_ERROR(cpu::RegisterPoolKernels());
+  RETURN_IF_ERROR(cpu::RegisterManipKernels());
   return Status::OK();
 }
 

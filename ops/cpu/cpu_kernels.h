@@ -16,5 +16,6 @@ Status RegisterTrainingKernels();
 Status RegisterRandomKernels();
 Status RegisterConvKernels();
 Status RegisterPoolKernels();
+Status RegisterManipKernels();
 
 }  // namespace dflow::cpu

@@ -76,7 +76,9 @@ Result<std::vector<bool>> ReducedAxes(const Shape& in, const std::vector<int64_t
   return reduced;
 }
 
-template <bool kMean>
+enum class Mode { kSum, kMean, kMax };
+
+template <Mode kMode>
 class ReduceKernel : public OpKernel {
  public:
   explicit ReduceKernel(const KernelInit& init)
@@ -96,10 +98,20 @@ class ReduceKernel : public OpKernel {
       }
     }
     return DispatchNumeric(x.dtype(), [&]<typename T>() -> Status {
-      using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
       ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), Shape(out_dims)));
-      std::vector<Acc> acc(r.out_elements, Acc(0));
       const T* px = x.data<T>();
+      if constexpr (kMode == Mode::kMax) {
+        if (r.count == 0) return InvalidArgument("ReduceMax over no elements of {}", x.shape());
+        T* po = out->data<T>();
+        std::fill(po, po + r.out_elements, std::numeric_limits<T>::lowest());
+        r.ForEachRow([&](int64_t i, int64_t o, int64_t len, int64_t step) {
+          for (int64_t k = 0; k < len; ++k)
+            po[o + k * step] = std::max(po[o + k * step], px[i + k]);
+        });
+        return Status::OK();
+      }
+      using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+      std::vector<Acc> acc(r.out_elements, Acc(0));
       r.ForEachRow([&](int64_t i, int64_t o, int64_t len, int64_t step) {
         if (step == 0) {
           Acc sum = 0;
@@ -111,7 +123,7 @@ class ReduceKernel : public OpKernel {
       });
       T* po = out->data<T>();
       for (size_t j = 0; j < acc.size(); ++j) {
-        if (!kMean) {
+        if (kMode == Mode::kSum) {
           po[j] = static_cast<T>(acc[j]);
         } else if (r.count > 0) {
           po[j] = static_cast<T>(acc[j] / static_cast<Acc>(r.count));
@@ -208,11 +220,55 @@ class ReduceGradKernel : public OpKernel {
   bool mean_;
 };
 
+// Index of the maximum along one axis: the input seen as [outer, n, inner].
+class ArgMaxKernel : public OpKernel {
+ public:
+  explicit ArgMaxKernel(const KernelInit& init)
+      : axis_(std::get<int64_t>(*init.node.FindAttr("axis"))) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Shape& s = x.shape();
+    int64_t axis = axis_ < 0 ? axis_ + s.rank() : axis_;
+    if (axis < 0 || axis >= s.rank())
+      return InvalidArgument("axis {} is out of range for {}", axis_, s);
+    int64_t n = s[axis];
+    if (n == 0) return InvalidArgument("ArgMax over an empty axis of {}", s);
+    std::vector<int64_t> dims;
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < s.rank(); ++d) {
+      if (d < axis) outer *= s[d];
+      if (d > axis) inner *= s[d];
+      if (d != axis) dims.push_back(s[d]);
+    }
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DType::kI64, Shape(dims)));
+    return DispatchNumeric(x.dtype(), [&]<typename T>() -> Status {
+      const T* px = x.data<T>();
+      int64_t* po = out->data<int64_t>();
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t i = 0; i < inner; ++i) {
+          const T* p = px + o * n * inner + i;
+          int64_t best = 0;
+          for (int64_t k = 1; k < n; ++k) {
+            if (p[k * inner] > p[best * inner]) best = k;
+          }
+          po[o * inner + i] = best;
+        }
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  int64_t axis_;
+};
+
 }  // namespace
 
 Status RegisterReduceKernels() {
-  RETURN_IF_ERROR(RegisterKernel<ReduceKernel<false>>("ReduceSum", "CPU"));
-  RETURN_IF_ERROR(RegisterKernel<ReduceKernel<true>>("ReduceMean", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ReduceKernel<Mode::kSum>>("ReduceSum", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ReduceKernel<Mode::kMean>>("ReduceMean", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ReduceKernel<Mode::kMax>>("ReduceMax", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ArgMaxKernel>("ArgMax", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<SumToShapeOfKernel>("SumToShapeOf", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ReduceGradKernel>("ReduceGrad", "CPU"));
   return Status::OK();

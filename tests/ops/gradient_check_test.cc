@@ -10,6 +10,7 @@
 #include "ops/array_ops.h"
 #include "ops/conv_ops.h"
 #include "ops/logic_ops.h"
+#include "ops/manip_ops.h"
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/unary_ops.h"
@@ -239,6 +240,41 @@ TEST(GradientCheckTest, ConvolutionAndPooling) {
                   return ops::Flatten(s, ops::GlobalAvgPool(s, in[0]));
                 },
                 {Random(Shape{2, 3, 4, 5}, 72)});
+}
+
+TEST(GradientCheckTest, RearrangingOpsAndReduceMax) {
+  CheckGradient("Transpose",
+                [](const Scope& s, const std::vector<Output>& in) {
+                  return ops::Transpose(s, in[0], {2, 0, 1});
+                },
+                {Random(Shape{2, 3, 4}, 80)});
+  CheckGradient("Concat",
+                [](const Scope& s, const std::vector<Output>& in) {
+                  return ops::Concat(s, {in[0], in[1], in[0]}, 1);
+                },
+                {Random(Shape{2, 3}, 81), Random(Shape{2, 2}, 82)});
+  CheckGradient("Slice",
+                [](const Scope& s, const std::vector<Output>& in) {
+                  return ops::Slice(s, in[0], {1, 0, 2}, {2, -1, 1});
+                },
+                {Random(Shape{3, 2, 4}, 83)});
+  CheckGradient("Pad",
+                [](const Scope& s, const std::vector<Output>& in) {
+                  return ops::Pad(s, in[0], {1, 2, 0, 1}, 0.5);
+                },
+                {Random(Shape{2, 3}, 84)});
+  CheckGradient("CheckNumerics",
+                [](const Scope& s, const std::vector<Output>& in) {
+                  return ops::CheckNumerics(s, in[0], "check");
+                },
+                {Random(Shape{5}, 85)});
+  for (std::vector<int64_t> axes : {std::vector<int64_t>{}, {1}, {0, 2}}) {
+    CheckGradient("ReduceMax",
+                  [axes](const Scope& s, const std::vector<Output>& in) {
+                    return ops::ReduceMax(s, in[0], axes);
+                  },
+                  {Random(Shape{2, 3, 4}, 86)});
+  }
 }
 
 TEST(GradientCheckTest, SparseSoftmaxCrossEntropy) {

@@ -1,0 +1,249 @@
+// CPU kernels of Transpose, Concat, Slice, Pad, OneHot and CheckNumerics. Transpose, Slice and
+// Pad share one strided copy; Concat copies contiguous blocks.
+#include <cmath>
+#include <cstring>
+
+#include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/dispatch.h"
+
+namespace dflow::cpu {
+namespace {
+
+// Copies `shape` elements from src to dst, element i (a multi-index) at
+// src[sum i_d * src_strides_d] and dst[sum i_d * dst_strides_d].
+template <typename T>
+void CopyStrided(const T* src, const int64_t* ss, T* dst, const int64_t* ds, const Shape& shape) {
+  int rank = shape.rank();
+  int64_t n = shape.num_elements();
+  if (n == 0) return;
+  if (rank == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  int64_t inner = shape[rank - 1], si = ss[rank - 1], di = ds[rank - 1];
+  std::array<int64_t, Shape::kMaxRank> idx{};
+  int64_t so = 0, dof = 0;
+  for (int64_t base = 0; base < n; base += inner) {
+    for (int64_t k = 0; k < inner; ++k) dst[dof + k * di] = src[so + k * si];
+    for (int d = rank - 2; d >= 0; --d) {
+      so += ss[d];
+      dof += ds[d];
+      if (++idx[d] < shape[d]) break;
+      so -= ss[d] * shape[d];
+      dof -= ds[d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+std::array<int64_t, Shape::kMaxRank> RowMajorStrides(const Shape& s) {
+  std::array<int64_t, Shape::kMaxRank> st{};
+  int64_t stride = 1;
+  for (int d = s.rank() - 1; d >= 0; --d) {
+    st[d] = stride;
+    stride *= s[d];
+  }
+  return st;
+}
+
+class TransposeKernel : public OpKernel {
+ public:
+  explicit TransposeKernel(const KernelInit& init)
+      : perm_(std::get<std::vector<int64_t>>(*init.node.FindAttr("perm"))) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (static_cast<int>(perm_.size()) != x.shape().rank()) {
+      return InvalidArgument("perm has {} entries for input {}", perm_.size(), x.shape());
+    }
+    std::vector<int64_t> dims;
+    auto in_strides = RowMajorStrides(x.shape());
+    std::array<int64_t, Shape::kMaxRank> src{};
+    for (size_t i = 0; i < perm_.size(); ++i) {
+      dims.push_back(x.shape()[perm_[i]]);
+      src[i] = in_strides[perm_[i]];
+    }
+    Shape out_shape(dims);
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), out_shape));
+    auto dst = RowMajorStrides(out_shape);
+    return DispatchAll(x.dtype(), [&]<typename T>() -> Status {
+      CopyStrided(x.data<T>(), src.data(), out->data<T>(), dst.data(), out_shape);
+      return Status::OK();
+    });
+  }
+
+ private:
+  std::vector<int64_t> perm_;
+};
+
+class SliceKernel : public OpKernel {
+ public:
+  explicit SliceKernel(const KernelInit& init)
+      : begin_(std::get<std::vector<int64_t>>(*init.node.FindAttr("begin"))),
+        size_(std::get<std::vector<int64_t>>(*init.node.FindAttr("size"))) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Shape& s = x.shape();
+    std::vector<int64_t> dims;
+    int64_t offset = 0;
+    auto strides = RowMajorStrides(s);
+    for (int d = 0; d < s.rank(); ++d) {
+      int64_t size = size_[d] < 0 ? s[d] - begin_[d] : size_[d];
+      if (begin_[d] < 0 || size < 0 || begin_[d] + size > s[d]) {
+        return InvalidArgument("slice [{}, {}) of dimension {} is outside its size {}", begin_[d],
+                               begin_[d] + size, d, s[d]);
+      }
+      dims.push_back(size);
+      offset += begin_[d] * strides[d];
+    }
+    Shape out_shape(dims);
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), out_shape));
+    auto dst = RowMajorStrides(out_shape);
+    return DispatchAll(x.dtype(), [&]<typename T>() -> Status {
+      CopyStrided(x.data<T>() + offset, strides.data(), out->data<T>(), dst.data(), out_shape);
+      return Status::OK();
+    });
+  }
+
+ private:
+  std::vector<int64_t> begin_, size_;
+};
+
+class PadKernel : public OpKernel {
+ public:
+  explicit PadKernel(const KernelInit& init)
+      : pads_(std::get<std::vector<int64_t>>(*init.node.FindAttr("paddings"))),
+        value_(std::get<double>(*init.node.FindAttr("value"))) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Shape& s = x.shape();
+    std::vector<int64_t> dims;
+    for (int d = 0; d < s.rank(); ++d) dims.push_back(s[d] + pads_[2 * d] + pads_[2 * d + 1]);
+    Shape out_shape(dims);
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), out_shape));
+    auto dst = RowMajorStrides(out_shape);
+    int64_t offset = 0;
+    for (int d = 0; d < s.rank(); ++d) offset += pads_[2 * d] * dst[d];
+    auto src = RowMajorStrides(s);
+    return DispatchAll(x.dtype(), [&]<typename T>() -> Status {
+      T fill = static_cast<T>(value_);
+      for (T& v : out->flat<T>()) v = fill;
+      CopyStrided(x.data<T>(), src.data(), out->data<T>() + offset, dst.data(), s);
+      return Status::OK();
+    });
+  }
+
+ private:
+  std::vector<int64_t> pads_;
+  double value_;
+};
+
+class ConcatKernel : public OpKernel {
+ public:
+  explicit ConcatKernel(const KernelInit& init)
+      : axis_(std::get<int64_t>(*init.node.FindAttr("axis"))) {}
+  Status Compute(KernelContext& ctx) override {
+    const Shape& first = ctx.input(0).shape();
+    int rank = first.rank();
+    int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
+    std::vector<int64_t> dims = first.dim_vector();
+    dims[axis] = 0;
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      const Shape& s = ctx.input(i).shape();
+      for (int d = 0; d < rank; ++d) {
+        if (d != axis && s[d] != first[d]) {
+          return InvalidArgument("input {} has shape {}, input 0 has {}", i, s, first);
+        }
+      }
+      dims[axis] += s[axis];
+    }
+    Shape out_shape(dims);
+    DType dtype = ctx.input(0).dtype();
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, dtype, out_shape));
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= dims[d];
+    for (int d = axis + 1; d < rank; ++d) inner *= dims[d];
+    size_t elem = DTypeSize(dtype);
+    auto* dst = static_cast<char*>(out->raw_data());
+    int64_t row = dims[axis] * inner, offset = 0;
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      const Tensor& x = ctx.input(i);
+      int64_t block = x.shape()[axis] * inner;
+      const auto* src = static_cast<const char*>(x.raw_data());
+      for (int64_t o = 0; o < outer; ++o) {
+        if (block > 0)
+          std::memcpy(dst + (o * row + offset) * elem, src + o * block * elem, block * elem);
+      }
+      offset += block;
+    }
+    return Status::OK();
+  }
+
+ private:
+  int64_t axis_;
+};
+
+class OneHotKernel : public OpKernel {
+ public:
+  explicit OneHotKernel(const KernelInit& init)
+      : depth_(std::get<int64_t>(*init.node.FindAttr("depth"))),
+        dtype_(std::get<DType>(*init.node.FindAttr("dtype"))) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& idx = ctx.input(0);
+    int64_t n = idx.num_elements();
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, dtype_, Shape{n, depth_}));
+    return DispatchAll(dtype_, [&]<typename T>() -> Status {
+      T* po = out->data<T>();
+      std::memset(po, 0, out->num_bytes());
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t k = idx.dtype() == DType::kI32 ? idx.data<int32_t>()[i] : idx.data<int64_t>()[i];
+        if (k >= 0 && k < depth_) po[i * depth_ + k] = T(1);
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  int64_t depth_;
+  DType dtype_;
+};
+
+class CheckNumericsKernel : public OpKernel {
+ public:
+  explicit CheckNumericsKernel(const KernelInit& init)
+      : message_(std::get<std::string>(*init.node.FindAttr("message"))) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    auto check = [&]<typename T>() -> Status {
+      const T* p = x.data<T>();
+      for (int64_t i = 0, n = x.num_elements(); i < n; ++i) {
+        if (!std::isfinite(p[i])) {
+          return InvalidArgument("{}{}found {} at index {} of {}", message_,
+                                 message_.empty() ? "" : ": ", std::isnan(p[i]) ? "NaN" : "Inf", i,
+                                 x.shape());
+        }
+      }
+      return Status::OK();
+    };
+    RETURN_IF_ERROR(x.dtype() == DType::kF32 ? check.template operator()<float>()
+                                             : check.template operator()<double>());
+    ctx.set_output(0, x);
+    return Status::OK();
+  }
+
+ private:
+  std::string message_;
+};
+
+}  // namespace
+
+Status RegisterManipKernels() {
+  RETURN_IF_ERROR(RegisterKernel<TransposeKernel>("Transpose", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<SliceKernel>("Slice", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<PadKernel>("Pad", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ConcatKernel>("Concat", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<OneHotKernel>("OneHot", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<CheckNumericsKernel>("CheckNumerics", "CPU"));
+  return Status::OK();
+}
+
+}  // namespace dflow::cpu

@@ -1,0 +1,136 @@
+// Transpose, Concat, Slice, Pad, OneHot, CheckNumerics, ReduceMax and ArgMax: results against
+// loops written here, shape errors, and run-time errors naming the node. Their gradients are in
+// gradient_check_test.cc.
+#include "ops/manip_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/array_ops.h"
+#include "ops/math_ops.h"
+#include "ops/unary_ops.h"
+#include "test_util.h"
+
+namespace dflow {
+namespace {
+using testing::MessageHas;
+using testing::RunScope;
+
+// Values 0, 1, 2, ... in a tensor of `shape`.
+Tensor Iota(const Shape& shape) {
+  std::vector<float> v(shape.num_elements());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  return Tensor::FromVector<float>(v, shape);
+}
+
+TEST(ManipOpsTest, TransposeSlicePad) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Const(root, Iota(Shape{2, 3, 4}));
+  auto t = ops::Transpose(root, x, {2, 0, 1});
+  auto s = ops::Slice(root, x, {1, 1, 0}, {1, -1, 3});
+  auto p = ops::Pad(root, ops::Const(root, Iota(Shape{2, 2})), {1, 0, 0, 2}, -1);
+  EXPECT_EQ(t.shape(), Shape({4, 2, 3}));
+  EXPECT_EQ(s.shape(), Shape({1, 2, 3}));
+  EXPECT_EQ(p.shape(), Shape({3, 4}));
+  auto out = RunScope(root, {}, {t, s, p});
+  ASSERT_EQ(out.size(), 3u);
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 2; ++b)
+      for (int c = 0; c < 3; ++c) {
+        EXPECT_EQ(out[0].data<float>()[(a * 2 + b) * 3 + c], float((b * 3 + c) * 4 + a));
+      }
+  std::vector<float> want_slice;
+  for (int j = 1; j < 3; ++j)
+    for (int k = 0; k < 3; ++k) want_slice.push_back(float((1 * 3 + j) * 4 + k));
+  EXPECT_EQ(out[1].ToVector<float>(), want_slice);
+  EXPECT_EQ(out[2].ToVector<float>(),
+            std::vector<float>({-1, -1, -1, -1, 0, 1, -1, -1, 2, 3, -1, -1}));
+}
+
+TEST(ManipOpsTest, ConcatAlongEachAxis) {
+  for (int64_t axis : {0, 1, -1}) {
+    Scope root = Scope::NewRootScope();
+    Shape sa = axis == 0 ? Shape{1, 3} : Shape{2, 1}, sb = axis == 0 ? Shape{2, 3} : Shape{2, 2};
+    auto y = ops::Concat(root, {ops::Const(root, Iota(sa)), ops::Const(root, Iota(sb))}, axis);
+    auto out = RunScope(root, {}, {y});
+    ASSERT_EQ(out.size(), 1u);
+    if (axis == 0) {
+      EXPECT_EQ(out[0].shape(), Shape({3, 3}));
+      EXPECT_EQ(out[0].ToVector<float>(), std::vector<float>({0, 1, 2, 0, 1, 2, 3, 4, 5}));
+    } else {
+      EXPECT_EQ(out[0].shape(), Shape({2, 3}));
+      EXPECT_EQ(out[0].ToVector<float>(), std::vector<float>({0, 0, 1, 1, 2, 3}));
+    }
+  }
+}
+
+TEST(ManipOpsTest, OneHotArgMaxReduceMax) {
+  Scope root = Scope::NewRootScope();
+  auto oh = ops::OneHot(root, ops::Const(root, std::vector<int32_t>{2, 0, 5, -1}, Shape{4}), 3);
+  std::vector<float> v = {3, 7, 7, 1, -2, 9, 0, 4, 4, 8, 8, -1};
+  auto x = ops::Const(root, v, Shape{3, 4});
+  auto am0 = ops::ArgMax(root, x, 0), am1 = ops::ArgMax(root, x, -1);
+  auto mx = ops::ReduceMax(root, x, {1});
+  auto mx_all = ops::ReduceMax(root, x, {}, {.keep_dims = true});
+  auto out = RunScope(root, {}, {oh, am0, am1, mx, mx_all});
+  ASSERT_EQ(out.size(), 5u);
+  EXPECT_EQ(out[0].ToVector<float>(), std::vector<float>({0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(out[1].ToVector<int64_t>(), std::vector<int64_t>({2, 1, 2, 1}));
+  EXPECT_EQ(out[2].ToVector<int64_t>(), std::vector<int64_t>({1, 1, 1}));  // first on ties
+  EXPECT_EQ(out[3].ToVector<float>(), std::vector<float>({7, 9, 8}));
+  EXPECT_EQ(out[4].shape(), Shape({1, 1}));
+  EXPECT_EQ(out[4].ToVector<float>(), std::vector<float>({9}));
+}
+
+TEST(ManipOpsTest, CheckNumericsNamesNodeMessageAndIndex) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{3});
+  auto y = ops::CheckNumerics(root.WithOpName("guard"), ops::Log(root, x), "log of inputs");
+  auto s = Session::Create(root);
+  ASSERT_TRUE(s.ok());
+  auto good = (*s)->Run({{"x", Tensor::FromVector<float>({1, 2, 3}, Shape{3})}}, {y.name()});
+  ASSERT_TRUE(good.ok());
+  EXPECT_NEAR(good->at(0).data<float>()[1], std::log(2.0f), 1e-6);
+  auto bad = (*s)->Run({{"x", Tensor::FromVector<float>({1, -2, 3}, Shape{3})}}, {y.name()});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(
+      bad.status(), {"node 'guard' (CheckNumerics)", "log of inputs", "found NaN at index 1"}));
+}
+
+TEST(ManipOpsTest, ShapeErrorsNameTheNode) {
+  struct Case {
+    std::function<void(const Scope&)> build;
+    std::string why;
+  };
+  std::vector<Case> cases = {
+      {[](const Scope& s) {
+         ops::Transpose(s.WithOpName("bad"), ops::Const(s, Iota(Shape{2, 3})), {0, 0});
+       },
+       "not a permutation"},
+      {[](const Scope& s) {
+         ops::Concat(s.WithOpName("bad"),
+                     {ops::Const(s, Iota(Shape{2, 3})), ops::Const(s, Iota(Shape{3, 3}))}, 1);
+       },
+       "dimension 0 differs"},
+      {[](const Scope& s) {
+         ops::Slice(s.WithOpName("bad"), ops::Const(s, Iota(Shape{2, 3})), {1, 2}, {1, 2});
+       },
+       "outside its size 3"},
+      {[](const Scope& s) {
+         ops::Pad(s.WithOpName("bad"), ops::Const(s, Iota(Shape{2, 3})), {1, 1});
+       },
+       "paddings needs 4 entries"},
+      {[](const Scope& s) { ops::ArgMax(s.WithOpName("bad"), ops::Const(s, Iota(Shape{2})), 1); },
+       "axis 1 is out of range"},
+  };
+  for (const auto& c : cases) {
+    Scope root = Scope::NewRootScope();
+    c.build(root);
+    EXPECT_EQ(root.status().code(), StatusCode::kInvalidArgument) << c.why;
+    EXPECT_TRUE(MessageHas(root.status(), {"node 'bad'", c.why}));
+  }
+}
+
+}  // namespace
+}  // namespace dflow
