@@ -63,9 +63,33 @@ Status CrossEntropyGrad(GradContext& c) {
   return Status::OK();
 }
 
+Status DropoutShape(InferenceContext& c) {
+  ASSIGN_OR_RETURN(double rate, c.GetAttr<double>("rate"));
+  if (!(rate >= 0 && rate < 1)) return c.Error("rate is {}; it must be in [0, 1)", rate);
+  c.set_output(0, c.input_shape(0));
+  c.set_output(1, c.input_shape(0));
+  return Status::OK();
+}
+
+Status DropoutGrad(GradContext& c) {
+  if (c.grad(0).valid()) c.set_input_grad(0, Mul(c.scope(), c.grad(0), c.output(1)));
+  return Status::OK();
+}
+
 }  // namespace
 
 Status RegisterNnOps(OpRegistry& r) {
+  RETURN_IF_ERROR(
+      r.Register({.name = "Dropout",
+                  .inputs = {{.name = "x", .type_attr = "T", .allowed = kFloatTypes}},
+                  .outputs = {{.name = "y", .type_attr = "T"}, {.name = "mask", .type_attr = "T"}},
+                  .attrs = {{"T", AttrType::kDType, std::nullopt},
+                            {"rate", AttrType::kFloat, std::nullopt},
+                            {"seed", AttrType::kInt, int64_t{0}}},
+                  .stateful = true,
+                  .shape_fn = DropoutShape,
+                  .cost_fn = ElementwiseCostFn(4),
+                  .grad_fn = DropoutGrad}));
   for (const auto& [name, grad] :
        {std::pair<const char*, GradFn>{"Softmax", SoftmaxGrad}, {"LogSoftmax", LogSoftmaxGrad}}) {
     RETURN_IF_ERROR(
@@ -92,6 +116,12 @@ Status RegisterNnOps(OpRegistry& r) {
 }
 
 }  // namespace internal
+
+DropoutResult Dropout(const Scope& scope, Output x, double rate, uint64_t seed) {
+  RegisterStandardOps();
+  int id = scope.AddNode("Dropout", {x}, {{"rate", rate}, {"seed", static_cast<int64_t>(seed)}});
+  return {scope.OutputOf(id, 0), scope.OutputOf(id, 1)};
+}
 
 Output Softmax(const Scope& scope, Output logits) {
   RegisterStandardOps();

@@ -1,5 +1,6 @@
 // CPU kernels of Softmax, LogSoftmax and SparseSoftmaxCrossEntropyWithLogits, over the last axis
 // with the row maximum subtracted for stability.
+#include <atomic>
 #include <cmath>
 
 #include "ops/cpu/cpu_kernels.h"
@@ -84,9 +85,50 @@ class SparseCrossEntropyKernel : public OpKernel {
   }
 };
 
+// A mix of (seed, run, element) into 64 uniform bits: splitmix64's finaliser.
+inline uint64_t Mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+class DropoutKernel : public OpKernel {
+ public:
+  explicit DropoutKernel(const KernelInit& init)
+      : rate_(std::get<double>(*init.node.FindAttr("rate"))),
+        seed_(static_cast<uint64_t>(std::get<int64_t>(*init.node.FindAttr("seed")))) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    uint64_t run = runs_.fetch_add(1, std::memory_order_relaxed);
+    uint64_t key = Mix(seed_ ^ Mix(run + 0x9e3779b97f4a7c15ULL));
+    // Keep an element when its 53 random bits fall at or above rate.
+    auto threshold = static_cast<uint64_t>(rate_ * 9007199254740992.0);
+    return DispatchFloat(x.dtype(), [&]<typename T>() -> Status {
+      ASSIGN_OR_RETURN(Tensor * mask, ctx.AllocateOutput(1, x.dtype(), x.shape()));
+      ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x.dtype(), x.shape()));
+      T scale = static_cast<T>(1.0 / (1.0 - rate_));
+      const T* px = x.data<T>();
+      T* pm = mask->data<T>();
+      T* py = y->data<T>();
+      for (int64_t i = 0, n = x.num_elements(); i < n; ++i) {
+        bool keep = (Mix(key + static_cast<uint64_t>(i)) >> 11) >= threshold;
+        pm[i] = keep ? scale : T(0);
+        py[i] = px[i] * pm[i];
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  double rate_;
+  uint64_t seed_;
+  std::atomic<uint64_t> runs_{0};
+};
+
 }  // namespace
 
 Status RegisterNnKernels() {
+  RETURN_IF_ERROR(RegisterKernel<DropoutKernel>("Dropout", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<SoftmaxKernel<false>>("Softmax", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<SoftmaxKernel<true>>("LogSoftmax", "CPU"));
   RETURN_IF_ERROR(

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "graph/gradients.h"
 #include "ops/array_ops.h"
 #include "ops/logic_ops.h"
 #include "ops/math_ops.h"
@@ -150,6 +151,60 @@ TEST(NnKernelTest, ShapeErrors) {
   Scope r2 = Scope::NewRootScope();
   ops::Softmax(r2.WithOpName("scalar_softmax"), ops::Const(r2, 1.0f));
   EXPECT_TRUE(MessageHas(r2.status(), {"node 'scalar_softmax'", "rank >= 1"}));
+}
+
+}  // namespace
+}  // namespace dflow
+
+namespace dflow {
+namespace {
+
+TEST(DropoutTest, DropsAtTheRateScalesAndReplays) {
+  auto run = [](int steps) {
+    Scope root = Scope::NewRootScope();
+    auto x = ops::Fill(root, Shape{100000}, 2.0);
+    auto d = ops::Dropout(root.WithOpName("drop"), x, 0.3, 42);
+    auto s = Session::Create(root);
+    EXPECT_TRUE(s.ok());
+    std::vector<std::vector<float>> ys;
+    for (int i = 0; i < steps; ++i) {
+      auto out = (*s)->Run({}, {d.y.name(), d.mask.name()});
+      EXPECT_TRUE(out.ok());
+      ys.push_back(out->at(0).ToVector<float>());
+      for (int64_t j = 0; j < 100000; ++j) {
+        EXPECT_FLOAT_EQ(out->at(0).data<float>()[j], 2.0f * out->at(1).data<float>()[j]);
+      }
+    }
+    return ys;
+  };
+  auto a = run(2), b = run(2);
+  EXPECT_EQ(a, b);        // the same program replays the same masks
+  EXPECT_NE(a[0], a[1]);  // each run draws a new mask
+  int64_t dropped = 0;
+  for (float v : a[0]) {
+    if (v == 0) {
+      ++dropped;
+    } else {
+      EXPECT_FLOAT_EQ(v, 2.0f / 0.7f);
+    }
+  }
+  EXPECT_NEAR(dropped / 100000.0, 0.3, 0.01);
+}
+
+TEST(DropoutTest, GradientIsTheMaskAndBadRateNamesNode) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{1000});
+  auto d = ops::Dropout(root, x, 0.5, 1);
+  auto g = Gradients(root, ops::ReduceSum(root, d.y), {x});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto out = testing::RunScope(root, {{"x", Tensor(DType::kF32, Shape{1000})}}, {d.mask, g->at(0)});
+  ASSERT_EQ(out.size(), 2u);
+  // One run computes both: the gradient is exactly that run's mask.
+  EXPECT_TRUE(out[0].BitwiseEquals(out[1]));
+
+  Scope r2 = Scope::NewRootScope();
+  ops::Dropout(r2.WithOpName("too_much"), ops::Fill(r2, Shape{2}, 1), 1.0, 0);
+  EXPECT_TRUE(testing::MessageHas(r2.status(), {"node 'too_much' (Dropout)", "[0, 1)"}));
 }
 
 }  // namespace
