@@ -46,9 +46,10 @@ Result<Tensor> ReadIdx(const std::string& path) {
     return InvalidArgument("'{}' is not an IDX file: bad magic number", path);
   }
   if (b[2] != 0x08) {
-    return InvalidArgument("'{}': IDX element type 0x{:02x} is not supported (only unsigned "
-                           "bytes, 0x08)",
-                           path, b[2]);
+    return InvalidArgument(
+        "'{}': IDX element type 0x{:02x} is not supported (only unsigned "
+        "bytes, 0x08)",
+        path, b[2]);
   }
   int rank = b[3];
   if (rank < 1 || rank > Shape::kMaxRank) {
@@ -62,7 +63,8 @@ Result<Tensor> ReadIdx(const std::string& path) {
     const uint8_t* p = b.data() + 4 + 4 * i;
     dims[i] = (int64_t{p[0]} << 24) | (p[1] << 16) | (p[2] << 8) | p[3];
     elements *= static_cast<size_t>(dims[i]);
-    if (elements > kMaxIdxBytes) return InvalidArgument("'{}': header declares too much data", path);
+    if (elements > kMaxIdxBytes)
+      return InvalidArgument("'{}': header declares too much data", path);
   }
   if (b.size() - header != elements) {
     return InvalidArgument("'{}': header declares {} bytes of data but the file holds {}", path,
@@ -95,7 +97,8 @@ Result<Dataset> LoadFashionMnist(bool train, const std::string& dir) {
   for (int64_t i = 0; i < n; ++i) {
     int32_t label = labels.data<uint8_t>()[i];
     if (label > 9) {
-      return InvalidArgument("'{}': label {} at index {} is outside [0, 10)", labels_path, label, i);
+      return InvalidArgument("'{}': label {} at index {} is outside [0, 10)", labels_path, label,
+                             i);
     }
     d.labels.data<int32_t>()[i] = label;
   }

@@ -19,9 +19,9 @@ void DrawProgress(const EpochStats& s, int epochs, int64_t step, int64_t total, 
   int filled = total > 0 ? static_cast<int>(width * step / total) : width;
   std::string bar(filled, '=');
   if (filled < width) bar += '>' + std::string(width - filled - 1, ' ');
-  std::fprintf(stderr, "%sepoch %d/%d [%s] %lld/%lld loss %.4f %.1fs%s", tty ? "\r" : "",
-               s.epoch, epochs, bar.c_str(), static_cast<long long>(step),
-               static_cast<long long>(total), loss, seconds, tty ? "" : "\n");
+  std::fprintf(stderr, "%sepoch %d/%d [%s] %lld/%lld loss %.4f %.1fs%s", tty ? "\r" : "", s.epoch,
+               epochs, bar.c_str(), static_cast<long long>(step), static_cast<long long>(total),
+               loss, seconds, tty ? "" : "\n");
   std::fflush(stderr);
 }
 
@@ -59,8 +59,8 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
       examples += images.shape()[0];
       ++stats.steps;
       double secs = std::chrono::duration<double>(Clock::now() - start).count();
-      if (o.progress && (tty ? stats.steps % 10 == 0 || stats.steps == total
-                             : stats.steps >= next_line)) {
+      if (o.progress &&
+          (tty ? stats.steps % 10 == 0 || stats.steps == total : stats.steps >= next_line)) {
         DrawProgress(stats, o.epochs, stats.steps, total, loss_sum / stats.steps, secs, tty);
         next_line = stats.steps + std::max<int64_t>(1, total / 4);
       }

@@ -16,10 +16,10 @@ namespace dflow {
 
 struct TrainLoopOptions {
   int epochs = 1;
-  std::string images_feed = "x";     // placeholder fed with each batch's images
+  std::string images_feed = "x";       // placeholder fed with each batch's images
   std::string labels_feed = "labels";  // placeholder fed with each batch's labels
-  std::string loss;                  // scalar tensor fetched every step
-  std::string train_target;          // node run every step (the optimizer's update)
+  std::string loss;                    // scalar tensor fetched every step
+  std::string train_target;            // node run every step (the optimizer's update)
   bool progress = true;
   int64_t max_steps_per_epoch = -1;  // > 0: shortened epochs (for CI)
 };

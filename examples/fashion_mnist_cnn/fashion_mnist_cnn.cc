@@ -77,28 +77,13 @@ int main(int argc, char** argv) {
   std::printf("Fashion-MNIST CNN: %lld training and %lld test images, batch %lld\n",
               static_cast<long long>(train->size()), static_cast<long long>(test->size()),
               static_cast<long long>(batch_size));
-  Batcher batches(*train, batch_size, seed);
-  double accuracy = 0;
-  Status s = TrainLoop(**session, batches,
-                       {.epochs = epochs,
-                        .loss = loss.name(),
-                        .train_target = step.name(),
-                        .max_steps_per_epoch = max_steps},
-                       [&](const EpochStats& e) -> Status {
-                         ASSIGN_OR_RETURN(accuracy, Accuracy(**session, *test, "x", logits.name()));
-                         std::printf(
-                             "epoch %d: loss %.4f, test accuracy %.2f%%, %.1f s, "
-                             "%.0f examples/s, median step %.2f ms\n",
-                             e.epoch, e.mean_loss, 100 * accuracy, e.seconds, e.examples_per_second,
-                             e.median_step_ms);
-                         std::fflush(stdout);
-                         return Status::OK();
-                       });
-  if (!s.ok()) return Fail(s);
-  if (accuracy < min_accuracy) {
-    std::fprintf(stderr, "error: test accuracy %.2f%% is below the required %.2f%%\n",
-                 100 * accuracy, 100 * min_accuracy);
-    return 1;
-  }
-  return 0;
+  return examples::TrainAndReport(**session, *train, *test,
+                                  {.epochs = epochs,
+                                   .batch_size = batch_size,
+                                   .max_steps = max_steps,
+                                   .seed = seed,
+                                   .min_accuracy = min_accuracy,
+                                   .loss = loss.name(),
+                                   .train_target = step.name(),
+                                   .logits = logits.name()});
 }

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "examples/common/example_util.h"
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
@@ -12,24 +13,16 @@
 
 using namespace dflow;
 
-namespace {
+using examples::Fail;
 
-struct Layer {
-  ops::VariableAndInit w, b;
-};
-
-Layer Dense(const Scope& scope, int64_t in, int64_t out, uint64_t seed) {
-  return {ops::InitializedVariable(scope.WithOpName("w"), Shape{in, out},
-                                   ops::Initializer::GlorotUniform(seed)),
-          ops::InitializedVariable(scope.WithOpName("b"), Shape{out}, ops::Initializer::Zeros())};
+// A dense layer: Glorot-initialised weights and zero bias, registered in `p`.
+Output Dense(const Scope& scope, examples::Params& p, Output in, int64_t n_in, int64_t n_out,
+             uint64_t seed) {
+  Output w =
+      p.Add(scope.WithOpName("w"), Shape{n_in, n_out}, ops::Initializer::GlorotUniform(seed));
+  Output b = p.Add(scope.WithOpName("b"), Shape{n_out}, ops::Initializer::Zeros());
+  return ops::BiasAdd(scope, ops::MatMul(scope, in, w), b);
 }
-
-int Fail(const Status& s) {
-  std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
-  return 1;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app("Trains an MLP (784-512-512-10) on Fashion-MNIST");
@@ -58,54 +51,34 @@ int main(int argc, char** argv) {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 784});
   auto labels = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
-  Layer l1 = Dense(root.WithNameScope("dense1"), 784, 512, seed);
-  Layer l2 = Dense(root.WithNameScope("dense2"), 512, 512, seed + 1);
-  Layer l3 = Dense(root.WithNameScope("dense3"), 512, 10, seed + 2);
-  auto h1 = ops::Relu(root, ops::BiasAdd(root, ops::MatMul(root, x, l1.w.var), l1.b.var));
-  auto h2 = ops::Relu(root, ops::BiasAdd(root, ops::MatMul(root, h1, l2.w.var), l2.b.var));
-  auto logits = ops::BiasAdd(root.WithOpName("logits"), ops::MatMul(root, h2, l3.w.var), l3.b.var);
+  examples::Params p;
+  auto h1 = ops::Relu(root, Dense(root.WithNameScope("dense1"), p, x, 784, 512, seed));
+  auto h2 = ops::Relu(root, Dense(root.WithNameScope("dense2"), p, h1, 512, 512, seed + 1));
+  auto logits = ops::Identity(root.WithOpName("logits"),
+                              Dense(root.WithNameScope("dense3"), p, h2, 512, 10, seed + 2));
   auto xent = ops::SparseSoftmaxCrossEntropyWithLogits(root, logits, labels);
   auto loss = ops::ReduceMean(root.WithOpName("loss"), xent.loss);
   ops::Adam adam({.learning_rate = lr});
-  auto step =
-      adam.Minimize(root, loss, {l1.w.var, l1.b.var, l2.w.var, l2.b.var, l3.w.var, l3.b.var});
+  auto step = adam.Minimize(root, loss, p.variables());
 
   SessionOptions options;
   options.threads.num_threads = threads;
   auto session = Session::Create(root, options);
   if (!session.ok()) return Fail(session.status());
   std::vector<std::string> init = adam.init_targets();
-  for (const Layer* l : {&l1, &l2, &l3}) {
-    init.push_back(l->w.init.node_name());
-    init.push_back(l->b.init.node_name());
-  }
+  for (const auto& t : p.init_targets()) init.push_back(t);
   if (Status s = (*session)->Run({}, {}, init).status(); !s.ok()) return Fail(s);
 
   std::printf("Fashion-MNIST MLP 784-512-512-10: %lld training and %lld test images, batch %lld\n",
               static_cast<long long>(train->size()), static_cast<long long>(test->size()),
               static_cast<long long>(batch_size));
-  Batcher batches(*train, batch_size, seed);
-  double accuracy = 0;
-  Status s = TrainLoop(**session, batches,
-                       {.epochs = epochs,
-                        .loss = loss.name(),
-                        .train_target = step.name(),
-                        .max_steps_per_epoch = max_steps},
-                       [&](const EpochStats& e) -> Status {
-                         ASSIGN_OR_RETURN(accuracy, Accuracy(**session, *test, "x", logits.name()));
-                         std::printf(
-                             "epoch %d: loss %.4f, test accuracy %.2f%%, %.1f s, "
-                             "%.0f examples/s, median step %.2f ms\n",
-                             e.epoch, e.mean_loss, 100 * accuracy, e.seconds, e.examples_per_second,
-                             e.median_step_ms);
-                         std::fflush(stdout);
-                         return Status::OK();
-                       });
-  if (!s.ok()) return Fail(s);
-  if (accuracy < min_accuracy) {
-    std::fprintf(stderr, "error: test accuracy %.2f%% is below the required %.2f%%\n",
-                 100 * accuracy, 100 * min_accuracy);
-    return 1;
-  }
-  return 0;
+  return examples::TrainAndReport(**session, *train, *test,
+                                  {.epochs = epochs,
+                                   .batch_size = batch_size,
+                                   .max_steps = max_steps,
+                                   .seed = seed,
+                                   .min_accuracy = min_accuracy,
+                                   .loss = loss.name(),
+                                   .train_target = step.name(),
+                                   .logits = logits.name()});
 }

@@ -23,6 +23,14 @@ Status DispatchNumeric(DType dtype, F&& f) {
   }
 }
 
+// f32 and f64 only.
+template <typename F>
+Status DispatchFloat(DType dtype, F&& f) {
+  if (dtype == DType::kF32) return f.template operator()<float>();
+  if (dtype == DType::kF64) return f.template operator()<double>();
+  return InvalidArgument("no CPU kernel for dtype {}", dtype);
+}
+
 // Numeric types plus u8 and bool.
 template <typename F>
 Status DispatchAll(DType dtype, F&& f) {

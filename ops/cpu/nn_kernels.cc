@@ -9,13 +9,6 @@
 namespace dflow::cpu {
 namespace {
 
-template <typename F>
-Status DispatchFloat(DType d, F&& f) {
-  if (d == DType::kF32) return f.template operator()<float>();
-  if (d == DType::kF64) return f.template operator()<double>();
-  return InvalidArgument("no CPU kernel for dtype {}", d);
-}
-
 // Writes log softmax of row x (length c) to out; returns nothing.
 template <typename T>
 void LogSoftmaxRow(const T* x, T* out, int64_t c) {

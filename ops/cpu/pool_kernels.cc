@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/dispatch.h"
 #include "ops/cpu/dnnl_context.h"
 #include "ops/cpu/parallel.h"
 
@@ -37,13 +38,6 @@ struct Pool {
     }
   }
 };
-
-template <typename F>
-Status DispatchFloat(DType d, F&& f) {
-  if (d == DType::kF32) return f.template operator()<float>();
-  if (d == DType::kF64) return f.template operator()<double>();
-  return InvalidArgument("no CPU kernel for dtype {}", d);
-}
 
 enum class Kind { kMax, kAvg, kMaxGrad, kAvgGrad };
 

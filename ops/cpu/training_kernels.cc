@@ -5,18 +5,12 @@
 #include <mutex>
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/dispatch.h"
 #include "ops/cpu/parallel.h"
 #include "ops/cpu/variable_update.h"
 
 namespace dflow::cpu {
 namespace {
-
-template <typename F>
-Status DispatchFloat(DType d, F&& f) {
-  if (d == DType::kF32) return f.template operator()<float>();
-  if (d == DType::kF64) return f.template operator()<double>();
-  return InvalidArgument("no CPU kernel for dtype {}", d);
-}
 
 Status CheckGrad(const VarRef& ref, const Tensor& grad, const Tensor& lr) {
   const Tensor& cur = ref.var->value;
