@@ -85,6 +85,7 @@ Status ReluGradFn(GradContext& c) {
   c.set_input_grad(0, ReluGrad(c.scope(), c.grad(0), c.input(0)));
   return Status::OK();
 }
+template <Output (*kMatMul)(const Scope&, Output, Output, const MatMulAttrs&)>
 Status MatMulGrad(GradContext& c) {
   ASSIGN_OR_RETURN(bool ta, c.node().GetAttr<bool>("transpose_a"));
   ASSIGN_OR_RETURN(bool tb, c.node().GetAttr<bool>("transpose_b"));
@@ -92,17 +93,17 @@ Status MatMulGrad(GradContext& c) {
   Output a = c.input(0), b = c.input(1), g = c.grad(0);
   Output ga, gb;
   if (!ta && !tb) {  // C = A B
-    ga = MatMul(s, g, b, {.transpose_b = true});
-    gb = MatMul(s, a, g, {.transpose_a = true});
+    ga = kMatMul(s, g, b, {.transpose_b = true});
+    gb = kMatMul(s, a, g, {.transpose_a = true});
   } else if (!ta && tb) {  // C = A B^T
-    ga = MatMul(s, g, b);
-    gb = MatMul(s, g, a, {.transpose_a = true});
+    ga = kMatMul(s, g, b, {});
+    gb = kMatMul(s, g, a, {.transpose_a = true});
   } else if (ta && !tb) {  // C = A^T B
-    ga = MatMul(s, b, g, {.transpose_b = true});
-    gb = MatMul(s, a, g);
+    ga = kMatMul(s, b, g, {.transpose_b = true});
+    gb = kMatMul(s, a, g, {});
   } else {  // C = A^T B^T
-    ga = MatMul(s, b, g, {.transpose_a = true, .transpose_b = true});
-    gb = MatMul(s, g, a, {.transpose_a = true, .transpose_b = true});
+    ga = kMatMul(s, b, g, {.transpose_a = true, .transpose_b = true});
+    gb = kMatMul(s, g, a, {.transpose_a = true, .transpose_b = true});
   }
   c.set_input_grad(0, ga);
   c.set_input_grad(1, gb);
@@ -188,6 +189,50 @@ OpCost MatMulCost(const CostContext& c) {
   if (a.fully_defined() && out.fully_defined()) {
     int64_t k = a.num_elements() / std::max<int64_t>(out[0], 1);
     cost.flops = 2.0 * out[0] * out[1] * k;
+  }
+  return cost;
+}
+
+// [..., M, K] x [..., K, N] -> [..., M, N], leading dimensions equal.
+Status BatchMatMulShape(InferenceContext& c) {
+  ASSIGN_OR_RETURN(bool ta, c.GetAttr<bool>("transpose_a"));
+  ASSIGN_OR_RETURN(bool tb, c.GetAttr<bool>("transpose_b"));
+  const Shape& a = c.input_shape(0);
+  const Shape& b = c.input_shape(1);
+  if (a.unknown_rank() || b.unknown_rank()) {
+    c.set_output(0, Shape::Unknown());
+    return Status::OK();
+  }
+  int r = a.rank();
+  if (r < 3 || b.rank() != r) {
+    return c.Error("inputs must be batches of matrices of one rank (>= 3), got {} and {}", a, b);
+  }
+  std::vector<int64_t> dims;
+  for (int d = 0; d < r - 2; ++d) {
+    if (a[d] >= 0 && b[d] >= 0 && a[d] != b[d]) {
+      return c.Error("batch dimension {} differs: {} vs {}", d, a, b);
+    }
+    dims.push_back(a[d] >= 0 ? a[d] : b[d]);
+  }
+  int64_t ka = a[r - (ta ? 2 : 1)], kb = b[r - (tb ? 1 : 2)];
+  if (ka >= 0 && kb >= 0 && ka != kb) {
+    return c.Error("inner dimensions differ: {}{} x {}{} ({} vs {})", a, ta ? "^T" : "", b,
+                   tb ? "^T" : "", ka, kb);
+  }
+  dims.push_back(a[r - (ta ? 1 : 2)]);
+  dims.push_back(b[r - (tb ? 2 : 1)]);
+  c.set_output(0, Shape(dims));
+  return Status::OK();
+}
+
+OpCost BatchMatMulCost(const CostContext& c) {
+  OpCost cost = ElementwiseCost(c, 0);
+  const Shape& a = c.input_shapes[0];
+  const Shape& out = c.output_shapes[0];
+  if (a.fully_defined() && out.fully_defined()) {
+    bool ta = std::get<bool>(*c.node.FindAttr("transpose_a"));
+    int64_t k = a[a.rank() - (ta ? 2 : 1)];
+    cost.flops = 2.0 * out.num_elements() * k;
   }
   return cost;
 }
@@ -292,7 +337,17 @@ Status RegisterMathOps(OpRegistry& r) {
                                         {"transpose_b", AttrType::kBool, false}},
                               .shape_fn = MatMulShape,
                               .cost_fn = MatMulCost,
-                              .grad_fn = MatMulGrad}));
+                              .grad_fn = MatMulGrad<MatMul>}));
+  RETURN_IF_ERROR(r.Register({.name = "BatchMatMul",
+                              .inputs = {{.name = "a", .type_attr = "T", .allowed = kFloatTypes},
+                                         {.name = "b", .type_attr = "T", .allowed = kFloatTypes}},
+                              .outputs = {{.name = "product", .type_attr = "T"}},
+                              .attrs = {{"T", AttrType::kDType, std::nullopt},
+                                        {"transpose_a", AttrType::kBool, false},
+                                        {"transpose_b", AttrType::kBool, false}},
+                              .shape_fn = BatchMatMulShape,
+                              .cost_fn = BatchMatMulCost,
+                              .grad_fn = MatMulGrad<BatchMatMul>}));
   RETURN_IF_ERROR(
       r.Register({.name = "BiasAdd",
                   .inputs = {{.name = "input", .type_attr = "T", .allowed = kNumericTypes},
@@ -341,6 +396,13 @@ Output MatMul(const Scope& scope, Output a, Output b, const MatMulAttrs& attrs) 
   RegisterStandardOps();
   return scope.OutputOf(scope.AddNode(
       "MatMul", {a, b}, {{"transpose_a", attrs.transpose_a}, {"transpose_b", attrs.transpose_b}}));
+}
+
+Output BatchMatMul(const Scope& scope, Output a, Output b, const MatMulAttrs& attrs) {
+  RegisterStandardOps();
+  return scope.OutputOf(
+      scope.AddNode("BatchMatMul", {a, b},
+                    {{"transpose_a", attrs.transpose_a}, {"transpose_b", attrs.transpose_b}}));
 }
 
 Output BiasAdd(const Scope& scope, Output x, Output bias) {

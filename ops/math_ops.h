@@ -26,6 +26,9 @@ struct MatMulAttrs {
 // a [M,K] x b [K,N] -> [M,N] (after the transposes); f32 on oneDNN's matmul primitive, f64 on
 // a plain blocked loop (for double-precision gradient checks).
 Output MatMul(const Scope& scope, Output a, Output b, const MatMulAttrs& attrs = {});
+// a [..., M, K] x b [..., K, N] -> [..., M, N] per batch (leading dimensions equal, rank >= 3);
+// f32 on oneDNN's batched matmul, f64 on loops.
+Output BatchMatMul(const Scope& scope, Output a, Output b, const MatMulAttrs& attrs = {});
 // x [..., C] + bias [C].
 Output BiasAdd(const Scope& scope, Output x, Output bias);
 

@@ -11,6 +11,8 @@
 namespace dflow::cpu {
 namespace {
 
+// MatMul and BatchMatMul: a [..., M, K] x b [..., K, N] with equal leading dimensions, which
+// are flattened into one batch (1 for MatMul).
 class MatMulKernel : public OpKernel {
  public:
   explicit MatMulKernel(const KernelInit& init)
@@ -20,31 +22,45 @@ class MatMulKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    if (a.shape().rank() != 2 || b.shape().rank() != 2) {
-      return InvalidArgument("inputs must be matrices, got {} and {}", a.shape(), b.shape());
+    const Shape& as = a.shape();
+    const Shape& bs = b.shape();
+    int rank = as.rank();
+    if (rank < 2 || bs.rank() != rank) {
+      return InvalidArgument(
+          "inputs must be matrices or batches of them of one rank, got {} and {}", as, bs);
     }
-    int64_t m = a.shape()[ta_ ? 1 : 0], k = a.shape()[ta_ ? 0 : 1];
-    int64_t kb = b.shape()[tb_ ? 1 : 0], n = b.shape()[tb_ ? 0 : 1];
+    std::vector<int64_t> dims;
+    int64_t batch = 1;
+    for (int d = 0; d < rank - 2; ++d) {
+      if (as[d] != bs[d]) return InvalidArgument("batch dimensions differ: {} and {}", as, bs);
+      dims.push_back(as[d]);
+      batch *= as[d];
+    }
+    int64_t m = as[rank - (ta_ ? 1 : 2)], k = as[rank - (ta_ ? 2 : 1)];
+    int64_t kb = bs[rank - (tb_ ? 1 : 2)], n = bs[rank - (tb_ ? 2 : 1)];
     if (k != kb) {
-      return InvalidArgument("inner dimensions differ: {}{} x {}{} ({} vs {})", a.shape(),
-                             ta_ ? "^T" : "", b.shape(), tb_ ? "^T" : "", k, kb);
+      return InvalidArgument("inner dimensions differ: {}{} x {}{} ({} vs {})", as, ta_ ? "^T" : "",
+                             bs, tb_ ? "^T" : "", k, kb);
     }
-    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), Shape{m, n}));
-    if (m == 0 || n == 0) return Status::OK();
+    dims.push_back(m);
+    dims.push_back(n);
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), Shape(dims)));
+    if (out->num_elements() == 0) return Status::OK();
     if (k == 0) {
       std::memset(out->raw_data(), 0, out->num_bytes());
       return Status::OK();
     }
     if (a.dtype() == DType::kF64) {
-      MatMulF64(a.data<double>(), b.data<double>(), out->data<double>(), m, k, n);
+      for (int64_t i = 0; i < batch; ++i) {
+        MatMulF64(a.data<double>() + i * m * k, b.data<double>() + i * k * n,
+                  out->data<double>() + i * m * n, m, k, n);
+      }
       return Status::OK();
     }
-    auto [prim, scratch_desc] = Primitive(m, k, n);
-    using dt = dnnl::memory::data_type;
-    dnnl::memory am(Desc(m, k, ta_), CpuEngine(), a.raw_data());
-    dnnl::memory bm(Desc(k, n, tb_), CpuEngine(), b.raw_data());
-    dnnl::memory cm(dnnl::memory::desc({m, n}, dt::f32, dnnl::memory::dims{n, 1}), CpuEngine(),
-                    out->raw_data());
+    auto [prim, scratch_desc] = Primitive(batch, m, k, n);
+    dnnl::memory am(Desc(batch, m, k, ta_), CpuEngine(), a.raw_data());
+    dnnl::memory bm(Desc(batch, k, n, tb_), CpuEngine(), b.raw_data());
+    dnnl::memory cm(Desc(batch, m, n, false), CpuEngine(), out->raw_data());
     dnnl::memory scratch(scratch_desc, CpuEngine(), ThreadScratchpad(scratch_desc.get_size()));
     dnnl::stream& stream = ThreadStream();
     prim.execute(stream, {{DNNL_ARG_SRC, am},
@@ -74,24 +90,26 @@ class MatMulKernel : public OpKernel {
     }
   }
 
-  // A logical [rows, cols] matrix stored row-major, or transposed (stored as [cols, rows]).
-  static dnnl::memory::desc Desc(int64_t rows, int64_t cols, bool transposed) {
-    dnnl::memory::dims strides =
-        transposed ? dnnl::memory::dims{1, rows} : dnnl::memory::dims{cols, 1};
-    return dnnl::memory::desc({rows, cols}, dnnl::memory::data_type::f32, strides);
+  // A batch of logical [rows, cols] matrices stored row-major, or transposed (each stored as
+  // [cols, rows]).
+  static dnnl::memory::desc Desc(int64_t batch, int64_t rows, int64_t cols, bool transposed) {
+    dnnl::memory::dims strides = transposed ? dnnl::memory::dims{rows * cols, 1, rows}
+                                            : dnnl::memory::dims{rows * cols, cols, 1};
+    return dnnl::memory::desc({batch, rows, cols}, dnnl::memory::data_type::f32, strides);
   }
 
-  std::pair<dnnl::matmul, dnnl::memory::desc> Primitive(int64_t m, int64_t k, int64_t n) {
+  std::pair<dnnl::matmul, dnnl::memory::desc> Primitive(int64_t batch, int64_t m, int64_t k,
+                                                        int64_t n) {
     std::lock_guard lock(mu_);
-    if (!cached_ || m != m_ || k != k_ || n != n_) {
-      dnnl::matmul::desc desc(
-          Desc(m, k, ta_), Desc(k, n, tb_),
-          dnnl::memory::desc({m, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{n, 1}));
+    if (!cached_ || batch != batch_ || m != m_ || k != k_ || n != n_) {
+      dnnl::matmul::desc desc(Desc(batch, m, k, ta_), Desc(batch, k, n, tb_),
+                              Desc(batch, m, n, false));
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       dnnl::matmul::primitive_desc pd(desc, attr, CpuEngine());
       prim_ = dnnl::matmul(pd);
       scratch_desc_ = pd.scratchpad_desc();
+      batch_ = batch;
       m_ = m;
       k_ = k;
       n_ = n;
@@ -103,13 +121,17 @@ class MatMulKernel : public OpKernel {
   const bool ta_, tb_;
   std::mutex mu_;
   bool cached_ = false;  // GUARDED_BY(mu_), as are the members below
-  int64_t m_ = 0, k_ = 0, n_ = 0;
+  int64_t batch_ = 0, m_ = 0, k_ = 0, n_ = 0;
   dnnl::matmul prim_;
   dnnl::memory::desc scratch_desc_;
 };
 
 }  // namespace
 
-Status RegisterMatMulKernels() { return RegisterKernel<MatMulKernel>("MatMul", "CPU"); }
+Status RegisterMatMulKernels() {
+  RETURN_IF_ERROR(RegisterKernel<MatMulKernel>("MatMul", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<MatMulKernel>("BatchMatMul", "CPU"));
+  return Status::OK();
+}
 
 }  // namespace dflow::cpu

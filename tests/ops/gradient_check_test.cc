@@ -171,6 +171,23 @@ TEST(GradientCheckTest, MatMulAllTransposes) {
   }
 }
 
+TEST(GradientCheckTest, BatchMatMulAllTransposes) {
+  uint32_t seed = 90;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      Shape sa = ta ? Shape{2, 4, 3} : Shape{2, 3, 4};
+      Shape sb = tb ? Shape{2, 5, 4} : Shape{2, 4, 5};
+      CheckGradient("BatchMatMul ta=" + std::to_string(ta) + " tb=" + std::to_string(tb),
+                    [ta, tb](const Scope& s, const std::vector<Output>& in) {
+                      return ops::BatchMatMul(s, in[0], in[1],
+                                              {.transpose_a = ta, .transpose_b = tb});
+                    },
+                    {Random(sa, seed), Random(sb, seed + 1)});
+      seed += 2;
+    }
+  }
+}
+
 TEST(GradientCheckTest, BiasAddReductionsReshapeAddNSelect) {
   CheckGradient("BiasAdd", Binary(ops::BiasAdd), {Random(Shape{4, 3}, 30), Random(Shape{3}, 31)});
   for (bool keep : {false, true}) {

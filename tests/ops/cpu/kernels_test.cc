@@ -173,6 +173,42 @@ TEST(MatMulKernelTest, MatchesTripleLoop) {
   }
 }
 
+TEST(MatMulKernelTest, BatchMatMulMatchesPerBatchLoops) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      const int64_t batch = 3, m = 5, k = 7, n = 4;
+      Shape sa = ta ? Shape{batch, k, m} : Shape{batch, m, k};
+      Shape sb = tb ? Shape{batch, n, k} : Shape{batch, k, n};
+      Tensor a = Tensor::FromVector<float>(RandomFloats(batch * m * k, 31), sa);
+      Tensor b = Tensor::FromVector<float>(RandomFloats(batch * k * n, 32), sb);
+      Scope root = Scope::NewRootScope();
+      auto y = ops::BatchMatMul(root, ops::Const(root, a), ops::Const(root, b),
+                                {.transpose_a = ta, .transpose_b = tb});
+      auto out = RunScope(root, {}, {y});
+      ASSERT_EQ(out.size(), 1u);
+      ASSERT_EQ(out[0].shape(), Shape({batch, m, n}));
+      for (int64_t q = 0; q < batch; ++q) {
+        const float* pa = a.data<float>() + q * m * k;
+        const float* pb = b.data<float>() + q * k * n;
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (int64_t p = 0; p < k; ++p) {
+              acc +=
+                  double(ta ? pa[p * m + i] : pa[i * k + p]) * (tb ? pb[j * k + p] : pb[p * n + j]);
+            }
+            ASSERT_NEAR(out[0].data<float>()[(q * m + i) * n + j], acc, 1e-4 * (1 + std::abs(acc)));
+          }
+        }
+      }
+    }
+  }
+  Scope bad = Scope::NewRootScope();
+  ops::BatchMatMul(bad.WithOpName("bmm"), ops::Placeholder(bad, DType::kF32, Shape{2, 3, 4}),
+                   ops::Placeholder(bad, DType::kF32, Shape{3, 4, 5}));
+  EXPECT_TRUE(MessageHas(bad.status(), {"node 'bmm' (BatchMatMul)", "batch dimension 0 differs"}));
+}
+
 TEST(MatMulKernelTest, RunTimeShapeMismatchNamesNode) {
   Scope root = Scope::NewRootScope();
   auto a = ops::Placeholder(root.WithOpName("a"), DType::kF32, Shape{-1, -1});
