@@ -182,17 +182,6 @@ Status MatMulShape(InferenceContext& c) {
   return Status::OK();
 }
 
-OpCost MatMulCost(const CostContext& c) {
-  OpCost cost = ElementwiseCost(c, 0);
-  const Shape& a = c.input_shapes[0];
-  const Shape& out = c.output_shapes[0];
-  if (a.fully_defined() && out.fully_defined()) {
-    int64_t k = a.num_elements() / std::max<int64_t>(out[0], 1);
-    cost.flops = 2.0 * out[0] * out[1] * k;
-  }
-  return cost;
-}
-
 // [..., M, K] x [..., K, N] -> [..., M, N], leading dimensions equal.
 Status BatchMatMulShape(InferenceContext& c) {
   ASSIGN_OR_RETURN(bool ta, c.GetAttr<bool>("transpose_a"));
@@ -225,7 +214,8 @@ Status BatchMatMulShape(InferenceContext& c) {
   return Status::OK();
 }
 
-OpCost BatchMatMulCost(const CostContext& c) {
+// 2 M N K per output matrix, for MatMul and BatchMatMul alike.
+OpCost MatMulCost(const CostContext& c) {
   OpCost cost = ElementwiseCost(c, 0);
   const Shape& a = c.input_shapes[0];
   const Shape& out = c.output_shapes[0];
@@ -294,6 +284,19 @@ OpDef Binary(const std::string& name, GradFn grad, const std::vector<DType>& typ
           .grad_fn = std::move(grad)};
 }
 
+OpDef MatMulDef(const std::string& name, ShapeFn shape, GradFn grad) {
+  return {.name = name,
+          .inputs = {{.name = "a", .type_attr = "T", .allowed = kFloatTypes},
+                     {.name = "b", .type_attr = "T", .allowed = kFloatTypes}},
+          .outputs = {{.name = "product", .type_attr = "T"}},
+          .attrs = {{"T", AttrType::kDType, std::nullopt},
+                    {"transpose_a", AttrType::kBool, false},
+                    {"transpose_b", AttrType::kBool, false}},
+          .shape_fn = std::move(shape),
+          .cost_fn = MatMulCost,
+          .grad_fn = std::move(grad)};
+}
+
 OpDef Reduce(const std::string& name, GradFn grad) {
   return {.name = name,
           .inputs = {{.name = "input", .type_attr = "T", .allowed = kNumericTypes}},
@@ -328,26 +331,8 @@ Status RegisterMathOps(OpRegistry& r) {
                               .shape_fn = SameShapeAsInput0,
                               .cost_fn = ElementwiseCostFn(1),
                               .grad_fn = ReluGradFn}));
-  RETURN_IF_ERROR(r.Register({.name = "MatMul",
-                              .inputs = {{.name = "a", .type_attr = "T", .allowed = kFloatTypes},
-                                         {.name = "b", .type_attr = "T", .allowed = kFloatTypes}},
-                              .outputs = {{.name = "product", .type_attr = "T"}},
-                              .attrs = {{"T", AttrType::kDType, std::nullopt},
-                                        {"transpose_a", AttrType::kBool, false},
-                                        {"transpose_b", AttrType::kBool, false}},
-                              .shape_fn = MatMulShape,
-                              .cost_fn = MatMulCost,
-                              .grad_fn = MatMulGrad<MatMul>}));
-  RETURN_IF_ERROR(r.Register({.name = "BatchMatMul",
-                              .inputs = {{.name = "a", .type_attr = "T", .allowed = kFloatTypes},
-                                         {.name = "b", .type_attr = "T", .allowed = kFloatTypes}},
-                              .outputs = {{.name = "product", .type_attr = "T"}},
-                              .attrs = {{"T", AttrType::kDType, std::nullopt},
-                                        {"transpose_a", AttrType::kBool, false},
-                                        {"transpose_b", AttrType::kBool, false}},
-                              .shape_fn = BatchMatMulShape,
-                              .cost_fn = BatchMatMulCost,
-                              .grad_fn = MatMulGrad<BatchMatMul>}));
+  RETURN_IF_ERROR(r.Register(MatMulDef("MatMul", MatMulShape, MatMulGrad<MatMul>)));
+  RETURN_IF_ERROR(r.Register(MatMulDef("BatchMatMul", BatchMatMulShape, MatMulGrad<BatchMatMul>)));
   RETURN_IF_ERROR(
       r.Register({.name = "BiasAdd",
                   .inputs = {{.name = "input", .type_attr = "T", .allowed = kNumericTypes},

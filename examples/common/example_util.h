@@ -1,11 +1,13 @@
 // Helpers shared by the examples: a trainable layer's variables and the error exit.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "ops/initializers.h"
+#include "ops/optimizers.h"
 #include "runtime/trainer.h"
 
 namespace dflow::examples {
@@ -35,28 +37,65 @@ inline int Fail(const Status& s) {
   return 1;
 }
 
-struct TrainReport {
+// The command-line flags every training example takes.
+struct TrainFlags {
   int epochs;
-  int64_t batch_size;
-  int64_t max_steps;  // per epoch; <= 0: whole epochs
-  uint64_t seed;
-  double min_accuracy;
-  std::string loss, train_target, logits;  // names in the session's graph
+  int64_t batch_size = 128;
+  int64_t max_steps = -1;  // per epoch; <= 0: whole epochs
+  double lr = 1e-3;
+  double min_accuracy = 0;
+  uint64_t seed = 1;
+  int threads = 0;
+  std::string data_dir = kFashionMnistDir;
+
+  explicit TrainFlags(int default_epochs) : epochs(default_epochs) {}
+
+  void AddTo(CLI::App& app) {
+    app.add_option("--epochs", epochs, "Passes over the training set")->check(CLI::PositiveNumber);
+    app.add_option("--batch-size", batch_size, "Examples per step")->check(CLI::PositiveNumber);
+    app.add_option("--lr", lr, "Adam learning rate")->check(CLI::PositiveNumber);
+    app.add_option("--seed", seed, "Seed for initialisation and shuffling");
+    app.add_option("--max-steps", max_steps,
+                   "Stop each epoch after this many steps (shortened runs)");
+    app.add_option("--min-accuracy", min_accuracy, "Exit with status 1 below this test accuracy");
+    app.add_option("--threads", threads, "CPU threads (0: all cores)");
+    app.add_option("--data", data_dir, "Folder with the Fashion-MNIST IDX files");
+  }
+};
+
+// A session on the scope's graph with the flags' thread budget, its variables initialised: the
+// parameters' initialisers and the optimizer's slots.
+inline Result<std::unique_ptr<Session>> CreateInitializedSession(const Scope& root,
+                                                                 const TrainFlags& f,
+                                                                 const Params& params,
+                                                                 const ops::Optimizer& opt) {
+  SessionOptions options;
+  options.threads.num_threads = f.threads;
+  ASSIGN_OR_RETURN(auto session, Session::Create(root, options));
+  std::vector<std::string> init = opt.init_targets();
+  for (const auto& t : params.init_targets()) init.push_back(t);
+  RETURN_IF_ERROR(session->Run({}, {}, init).status());
+  return session;
+}
+
+// Names in the session's graph that TrainAndReport runs.
+struct TrainTargets {
+  std::string loss, train_target, logits;
 };
 
 // Trains on `train`, printing loss, test accuracy and speed after every epoch; returns the exit
-// status: 1 on an error or when the final test accuracy is below r.min_accuracy.
+// status: 1 on an error or when the final test accuracy is below f.min_accuracy.
 inline int TrainAndReport(Session& session, const Dataset& train, const Dataset& test,
-                          const TrainReport& r) {
-  Batcher batches(train, r.batch_size, r.seed);
+                          const TrainFlags& f, const TrainTargets& t) {
+  Batcher batches(train, f.batch_size, f.seed);
   double accuracy = 0;
   Status s = TrainLoop(session, batches,
-                       {.epochs = r.epochs,
-                        .loss = r.loss,
-                        .train_target = r.train_target,
-                        .max_steps_per_epoch = r.max_steps},
+                       {.epochs = f.epochs,
+                        .loss = t.loss,
+                        .train_target = t.train_target,
+                        .max_steps_per_epoch = f.max_steps},
                        [&](const EpochStats& e) -> Status {
-                         ASSIGN_OR_RETURN(accuracy, Accuracy(session, test, "x", r.logits));
+                         ASSIGN_OR_RETURN(accuracy, Accuracy(session, test, "x", t.logits));
                          std::printf(
                              "epoch %d: loss %.4f, test accuracy %.2f%%, %.1f s, "
                              "%.0f examples/s, median step %.2f ms\n",
@@ -66,9 +105,9 @@ inline int TrainAndReport(Session& session, const Dataset& train, const Dataset&
                          return Status::OK();
                        });
   if (!s.ok()) return Fail(s);
-  if (accuracy < r.min_accuracy) {
+  if (accuracy < f.min_accuracy) {
     std::fprintf(stderr, "error: test accuracy %.2f%% is below the required %.2f%%\n",
-                 100 * accuracy, 100 * r.min_accuracy);
+                 100 * accuracy, 100 * f.min_accuracy);
     return 1;
   }
   return 0;

@@ -17,26 +17,13 @@ using examples::Fail;
 
 int main(int argc, char** argv) {
   CLI::App app("Trains a CNN (2 conv + 2 dense layers) on Fashion-MNIST");
-  int epochs = 3;
-  int64_t batch_size = 128, max_steps = -1;
-  double lr = 1e-3, min_accuracy = 0;
-  uint64_t seed = 1;
-  int threads = 0;
-  std::string data_dir = kFashionMnistDir;
-  app.add_option("--epochs", epochs, "Passes over the training set")->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", batch_size, "Examples per step")->check(CLI::PositiveNumber);
-  app.add_option("--lr", lr, "Adam learning rate")->check(CLI::PositiveNumber);
-  app.add_option("--seed", seed, "Seed for initialisation and shuffling");
-  app.add_option("--max-steps", max_steps,
-                 "Stop each epoch after this many steps (shortened runs)");
-  app.add_option("--min-accuracy", min_accuracy, "Exit with status 1 below this test accuracy");
-  app.add_option("--threads", threads, "CPU threads (0: all cores)");
-  app.add_option("--data", data_dir, "Folder with the Fashion-MNIST IDX files");
+  examples::TrainFlags flags(3);
+  flags.AddTo(app);
   CLI11_PARSE(app, argc, argv);
 
-  auto train = LoadFashionMnist(true, data_dir);
+  auto train = LoadFashionMnist(true, flags.data_dir);
   if (!train.ok()) return Fail(train.status());
-  auto test = LoadFashionMnist(false, data_dir);
+  auto test = LoadFashionMnist(false, flags.data_dir);
   if (!test.ok()) return Fail(test.status());
 
   Scope root = Scope::NewRootScope();
@@ -57,33 +44,24 @@ int main(int argc, char** argv) {
     Output b = p.Add(sc.WithOpName("b"), Shape{nout}, ops::Initializer::Zeros());
     return ops::BiasAdd(sc, ops::MatMul(sc, in, w), b);
   };
-  auto h1 = conv("conv1", image, 1, 32, seed);    // [N, 32, 14, 14]
-  auto h2 = conv("conv2", h1, 32, 64, seed + 1);  // [N, 64, 7, 7]
-  auto h3 = ops::Relu(root, dense("dense1", ops::Flatten(root, h2), 64 * 7 * 7, 128, seed + 2));
-  auto logits = ops::Identity(root.WithOpName("logits"), dense("dense2", h3, 128, 10, seed + 3));
+  auto h1 = conv("conv1", image, 1, 32, flags.seed);    // [N, 32, 14, 14]
+  auto h2 = conv("conv2", h1, 32, 64, flags.seed + 1);  // [N, 64, 7, 7]
+  auto h3 =
+      ops::Relu(root, dense("dense1", ops::Flatten(root, h2), 64 * 7 * 7, 128, flags.seed + 2));
+  auto logits =
+      ops::Identity(root.WithOpName("logits"), dense("dense2", h3, 128, 10, flags.seed + 3));
   auto xent = ops::SparseSoftmaxCrossEntropyWithLogits(root, logits, labels);
   auto loss = ops::ReduceMean(root.WithOpName("loss"), xent.loss);
-  ops::Adam adam({.learning_rate = lr});
+  ops::Adam adam({.learning_rate = flags.lr});
   auto step = adam.Minimize(root, loss, p.variables());
 
-  SessionOptions options;
-  options.threads.num_threads = threads;
-  auto session = Session::Create(root, options);
+  auto session = examples::CreateInitializedSession(root, flags, p, adam);
   if (!session.ok()) return Fail(session.status());
-  std::vector<std::string> init = adam.init_targets();
-  for (const auto& t : p.init_targets()) init.push_back(t);
-  if (Status s = (*session)->Run({}, {}, init).status(); !s.ok()) return Fail(s);
 
   std::printf("Fashion-MNIST CNN: %lld training and %lld test images, batch %lld\n",
               static_cast<long long>(train->size()), static_cast<long long>(test->size()),
-              static_cast<long long>(batch_size));
-  return examples::TrainAndReport(**session, *train, *test,
-                                  {.epochs = epochs,
-                                   .batch_size = batch_size,
-                                   .max_steps = max_steps,
-                                   .seed = seed,
-                                   .min_accuracy = min_accuracy,
-                                   .loss = loss.name(),
-                                   .train_target = step.name(),
-                                   .logits = logits.name()});
+              static_cast<long long>(flags.batch_size));
+  return examples::TrainAndReport(
+      **session, *train, *test, flags,
+      {.loss = loss.name(), .train_target = step.name(), .logits = logits.name()});
 }

@@ -66,6 +66,20 @@ struct Reduction {
   }
 };
 
+// acc[o] += every input element mapped to output o (acc has r.out_elements entries).
+template <typename T, typename Acc>
+void SumInto(const Reduction& r, const T* px, Acc* acc) {
+  r.ForEachRow([&](int64_t i, int64_t o, int64_t len, int64_t step) {
+    if (step == 0) {
+      Acc sum = 0;
+      for (int64_t k = 0; k < len; ++k) sum += px[i + k];
+      acc[o] += sum;
+    } else {
+      for (int64_t k = 0; k < len; ++k) acc[o + k * step] += px[i + k];
+    }
+  });
+}
+
 Result<std::vector<bool>> ReducedAxes(const Shape& in, const std::vector<int64_t>& axes) {
   int rank = in.rank();
   std::vector<bool> reduced(rank, axes.empty());
@@ -112,15 +126,7 @@ class ReduceKernel : public OpKernel {
       }
       using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
       std::vector<Acc> acc(r.out_elements, Acc(0));
-      r.ForEachRow([&](int64_t i, int64_t o, int64_t len, int64_t step) {
-        if (step == 0) {
-          Acc sum = 0;
-          for (int64_t k = 0; k < len; ++k) sum += px[i + k];
-          acc[o] += sum;
-        } else {
-          for (int64_t k = 0; k < len; ++k) acc[o + k * step] += px[i + k];
-        }
-      });
+      SumInto(r, px, acc.data());
       T* po = out->data<T>();
       for (size_t j = 0; j < acc.size(); ++j) {
         if (kMode == Mode::kSum) {
@@ -171,15 +177,7 @@ class SumToShapeOfKernel : public OpKernel {
       ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), like));
       std::vector<Acc> acc(r.out_elements, Acc(0));
       const T* px = x.data<T>();
-      r.ForEachRow([&](int64_t i, int64_t o, int64_t len, int64_t step) {
-        if (step == 0) {
-          Acc sum = 0;
-          for (int64_t k = 0; k < len; ++k) sum += px[i + k];
-          acc[o] += sum;
-        } else {
-          for (int64_t k = 0; k < len; ++k) acc[o + k * step] += px[i + k];
-        }
-      });
+      SumInto(r, px, acc.data());
       T* po = out->data<T>();
       for (size_t j = 0; j < acc.size(); ++j) po[j] = static_cast<T>(acc[j]);
       return Status::OK();
