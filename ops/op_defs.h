@@ -16,6 +16,7 @@ Status RegisterGradOps(OpRegistry& registry);
 Status RegisterRandomOps(OpRegistry& registry);
 Status RegisterConvOps(OpRegistry& registry);
 Status RegisterManipOps(OpRegistry& registry);
+Status RegisterBatchNormOps(OpRegistry& registry);
 Status RegisterCpuKernels();
 
 // Float and integer dtypes the CPU arithmetic kernels support.

@@ -1,14 +1,17 @@
 // CPU kernels of Conv2D and its two gradients. f32 runs on oneDNN's convolution primitives
 // (forward, backward data, backward weights) in the layouts oneDNN picks (usually blocked, much
 // faster than plain NCHW), reordering from and to the graph's NCHW/OIHW tensors at the kernel's
-// edges; the primitive for the last geometry is kept. f64 runs on a plain loop (oneDNN has no
-// f64 convolution), which the double-precision gradient checks use.
+// edges; primitives live in the shared PrimitiveCache, keyed by pass and geometry. f64 runs on a
+// plain loop (oneDNN has no f64 convolution), which the double-precision gradient checks use.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cstring>
-#include <mutex>
 
 #include "ops/cpu/conv_geometry.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
+#include "ops/cpu/primitive_cache.h"
 
 namespace dflow::cpu {
 namespace {
@@ -142,8 +145,11 @@ class DnnlConv {
   dnnl::primitive prim_;
 };
 
-bool SameGeometry(const ConvGeometry& a, const ConvGeometry& b) {
-  return std::memcmp(&a, &b, sizeof(ConvGeometry)) == 0;
+std::string CacheKey(const ConvGeometry& g, Pass pass) {
+  const int64_t* fields = reinterpret_cast<const int64_t*>(&g);
+  static_assert(sizeof(ConvGeometry) % sizeof(int64_t) == 0);
+  return fmt::format("conv:{}:{}", static_cast<int>(pass),
+                     fmt::join(fields, fields + sizeof(ConvGeometry) / sizeof(int64_t), ","));
 }
 
 template <Pass kPass>
@@ -188,15 +194,8 @@ class ConvKernel : public OpKernel {
       std::memset(out->raw_data(), 0, out->num_bytes());
       return Status::OK();
     }
-    std::shared_ptr<const DnnlConv> conv;
-    {
-      std::lock_guard lock(mu_);
-      if (!conv_ || !SameGeometry(g, geometry_)) {
-        conv_ = std::make_shared<DnnlConv>(g, kPass);
-        geometry_ = g;
-      }
-      conv = conv_;
-    }
+    std::shared_ptr<const DnnlConv> conv = PrimitiveCache::Global().GetOrCreate<DnnlConv>(
+        CacheKey(g, kPass), [&] { return std::make_shared<const DnnlConv>(g, kPass); });
     if (kPass == Pass::kForward) {
       conv->Run(kPass, in0.raw_data(), in1.raw_data(), out->raw_data());
     } else if (kPass == Pass::kBackwardData) {
@@ -209,9 +208,6 @@ class ConvKernel : public OpKernel {
 
  private:
   ConvAttrs attrs_;
-  std::mutex mu_;
-  std::shared_ptr<const DnnlConv> conv_;  // GUARDED_BY(mu_)
-  ConvGeometry geometry_{};               // GUARDED_BY(mu_)
 };
 
 }  // namespace

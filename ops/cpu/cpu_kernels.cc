@@ -17,6 +17,7 @@ Status RegisterCpuKernels() {
   RETURN_IF_ERROR(cpu::RegisterConvKernels());
   RETURN_IF_ERROR(cpu::RegisterPoolKernels());
   RETURN_IF_ERROR(cpu::RegisterManipKernels());
+  RETURN_IF_ERROR(cpu::RegisterBatchNormKernels());
   return Status::OK();
 }
 

@@ -17,5 +17,6 @@ Status RegisterRandomKernels();
 Status RegisterConvKernels();
 Status RegisterPoolKernels();
 Status RegisterManipKernels();
+Status RegisterBatchNormKernels();
 
 }  // namespace dflow::cpu

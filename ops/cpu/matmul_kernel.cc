@@ -1,12 +1,14 @@
 // CPU MatMul on oneDNN's matmul primitive. Transposes are expressed as strides, so no data is
-// moved before the multiply. The primitive for the last shape seen is kept; oneDNN's own
-// primitive cache covers shapes that alternate. Scratchpads are user-managed (one buffer per
-// thread): oneDNN's default library scratchpad is shared and unsafe for concurrent runs.
+// moved before the multiply. Primitives live in the shared PrimitiveCache. Scratchpads are
+// user-managed (one buffer per thread): oneDNN's default library scratchpad is shared and unsafe
+// for concurrent runs.
+#include <fmt/format.h>
+
 #include <cstring>
-#include <mutex>
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
+#include "ops/cpu/primitive_cache.h"
 
 namespace dflow::cpu {
 namespace {
@@ -57,16 +59,17 @@ class MatMulKernel : public OpKernel {
       }
       return Status::OK();
     }
-    auto [prim, scratch_desc] = Primitive(batch, m, k, n);
+    std::shared_ptr<const Prim> p = Primitive(batch, m, k, n);
+    const dnnl::memory::desc& scratch_desc = p->scratch;
     dnnl::memory am(Desc(batch, m, k, ta_), CpuEngine(), a.raw_data());
     dnnl::memory bm(Desc(batch, k, n, tb_), CpuEngine(), b.raw_data());
     dnnl::memory cm(Desc(batch, m, n, false), CpuEngine(), out->raw_data());
     dnnl::memory scratch(scratch_desc, CpuEngine(), ThreadScratchpad(scratch_desc.get_size()));
     dnnl::stream& stream = ThreadStream();
-    prim.execute(stream, {{DNNL_ARG_SRC, am},
-                          {DNNL_ARG_WEIGHTS, bm},
-                          {DNNL_ARG_DST, cm},
-                          {DNNL_ARG_SCRATCHPAD, scratch}});
+    p->prim.execute(stream, {{DNNL_ARG_SRC, am},
+                             {DNNL_ARG_WEIGHTS, bm},
+                             {DNNL_ARG_DST, cm},
+                             {DNNL_ARG_SCRATCHPAD, scratch}});
     stream.wait();
     return Status::OK();
   }
@@ -98,32 +101,24 @@ class MatMulKernel : public OpKernel {
     return dnnl::memory::desc({batch, rows, cols}, dnnl::memory::data_type::f32, strides);
   }
 
-  std::pair<dnnl::matmul, dnnl::memory::desc> Primitive(int64_t batch, int64_t m, int64_t k,
-                                                        int64_t n) {
-    std::lock_guard lock(mu_);
-    if (!cached_ || batch != batch_ || m != m_ || k != k_ || n != n_) {
+  struct Prim {
+    dnnl::matmul prim;
+    dnnl::memory::desc scratch;
+  };
+
+  std::shared_ptr<const Prim> Primitive(int64_t batch, int64_t m, int64_t k, int64_t n) const {
+    std::string key = fmt::format("matmul:{}:{}:{}:{}:{}:{}", ta_, tb_, batch, m, k, n);
+    return PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
       dnnl::matmul::desc desc(Desc(batch, m, k, ta_), Desc(batch, k, n, tb_),
                               Desc(batch, m, n, false));
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       dnnl::matmul::primitive_desc pd(desc, attr, CpuEngine());
-      prim_ = dnnl::matmul(pd);
-      scratch_desc_ = pd.scratchpad_desc();
-      batch_ = batch;
-      m_ = m;
-      k_ = k;
-      n_ = n;
-      cached_ = true;
-    }
-    return {prim_, scratch_desc_};
+      return std::make_shared<const Prim>(Prim{dnnl::matmul(pd), pd.scratchpad_desc()});
+    });
   }
 
   const bool ta_, tb_;
-  std::mutex mu_;
-  bool cached_ = false;  // GUARDED_BY(mu_), as are the members below
-  int64_t batch_ = 0, m_ = 0, k_ = 0, n_ = 0;
-  dnnl::matmul prim_;
-  dnnl::memory::desc scratch_desc_;
 };
 
 }  // namespace

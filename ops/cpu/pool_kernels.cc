@@ -2,14 +2,17 @@
 // oneDNN's pooling primitive; f64 and the gradients run on loops. Windows are clipped to the
 // input: padding never wins a max and is not counted in an average. MaxPoolGrad recomputes each
 // window's first maximum and routes the gradient there.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cstring>
 #include <limits>
-#include <mutex>
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
 #include "ops/cpu/dnnl_context.h"
 #include "ops/cpu/parallel.h"
+#include "ops/cpu/primitive_cache.h"
 
 namespace dflow::cpu {
 namespace {
@@ -115,46 +118,40 @@ class PoolKernel : public OpKernel {
   }
 
  private:
-  // oneDNN's forward pooling for f32, the primitive kept for the last input shape.
+  struct Prim {
+    dnnl::pooling_forward prim;
+    dnnl::memory::desc scratch;
+  };
+
+  // oneDNN's forward pooling for f32, from the shared PrimitiveCache.
   void RunDnnl(const Shape& xs, const Shape& ys, void* x, void* y) {
     using dnnl::memory;
     memory::desc src(xs.dim_vector(), memory::data_type::f32, memory::format_tag::nchw);
     memory::desc dst(ys.dim_vector(), memory::data_type::f32, memory::format_tag::nchw);
-    dnnl::pooling_forward prim;
-    memory::desc scratch;
-    {
-      std::lock_guard lock(mu_);
-      if (!cached_ || xs != cached_shape_) {
-        dnnl::primitive_attr attr;
-        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-        auto alg = kKind == Kind::kMax ? dnnl::algorithm::pooling_max
-                                       : dnnl::algorithm::pooling_avg_exclude_padding;
-        dnnl::pooling_forward::primitive_desc pd(
-            dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, alg, src, dst,
-                                        {s_[0], s_[1]}, {k_[0], k_[1]}, {pads_[0], pads_[1]},
-                                        {pads_[2], pads_[3]}),
-            attr, CpuEngine());
-        prim_ = dnnl::pooling_forward(pd);
-        scratch_ = pd.scratchpad_desc();
-        cached_shape_ = xs;
-        cached_ = true;
-      }
-      prim = prim_;
-      scratch = scratch_;
-    }
+    std::string key =
+        fmt::format("pool:{}:{}:{}:{}:{}", static_cast<int>(kKind), fmt::join(xs.dim_vector(), ","),
+                    fmt::join(k_, ","), fmt::join(s_, ","), fmt::join(pads_, ","));
+    auto p = PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      auto alg = kKind == Kind::kMax ? dnnl::algorithm::pooling_max
+                                     : dnnl::algorithm::pooling_avg_exclude_padding;
+      dnnl::pooling_forward::primitive_desc pd(
+          dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, alg, src, dst,
+                                      {s_[0], s_[1]}, {k_[0], k_[1]}, {pads_[0], pads_[1]},
+                                      {pads_[2], pads_[3]}),
+          attr, CpuEngine());
+      return std::make_shared<const Prim>(Prim{dnnl::pooling_forward(pd), pd.scratchpad_desc()});
+    });
+    const memory::desc& scratch = p->scratch;
     const auto& e = CpuEngine();
     memory xm(src, e, x), ym(dst, e, y), sm(scratch, e, ThreadScratchpad(scratch.get_size()));
     dnnl::stream& stream = ThreadStream();
-    prim.execute(stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_SCRATCHPAD, sm}});
+    p->prim.execute(stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_SCRATCHPAD, sm}});
     stream.wait();
   }
 
   std::vector<int64_t> k_, s_, pads_;
-  std::mutex mu_;
-  bool cached_ = false;  // GUARDED_BY(mu_), as are the members below
-  Shape cached_shape_;
-  dnnl::pooling_forward prim_;
-  dnnl::memory::desc scratch_;
 };
 
 }  // namespace

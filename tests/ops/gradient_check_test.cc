@@ -8,6 +8,7 @@
 
 #include "graph/gradients.h"
 #include "ops/array_ops.h"
+#include "ops/batch_norm_ops.h"
 #include "ops/conv_ops.h"
 #include "ops/logic_ops.h"
 #include "ops/manip_ops.h"
@@ -257,6 +258,26 @@ TEST(GradientCheckTest, ConvolutionAndPooling) {
                   return ops::Flatten(s, ops::GlobalAvgPool(s, in[0]));
                 },
                 {Random(Shape{2, 3, 4, 5}, 72)});
+}
+
+TEST(GradientCheckTest, BatchNormTrainingAndInference) {
+  uint32_t seed = 80;
+  for (const Shape& x : {Shape{3, 2, 3, 2}, Shape{5, 3}, Shape{2, 2, 4}}) {
+    int64_t c = x[1];
+    CheckGradient("BatchNorm " + x.ToString(),
+                  [](const Scope& s, const std::vector<Output>& in) {
+                    return ops::BatchNorm(s, in[0], in[1], in[2], {.epsilon = 1e-3}).y;
+                  },
+                  {Random(x, seed), Random(Shape{c}, seed + 1), Random(Shape{c}, seed + 2)});
+    // Variances are positive.
+    CheckGradient("BatchNormInference " + x.ToString(),
+                  [](const Scope& s, const std::vector<Output>& in) {
+                    return ops::BatchNormInference(s, in[0], in[1], in[2], in[3], in[4]);
+                  },
+                  {Random(x, seed + 3), Random(Shape{c}, seed + 4), Random(Shape{c}, seed + 5),
+                   Random(Shape{c}, seed + 6), Random(Shape{c}, seed + 7, 0.5, 2)});
+    seed += 8;
+  }
 }
 
 TEST(GradientCheckTest, RearrangingOpsAndReduceMax) {

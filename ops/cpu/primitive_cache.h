@@ -1,0 +1,63 @@
+// A process-wide, bounded cache of oneDNN primitives and whatever a kernel derives with them
+// (memory descriptors, scratchpad sizes), keyed by a string that names the operation, its shapes
+// and its attributes. Kernels of every node share it, so two nodes of one geometry build one
+// primitive, and a graph whose shapes change keeps at most `capacity` entries alive: the least
+// recently used entry goes first. The capacity defaults to 1024 and can be set with the
+// environment variable DFLOW_PRIMITIVE_CACHE_CAPACITY (read once) or SetCapacity.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+namespace dflow::cpu {
+
+class PrimitiveCache {
+ public:
+  struct Stats {
+    uint64_t hits = 0;
+    uint64_t misses = 0;
+    uint64_t evictions = 0;
+    size_t size = 0;
+    size_t capacity = 0;
+  };
+
+  static PrimitiveCache& Global();
+  explicit PrimitiveCache(size_t capacity) : capacity_(capacity) {}
+
+  // The entry for `key`, made with make() (returning std::shared_ptr<const T>) on a miss. Keys
+  // must be unique across types: start them with the kind of entry ("matmul:", "conv:fwd:").
+  // Two threads missing at once may both call make(); the first insert wins. An evicted entry
+  // stays valid for whoever still holds it.
+  template <typename T, typename Make>
+  std::shared_ptr<const T> GetOrCreate(const std::string& key, Make&& make) {
+    if (std::shared_ptr<const void> hit = Find(key)) {
+      return std::static_pointer_cast<const T>(std::move(hit));
+    }
+    std::shared_ptr<const T> made = make();
+    return std::static_pointer_cast<const T>(Insert(key, std::move(made)));
+  }
+
+  // Capacity 0 disables caching (every lookup makes a fresh entry). Shrinking evicts at once.
+  void SetCapacity(size_t capacity);
+  Stats stats() const;
+  void Clear();
+
+ private:
+  std::shared_ptr<const void> Find(const std::string& key);
+  std::shared_ptr<const void> Insert(const std::string& key, std::shared_ptr<const void> value);
+  void EvictToCapacity();  // REQUIRES: mu_ held
+
+  using Entry = std::pair<std::string, std::shared_ptr<const void>>;
+  mutable std::mutex mu_;
+  size_t capacity_;       // GUARDED_BY(mu_), as are the members below
+  std::list<Entry> lru_;  // most recently used first
+  std::unordered_map<std::string, std::list<Entry>::iterator> index_;
+  Stats stats_;
+};
+
+}  // namespace dflow::cpu

@@ -1,0 +1,76 @@
+// PrimitiveCache: LRU order, the capacity bound, and that kernels share entries through it.
+#include "ops/cpu/primitive_cache.h"
+
+#include <gtest/gtest.h>
+
+#include "ops/array_ops.h"
+#include "ops/math_ops.h"
+#include "test_util.h"
+
+namespace dflow::cpu {
+namespace {
+
+std::shared_ptr<const int> Get(PrimitiveCache& cache, const std::string& key, int value,
+                               int* made) {
+  return cache.GetOrCreate<int>(key, [&] {
+    ++*made;
+    return std::make_shared<const int>(value);
+  });
+}
+
+TEST(PrimitiveCacheTest, EvictsTheLeastRecentlyUsedEntry) {
+  PrimitiveCache cache(2);
+  int made = 0;
+  EXPECT_EQ(*Get(cache, "a", 1, &made), 1);
+  EXPECT_EQ(*Get(cache, "b", 2, &made), 2);
+  EXPECT_EQ(*Get(cache, "a", 99, &made), 1);  // hit: a is now the most recent
+  EXPECT_EQ(made, 2);
+  auto c = Get(cache, "c", 3, &made);  // evicts b
+  EXPECT_EQ(made, 3);
+  EXPECT_EQ(*Get(cache, "a", 99, &made), 1);
+  EXPECT_EQ(made, 3);
+  EXPECT_EQ(*Get(cache, "b", 4, &made), 4);  // b was evicted and is made again
+  EXPECT_EQ(made, 4);
+  auto s = cache.stats();
+  EXPECT_EQ(s.size, 2u);
+  EXPECT_EQ(s.capacity, 2u);
+  EXPECT_EQ(s.hits, 2u);
+  EXPECT_EQ(s.misses, 4u);
+  EXPECT_EQ(s.evictions, 2u);
+  EXPECT_EQ(*c, 3);  // an evicted entry stays valid for its holder
+}
+
+TEST(PrimitiveCacheTest, ShrinkingAndZeroCapacity) {
+  PrimitiveCache cache(8);
+  int made = 0;
+  for (int i = 0; i < 8; ++i) Get(cache, std::to_string(i), i, &made);
+  cache.SetCapacity(3);
+  EXPECT_EQ(cache.stats().size, 3u);
+  EXPECT_EQ(*Get(cache, "7", -1, &made), 7);  // the newest survive
+  EXPECT_EQ(made, 8);
+  cache.SetCapacity(0);
+  EXPECT_EQ(cache.stats().size, 0u);
+  EXPECT_EQ(*Get(cache, "x", 5, &made), 5);
+  EXPECT_EQ(*Get(cache, "x", 6, &made), 6);  // nothing is kept
+  EXPECT_EQ(made, 10);
+}
+
+// Two MatMul nodes of one shape build one primitive; a new shape builds another.
+TEST(PrimitiveCacheTest, KernelsShareEntriesAcrossNodes) {
+  auto& cache = PrimitiveCache::Global();
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Const(root, testing::RandomFloats(37 * 41, 1), Shape{37, 41});
+  auto b = ops::Const(root, testing::RandomFloats(41 * 43, 2), Shape{41, 43});
+  auto m1 = ops::MatMul(root, a, b);
+  auto m2 = ops::MatMul(root, a, b);
+  auto before = cache.stats();
+  auto out = testing::RunScope(root, {}, {m1, m2});
+  ASSERT_EQ(out.size(), 2u);
+  auto after = cache.stats();
+  EXPECT_EQ(after.misses - before.misses, 1u);
+  EXPECT_GE(after.hits - before.hits, 1u);
+  EXPECT_EQ(out[0].ToVector<float>(), out[1].ToVector<float>());
+}
+
+}  // namespace
+}  // namespace dflow::cpu
