@@ -127,6 +127,9 @@ bool Allowed(const ArgDef& arg, DType d) {
   return arg.allowed.empty() ||
          std::find(arg.allowed.begin(), arg.allowed.end(), d) != arg.allowed.end();
 }
+// Bounds an attribute-counted output list, so a hostile graph cannot ask for billions of outputs.
+constexpr int64_t kMaxRepeatedOutputs = 1 << 16;
+
 std::string AllowedList(const ArgDef& arg) {
   std::string s;
   for (DType d : arg.allowed) s += (s.empty() ? "" : ", ") + std::string(DTypeName(d));
@@ -234,7 +237,20 @@ Status Graph::CheckNode(Node& n) {
                                n.op(), AllowedList(out));
       }
     }
-    n.output_dtypes_.push_back(d);
+    int64_t repeat = 1;
+    if (!out.number_attr.empty()) {
+      auto it = n.def_.attrs.find(out.number_attr);
+      if (it == n.def_.attrs.end()) {
+        return InvalidArgument("{}missing attribute '{}' (the number of outputs '{}')", prefix,
+                               out.number_attr, out.name);
+      }
+      repeat = std::get<int64_t>(it->second);
+      if (repeat < 1 || repeat > kMaxRepeatedOutputs) {
+        return InvalidArgument("{}attribute '{}' is {}: the number of outputs must be 1 to {}",
+                               prefix, out.number_attr, repeat, kMaxRepeatedOutputs);
+      }
+    }
+    n.output_dtypes_.insert(n.output_dtypes_.end(), repeat, d);
   }
 
   InferenceContext ctx(*this, n, in_dtypes, in_shapes, n.output_dtypes_);

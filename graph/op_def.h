@@ -26,6 +26,8 @@ struct ArgDef {
   std::vector<DType> allowed;         // empty: any dtype
   bool variadic = false;              // only the last input; takes one or more tensors
   bool may_be_uninitialized = false;  // Assign's ref input: an uninitialised variable is fine
+  // Outputs only, the last one: repeated as many times as this int attribute says (>= 1).
+  std::string number_attr;
 };
 
 struct AttrDef {

@@ -72,6 +72,16 @@ Status OpRegistry::Register(OpDef def) {
       return InvalidArgument("op '{}': only the last input may be variadic", def.name);
     }
   }
+  for (size_t i = 0; i < def.outputs.size(); ++i) {
+    const std::string& count = def.outputs[i].number_attr;
+    if (count.empty()) continue;
+    const AttrDef* attr = def.FindAttr(count);
+    if (i + 1 != def.outputs.size() || attr == nullptr || attr->type != AttrType::kInt) {
+      return InvalidArgument(
+          "op '{}': a repeated output must be the last one and be counted by an int attribute",
+          def.name);
+    }
+  }
   if (!def.cost_fn) def.cost_fn = [](const CostContext& c) { return ElementwiseCost(c, 0); };
   std::unique_lock lock(mu_);
   if (ops_.count(def.name)) return InvalidArgument("op '{}' is already registered", def.name);

@@ -88,6 +88,38 @@ Status ConcatGrad(GradContext& c) {
   return Status::OK();
 }
 
+Status SplitShape(InferenceContext& c) {
+  ASSIGN_OR_RETURN(int64_t axis, c.GetAttr<int64_t>("axis"));
+  ASSIGN_OR_RETURN(int64_t num_split, c.GetAttr<int64_t>("num_split"));
+  ASSIGN_OR_RETURN(auto sizes, c.GetAttr<std::vector<int64_t>>("sizes"));
+  const Shape& x = c.input_shape(0);
+  if (x.unknown_rank()) return c.Error("input must have known rank");
+  int rank = x.rank();
+  if (axis < -rank || axis >= rank)
+    return c.Error("axis {} is out of range for rank {}", axis, rank);
+  if (axis < 0) axis += rank;
+  auto pieces = SplitSizes(x[axis], num_split, sizes);
+  if (!pieces.ok()) return c.Error("{} (input {})", pieces.status().message(), x);
+  std::vector<int64_t> dims = x.dim_vector();
+  for (int64_t i = 0; i < num_split; ++i) {
+    dims[axis] = (*pieces)[i];
+    c.set_output(static_cast<int>(i), Shape(dims));
+  }
+  return Status::OK();
+}
+
+// The gradient of x is the pieces' gradients joined again, zeros for pieces without one.
+Status SplitGrad(GradContext& c) {
+  ASSIGN_OR_RETURN(int64_t axis, c.node().GetAttr<int64_t>("axis"));
+  int num = c.node().num_outputs();
+  std::vector<Output> parts;
+  for (int i = 0; i < num; ++i) {
+    parts.push_back(c.grad(i).valid() ? c.grad(i) : ZerosLike(c.scope(), c.output(i)));
+  }
+  c.set_input_grad(0, Concat(c.scope(), parts, axis));
+  return Status::OK();
+}
+
 Status SliceShape(InferenceContext& c) {
   ASSIGN_OR_RETURN(auto begin, c.GetAttr<std::vector<int64_t>>("begin"));
   ASSIGN_OR_RETURN(auto size, c.GetAttr<std::vector<int64_t>>("size"));
@@ -176,6 +208,40 @@ Status PassThrough(GradContext& c) {
 
 }  // namespace
 
+Result<std::vector<int64_t>> SplitSizes(int64_t dim, int64_t num_split,
+                                        const std::vector<int64_t>& sizes) {
+  if (num_split < 1) return InvalidArgument("num_split is {} (must be >= 1)", num_split);
+  if (sizes.empty()) {
+    if (dim >= 0 && dim % num_split != 0) {
+      return InvalidArgument("dimension of size {} does not split into {} equal pieces", dim,
+                             num_split);
+    }
+    return std::vector<int64_t>(num_split, dim < 0 ? -1 : dim / num_split);
+  }
+  if (static_cast<int64_t>(sizes.size()) != num_split) {
+    return InvalidArgument("{} sizes given for {} pieces", sizes.size(), num_split);
+  }
+  int64_t known = 0, rest = -1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1 && rest < 0) {
+      rest = static_cast<int64_t>(i);
+    } else if (sizes[i] < 0) {
+      return InvalidArgument("sizes {} may hold one -1 and otherwise sizes >= 0",
+                             AttrValueString(sizes));
+    } else {
+      known += sizes[i];
+    }
+  }
+  std::vector<int64_t> out = sizes;
+  if (dim < 0) return out;
+  if (known > dim || (rest < 0 && known != dim)) {
+    return InvalidArgument("sizes {} do not add up to the dimension's size {}",
+                           AttrValueString(sizes), dim);
+  }
+  if (rest >= 0) out[rest] = dim - known;
+  return out;
+}
+
 Status RegisterManipOps(OpRegistry& r) {
   RETURN_IF_ERROR(r.Register(
       {.name = "Transpose",
@@ -193,6 +259,17 @@ Status RegisterManipOps(OpRegistry& r) {
        .shape_fn = ConcatShape,
        .cost_fn = ElementwiseCostFn(0),
        .grad_fn = ConcatGrad}));
+  RETURN_IF_ERROR(
+      r.Register({.name = "Split",
+                  .inputs = {{.name = "x", .type_attr = "T", .allowed = kCastTypes}},
+                  .outputs = {{.name = "ys", .type_attr = "T", .number_attr = "num_split"}},
+                  .attrs = {{"T", AttrType::kDType, std::nullopt},
+                            {"axis", AttrType::kInt, std::nullopt},
+                            {"num_split", AttrType::kInt, std::nullopt},
+                            {"sizes", AttrType::kIntList, std::vector<int64_t>{}}},
+                  .shape_fn = SplitShape,
+                  .cost_fn = ElementwiseCostFn(0),
+                  .grad_fn = SplitGrad}));
   RETURN_IF_ERROR(r.Register({.name = "Slice",
                               .inputs = {{.name = "x", .type_attr = "T", .allowed = kCastTypes}},
                               .outputs = {{.name = "y", .type_attr = "T"}},
@@ -244,6 +321,24 @@ Output Concat(const Scope& scope, const std::vector<Output>& xs, int64_t axis) {
     return Output();
   }
   return scope.OutputOf(scope.AddNode("Concat", xs, {{"axis", axis}}));
+}
+std::vector<Output> SplitV(const Scope& scope, Output x, const std::vector<int64_t>& sizes,
+                           int64_t axis) {
+  RegisterStandardOps();
+  auto num = static_cast<int64_t>(sizes.size());
+  int id = scope.AddNode("Split", {x}, {{"axis", axis}, {"num_split", num}, {"sizes", sizes}});
+  std::vector<Output> outs;
+  for (int64_t i = 0; i < num; ++i) outs.push_back(scope.OutputOf(id, static_cast<int>(i)));
+  return id < 0 ? std::vector<Output>() : outs;
+}
+std::vector<Output> Split(const Scope& scope, Output x, int64_t num_split, int64_t axis) {
+  RegisterStandardOps();
+  int id = scope.AddNode("Split", {x}, {{"axis", axis}, {"num_split", num_split}});
+  std::vector<Output> outs;
+  for (int64_t i = 0; id >= 0 && i < num_split; ++i) {
+    outs.push_back(scope.OutputOf(id, static_cast<int>(i)));
+  }
+  return outs;
 }
 Output Slice(const Scope& scope, Output x, const std::vector<int64_t>& begin,
              const std::vector<int64_t>& size) {

@@ -1,4 +1,4 @@
-// Builder functions for the ops that rearrange data: Transpose, Concat, Slice, Pad, OneHot,
+// Builder functions for the ops that rearrange data: Transpose, Concat, Split, Slice, Pad, OneHot,
 // and CheckNumerics (which passes data through unchanged, or fails naming the node).
 #pragma once
 
@@ -13,6 +13,12 @@ namespace dflow::ops {
 Output Transpose(const Scope& scope, Output x, const std::vector<int64_t>& perm);
 // Joins tensors along `axis` (negative counts from the end); the other dimensions must agree.
 Output Concat(const Scope& scope, const std::vector<Output>& xs, int64_t axis);
+// Cuts x into num_split equal pieces along `axis`; the dimension must divide evenly. Returns the
+// pieces (none when the scope is in error).
+std::vector<Output> Split(const Scope& scope, Output x, int64_t num_split, int64_t axis);
+// Cuts x into pieces of the given sizes along `axis`; one size may be -1 for the rest.
+std::vector<Output> SplitV(const Scope& scope, Output x, const std::vector<int64_t>& sizes,
+                           int64_t axis);
 // x[begin[i] : begin[i] + size[i]] per dimension; size -1 means to the end.
 Output Slice(const Scope& scope, Output x, const std::vector<int64_t>& begin,
              const std::vector<int64_t>& size);

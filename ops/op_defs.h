@@ -26,6 +26,12 @@ inline const std::vector<DType> kFloatTypes = {DType::kF32, DType::kF64};
 inline const std::vector<DType> kCastTypes = {DType::kF32, DType::kF64, DType::kI32,
                                               DType::kI64, DType::kU8,  DType::kBool};
 
+// The sizes of Split's pieces along a dimension of size `dim` (-1: unknown): num_split equal
+// pieces when `sizes` is empty, else `sizes` with at most one -1 standing for the rest. Entries
+// are -1 where unknown until run time.
+Result<std::vector<int64_t>> SplitSizes(int64_t dim, int64_t num_split,
+                                        const std::vector<int64_t>& sizes);
+
 // Shape function of ops whose output has the shape of input 0.
 Status SameShapeAsInput0(InferenceContext& c);
 // Shape function of element-wise binary ops: the broadcast shape of inputs 0 and 1.

@@ -1,10 +1,11 @@
-// CPU kernels of Transpose, Concat, Slice, Pad, OneHot and CheckNumerics. Transpose, Slice and
-// Pad share one strided copy; Concat copies contiguous blocks.
+// CPU kernels of Transpose, Concat, Split, Slice, Pad, OneHot and CheckNumerics. Transpose, Slice
+// and Pad share one strided copy; Concat copies contiguous blocks.
 #include <cmath>
 #include <cstring>
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
+#include "ops/op_defs.h"
 
 namespace dflow::cpu {
 namespace {
@@ -182,6 +183,46 @@ class ConcatKernel : public OpKernel {
   int64_t axis_;
 };
 
+// The inverse of Concat: each output copies its contiguous block of every outer row.
+class SplitKernel : public OpKernel {
+ public:
+  explicit SplitKernel(const KernelInit& init)
+      : axis_(std::get<int64_t>(*init.node.FindAttr("axis"))),
+        sizes_(std::get<std::vector<int64_t>>(*init.node.FindAttr("sizes"))) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Shape& xs = x.shape();
+    int rank = xs.rank();
+    int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
+    if (axis < 0 || axis >= rank) {
+      return InvalidArgument("axis {} is out of range for input {}", axis_, xs);
+    }
+    ASSIGN_OR_RETURN(auto pieces, ops::internal::SplitSizes(xs[axis], ctx.num_outputs(), sizes_));
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= xs[d];
+    for (int d = axis + 1; d < rank; ++d) inner *= xs[d];
+    size_t elem = DTypeSize(x.dtype());
+    const auto* src = static_cast<const char*>(x.raw_data());
+    int64_t row = xs[axis] * inner, offset = 0;
+    std::vector<int64_t> dims = xs.dim_vector();
+    for (int i = 0; i < ctx.num_outputs(); ++i) {
+      dims[axis] = pieces[i];
+      ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(i, x.dtype(), Shape(dims)));
+      int64_t block = pieces[i] * inner;
+      auto* dst = static_cast<char*>(out->raw_data());
+      for (int64_t o = 0; o < outer && block > 0; ++o) {
+        std::memcpy(dst + o * block * elem, src + (o * row + offset) * elem, block * elem);
+      }
+      offset += block;
+    }
+    return Status::OK();
+  }
+
+ private:
+  int64_t axis_;
+  std::vector<int64_t> sizes_;
+};
+
 class OneHotKernel : public OpKernel {
  public:
   explicit OneHotKernel(const KernelInit& init)
@@ -241,6 +282,7 @@ Status RegisterManipKernels() {
   RETURN_IF_ERROR(RegisterKernel<SliceKernel>("Slice", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<PadKernel>("Pad", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ConcatKernel>("Concat", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<SplitKernel>("Split", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<OneHotKernel>("OneHot", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<CheckNumericsKernel>("CheckNumerics", "CPU"));
   return Status::OK();

@@ -291,6 +291,13 @@ TEST(GradientCheckTest, RearrangingOpsAndReduceMax) {
                   return ops::Concat(s, {in[0], in[1], in[0]}, 1);
                 },
                 {Random(Shape{2, 3}, 81), Random(Shape{2, 2}, 82)});
+  // Pieces used twice, once, and not at all (its gradient is zeros).
+  CheckGradient("Split",
+                [](const Scope& s, const std::vector<Output>& in) {
+                  auto p = ops::SplitV(s, in[0], {1, -1, 2}, 1);
+                  return ops::Concat(s, {ops::Mul(s, p[0], p[0]), p[1]}, 1);
+                },
+                {Random(Shape{2, 6}, 87)});
   CheckGradient("Slice",
                 [](const Scope& s, const std::vector<Output>& in) {
                   return ops::Slice(s, in[0], {1, 0, 2}, {2, -1, 1});

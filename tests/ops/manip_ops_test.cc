@@ -1,6 +1,6 @@
-// Transpose, Concat, Slice, Pad, OneHot, CheckNumerics, ReduceMax and ArgMax: results against
-// loops written here, shape errors, and run-time errors naming the node. Their gradients are in
-// gradient_check_test.cc.
+// Transpose, Concat, Split, Slice, Pad, OneHot, CheckNumerics, ReduceMax and ArgMax: results
+// against loops written here, shape errors, and run-time errors naming the node. Their gradients
+// are in gradient_check_test.cc.
 #include "ops/manip_ops.h"
 
 #include <gtest/gtest.h>
@@ -65,6 +65,48 @@ TEST(ManipOpsTest, ConcatAlongEachAxis) {
   }
 }
 
+TEST(ManipOpsTest, SplitEquallyAndBySizes) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Const(root, Iota(Shape{2, 6, 2}));
+  auto eq = ops::Split(root, x, 3, 1);
+  auto by = ops::SplitV(root, x, {1, -1, 0}, -2);
+  auto rows = ops::Split(root, x, 2, 0);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  ASSERT_EQ(eq.size(), 3u);
+  ASSERT_EQ(by.size(), 3u);
+  EXPECT_EQ(eq[1].shape(), Shape({2, 2, 2}));
+  EXPECT_EQ(by[1].shape(), Shape({2, 5, 2}));
+  EXPECT_EQ(by[2].shape(), Shape({2, 0, 2}));
+  auto out = RunScope(root, {}, {eq[0], eq[1], eq[2], by[0], by[1], by[2], rows[1]});
+  ASSERT_EQ(out.size(), 7u);
+  // Piece p along axis 1 holds x[b, start + j, k] = (b * 6 + start + j) * 2 + k.
+  auto piece = [](int64_t start, int64_t len) {
+    std::vector<float> v;
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t j = 0; j < len; ++j)
+        for (int64_t k = 0; k < 2; ++k) v.push_back(float((b * 6 + start + j) * 2 + k));
+    return v;
+  };
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(out[i].ToVector<float>(), piece(2 * i, 2)) << i;
+  EXPECT_EQ(out[3].ToVector<float>(), piece(0, 1));
+  EXPECT_EQ(out[4].ToVector<float>(), piece(1, 5));
+  EXPECT_EQ(out[5].num_elements(), 0);
+  std::vector<float> second;
+  for (int i = 12; i < 24; ++i) second.push_back(float(i));
+  EXPECT_EQ(out[6].ToVector<float>(), second);
+}
+
+TEST(ManipOpsTest, SplitRunTimeErrorNamesTheNode) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 2});
+  auto parts = ops::Split(root.WithOpName("split"), x, 2, 0);
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok());
+  auto r = (*session)->Run({{"x", Iota(Shape{3, 2})}}, {parts[0].name()});
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(r.status(), {"'split'", "size 3", "2 equal pieces"}));
+}
+
 TEST(ManipOpsTest, OneHotArgMaxReduceMax) {
   Scope root = Scope::NewRootScope();
   auto oh = ops::OneHot(root, ops::Const(root, std::vector<int32_t>{2, 0, 5, -1}, Shape{4}), 3);
@@ -121,6 +163,18 @@ TEST(ManipOpsTest, ShapeErrorsNameTheNode) {
          ops::Pad(s.WithOpName("bad"), ops::Const(s, Iota(Shape{2, 3})), {1, 1});
        },
        "paddings needs 4 entries"},
+      {[](const Scope& s) { ops::Split(s.WithOpName("bad"), ops::Const(s, Iota(Shape{5})), 2, 0); },
+       "does not split into 2 equal pieces"},
+      {[](const Scope& s) {
+         ops::SplitV(s.WithOpName("bad"), ops::Const(s, Iota(Shape{5})), {2, 2}, 0);
+       },
+       "do not add up"},
+      {[](const Scope& s) {
+         ops::SplitV(s.WithOpName("bad"), ops::Const(s, Iota(Shape{5})), {-1, -1}, 0);
+       },
+       "one -1"},
+      {[](const Scope& s) { ops::Split(s.WithOpName("bad"), ops::Const(s, Iota(Shape{5})), 0, 0); },
+       "number of outputs must be 1"},
       {[](const Scope& s) { ops::ArgMax(s.WithOpName("bad"), ops::Const(s, Iota(Shape{2})), 1); },
        "axis 1 is out of range"},
   };
