@@ -84,9 +84,10 @@ Result<std::vector<Output>> Gradients(const Scope& scope, Output y, const std::v
     const Node& node = g.node(id);
     const std::vector<Endpoint> inputs = node.inputs();
     const std::string name = node.name(), op = node.op(), device = node.requested_device();
-    std::vector<Output> grads(node.num_outputs());
+    const int num_outputs = node.num_outputs();
+    std::vector<Output> grads(num_outputs);
     bool any = false;
-    for (int o = 0; o < node.num_outputs(); ++o) {
+    for (int o = 0; o < num_outputs; ++o) {  // `node` may dangle from here on
       auto it = pending.find({id, o});
       if (it == pending.end()) continue;
       grads[o] = Sum(gs, it->second);
@@ -103,7 +104,8 @@ Result<std::vector<Output>> Gradients(const Scope& scope, Output y, const std::v
       needs_inputs = needs_inputs || wanted[i];
     }
     if (!needs_inputs) continue;
-    const OpDef* def = node.op_def();
+    // Summing with AddN above may have moved the node: look it up again.
+    const OpDef* def = g.node(id).op_def();
     if (!def->grad_fn) {
       return Fail(scope, InvalidArgument("node '{}': op {} has no gradient, and the gradient of "
                                          "'{}' with respect to the requested inputs flows "
@@ -112,7 +114,7 @@ Result<std::vector<Output>> Gradients(const Scope& scope, Output y, const std::v
     }
     Scope node_scope = gs.WithNameScope(name + "_grad");
     if (!device.empty()) node_scope = node_scope.WithDevice(device);
-    GradContext ctx(node_scope, node, std::move(grads), wanted);
+    GradContext ctx(node_scope, g.node(id), std::move(grads), wanted);
     Status s = def->grad_fn(ctx);
     if (!s.ok()) return Fail(scope, s);
     RETURN_IF_ERROR(scope.status());

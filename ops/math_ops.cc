@@ -81,8 +81,10 @@ Status PowGrad(GradContext& c) {  // d a^b = g b a^(b-1);  g a^b log a (taken as
   }
   return Status::OK();
 }
+// Reads relu's output (y > 0 exactly where x > 0), not its input: then only the Relu reads the
+// input, which lets epilogue fusion fold the Relu into the op producing it.
 Status ReluGradFn(GradContext& c) {
-  c.set_input_grad(0, ReluGrad(c.scope(), c.grad(0), c.input(0)));
+  c.set_input_grad(0, ReluGrad(c.scope(), c.grad(0), c.output(0)));
   return Status::OK();
 }
 template <Output (*kMatMul)(const Scope&, Output, Output, const MatMulAttrs&)>

@@ -17,6 +17,8 @@ Status RegisterRandomOps(OpRegistry& registry);
 Status RegisterConvOps(OpRegistry& registry);
 Status RegisterManipOps(OpRegistry& registry);
 Status RegisterBatchNormOps(OpRegistry& registry);
+// After the math and convolution ops: the fused ops copy their definitions.
+Status RegisterFusedOps(OpRegistry& registry);
 Status RegisterCpuKernels();
 
 // Float and integer dtypes the CPU arithmetic kernels support.

@@ -32,6 +32,14 @@ struct ExecutionPlan::RunState {
 
 ExecutionPlan::~ExecutionPlan() = default;
 
+Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Compile(std::shared_ptr<const Graph> graph,
+                                                              const PlanSpec& spec,
+                                                              Device* device) {
+  ASSIGN_OR_RETURN(auto plan, Compile(*graph, spec, device));
+  plan->owned_graph_ = std::move(graph);
+  return plan;
+}
+
 Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Compile(const Graph& graph,
                                                               const PlanSpec& spec,
                                                               Device* device) {

@@ -37,6 +37,9 @@ class ExecutionPlan {
   // The graph must outlive the plan.
   static Result<std::unique_ptr<ExecutionPlan>> Compile(const Graph& graph, const PlanSpec& spec,
                                                         Device* device);
+  // The same over a graph the plan keeps alive (a rewritten copy made for this plan).
+  static Result<std::unique_ptr<ExecutionPlan>> Compile(std::shared_ptr<const Graph> graph,
+                                                        const PlanSpec& spec, Device* device);
   ~ExecutionPlan();
 
   // Runs once. `feeds` matches spec.feeds in order (dtype and shape already checked); fills
@@ -44,6 +47,8 @@ class ExecutionPlan {
   Status Run(const std::vector<Tensor>& feeds, std::vector<Tensor>* fetches) const;
 
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
+  // The graph the plan runs (after any rewrite).
+  const Graph& graph() const { return *graph_; }
 
  private:
   struct PlanNode {
@@ -68,6 +73,7 @@ class ExecutionPlan {
   void ReleaseState(std::unique_ptr<RunState> state) const;
 
   const Graph* graph_ = nullptr;
+  std::shared_ptr<const Graph> owned_graph_;  // set when the plan owns its graph
   Device* device_ = nullptr;
   std::vector<PlanNode> nodes_;
   std::vector<int> input_slots_;

@@ -1,5 +1,6 @@
 #include "runtime/session.h"
 
+#include "ops/fusion.h"
 #include "ops/register.h"
 
 namespace dflow {
@@ -26,13 +27,24 @@ Result<std::unique_ptr<Session>> Session::Create(Graph graph, const SessionOptio
                                 n.name(), n.requested_device(), device->canonical_name());
     }
   }
-  return std::unique_ptr<Session>(new Session(std::move(graph), std::move(device)));
+  return std::unique_ptr<Session>(new Session(std::move(graph), std::move(device), options));
 }
 
 Result<std::unique_ptr<Session>> Session::Create(const Scope& scope,
                                                  const SessionOptions& options) {
   RETURN_IF_ERROR(scope.status());
   return Create(scope.graph(), options);
+}
+
+Result<const Graph*> Session::PlannedGraph(const Feeds& feeds,
+                                           const std::vector<std::string>& fetches,
+                                           const std::vector<std::string>& targets) {
+  for (const auto& [name, t] : feeds) {
+    int node = -1;
+    RETURN_IF_ERROR(CheckFeed(name, t, &node));
+  }
+  ASSIGN_OR_RETURN(const ExecutionPlan* plan, GetPlan(feeds, fetches, targets));
+  return &plan->graph();
 }
 
 int Session::num_plans() const {
@@ -105,7 +117,22 @@ Result<const ExecutionPlan*> Session::GetPlan(const Feeds& feeds,
     if (!id) return NotFound("target '{}': no node named '{}'", t, t);
     spec.targets.push_back(*id);
   }
-  ASSIGN_OR_RETURN(auto plan, ExecutionPlan::Compile(graph_, spec, device_.get()));
+  std::unique_ptr<ExecutionPlan> plan;
+  if (options_.fuse_epilogues) {
+    std::vector<int> keep = spec.feeds;
+    keep.insert(keep.end(), spec.targets.begin(), spec.targets.end());
+    for (const auto& e : spec.fetches) keep.push_back(e.node);
+    ASSIGN_OR_RETURN(ops::FusedGraph fused, ops::FuseEpilogues(graph_, keep));
+    auto rewritten = std::make_shared<const Graph>(std::move(fused.graph));
+    // Fed, fetched and target nodes keep their names; find their ids in the rewritten graph.
+    auto remap = [&](int& id) { id = *rewritten->FindNode(graph_.node(id).name()); };
+    for (int& f : spec.feeds) remap(f);
+    for (int& t : spec.targets) remap(t);
+    for (auto& e : spec.fetches) remap(e.node);
+    ASSIGN_OR_RETURN(plan, ExecutionPlan::Compile(std::move(rewritten), spec, device_.get()));
+  } else {
+    ASSIGN_OR_RETURN(plan, ExecutionPlan::Compile(graph_, spec, device_.get()));
+  }
   const ExecutionPlan* p = plan.get();
   plans_.emplace(std::move(key), std::move(plan));
   return p;

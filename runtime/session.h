@@ -28,6 +28,9 @@ struct SessionOptions {
   ThreadBudget threads;
   // The device the graph runs on. Multi-device placement comes with the placer.
   std::string device = "cpu:0";
+  // Rewrite each plan's graph with epilogue fusion (ops/fusion.h): bias and ReLU folded into the
+  // MatMul or Conv2D producing them. Results are the same; turn it off to compare or debug.
+  bool fuse_epilogues = true;
 };
 
 class Session {
@@ -52,16 +55,21 @@ class Session {
   CpuDevice& device() { return *device_; }
   // Number of distinct plans compiled so far.
   int num_plans() const;
+  // The graph the plan for this signature runs, after rewrites (compiling it if needed): for
+  // tests and tools that show what was fused.
+  Result<const Graph*> PlannedGraph(const Feeds& feeds, const std::vector<std::string>& fetches,
+                                    const std::vector<std::string>& targets = {});
 
  private:
-  Session(Graph graph, std::unique_ptr<CpuDevice> device)
-      : graph_(std::move(graph)), device_(std::move(device)) {}
+  Session(Graph graph, std::unique_ptr<CpuDevice> device, const SessionOptions& options)
+      : graph_(std::move(graph)), device_(std::move(device)), options_(options) {}
   Result<const ExecutionPlan*> GetPlan(const Feeds& feeds, const std::vector<std::string>& fetches,
                                        const std::vector<std::string>& targets);
   Status CheckFeed(const std::string& name, const Tensor& value, int* node) const;
 
   Graph graph_;
   std::unique_ptr<CpuDevice> device_;
+  SessionOptions options_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::unique_ptr<ExecutionPlan>> plans_;  // GUARDED_BY(mu_)
 };

@@ -49,10 +49,11 @@ Result<ConvGeometry> Geometry(const ConvAttrs& a, const Shape& x, const Shape& w
   return g;
 }
 
-// The oneDNN primitive of one pass for one geometry.
+// The oneDNN primitive of one pass for one geometry; the forward pass optionally adds a bias [O]
+// and applies a ReLU (post-ops of _FusedConv2D).
 class DnnlConv {
  public:
-  DnnlConv(const ConvGeometry& g, Pass pass) {
+  DnnlConv(const ConvGeometry& g, Pass pass, bool bias = false, bool relu = false) {
     using dt = memory::data_type;
     using tag = memory::format_tag;
     memory::dims src_dims = {g.n, g.c, g.h, g.w}, dst_dims = {g.n, g.o, g.oh, g.ow};
@@ -76,6 +77,22 @@ class DnnlConv {
         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src, wts, dst,
                                         strides, dil, pl, pr),
         attr, CpuEngine());
+    if (pass == Pass::kForward && (bias || relu)) {
+      dnnl::primitive_attr fused = attr;
+      if (relu) {
+        dnnl::post_ops ops;
+        ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+        fused.set_post_ops(ops);
+      }
+      memory::desc bias_desc({g.o}, dt::f32, tag::a);
+      auto desc = bias
+                      ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src,
+                                                        wts, bias_desc, dst, strides, dil, pl, pr)
+                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src,
+                                                        wts, dst, strides, dil, pl, pr);
+      fwd = dnnl::convolution_forward::primitive_desc(desc, fused, CpuEngine());
+      bias_ = bias_desc;
+    }
     if (pass == Pass::kForward) {
       prim_ = dnnl::convolution_forward(fwd);
       SetDescs(fwd.src_desc(), fwd.weights_desc(), fwd.dst_desc(), fwd.scratchpad_desc());
@@ -96,7 +113,7 @@ class DnnlConv {
 
   // Runs the pass on (x, w, y): for the forward pass x, w in and y out; backward data dy (in y),
   // w in, dx out (in x); backward filter x, dy (in y) in, dw out (in w).
-  void Run(Pass pass, void* x, void* w, void* y) const {
+  void Run(Pass pass, void* x, void* w, void* y, const void* bias = nullptr) const {
     const auto& e = CpuEngine();
     dnnl::stream& s = ThreadStream();
     // Which of x, w, y the pass writes; the others it reads.
@@ -109,6 +126,7 @@ class DnnlConv {
     std::unordered_map<int, memory> args = {{DNNL_ARG_SCRATCHPAD, sm}};
     if (pass == Pass::kForward) {
       args.insert({{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}});
+      if (bias != nullptr) args.insert({DNNL_ARG_BIAS, memory(bias_, e, const_cast<void*>(bias))});
     } else if (pass == Pass::kBackwardData) {
       args.insert({{DNNL_ARG_DIFF_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_DST, ym}});
     } else {
@@ -141,21 +159,24 @@ class DnnlConv {
   }
 
   memory::desc plain_src_, plain_dst_, plain_wts_;
-  memory::desc src_, dst_, wts_, scratch_;
+  memory::desc src_, dst_, wts_, scratch_, bias_;
   dnnl::primitive prim_;
 };
 
-std::string CacheKey(const ConvGeometry& g, Pass pass) {
+std::string CacheKey(const ConvGeometry& g, Pass pass, bool bias, bool relu) {
   const int64_t* fields = reinterpret_cast<const int64_t*>(&g);
   static_assert(sizeof(ConvGeometry) % sizeof(int64_t) == 0);
-  return fmt::format("conv:{}:{}", static_cast<int>(pass),
+  return fmt::format("conv:{}:{}:{}:{}", static_cast<int>(pass), bias, relu,
                      fmt::join(fields, fields + sizeof(ConvGeometry) / sizeof(int64_t), ","));
 }
 
 template <Pass kPass>
 class ConvKernel : public OpKernel {
  public:
-  explicit ConvKernel(const KernelInit& init) : attrs_(ReadAttrs(init.node)) {}
+  explicit ConvKernel(const KernelInit& init)
+      : attrs_(ReadAttrs(init.node)),
+        bias_(init.node.op() == "_FusedConv2D"),
+        relu_(bias_ && std::get<std::string>(*init.node.FindAttr("activation")) == "Relu") {}
 
   Status Compute(KernelContext& ctx) override {
     // Shapes of x and w, whichever inputs carry them in this pass.
@@ -169,6 +190,10 @@ class ConvKernel : public OpKernel {
     if (kPass != Pass::kForward && dy_shape != y_shape) {
       return InvalidArgument("output gradient {} does not match the convolution's output {}",
                              dy_shape, y_shape);
+    }
+    if (bias_ && ctx.input(2).num_elements() != g.o) {
+      return InvalidArgument("bias {} does not have one value per output channel ({})",
+                             ctx.input(2).shape(), g.o);
     }
     DType dtype = in0.dtype();
     const Shape& out_shape = kPass == Pass::kForward        ? y_shape
@@ -195,9 +220,11 @@ class ConvKernel : public OpKernel {
       return Status::OK();
     }
     std::shared_ptr<const DnnlConv> conv = PrimitiveCache::Global().GetOrCreate<DnnlConv>(
-        CacheKey(g, kPass), [&] { return std::make_shared<const DnnlConv>(g, kPass); });
+        CacheKey(g, kPass, bias_, relu_),
+        [&] { return std::make_shared<const DnnlConv>(g, kPass, bias_, relu_); });
     if (kPass == Pass::kForward) {
-      conv->Run(kPass, in0.raw_data(), in1.raw_data(), out->raw_data());
+      conv->Run(kPass, in0.raw_data(), in1.raw_data(), out->raw_data(),
+                bias_ ? ctx.input(2).raw_data() : nullptr);
     } else if (kPass == Pass::kBackwardData) {
       conv->Run(kPass, out->raw_data(), in1.raw_data(), in0.raw_data());
     } else {
@@ -208,12 +235,14 @@ class ConvKernel : public OpKernel {
 
  private:
   ConvAttrs attrs_;
+  const bool bias_, relu_;  // _FusedConv2D
 };
 
 }  // namespace
 
 Status RegisterConvKernels() {
   RETURN_IF_ERROR(RegisterKernel<ConvKernel<Pass::kForward>>("Conv2D", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ConvKernel<Pass::kForward>>("_FusedConv2D", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ConvKernel<Pass::kBackwardData>>("Conv2DBackpropInput", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ConvKernel<Pass::kBackwardFilter>>("Conv2DBackpropFilter", "CPU"));
   return Status::OK();

@@ -4,6 +4,7 @@
 // for concurrent runs.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "ops/cpu/cpu_kernels.h"
@@ -14,12 +15,15 @@ namespace dflow::cpu {
 namespace {
 
 // MatMul and BatchMatMul: a [..., M, K] x b [..., K, N] with equal leading dimensions, which
-// are flattened into one batch (1 for MatMul).
+// are flattened into one batch (1 for MatMul). _FusedMatMul adds a bias [N] and optionally a
+// ReLU as oneDNN post-ops.
 class MatMulKernel : public OpKernel {
  public:
   explicit MatMulKernel(const KernelInit& init)
       : ta_(std::get<bool>(*init.node.FindAttr("transpose_a"))),
-        tb_(std::get<bool>(*init.node.FindAttr("transpose_b"))) {}
+        tb_(std::get<bool>(*init.node.FindAttr("transpose_b"))),
+        bias_(init.node.op() == "_FusedMatMul"),
+        relu_(bias_ && std::get<std::string>(*init.node.FindAttr("activation")) == "Relu") {}
 
   Status Compute(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
@@ -46,10 +50,21 @@ class MatMulKernel : public OpKernel {
     }
     dims.push_back(m);
     dims.push_back(n);
+    if (bias_ && ctx.input(2).num_elements() != n) {
+      return InvalidArgument("bias {} does not have one value per output column ({})",
+                             ctx.input(2).shape(), n);
+    }
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), Shape(dims)));
     if (out->num_elements() == 0) return Status::OK();
     if (k == 0) {
       std::memset(out->raw_data(), 0, out->num_bytes());
+      if (bias_) {  // the product is zero: bias, then the activation
+        float* o = out->data<float>();
+        const float* bias = ctx.input(2).data<float>();
+        for (int64_t i = 0; i < out->num_elements(); ++i) {
+          o[i] = relu_ ? std::max(bias[i % n], 0.f) : bias[i % n];
+        }
+      }
       return Status::OK();
     }
     if (a.dtype() == DType::kF64) {
@@ -66,10 +81,14 @@ class MatMulKernel : public OpKernel {
     dnnl::memory cm(Desc(batch, m, n, false), CpuEngine(), out->raw_data());
     dnnl::memory scratch(scratch_desc, CpuEngine(), ThreadScratchpad(scratch_desc.get_size()));
     dnnl::stream& stream = ThreadStream();
-    p->prim.execute(stream, {{DNNL_ARG_SRC, am},
-                             {DNNL_ARG_WEIGHTS, bm},
-                             {DNNL_ARG_DST, cm},
-                             {DNNL_ARG_SCRATCHPAD, scratch}});
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, am},
+                                                  {DNNL_ARG_WEIGHTS, bm},
+                                                  {DNNL_ARG_DST, cm},
+                                                  {DNNL_ARG_SCRATCHPAD, scratch}};
+    if (bias_) {
+      args.emplace(DNNL_ARG_BIAS, dnnl::memory(BiasDesc(n), CpuEngine(), ctx.input(2).raw_data()));
+    }
+    p->prim.execute(stream, args);
     stream.wait();
     return Status::OK();
   }
@@ -101,24 +120,37 @@ class MatMulKernel : public OpKernel {
     return dnnl::memory::desc({batch, rows, cols}, dnnl::memory::data_type::f32, strides);
   }
 
+  static dnnl::memory::desc BiasDesc(int64_t n) {
+    return dnnl::memory::desc({1, 1, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{n, n, 1});
+  }
+
   struct Prim {
     dnnl::matmul prim;
     dnnl::memory::desc scratch;
   };
 
   std::shared_ptr<const Prim> Primitive(int64_t batch, int64_t m, int64_t k, int64_t n) const {
-    std::string key = fmt::format("matmul:{}:{}:{}:{}:{}:{}", ta_, tb_, batch, m, k, n);
+    std::string key =
+        fmt::format("matmul:{}:{}:{}:{}:{}:{}:{}:{}", ta_, tb_, bias_, relu_, batch, m, k, n);
     return PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
-      dnnl::matmul::desc desc(Desc(batch, m, k, ta_), Desc(batch, k, n, tb_),
-                              Desc(batch, m, n, false));
+      auto desc = bias_ ? dnnl::matmul::desc(Desc(batch, m, k, ta_), Desc(batch, k, n, tb_),
+                                             BiasDesc(n), Desc(batch, m, n, false))
+                        : dnnl::matmul::desc(Desc(batch, m, k, ta_), Desc(batch, k, n, tb_),
+                                             Desc(batch, m, n, false));
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      if (relu_) {
+        dnnl::post_ops ops;
+        ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+        attr.set_post_ops(ops);
+      }
       dnnl::matmul::primitive_desc pd(desc, attr, CpuEngine());
       return std::make_shared<const Prim>(Prim{dnnl::matmul(pd), pd.scratchpad_desc()});
     });
   }
 
   const bool ta_, tb_;
+  const bool bias_, relu_;  // _FusedMatMul
 };
 
 }  // namespace
@@ -126,6 +158,7 @@ class MatMulKernel : public OpKernel {
 Status RegisterMatMulKernels() {
   RETURN_IF_ERROR(RegisterKernel<MatMulKernel>("MatMul", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<MatMulKernel>("BatchMatMul", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<MatMulKernel>("_FusedMatMul", "CPU"));
   return Status::OK();
 }
 

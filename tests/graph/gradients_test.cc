@@ -28,6 +28,25 @@ TEST(GradientsTest, TensorUsedTwiceGetsSummedGradient) {
   EXPECT_EQ(out[0].ToVector<float>(), std::vector<float>({5, -1, 4}));
 }
 
+// A tensor used twice whose producer has a gradient of its own: summing the two contributions
+// adds nodes while the producer is being differentiated (a dangling node reference once; ASan
+// runs this test too). y = (a b)^2 summed  =>  d/da = 2 (a b) b^T.
+TEST(GradientsTest, SummingBeforeAProducersGradientKeepsItIntact) {
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Placeholder(root.WithOpName("a"), DType::kF32, Shape{1, 2});
+  auto b = ops::Const(root, std::vector<float>{1, 2, 3, 4}, Shape{2, 2});
+  for (int i = 0; i < 64; ++i) ops::NoOp(root);  // room in the node array, so it moves later
+  auto p = ops::MatMul(root, a, b);
+  auto loss = ops::ReduceSum(root, ops::Mul(root, p, p));
+  auto g = Gradients(root, loss, {a});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto out =
+      testing::RunScope(root, {{"a", Tensor::FromVector<float>({1, -1}, Shape{1, 2})}}, {g->at(0)});
+  ASSERT_EQ(out.size(), 1u);
+  // a b = [1 - 3, 2 - 4] = [-2, -2]; 2 (a b) b^T = 2 [-2 - 4, -6 - 8] = [-12, -28].
+  EXPECT_EQ(out[0].ToVector<float>(), std::vector<float>({-12, -28}));
+}
+
 TEST(GradientsTest, GradientWithRespectToVariable) {
   Scope root = Scope::NewRootScope();
   auto w = ops::Variable(root.WithOpName("w"), Shape{2});

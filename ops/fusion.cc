@@ -1,0 +1,181 @@
+#include "ops/fusion.h"
+
+#include <algorithm>
+
+#include "ops/op_defs.h"
+
+namespace dflow::ops {
+namespace internal {
+namespace {
+
+// The fused op's shape function: the base op's on inputs 0 and 1, then a check that the bias
+// (input 2) has one value per output channel: the last dimension for MatMul, dimension 1 for
+// Conv2D.
+ShapeFn FusedShape(ShapeFn base, int channel_axis) {
+  return [base = std::move(base), channel_axis](InferenceContext& c) -> Status {
+    RETURN_IF_ERROR(base(c));
+    ASSIGN_OR_RETURN(std::string act, c.GetAttr<std::string>("activation"));
+    if (act != "" && act != "Relu") return c.Error("unknown activation '{}'", act);
+    const Shape& y = c.output_shapes[0];
+    const Shape& bias = c.input_shape(2);
+    int axis = channel_axis < 0 ? y.rank() + channel_axis : channel_axis;
+    if (!y.unknown_rank() && bias.fully_defined() && y[axis] >= 0 &&
+        bias.num_elements() != y[axis]) {
+      return c.Error("bias {} does not have one value per output channel ({})", bias, y[axis]);
+    }
+    return Status::OK();
+  };
+}
+
+OpDef FusedDef(const OpRegistry& r, const std::string& name, const std::string& base,
+               int channel_axis) {
+  const OpDef* b = r.Find(base);
+  OpDef def = *b;
+  def.name = name;
+  def.inputs.push_back({.name = "bias", .type_attr = "T", .allowed = {DType::kF32}});
+  for (auto& in : def.inputs) in.allowed = {DType::kF32};
+  def.attrs.push_back({"activation", AttrType::kString, std::string()});
+  def.shape_fn = FusedShape(b->shape_fn, channel_axis);
+  def.grad_fn = nullptr;  // fused nodes exist only in compiled plans
+  return def;
+}
+
+}  // namespace
+
+Status RegisterFusedOps(OpRegistry& r) {
+  RETURN_IF_ERROR(r.Register(FusedDef(r, "_FusedMatMul", "MatMul", -1)));
+  RETURN_IF_ERROR(r.Register(FusedDef(r, "_FusedConv2D", "Conv2D", 1)));
+  return Status::OK();
+}
+
+}  // namespace internal
+
+namespace {
+
+struct Chain {
+  int head, bias_add, relu;  // node ids; relu -1 when none
+  InputRef bias;
+};
+
+class Fuser {
+ public:
+  Fuser(const Graph& g, const std::vector<int>& keep)
+      : g_(g), consumers_(g.Consumers()), pinned_(g.num_nodes(), false) {
+    for (int k : keep) pinned_[k] = true;
+    // A node others wait on through a control edge keeps its identity too.
+    for (int i = 0; i < g.num_nodes(); ++i) {
+      for (auto [consumer, slot] : consumers_[i]) pinned_[i] = pinned_[i] || slot < 0;
+    }
+  }
+
+  Result<FusedGraph> Run() {
+    std::vector<int> role(g_.num_nodes(), 0);  // 1: folded away, 2: replaced by a fused node
+    std::vector<Chain> chains;
+    std::vector<int> chain_of(g_.num_nodes(), -1);
+    for (int id : g_.topological_order()) {
+      if (role[id] != 0) continue;
+      auto chain = Match(id);
+      if (!chain) continue;
+      int tail = chain->relu >= 0 ? chain->relu : chain->bias_add;
+      role[chain->head] = 1;
+      if (chain->relu >= 0) role[chain->bias_add] = 1;
+      role[tail] = 2;
+      chain_of[tail] = static_cast<int>(chains.size());
+      chains.push_back(*chain);
+    }
+    FusedGraph out{Graph(&g_.registry()), {}};
+    for (int id = 0; id < g_.num_nodes(); ++id) {
+      if (role[id] == 1) continue;
+      NodeDef def = role[id] == 2 ? FusedDef(chains[chain_of[id]], &out.stats) : g_.node(id).def();
+      RETURN_IF_ERROR(out.graph.AddNode(std::move(def)).status());
+    }
+    RETURN_IF_ERROR(out.graph.Validate());
+    return out;
+  }
+
+ private:
+  // The single consumer of `id`'s output 0 when that is its only use and `id` is not pinned.
+  std::optional<int> SoleConsumer(int id) const {
+    if (pinned_[id] || consumers_[id].size() != 1) return std::nullopt;
+    return consumers_[id][0].first;
+  }
+
+  bool SamePlace(const Node& a, const Node& b) const {
+    return a.requested_device() == b.requested_device() &&
+           a.colocation_group() == b.colocation_group();
+  }
+
+  std::optional<Chain> Match(int id) const {
+    const Node& head = g_.node(id);
+    bool matmul = head.op() == "MatMul", conv = head.op() == "Conv2D";
+    if ((!matmul && !conv) || head.output_dtype(0) != DType::kF32) return std::nullopt;
+    auto next_id = SoleConsumer(id);
+    if (!next_id) return std::nullopt;
+    const Node& next = g_.node(*next_id);
+    if (!SamePlace(head, next)) return std::nullopt;
+    Chain chain{id, *next_id, -1, {}};
+    if (matmul) {
+      if (next.op() != "BiasAdd" || next.inputs()[0].node != id) return std::nullopt;
+      chain.bias = next.def().inputs[1];
+    } else {
+      if (next.op() != "Add") return std::nullopt;
+      int side = next.inputs()[0].node == id ? 1 : 0;
+      const Endpoint& b = next.inputs()[side];
+      const Shape& bias = g_.node(b.node).output_shape(b.index);
+      const Shape& y = head.output_shape(0);
+      if (y.rank() != 4 || y[1] <= 0 || !IsChannelBias(bias, y[1])) return std::nullopt;
+      chain.bias = next.def().inputs[side];
+    }
+    if (next.output_dtype(0) != DType::kF32) return std::nullopt;
+    if (auto relu = SoleConsumer(*next_id)) {
+      const Node& r = g_.node(*relu);
+      if (r.op() == "Relu" && SamePlace(head, r)) chain.relu = *relu;
+    }
+    return chain;
+  }
+
+  // [C, 1, 1] or [1, C, 1, 1].
+  static bool IsChannelBias(const Shape& s, int64_t c) {
+    if (s.rank() == 3) return s[0] == c && s[1] == 1 && s[2] == 1;
+    if (s.rank() == 4) return s[0] == 1 && s[1] == c && s[2] == 1 && s[3] == 1;
+    return false;
+  }
+
+  NodeDef FusedDef(const Chain& c, FusionStats* stats) const {
+    const Node& head = g_.node(c.head);
+    const Node& tail = g_.node(c.relu >= 0 ? c.relu : c.bias_add);
+    NodeDef def;
+    def.name = tail.name();
+    def.op = head.op() == "MatMul" ? "_FusedMatMul" : "_FusedConv2D";
+    def.inputs = {head.def().inputs[0], head.def().inputs[1], c.bias};
+    def.attrs = head.attrs();
+    def.attrs["activation"] = std::string(c.relu >= 0 ? "Relu" : "");
+    def.device = head.requested_device();
+    def.colocation_group = head.colocation_group();
+    for (int id : {c.head, c.bias_add, c.relu}) {
+      if (id < 0) continue;
+      for (const auto& ctl : g_.node(id).def().control_inputs) {
+        if (std::find(def.control_inputs.begin(), def.control_inputs.end(), ctl) ==
+            def.control_inputs.end()) {
+          def.control_inputs.push_back(ctl);
+        }
+      }
+    }
+    (head.op() == "MatMul" ? stats->matmul : stats->conv)++;
+    if (c.relu >= 0) stats->relu++;
+    return def;
+  }
+
+  const Graph& g_;
+  std::vector<std::vector<std::pair<int, int>>> consumers_;
+  std::vector<bool> pinned_;
+};
+
+}  // namespace
+
+Result<FusedGraph> FuseEpilogues(const Graph& graph, const std::vector<int>& keep) {
+  if (!graph.validated()) return FailedPrecondition("FuseEpilogues needs a validated graph");
+  return Fuser(graph, keep).Run();
+}
+
+}  // namespace dflow::ops

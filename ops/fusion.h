@@ -1,0 +1,36 @@
+// Epilogue fusion: a graph rewrite that folds a bias and a ReLU into the matrix multiply or
+// convolution feeding them, so oneDNN applies them as post-ops while the output is still in
+// cache instead of two more passes over memory:
+//
+//   MatMul -> BiasAdd [-> Relu]                 becomes  _FusedMatMul(a, b, bias)
+//   Conv2D -> Add(bias [C,1,1] or [1,C,1,1]) [-> Relu]  becomes  _FusedConv2D(x, w, bias)
+//
+// Only f32 chains on one requested device and colocation group fuse, and only through outputs
+// nobody else reads. The fused node takes the name of the chain's last node, so consumers and
+// fetches of that node see the same tensor. The session runs this pass on every plan it compiles
+// (SessionOptions::fuse_epilogues); the user's graph is never changed.
+#pragma once
+
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace dflow::ops {
+
+struct FusionStats {
+  int matmul = 0;  // MatMul + BiasAdd chains fused
+  int conv = 0;    // Conv2D + bias chains fused
+  int relu = 0;    // of those, chains that also took a ReLU
+};
+
+struct FusedGraph {
+  Graph graph;
+  FusionStats stats;
+};
+
+// A rewritten, validated copy of validated `graph`. Nodes in `keep` (the plan's fed, fetched and
+// target nodes) keep their own outputs and are never folded into another node. Node names other
+// than the folded ones are unchanged.
+Result<FusedGraph> FuseEpilogues(const Graph& graph, const std::vector<int>& keep);
+
+}  // namespace dflow::ops

@@ -1,0 +1,224 @@
+// Epilogue fusion (ops/fusion.h): which chains fold, which must not, and that fused plans compute
+// what the unfused ones do (the unfused run, with separate MatMul, BiasAdd, Add and Relu kernels,
+// is the reference).
+#include "ops/fusion.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "graph/gradients.h"
+#include "ops/array_ops.h"
+#include "ops/conv_ops.h"
+#include "ops/math_ops.h"
+#include "ops/unary_ops.h"
+#include "test_util.h"
+
+namespace dflow {
+namespace {
+
+using testing::MessageHas;
+using testing::RandomFloats;
+
+std::map<std::string, int> OpCounts(const Graph& g) {
+  std::map<std::string, int> counts;
+  for (int i = 0; i < g.num_nodes(); ++i) counts[g.node(i).op()]++;
+  return counts;
+}
+
+// A validated copy of the scope's graph, as a session holds it.
+Graph Validated(const Scope& root) {
+  Graph g = root.graph();
+  Status s = g.Validate();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return g;
+}
+
+int Id(const Graph& g, const Output& o) { return *g.FindNode(o.node_name()); }
+
+Output Const(const Scope& s, const Shape& shape, uint32_t seed) {
+  return ops::Const(s, RandomFloats(shape.num_elements(), seed), shape);
+}
+
+// Runs with and without fusion and expects the same values; returns the fused plan's graph ops.
+std::map<std::string, int> ExpectSameWithFusion(const Scope& root, const Session::Feeds& feeds,
+                                                const std::vector<std::string>& fetches) {
+  std::vector<std::vector<Tensor>> results;
+  std::map<std::string, int> fused_ops;
+  for (bool fuse : {false, true}) {
+    SessionOptions options;
+    options.fuse_epilogues = fuse;
+    auto session = Session::Create(root, options);
+    EXPECT_TRUE(session.ok()) << session.status().ToString();
+    if (!session.ok()) return {};
+    auto out = (*session)->Run(feeds, fetches);
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    if (!out.ok()) return {};
+    results.push_back(*out);
+    if (fuse) fused_ops = OpCounts(*(*session)->PlannedGraph(feeds, fetches).value());
+  }
+  for (size_t f = 0; f < fetches.size(); ++f) {
+    const Tensor& a = results[0][f];
+    const Tensor& b = results[1][f];
+    EXPECT_EQ(a.shape(), b.shape()) << fetches[f];
+    for (int64_t i = 0; i < a.num_elements(); ++i) {
+      EXPECT_NEAR(a.data<float>()[i], b.data<float>()[i], 1e-4) << fetches[f] << " " << i;
+    }
+  }
+  return fused_ops;
+}
+
+TEST(FusionTest, MatMulBiasReluChainsFold) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 6});
+  auto h = ops::Relu(
+      root.WithOpName("h"),
+      ops::BiasAdd(root, ops::MatMul(root, x, Const(root, {6, 5}, 1)), Const(root, {5}, 2)));
+  auto logits = ops::BiasAdd(root.WithOpName("logits"),
+                             ops::MatMul(root, h, Const(root, {4, 5}, 3), {.transpose_b = true}),
+                             Const(root, {4}, 4));
+  ASSERT_TRUE(root.ok());
+  Graph g = Validated(root);
+  auto fused = ops::FuseEpilogues(g, {Id(g, x), Id(g, logits)});
+  ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+  EXPECT_EQ(fused->stats.matmul, 2);
+  EXPECT_EQ(fused->stats.relu, 1);
+  auto counts = OpCounts(fused->graph);
+  EXPECT_EQ(counts["_FusedMatMul"], 2);
+  EXPECT_EQ(counts["MatMul"] + counts["BiasAdd"] + counts["Relu"], 0);
+  // The fused nodes took the chains' last names, and keep the transpose.
+  const Node& h2 = fused->graph.node(*fused->graph.FindNode("h"));
+  EXPECT_EQ(h2.op(), "_FusedMatMul");
+  EXPECT_EQ(std::get<std::string>(*h2.FindAttr("activation")), "Relu");
+  const Node& l2 = fused->graph.node(*fused->graph.FindNode("logits"));
+  EXPECT_EQ(std::get<std::string>(*l2.FindAttr("activation")), "");
+  EXPECT_TRUE(std::get<bool>(*l2.FindAttr("transpose_b")));
+
+  auto xv = Tensor::FromVector(RandomFloats(7 * 6, 5, -2, 2), Shape{7, 6});
+  auto ops_run = ExpectSameWithFusion(root, {{"x", xv}}, {"logits", "h"});
+  // h is fetched too, so it keeps its own output; here it is still the fused node's.
+  EXPECT_EQ(ops_run["_FusedMatMul"], 2);
+}
+
+TEST(FusionTest, ConvBiasReluChainsFoldWithEitherBiasLayout) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 3, 8, 8});
+  auto c1 = ops::Conv2D(root, x, Const(root, {4, 3, 3, 3}, 1), {.pads = {1, 1, 1, 1}});
+  auto y1 = ops::Relu(root.WithOpName("y1"), ops::Add(root, c1, Const(root, {1, 4, 1, 1}, 2)));
+  auto c2 = ops::Conv2D(root, y1, Const(root, {2, 4, 3, 3}, 3), {.strides = {2, 2}});
+  auto y2 = ops::Add(root.WithOpName("y2"), Const(root, {2, 1, 1}, 4), c2);  // bias on the left
+  ASSERT_TRUE(root.ok());
+  auto xv = Tensor::FromVector(RandomFloats(2 * 3 * 64, 5, -2, 2), Shape{2, 3, 8, 8});
+  auto counts = ExpectSameWithFusion(root, {{"x", xv}}, {"y2"});
+  EXPECT_EQ(counts["_FusedConv2D"], 2);
+  EXPECT_EQ(counts["Conv2D"] + counts["Add"] + counts["Relu"], 0);
+}
+
+TEST(FusionTest, ChainsThatMustNotFold) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{3, 4});
+  auto w = Const(root, {4, 4}, 1);
+  auto b = Const(root, {4}, 2);
+  // 1. The product is fetched.
+  auto mm1 = ops::MatMul(root.WithOpName("mm1"), x, w);
+  auto out1 = ops::BiasAdd(root.WithOpName("out1"), mm1, b);
+  // 2. The product has a second reader.
+  auto mm2 = ops::MatMul(root.WithOpName("mm2"), x, w);
+  auto out2 = ops::Add(root.WithOpName("out2"), ops::BiasAdd(root, mm2, b), mm2);
+  // 3. f64.
+  auto x64 = ops::Cast(root, x, DType::kF64);
+  auto out3 =
+      ops::BiasAdd(root.WithOpName("out3"), ops::MatMul(root, x64, ops::Cast(root, w, DType::kF64)),
+                   ops::Cast(root, b, DType::kF64));
+  // 4. A node waits on the product through a control edge.
+  auto mm4 = ops::MatMul(root.WithOpName("mm4"), x, w);
+  auto out4 = ops::BiasAdd(root.WithOpName("out4"), mm4, b);
+  auto waiter = ops::Identity(root.WithOpName("waiter").WithControlDependencies({mm4}), x);
+  // 5. Another requested device on the bias.
+  auto mm5 = ops::MatMul(root.WithOpName("mm5"), x, w);
+  auto out5 = ops::BiasAdd(root.WithOpName("out5").WithDevice("cpu:0"), mm5, b);
+  // 6. The BiasAdd is read twice: the MatMul and bias fold, the Relu stays.
+  auto ba6 = ops::BiasAdd(root.WithOpName("ba6"), ops::MatMul(root, x, w), b);
+  auto out6 = ops::Add(root.WithOpName("out6"), ops::Relu(root.WithOpName("relu6"), ba6), ba6);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  Graph g = Validated(root);
+  std::vector<int> keep = {Id(g, x), Id(g, mm1)};
+  for (const Output& o : std::vector<Output>{out1, out2, out3, out4, waiter, out5, out6}) {
+    keep.push_back(Id(g, o));
+  }
+  auto fused = ops::FuseEpilogues(g, keep);
+  ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+  EXPECT_EQ(fused->stats.matmul, 1);  // case 6 only
+  EXPECT_EQ(fused->stats.relu, 0);
+  const Graph& f = fused->graph;
+  EXPECT_EQ(f.node(*f.FindNode("ba6")).op(), "_FusedMatMul");
+  EXPECT_EQ(f.node(*f.FindNode("relu6")).op(), "Relu");
+  for (const char* name : {"mm1", "mm2", "mm4", "mm5"}) {
+    EXPECT_EQ(f.node(*f.FindNode(name)).op(), "MatMul") << name;
+  }
+  auto xv = Tensor::FromVector(RandomFloats(12, 3, -2, 2), Shape{3, 4});
+  ExpectSameWithFusion(root, {{"x", xv}}, {"out1", "mm1", "out2", "out4", "out5", "out6"});
+}
+
+TEST(FusionTest, ControlInputsOfFoldedNodesMoveToTheFusedNode) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2, 2});
+  auto first = ops::Identity(root.WithOpName("first"), x);
+  auto mm = ops::MatMul(root, x, Const(root, {2, 2}, 1));
+  auto y =
+      ops::BiasAdd(root.WithOpName("y").WithControlDependencies({first}), mm, Const(root, {2}, 2));
+  Graph g = Validated(root);
+  auto fused = ops::FuseEpilogues(g, {Id(g, x), Id(g, y)});
+  ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+  const Node& n = fused->graph.node(*fused->graph.FindNode("y"));
+  EXPECT_EQ(n.op(), "_FusedMatMul");
+  ASSERT_EQ(n.control_inputs().size(), 1u);
+  EXPECT_EQ(fused->graph.node(n.control_inputs()[0]).name(), "first");
+}
+
+// Training: ReLU's gradient reads its output, so the forward chain folds whole; the losses over
+// a few SGD steps match the unfused session's.
+TEST(FusionTest, TrainingStepsMatchUnfused) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 5});
+  auto w1 = ops::Placeholder(root.WithOpName("w1"), DType::kF32, Shape{5, 8});
+  auto b1 = ops::Placeholder(root.WithOpName("b1"), DType::kF32, Shape{8});
+  auto w2 = ops::Placeholder(root.WithOpName("w2"), DType::kF32, Shape{8, 1});
+  auto h = ops::Relu(root, ops::BiasAdd(root, ops::MatMul(root, x, w1), b1));
+  auto y = ops::MatMul(root, h, w2);
+  auto loss = ops::ReduceSum(root.WithOpName("loss"), ops::Mul(root, y, y));
+  auto grads = Gradients(root, loss, {w1, b1, w2});
+  ASSERT_TRUE(grads.ok()) << grads.status().ToString();
+  Session::Feeds feeds = {{"x", Tensor::FromVector(RandomFloats(6 * 5, 1, -2, 2), Shape{6, 5})},
+                          {"w1", Tensor::FromVector(RandomFloats(40, 2), Shape{5, 8})},
+                          {"b1", Tensor::FromVector(RandomFloats(8, 3), Shape{8})},
+                          {"w2", Tensor::FromVector(RandomFloats(8, 4), Shape{8, 1})}};
+  std::vector<std::string> fetches = {"loss"};
+  for (const auto& g : *grads) fetches.push_back(g.name());
+  auto counts = ExpectSameWithFusion(root, feeds, fetches);
+  EXPECT_EQ(counts["_FusedMatMul"], 1);
+  EXPECT_EQ(counts["Relu"], 0);
+}
+
+TEST(FusionTest, BadBiasAtRunTimeNamesTheFusedNode) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2, 3});
+  auto b = ops::Placeholder(root.WithOpName("b"), DType::kF32);  // shape unknown until run time
+  auto y = ops::Relu(root.WithOpName("y"),
+                     ops::BiasAdd(root, ops::MatMul(root, x, Const(root, {3, 4}, 1)), b));
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok());
+  auto r = (*session)->Run({{"x", Tensor::FromVector(RandomFloats(6, 1), Shape{2, 3})},
+                            {"b", Tensor::FromVector(RandomFloats(5, 2), Shape{5})}},
+                           {"y"});
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(r.status(), {"'y'", "_FusedMatMul", "bias", "(4)"}));
+}
+
+TEST(FusionTest, NeedsAValidatedGraph) {
+  Graph g;
+  EXPECT_EQ(ops::FuseEpilogues(g, {}).status().code(), StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace dflow
