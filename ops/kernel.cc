@@ -5,7 +5,17 @@
 namespace dflow {
 
 Result<Tensor*> KernelContext::AllocateOutput(int i, DType dtype, const Shape& shape) {
-  ASSIGN_OR_RETURN(outputs_[i], Tensor::Allocate(allocator_, dtype, shape));
+  Allocator* allocator = allocator_;
+  if (output_memory_ != nullptr && shape.fully_defined() && dtype != DType::kInvalid &&
+      shape.num_elements() < (int64_t{1} << 48)) {
+    size_t bytes = static_cast<size_t>(shape.num_elements()) * DTypeSize(dtype);
+    if (bytes > 0) {
+      if (Allocator* planned = output_memory_->ForOutput(output_base_ + i, bytes)) {
+        allocator = planned;
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(outputs_[i], Tensor::Allocate(allocator, dtype, shape));
   return &outputs_[i];
 }
 

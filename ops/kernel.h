@@ -16,6 +16,15 @@
 
 namespace dflow {
 
+// Where a run puts node outputs when it follows a memory plan (runtime/memory_plan.h).
+class OutputMemory {
+ public:
+  virtual ~OutputMemory() = default;
+  // The allocator whose next Allocate on this thread gives the buffer of value slot `slot`
+  // (`bytes` long), or null to use the device's allocator.
+  virtual Allocator* ForOutput(int slot, size_t bytes) = 0;
+};
+
 // What a kernel sees while it runs: its inputs and outputs by slot, and its device's allocator.
 // Inputs live in the executor's value array; a kernel never keeps pointers to them past Compute.
 class KernelContext {
@@ -41,6 +50,11 @@ class KernelContext {
   bool IsLastUse(int i) const;
   // Allocates output i on the device. ResourceExhausted names the device and size.
   Result<Tensor*> AllocateOutput(int i, DType dtype, const Shape& shape);
+  // Outputs go through `memory` (when not null); output i is value slot output_base + i.
+  void set_output_memory(OutputMemory* memory, int output_base) {
+    output_memory_ = memory;
+    output_base_ = output_base;
+  }
   // Reuses input `in`'s buffer for output `out` when this node is its last reader and no one
   // else holds it (element-wise ops then run in place); allocates otherwise.
   Result<Tensor*> ForwardOrAllocateOutput(int in, int out, DType dtype, const Shape& shape);
@@ -53,6 +67,8 @@ class KernelContext {
   int num_outputs_;
   Allocator* allocator_;
   const int32_t* remaining_uses_;  // per value slot; null: never forward
+  OutputMemory* output_memory_ = nullptr;
+  int output_base_ = 0;
 };
 
 class OpKernel {

@@ -23,6 +23,14 @@ struct ExecutionPlan::RunState {
   bool done = false;  // GUARDED_BY(mu)
   Status status;      // GUARDED_BY(mu): the first error
 
+  // Output memory of the run: a recorder on a signature's first run, then its arena (kept
+  // across runs of the same signature while no buffer outlives a run).
+  std::string memory_key;
+  AllocatorPtr<AllocationRecorder> recorder;
+  AllocatorPtr<ArenaAllocator> arena;
+  int64_t arena_planned = 0, arena_fallbacks = 0;  // counts at the run's start
+  OutputMemory* output_memory = nullptr;
+
   void Fail(const Status& s) {
     std::lock_guard lock(mu);
     if (status.ok()) status = s;
@@ -72,6 +80,7 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Compile(const Graph& graph
   for (int f : spec.feeds) need(f);  // a fed placeholder nobody reads still takes its value
 
   auto plan = std::unique_ptr<ExecutionPlan>(new ExecutionPlan);
+  plan->plan_memory_ = spec.plan_memory;
   plan->graph_ = &graph;
   plan->device_ = device;
   std::vector<int> plan_id(n, -1);
@@ -190,6 +199,64 @@ std::unique_ptr<ExecutionPlan::RunState> ExecutionPlan::AcquireState() const {
   return s;
 }
 
+void ExecutionPlan::PrepareMemory(RunState* s, const std::vector<Tensor>& feeds) const {
+  s->output_memory = nullptr;
+  if (!plan_memory_) return;
+  std::string key;
+  for (const auto& f : feeds) key += f.shape().ToString() + DTypeName(f.dtype()).data() + ';';
+  std::shared_ptr<const MemoryPattern> pattern;
+  {
+    std::lock_guard lock(memory_mu_);
+    auto it = patterns_.find(key);
+    if (it != patterns_.end()) {
+      pattern = it->second;
+    } else if (patterns_.size() >= kMaxPatterns) {
+      return;  // enough signatures planned: the rest use the device allocator
+    }
+  }
+  s->memory_key = key;
+  if (pattern == nullptr) {
+    s->recorder = MakeAllocator<AllocationRecorder>(device_->allocator());
+    s->output_memory = s->recorder.get();
+    return;
+  }
+  if (pattern->slots.empty()) return;
+  if (s->arena == nullptr || &s->arena->pattern() != pattern.get()) {
+    s->arena.reset(
+        static_cast<ArenaAllocator*>(ArenaAllocator::Create(device_->allocator(), pattern)));
+    if (s->arena == nullptr) return;  // no room for the arena: plain allocation
+  }
+  s->arena_planned = s->arena->planned();
+  s->arena_fallbacks = s->arena->fallbacks();
+  s->output_memory = s->arena.get();
+}
+
+void ExecutionPlan::FinishMemory(RunState* s, bool ok) const {
+  if (s->recorder != nullptr) {
+    auto pattern = std::make_shared<const MemoryPattern>(s->recorder->Finish());
+    s->recorder.reset();
+    if (ok) {
+      std::lock_guard lock(memory_mu_);
+      if (patterns_.emplace(s->memory_key, pattern).second) memory_stats_.patterns++;
+    }
+  } else if (s->arena != nullptr && s->output_memory == s->arena.get()) {
+    std::lock_guard lock(memory_mu_);
+    memory_stats_.arena_bytes = s->arena->pattern().arena_bytes;
+    memory_stats_.unplanned_sum = s->arena->pattern().sum_bytes;
+    memory_stats_.planned += s->arena->planned() - s->arena_planned;
+    memory_stats_.fallbacks += s->arena->fallbacks() - s->arena_fallbacks;
+  }
+  // A buffer still in the arena belongs to someone now: it keeps the arena alive, and the next
+  // run gets a fresh one.
+  if (s->arena != nullptr && s->arena->live() != 0) s->arena.reset();
+  s->output_memory = nullptr;
+}
+
+PlanMemoryStats ExecutionPlan::memory_stats() const {
+  std::lock_guard lock(memory_mu_);
+  return memory_stats_;
+}
+
 void ExecutionPlan::ReleaseState(std::unique_ptr<RunState> s) const {
   for (auto& v : s->values) v = Tensor();  // after an error some values may remain
   std::lock_guard lock(states_mu_);
@@ -202,6 +269,7 @@ Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>*
   }
   auto state = AcquireState();
   for (size_t i = 0; i < feeds.size(); ++i) state->values[feed_slots_[i]] = feeds[i];
+  PrepareMemory(state.get(), feeds);
 
   // The caller's thread is one of the inter-op threads: give it the intra-op team size.
   int saved_omp = omp_get_max_threads();
@@ -235,6 +303,8 @@ Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>*
     fetches->reserve(fetch_slots_.size());
     for (int slot : fetch_slots_) fetches->push_back(state->values[slot]);
   }
+  for (auto& v : state->values) v = Tensor();
+  FinishMemory(state.get(), status.ok());
   ReleaseState(std::move(state));
   return status;
 }
@@ -274,6 +344,7 @@ Status ExecutionPlan::RunNode(RunState* s, const PlanNode& n) const {
   }
   KernelContext ctx(s->values.data(), slots, n.num_inputs, s->values.data() + n.output_base,
                     n.num_outputs, device_->allocator(), s->uses.data());
+  ctx.set_output_memory(s->output_memory, n.output_base);
   Status st = n.kernel->Compute(ctx);
   if (!st.ok()) return NodeError(n, st);
   return Status::OK();

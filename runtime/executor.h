@@ -15,11 +15,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "graph/graph.h"
 #include "ops/kernel.h"
 #include "runtime/device.h"
+#include "runtime/memory_plan.h"
 
 namespace dflow {
 
@@ -28,6 +30,17 @@ struct PlanSpec {
   std::vector<int> feeds;         // Placeholder node ids, in feed order
   std::vector<Endpoint> fetches;  // in fetch order
   std::vector<int> targets;       // node ids
+  // Serve node outputs from an arena planned per feed-shape signature (runtime/memory_plan.h).
+  bool plan_memory = true;
+};
+
+// How a plan's outputs were served so far.
+struct PlanMemoryStats {
+  int patterns = 0;          // feed-shape signatures planned
+  size_t arena_bytes = 0;    // arena of the latest planned run
+  size_t unplanned_sum = 0;  // what its planned buffers would take without reuse
+  int64_t planned = 0;       // outputs placed in an arena
+  int64_t fallbacks = 0;     // planned outputs that went to the device allocator instead
 };
 
 class ExecutionPlan {
@@ -47,6 +60,7 @@ class ExecutionPlan {
   Status Run(const std::vector<Tensor>& feeds, std::vector<Tensor>* fetches) const;
 
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
+  PlanMemoryStats memory_stats() const;
   // The graph the plan runs (after any rewrite).
   const Graph& graph() const { return *graph_; }
 
@@ -70,6 +84,10 @@ class ExecutionPlan {
   Status RunNode(RunState* state, const PlanNode& n) const;
   Status NodeError(const PlanNode& n, const Status& s) const;
   std::unique_ptr<RunState> AcquireState() const;
+  // Sets up the run's output memory: the arena of the feed shapes' pattern, or a recorder.
+  void PrepareMemory(RunState* state, const std::vector<Tensor>& feeds) const;
+  // Learns the pattern from a recording run; retires an arena that buffers outlived.
+  void FinishMemory(RunState* state, bool ok) const;
   void ReleaseState(std::unique_ptr<RunState> state) const;
 
   const Graph* graph_ = nullptr;
@@ -85,6 +103,13 @@ class ExecutionPlan {
   std::vector<int> feed_slots_;
   std::vector<int> fetch_slots_;
   int num_values_ = 0;
+
+  bool plan_memory_ = true;
+  static constexpr size_t kMaxPatterns = 8;
+  mutable std::mutex memory_mu_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const MemoryPattern>>
+      patterns_;                          // GUARDED_BY(memory_mu_)
+  mutable PlanMemoryStats memory_stats_;  // GUARDED_BY(memory_mu_)
 
   mutable std::mutex states_mu_;
   mutable std::vector<std::unique_ptr<RunState>> free_states_;  // GUARDED_BY(states_mu_)

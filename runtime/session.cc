@@ -47,6 +47,11 @@ Result<const Graph*> Session::PlannedGraph(const Feeds& feeds,
   return &plan->graph();
 }
 
+StepStats Session::last_step_stats() const {
+  std::lock_guard lock(mu_);
+  return last_step_;
+}
+
 int Session::num_plans() const {
   std::lock_guard lock(mu_);
   return static_cast<int>(plans_.size());
@@ -117,6 +122,7 @@ Result<const ExecutionPlan*> Session::GetPlan(const Feeds& feeds,
     if (!id) return NotFound("target '{}': no node named '{}'", t, t);
     spec.targets.push_back(*id);
   }
+  spec.plan_memory = options_.plan_memory;
   std::unique_ptr<ExecutionPlan> plan;
   if (options_.fuse_epilogues) {
     std::vector<int> keep = spec.feeds;
@@ -158,7 +164,15 @@ Result<std::vector<Tensor>> Session::Run(const Feeds& feeds,
   }
   ASSIGN_OR_RETURN(const ExecutionPlan* plan, GetPlan(feeds, fetches, targets));
   std::vector<Tensor> out;
-  RETURN_IF_ERROR(plan->Run(values, &out));
+  CpuAllocator* memory = device_->cpu_allocator();
+  memory->ResetPeak();
+  Status status = plan->Run(values, &out);
+  {
+    std::lock_guard lock(mu_);
+    last_step_.peak_bytes = memory->peak_bytes();
+    last_step_.memory = plan->memory_stats();
+  }
+  RETURN_IF_ERROR(status);
   return out;
 }
 

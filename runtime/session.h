@@ -31,6 +31,17 @@ struct SessionOptions {
   // Rewrite each plan's graph with epilogue fusion (ops/fusion.h): bias and ReLU folded into the
   // MatMul or Conv2D producing them. Results are the same; turn it off to compare or debug.
   bool fuse_epilogues = true;
+  // Serve node outputs from an arena planned per feed-shape signature (runtime/memory_plan.h).
+  bool plan_memory = true;
+};
+
+// What the latest Run used.
+struct StepStats {
+  // The most bytes the device held in tensors at once during the run: variables, the plan's
+  // arena and every other live tensor (the allocator's cached free blocks are not counted).
+  // Concurrent runs share the device, so their peaks mix.
+  size_t peak_bytes = 0;
+  PlanMemoryStats memory;  // of the plan that ran
 };
 
 class Session {
@@ -53,6 +64,7 @@ class Session {
 
   const Graph& graph() const { return graph_; }
   CpuDevice& device() { return *device_; }
+  StepStats last_step_stats() const;
   // Number of distinct plans compiled so far.
   int num_plans() const;
   // The graph the plan for this signature runs, after rewrites (compiling it if needed): for
@@ -72,6 +84,7 @@ class Session {
   SessionOptions options_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::unique_ptr<ExecutionPlan>> plans_;  // GUARDED_BY(mu_)
+  StepStats last_step_;                                                    // GUARDED_BY(mu_)
 };
 
 }  // namespace dflow

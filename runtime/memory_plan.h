@@ -1,0 +1,100 @@
+// Plan-time buffer assignment for node outputs.
+//
+// The first run of a plan with given feed shapes records, through an AllocationRecorder, when
+// each value slot's buffer is allocated and freed (buffers shared by in-place kernels and
+// Identity included). MakeMemoryPattern turns those lifetimes into offsets in one arena, placing
+// the largest buffers first at the lowest offset free over their lifetime, so a buffer whose
+// lifetime has ended is reused by a later one that fits. Later runs with the same feed shapes
+// serve their outputs from an ArenaAllocator at those offsets: no malloc, no page faults, and a
+// footprint fixed per signature. Buffers that outlive a run (fetched, stored in variables) are
+// never planned. The arena checks every placement against the buffers live in it and falls back
+// to the device allocator on any surprise (another size, an overlap), so a run whose order
+// differs from the recorded one stays correct.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/allocator.h"
+#include "ops/kernel.h"
+
+namespace dflow {
+
+struct MemoryPattern {
+  struct Slot {
+    size_t offset;
+    size_t bytes;
+  };
+  std::unordered_map<int, Slot> slots;  // by value slot
+  size_t arena_bytes = 0;
+  size_t sum_bytes = 0;  // what the planned buffers would take without reuse
+};
+
+// One buffer of a recorded run: value slot, size, and allocation and release times (event
+// counts); freed < 0 when it outlived the run.
+struct RecordedBuffer {
+  int slot;
+  size_t bytes;
+  int64_t allocated;
+  int64_t freed;
+};
+
+// Greedy by size: largest first, each at the lowest offset (64-byte aligned) not used by a placed
+// buffer whose lifetime overlaps its own. Buffers that outlived the run are left out.
+MemoryPattern MakeMemoryPattern(const std::vector<RecordedBuffer>& buffers);
+
+// Forwards to the device allocator and records output lifetimes.
+class AllocationRecorder final : public Allocator, public OutputMemory {
+ public:
+  explicit AllocationRecorder(Allocator* device);
+  ~AllocationRecorder() override;
+
+  Allocator* ForOutput(int slot, size_t bytes) override;
+  void* Allocate(size_t bytes, size_t alignment) override;
+  void Deallocate(void* p, size_t bytes) override;
+  const std::string& device() const override { return device_->device(); }
+
+  // The pattern of what was recorded so far; later frees are no longer recorded.
+  MemoryPattern Finish();
+
+ private:
+  Allocator* device_;
+  std::mutex mu_;
+  int64_t clock_ = 0;  // GUARDED_BY(mu_), as are the members below
+  bool finished_ = false;
+  std::vector<RecordedBuffer> buffers_;
+  std::unordered_map<void*, size_t> by_ptr_;  // live recorded buffer -> index
+};
+
+// Serves planned outputs from one block of the device's memory.
+class ArenaAllocator final : public Allocator, public OutputMemory {
+ public:
+  // Null when the device has no memory for the arena.
+  static Allocator* Create(Allocator* device, std::shared_ptr<const MemoryPattern> pattern);
+  ~ArenaAllocator() override;
+
+  Allocator* ForOutput(int slot, size_t bytes) override;
+  void* Allocate(size_t bytes, size_t alignment) override;
+  void Deallocate(void* p, size_t bytes) override;
+  const std::string& device() const override { return device_->device(); }
+
+  const MemoryPattern& pattern() const { return *pattern_; }
+  // Buffers in the arena still alive.
+  int live() const;
+  int64_t planned() const { return planned_.load(std::memory_order_relaxed); }
+  int64_t fallbacks() const { return fallbacks_.load(std::memory_order_relaxed); }
+
+ private:
+  ArenaAllocator(Allocator* device, std::shared_ptr<const MemoryPattern> pattern, char* base);
+
+  Allocator* device_;
+  std::shared_ptr<const MemoryPattern> pattern_;
+  char* base_;
+  mutable std::mutex mu_;
+  std::vector<std::pair<size_t, size_t>> live_;  // GUARDED_BY(mu_): [offset, end) in use
+  std::atomic<int64_t> planned_{0}, fallbacks_{0};
+};
+
+}  // namespace dflow
