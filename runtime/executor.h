@@ -39,6 +39,7 @@ struct PlanMemoryStats {
   int patterns = 0;          // feed-shape signatures planned
   size_t arena_bytes = 0;    // arena of the latest planned run
   size_t unplanned_sum = 0;  // what its planned buffers would take without reuse
+  size_t live_bound = 0;     // the most of them alive at once (a lower bound on the arena)
   int64_t planned = 0;       // outputs placed in an arena
   int64_t fallbacks = 0;     // planned outputs that went to the device allocator instead
 };

@@ -49,6 +49,17 @@ MemoryPattern MakeMemoryPattern(const std::vector<RecordedBuffer>& buffers) {
     p.arena_bytes = std::max(p.arena_bytes, offset + size);
     p.sum_bytes += size;
   }
+  std::vector<std::pair<int64_t, int64_t>> events;  // (time, +size or -size)
+  for (const RecordedBuffer* b : order) {
+    events.push_back({b->allocated, static_cast<int64_t>(AlignUp(b->bytes))});
+    events.push_back({b->freed, -static_cast<int64_t>(AlignUp(b->bytes))});
+  }
+  std::sort(events.begin(), events.end());
+  int64_t live = 0;
+  for (const auto& [t, delta] : events) {
+    live += delta;
+    p.live_bytes = std::max(p.live_bytes, static_cast<size_t>(std::max<int64_t>(live, 0)));
+  }
   return p;
 }
 

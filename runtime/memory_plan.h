@@ -29,7 +29,8 @@ struct MemoryPattern {
   };
   std::unordered_map<int, Slot> slots;  // by value slot
   size_t arena_bytes = 0;
-  size_t sum_bytes = 0;  // what the planned buffers would take without reuse
+  size_t sum_bytes = 0;   // what the planned buffers would take without reuse
+  size_t live_bytes = 0;  // the most planned bytes alive at once: no arena can be smaller
 };
 
 // One buffer of a recorded run: value slot, size, and allocation and release times (event

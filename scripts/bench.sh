@@ -83,4 +83,16 @@ for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_step_b128", "train_ms
         else:
             line += " onnxruntime=not-found"
     print(line)
+for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_peak_memory_b128", "train_peak_bytes"),
+                            ("BM_CnnTrainStep", "cnn_train_peak_memory_b128", "cnn_train_peak_bytes")]:
+    r = mlp[key]
+    ours = r["peak_bytes"] / 2**20
+    line = (f"bench {name}: peak={ours:.2f}MiB arena={r['arena_bytes'] / 2**20:.2f}MiB "
+            f"(unplanned {r['unplanned_bytes'] / 2**20:.2f}MiB)")
+    if torch and peer_key in torch:
+        theirs = torch[peer_key] / 2**20
+        line += f" pytorch{torch['version'].split('+')[0]}={theirs:.2f}MiB ratio={ours / theirs:.2f}"
+    else:
+        line += " pytorch=not-found"
+    print(line)
 PY

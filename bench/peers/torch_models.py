@@ -20,6 +20,22 @@ def median_ms(fn, warmup=20, runs=200):
     return statistics.median(times)
 
 
+def peak_step_bytes(model, step):
+    """Peak bytes of one training step: the parameters plus the most bytes the step's operators
+    held at once, replayed in order from the profiler's per-operator allocations and frees
+    (memory an operator allocates and frees inside itself is not seen, which favours PyTorch)."""
+    from torch.profiler import ProfilerActivity, profile
+    step()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    events = sorted(prof.profiler.function_events, key=lambda e: e.time_range.start)
+    cur = peak = 0
+    for e in events:
+        cur += e.self_cpu_memory_usage
+        peak = max(peak, cur)
+    return sum(p.numel() * p.element_size() for p in model.parameters()) + peak
+
+
 def main():
     torch.manual_seed(1)
     model = torch.nn.Sequential(
@@ -55,7 +71,9 @@ def main():
         loss.backward()
         cnn_opt.step()
 
-    result = {"version": torch.__version__}
+    result = {"version": torch.__version__,
+              "train_peak_bytes": peak_step_bytes(model, train_step),
+              "cnn_train_peak_bytes": peak_step_bytes(cnn, cnn_step)}
     for threads in (1, 2):
         torch.set_num_threads(threads)
         result[f"train_ms_{threads}t"] = median_ms(train_step)

@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
 #include "ops/state_ops.h"
@@ -144,6 +146,39 @@ TEST(OptimizerTest, UninitialisedSlotsAreAnErrorNamingThem) {
   auto r = (*s)->Run({}, {}, {train.name()});  // init_targets() not run
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_TRUE(MessageHas(r.status(), {"w/update/"}));
+}
+
+// Each update waits for the step's readers of its variable (so it can write in place), but not
+// for readers outside the step, and its slot variables wait for nothing.
+TEST(OptimizerTest, UpdatesWaitForTheStepsReadersOnly) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2, 3});
+  auto w = ops::InitializedVariable(root.WithOpName("w"), Shape{3, 3}, ops::Initializer::Zeros());
+  auto y = ops::MatMul(root.WithOpName("forward"), x, w.var);
+  auto eval = ops::Identity(root.WithOpName("eval_read"), w.var);  // not part of the step
+  ops::Adam adam({});
+  auto step = adam.Minimize(root, ops::ReduceSum(root, ops::Mul(root, y, y)), {w.var});
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  const Graph& g = root.graph();
+  std::vector<std::string> waits, slot_waits;
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op() == "ApplyAdam") waits = n.def().control_inputs;
+    if (n.op() == "Variable" && n.name() != "w" && !n.def().control_inputs.empty()) {
+      slot_waits.push_back(n.name());
+    }
+  }
+  EXPECT_NE(std::find(waits.begin(), waits.end(), "forward"), waits.end());
+  EXPECT_EQ(std::find(waits.begin(), waits.end(), "eval_read"), waits.end());
+  EXPECT_TRUE(slot_waits.empty());
+  // The step still runs and updates w.
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok());
+  std::vector<std::string> init = adam.init_targets();
+  init.push_back(w.init.node_name());
+  ASSERT_TRUE((*session)->Run({}, {}, init).ok());
+  auto xv = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, Shape{2, 3});
+  ASSERT_TRUE((*session)->Run({{"x", xv}}, {}, {step.name()}).ok());
 }
 
 TEST(OptimizerTest, MinimizeRefusesNonVariables) {
