@@ -56,22 +56,28 @@ Status RegisterTrainingOps(OpRegistry& r) {
                               .stateful = true,
                               .shape_fn = Update(2, 2, 3),
                               .cost_fn = ElementwiseCostFn(4)}));
-  RETURN_IF_ERROR(r.Register({.name = "ApplyAdam",
-                              .inputs = {{.name = "var", .type_attr = "T", .allowed = kFloatTypes},
-                                         {.name = "m", .type_attr = "T"},
-                                         {.name = "v", .type_attr = "T"},
-                                         {.name = "step", .fixed = DType::kI64},
-                                         {.name = "learning_rate", .type_attr = "T"},
-                                         {.name = "grad", .type_attr = "T"}},
-                              .outputs = {{.name = "updated", .type_attr = "T"}},
-                              .attrs = {{"T", AttrType::kDType, std::nullopt},
-                                        {"beta1", AttrType::kFloat, 0.9},
-                                        {"beta2", AttrType::kFloat, 0.999},
-                                        {"epsilon", AttrType::kFloat, 1e-8},
-                                        {"weight_decay", AttrType::kFloat, 0.0}},
-                              .stateful = true,
-                              .shape_fn = Update(4, 4, 5),
-                              .cost_fn = ElementwiseCostFn(12)}));
+  // ApplyAdamW is ApplyAdam under the name users of decoupled weight decay look for; its
+  // weight_decay defaults to 0.01 (PyTorch's AdamW default).
+  for (const char* name : {"ApplyAdam", "ApplyAdamW"}) {
+    bool w = std::string_view(name) == "ApplyAdamW";
+    RETURN_IF_ERROR(
+        r.Register({.name = name,
+                    .inputs = {{.name = "var", .type_attr = "T", .allowed = kFloatTypes},
+                               {.name = "m", .type_attr = "T"},
+                               {.name = "v", .type_attr = "T"},
+                               {.name = "step", .fixed = DType::kI64},
+                               {.name = "learning_rate", .type_attr = "T"},
+                               {.name = "grad", .type_attr = "T"}},
+                    .outputs = {{.name = "updated", .type_attr = "T"}},
+                    .attrs = {{"T", AttrType::kDType, std::nullopt},
+                              {"beta1", AttrType::kFloat, 0.9},
+                              {"beta2", AttrType::kFloat, 0.999},
+                              {"epsilon", AttrType::kFloat, 1e-8},
+                              {"weight_decay", AttrType::kFloat, w ? 0.01 : 0.0}},
+                    .stateful = true,
+                    .shape_fn = Update(4, 4, 5),
+                    .cost_fn = ElementwiseCostFn(12)}));
+  }
   return Status::OK();
 }
 
@@ -92,7 +98,8 @@ Output ApplyMomentum(const Scope& scope, Output variable, Output accum, Output l
 Output ApplyAdam(const Scope& scope, Output variable, Output m, Output v, Output step,
                  Output learning_rate, Output grad, const AdamAttrs& attrs) {
   RegisterStandardOps();
-  return scope.OutputOf(scope.AddNode("ApplyAdam", {variable, m, v, step, learning_rate, grad},
+  const char* op = attrs.weight_decay > 0 ? "ApplyAdamW" : "ApplyAdam";
+  return scope.OutputOf(scope.AddNode(op, {variable, m, v, step, learning_rate, grad},
                                       {{"beta1", attrs.beta1},
                                        {"beta2", attrs.beta2},
                                        {"epsilon", attrs.epsilon},

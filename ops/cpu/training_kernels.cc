@@ -176,6 +176,7 @@ Status RegisterTrainingKernels() {
   RETURN_IF_ERROR(RegisterKernel<ApplySGDKernel>("ApplySGD", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ApplyMomentumKernel>("ApplyMomentum", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ApplyAdamKernel>("ApplyAdam", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ApplyAdamKernel>("ApplyAdamW", "CPU"));
   return Status::OK();
 }
 

@@ -120,6 +120,14 @@ TEST(OptimizerTest, AdamAndAdamW) {
       want.push_back(w);
     }
     ExpectClose(got, want);
+    // Decoupled weight decay runs as the op AdamW users look for.
+    int adam = 0, adamw = 0;
+    for (int id = 0; id < p.root.graph().num_nodes(); ++id) {
+      adam += p.root.graph().node(id).op() == "ApplyAdam";
+      adamw += p.root.graph().node(id).op() == "ApplyAdamW";
+    }
+    EXPECT_EQ(adamw, decay > 0 ? 1 : 0);
+    EXPECT_EQ(adam, decay > 0 ? 0 : 1);
   }
 }
 
