@@ -1,6 +1,7 @@
 #include "ops/fusion.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "ops/op_defs.h"
 
@@ -42,9 +43,36 @@ OpDef FusedDef(const OpRegistry& r, const std::string& name, const std::string& 
 
 }  // namespace
 
+Status SgdShape(InferenceContext& c) {
+  c.set_output(0, c.input_shape(0));
+  return Status::OK();
+}
+
 Status RegisterFusedOps(OpRegistry& r) {
   RETURN_IF_ERROR(r.Register(FusedDef(r, "_FusedMatMul", "MatMul", -1)));
   RETURN_IF_ERROR(r.Register(FusedDef(r, "_FusedConv2D", "Conv2D", 1)));
+  // var -= learning_rate * (a x b): the weight gradient of a dense layer and its SGD update in
+  // one oneDNN matmul that accumulates into the variable, so the gradient is never stored.
+  auto f32 = [](const char* name) {
+    return ArgDef{.name = name, .type_attr = "T", .allowed = {DType::kF32}};
+  };
+  RETURN_IF_ERROR(r.Register({.name = "_MatMulApplySGD",
+                              .inputs = {f32("var"), f32("learning_rate"), f32("a"), f32("b")},
+                              .outputs = {f32("updated")},
+                              .attrs = {{"T", AttrType::kDType, std::nullopt},
+                                        {"transpose_a", AttrType::kBool, false},
+                                        {"transpose_b", AttrType::kBool, false}},
+                              .stateful = true,
+                              .shape_fn = SgdShape,
+                              .cost_fn = [](const CostContext& c) {
+                                OpCost cost = ElementwiseCost(c, 0);
+                                const Shape& a = c.input_shapes[2];
+                                const Shape& var = c.output_shapes[0];
+                                if (a.fully_defined() && var.fully_defined() && var.rank() == 2) {
+                                  cost.flops = 2.0 * a.num_elements() * var[1];
+                                }
+                                return cost;
+                              }}));
   return Status::OK();
 }
 
@@ -72,8 +100,16 @@ class Fuser {
     std::vector<int> role(g_.num_nodes(), 0);  // 1: folded away, 2: replaced by a fused node
     std::vector<Chain> chains;
     std::vector<int> chain_of(g_.num_nodes(), -1);
+    std::unordered_map<int, NodeDef> updates;  // ApplySGD id -> its fused replacement
+    FusedGraph out{Graph(&g_.registry()), {}};
     for (int id : g_.topological_order()) {
       if (role[id] != 0) continue;
+      if (auto grad = MatchSgd(id); grad && role[*grad] == 0) {
+        role[*grad] = 1;
+        role[id] = 3;
+        updates.emplace(id, SgdDef(id, *grad, &out.stats));
+        continue;
+      }
       auto chain = Match(id);
       if (!chain) continue;
       int tail = chain->relu >= 0 ? chain->relu : chain->bias_add;
@@ -83,10 +119,11 @@ class Fuser {
       chain_of[tail] = static_cast<int>(chains.size());
       chains.push_back(*chain);
     }
-    FusedGraph out{Graph(&g_.registry()), {}};
     for (int id = 0; id < g_.num_nodes(); ++id) {
       if (role[id] == 1) continue;
-      NodeDef def = role[id] == 2 ? FusedDef(chains[chain_of[id]], &out.stats) : g_.node(id).def();
+      NodeDef def = role[id] == 2   ? FusedDef(chains[chain_of[id]], &out.stats)
+                    : role[id] == 3 ? std::move(updates.at(id))
+                                    : g_.node(id).def();
       RETURN_IF_ERROR(out.graph.AddNode(std::move(def)).status());
     }
     RETURN_IF_ERROR(out.graph.Validate());
@@ -132,6 +169,40 @@ class Fuser {
       if (r.op() == "Relu" && SamePlace(head, r)) chain.relu = *relu;
     }
     return chain;
+  }
+
+  // ApplySGD(var, lr, MatMul(a, b)) whose gradient nobody else reads: returns the MatMul's id.
+  std::optional<int> MatchSgd(int id) const {
+    const Node& update = g_.node(id);
+    if (update.op() != "ApplySGD" || update.output_dtype(0) != DType::kF32) return std::nullopt;
+    int grad = update.inputs()[2].node;
+    const Node& mm = g_.node(grad);
+    if (mm.op() != "MatMul" || SoleConsumer(grad) != id) return std::nullopt;
+    if (!mm.requested_device().empty() && mm.requested_device() != update.requested_device()) {
+      return std::nullopt;
+    }
+    const Shape& var = g_.node(update.inputs()[0].node).output_shape(0);
+    if (!var.fully_defined() || var != mm.output_shape(0)) return std::nullopt;
+    return grad;
+  }
+
+  NodeDef SgdDef(int update_id, int grad_id, FusionStats* stats) const {
+    const Node& update = g_.node(update_id);
+    const Node& mm = g_.node(grad_id);
+    NodeDef def = update.def();
+    def.op = "_MatMulApplySGD";
+    def.inputs = {update.def().inputs[0], update.def().inputs[1], mm.def().inputs[0],
+                  mm.def().inputs[1]};
+    def.attrs["transpose_a"] = *mm.FindAttr("transpose_a");
+    def.attrs["transpose_b"] = *mm.FindAttr("transpose_b");
+    for (const auto& ctl : mm.def().control_inputs) {
+      if (std::find(def.control_inputs.begin(), def.control_inputs.end(), ctl) ==
+          def.control_inputs.end()) {
+        def.control_inputs.push_back(ctl);
+      }
+    }
+    stats->sgd++;
+    return def;
   }
 
   // [C, 1, 1] or [1, C, 1, 1].

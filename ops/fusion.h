@@ -4,6 +4,11 @@
 //
 //   MatMul -> BiasAdd [-> Relu]                 becomes  _FusedMatMul(a, b, bias)
 //   Conv2D -> Add(bias [C,1,1] or [1,C,1,1]) [-> Relu]  becomes  _FusedConv2D(x, w, bias)
+//   ApplySGD(var, lr, MatMul(a, b))            becomes  _MatMulApplySGD(var, lr, a, b)
+//
+// The last one is a prologue rather than an epilogue: the weight gradient of a dense layer is
+// accumulated straight into the variable (var += -lr * a b, oneDNN's sum post-op), so the
+// gradient tensor never exists.
 //
 // Only f32 chains on one requested device and colocation group fuse, and only through outputs
 // nobody else reads. The fused node takes the name of the chain's last node, so consumers and
@@ -21,6 +26,7 @@ struct FusionStats {
   int matmul = 0;  // MatMul + BiasAdd chains fused
   int conv = 0;    // Conv2D + bias chains fused
   int relu = 0;    // of those, chains that also took a ReLU
+  int sgd = 0;     // weight gradients (MatMul) folded into their ApplySGD
 };
 
 struct FusedGraph {

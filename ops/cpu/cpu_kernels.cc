@@ -18,6 +18,7 @@ Status RegisterCpuKernels() {
   RETURN_IF_ERROR(cpu::RegisterPoolKernels());
   RETURN_IF_ERROR(cpu::RegisterManipKernels());
   RETURN_IF_ERROR(cpu::RegisterBatchNormKernels());
+  RETURN_IF_ERROR(cpu::RegisterFusedUpdateKernels());
   return Status::OK();
 }
 

@@ -18,5 +18,6 @@ Status RegisterConvKernels();
 Status RegisterPoolKernels();
 Status RegisterManipKernels();
 Status RegisterBatchNormKernels();
+Status RegisterFusedUpdateKernels();
 
 }  // namespace dflow::cpu

@@ -10,7 +10,9 @@
 #include "graph/gradients.h"
 #include "ops/array_ops.h"
 #include "ops/conv_ops.h"
+#include "ops/initializers.h"
 #include "ops/math_ops.h"
+#include "ops/optimizers.h"
 #include "ops/unary_ops.h"
 #include "test_util.h"
 
@@ -198,6 +200,55 @@ TEST(FusionTest, TrainingStepsMatchUnfused) {
   auto counts = ExpectSameWithFusion(root, feeds, fetches);
   EXPECT_EQ(counts["_FusedMatMul"], 1);
   EXPECT_EQ(counts["Relu"], 0);
+}
+
+// SGD on a two-layer network: both weight gradients fold into their updates; three steps give
+// the unfused weights, and a value fetched before a step stays a snapshot.
+TEST(FusionTest, WeightGradientsFoldIntoSgdUpdates) {
+  std::vector<std::vector<float>> w1_after(2);
+  for (bool fuse : {false, true}) {
+    Scope root = Scope::NewRootScope();
+    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 5});
+    auto w1 = ops::InitializedVariable(root.WithOpName("w1"), Shape{5, 8},
+                                       ops::Initializer::GlorotUniform(1));
+    auto b1 = ops::InitializedVariable(root.WithOpName("b1"), Shape{8}, ops::Initializer::Zeros());
+    auto w2 = ops::InitializedVariable(root.WithOpName("w2"), Shape{8, 3},
+                                       ops::Initializer::GlorotUniform(2));
+    auto h = ops::Relu(root, ops::BiasAdd(root, ops::MatMul(root, x, w1.var), b1.var));
+    auto y = ops::MatMul(root, h, w2.var);
+    auto loss = ops::ReduceSum(root.WithOpName("loss"), ops::Mul(root, y, y));
+    ops::SGD sgd({.learning_rate = 0.05});
+    auto step = sgd.Minimize(root, loss, {w1.var, b1.var, w2.var});
+    ASSERT_TRUE(root.ok()) << root.status().ToString();
+    if (fuse) {
+      Graph g = Validated(root);
+      auto fused = ops::FuseEpilogues(g, {Id(g, x), Id(g, loss), *g.FindNode(step.name())});
+      ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+      EXPECT_EQ(fused->stats.sgd, 2);  // w1 and w2; b1's gradient is a reduction
+      EXPECT_EQ(OpCounts(fused->graph)["_MatMulApplySGD"], 2);
+    }
+    SessionOptions options;
+    options.fuse_epilogues = fuse;
+    auto session = Session::Create(root, options);
+    ASSERT_TRUE(session.ok());
+    ASSERT_TRUE((*session)
+                    ->Run({}, {}, {w1.init.node_name(), b1.init.node_name(), w2.init.node_name()})
+                    .ok());
+    auto xv = Tensor::FromVector(RandomFloats(4 * 5, 9, -2, 2), Shape{4, 5});
+    auto before = (*session)->Run({}, {w1.var.name()});
+    ASSERT_TRUE(before.ok());
+    std::vector<float> snapshot = before->at(0).ToVector<float>();
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE((*session)->Run({{"x", xv}}, {"loss"}, {step.name()}).ok());
+    }
+    EXPECT_EQ(before->at(0).ToVector<float>(), snapshot);  // held across in-place updates
+    auto after = (*session)->Run({}, {w1.var.name()});
+    ASSERT_TRUE(after.ok());
+    w1_after[fuse] = after->at(0).ToVector<float>();
+    EXPECT_NE(w1_after[fuse], snapshot);
+  }
+  ASSERT_EQ(w1_after[0].size(), w1_after[1].size());
+  for (size_t i = 0; i < w1_after[0].size(); ++i) EXPECT_NEAR(w1_after[0][i], w1_after[1][i], 1e-5);
 }
 
 TEST(FusionTest, BadBiasAtRunTimeNamesTheFusedNode) {

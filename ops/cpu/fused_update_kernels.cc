@@ -1,0 +1,107 @@
+// CPU kernel of _MatMulApplySGD (ops/fusion.h): var -= lr * (a x b) as one oneDNN matmul with a
+// runtime output scale of -lr and a sum post-op into the variable's buffer. The update is in
+// place when no other reader holds the variable's value (variable_update.h); otherwise the
+// value is first copied into a fresh buffer, so an earlier snapshot never changes.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/dnnl_context.h"
+#include "ops/cpu/primitive_cache.h"
+#include "ops/cpu/variable_update.h"
+
+namespace dflow::cpu {
+namespace {
+
+using dnnl::memory;
+
+class MatMulApplySGDKernel : public OpKernel {
+ public:
+  explicit MatMulApplySGDKernel(const KernelInit& init)
+      : var_(LookupVariable(init, 0)),
+        ta_(std::get<bool>(*init.node.FindAttr("transpose_a"))),
+        tb_(std::get<bool>(*init.node.FindAttr("transpose_b"))) {}
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& lr = ctx.input(1);
+    const Tensor& a = ctx.input(2);
+    const Tensor& b = ctx.input(3);
+    if (a.shape().rank() != 2 || b.shape().rank() != 2) {
+      return InvalidArgument("gradient factors must be matrices, got {} and {}", a.shape(),
+                             b.shape());
+    }
+    int64_t m = a.shape()[ta_ ? 1 : 0], k = a.shape()[ta_ ? 0 : 1];
+    int64_t kb = b.shape()[tb_ ? 1 : 0], n = b.shape()[tb_ ? 0 : 1];
+    std::lock_guard lock(var_.var->mu);
+    RETURN_IF_ERROR(CheckInitialized(var_));
+    Tensor& cur = var_.var->value;
+    if (k != kb || cur.shape() != Shape{m, n} || cur.dtype() != DType::kF32) {
+      return InvalidArgument("gradient {}{} x {}{} does not match variable '{}' {}{}", a.shape(),
+                             ta_ ? "^T" : "", b.shape(), tb_ ? "^T" : "", var_.name, cur.dtype(),
+                             cur.shape());
+    }
+    if (lr.num_elements() != 1 || lr.dtype() != DType::kF32) {
+      return InvalidArgument("learning rate must be a scalar f32");
+    }
+    ASSIGN_OR_RETURN(Tensor dst, UpdateTarget(ctx, var_));
+    if (!dst.SharesBufferWith(cur)) std::memcpy(dst.raw_data(), cur.raw_data(), cur.num_bytes());
+    if (k > 0 && m * n > 0) {
+      auto p = Primitive(m, k, n);
+      float scale = -lr.data<float>()[0];
+      const auto& e = CpuEngine();
+      memory am(Desc(m, k, ta_), e, a.raw_data()), bm(Desc(k, n, tb_), e, b.raw_data());
+      memory cm(Desc(m, n, false), e, dst.raw_data());
+      memory sm(memory::desc({1}, memory::data_type::f32, memory::format_tag::x), e, &scale);
+      memory scratch(p->scratch, e, ThreadScratchpad(p->scratch.get_size()));
+      dnnl::stream& s = ThreadStream();
+      p->prim.execute(s, {{DNNL_ARG_SRC, am},
+                          {DNNL_ARG_WEIGHTS, bm},
+                          {DNNL_ARG_DST, cm},
+                          {DNNL_ARG_ATTR_OUTPUT_SCALES, sm},
+                          {DNNL_ARG_SCRATCHPAD, scratch}});
+      s.wait();
+    }
+    cur = dst;
+    ctx.set_output(0, cur);
+    return Status::OK();
+  }
+
+ private:
+  struct Prim {
+    dnnl::matmul prim;
+    memory::desc scratch;
+  };
+
+  static memory::desc Desc(int64_t rows, int64_t cols, bool transposed) {
+    return memory::desc({rows, cols}, memory::data_type::f32,
+                        transposed ? memory::dims{1, rows} : memory::dims{cols, 1});
+  }
+
+  std::shared_ptr<const Prim> Primitive(int64_t m, int64_t k, int64_t n) const {
+    std::string key = fmt::format("matmul_sgd:{}:{}:{}:{}:{}", ta_, tb_, m, k, n);
+    return PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+      dnnl::post_ops ops;
+      ops.append_sum(1.f);
+      attr.set_post_ops(ops);
+      dnnl::matmul::primitive_desc pd(
+          dnnl::matmul::desc(Desc(m, k, ta_), Desc(k, n, tb_), Desc(m, n, false)), attr,
+          CpuEngine());
+      return std::make_shared<const Prim>(Prim{dnnl::matmul(pd), pd.scratchpad_desc()});
+    });
+  }
+
+  VarRef var_;
+  const bool ta_, tb_;
+};
+
+}  // namespace
+
+Status RegisterFusedUpdateKernels() {
+  return RegisterKernel<MatMulApplySGDKernel>("_MatMulApplySGD", "CPU");
+}
+
+}  // namespace dflow::cpu
