@@ -73,6 +73,40 @@ Status RegisterFusedOps(OpRegistry& r) {
                                 }
                                 return cost;
                               }}));
+  // MaxPool that also records where each maximum came from (u8, the offset in its window), and
+  // the gradient that routes through those offsets, optionally masked by relu (where the
+  // pooled value is > 0): neither reads the pooled input again.
+  RETURN_IF_ERROR(r.Register(
+      {.name = "_MaxPoolWithArgmax",
+       .inputs = {{.name = "x", .type_attr = "T", .allowed = kFloatTypes}},
+       .outputs = {{.name = "y", .type_attr = "T"}, {.name = "argmax", .fixed = DType::kU8}},
+       .attrs = r.Find("MaxPool")->attrs,
+       .shape_fn = [base = r.Find("MaxPool")->shape_fn](InferenceContext& c) -> Status {
+         RETURN_IF_ERROR(base(c));
+         c.set_output(1, c.output_shapes[0]);
+         return Status::OK();
+       },
+       .cost_fn = ElementwiseCostFn(4)}));
+  std::vector<AttrDef> grad_attrs = r.Find("MaxPool")->attrs;
+  grad_attrs.push_back({"input_hw", AttrType::kIntList, std::nullopt});
+  grad_attrs.push_back({"relu", AttrType::kBool, false});
+  RETURN_IF_ERROR(
+      r.Register({.name = "_MaxPoolGradWithArgmax",
+                  .inputs = {{.name = "dy", .type_attr = "T", .allowed = kFloatTypes},
+                             {.name = "argmax", .fixed = DType::kU8},
+                             {.name = "y", .type_attr = "T"}},  // read only with relu
+                  .outputs = {{.name = "dx", .type_attr = "T"}},
+                  .attrs = grad_attrs,
+                  .shape_fn = [](InferenceContext& c) -> Status {
+                    ASSIGN_OR_RETURN(auto hw, c.GetAttr<std::vector<int64_t>>("input_hw"));
+                    const Shape& dy = c.input_shape(0);
+                    if (hw.size() != 2 || dy.unknown_rank() || dy.rank() != 4) {
+                      return c.Error("needs input_hw [H, W] and a rank-4 dy, got {}", dy);
+                    }
+                    c.set_output(0, Shape{dy[0], dy[1], hw[0], hw[1]});
+                    return Status::OK();
+                  },
+                  .cost_fn = ElementwiseCostFn(1)}));
   return Status::OK();
 }
 
@@ -108,6 +142,12 @@ class Fuser {
         role[*grad] = 1;
         role[id] = 3;
         updates.emplace(id, SgdDef(id, *grad, &out.stats));
+        continue;
+      }
+      if (auto pool = MatchPool(id);
+          pool && role[pool->grad] == 0 && (pool->relu < 0 || role[pool->relu] == 0)) {
+        role[id] = 3;
+        updates.emplace(id, PoolDefs(*pool, &out.stats, &role, &updates));
         continue;
       }
       auto chain = Match(id);
@@ -169,6 +209,73 @@ class Fuser {
       if (r.op() == "Relu" && SamePlace(head, r)) chain.relu = *relu;
     }
     return chain;
+  }
+
+  struct PoolChain {
+    int pool, grad, relu;  // relu: a ReluGrad(grad, x) folded in, -1 when none
+  };
+
+  // MaxPool(x) whose only gradient is MaxPoolGrad(x, dy), and maybe ReluGrad(that, x).
+  std::optional<PoolChain> MatchPool(int id) const {
+    const Node& pool = g_.node(id);
+    if (pool.op() != "MaxPool") return std::nullopt;
+    const Endpoint x = pool.inputs()[0];
+    const Shape& xs = g_.node(x.node).output_shape(x.index);
+    auto k = std::get<std::vector<int64_t>>(*pool.FindAttr("ksize"));
+    if (xs.unknown_rank() || xs.rank() != 4 || xs[2] < 0 || xs[3] < 0 || k[0] * k[1] > 256) {
+      return std::nullopt;
+    }
+    std::optional<int> grad;
+    for (auto [consumer, slot] : consumers_[x.node]) {
+      const Node& c = g_.node(consumer);
+      if (slot != 0 || c.op() != "MaxPoolGrad" || c.inputs()[0] != x) continue;
+      bool same_window = true;
+      for (const char* a : {"ksize", "strides", "pads"}) {
+        same_window = same_window && std::get<std::vector<int64_t>>(*c.FindAttr(a)) ==
+                                         std::get<std::vector<int64_t>>(*pool.FindAttr(a));
+      }
+      if (!same_window || grad || pinned_[consumer] || !SamePlace(pool, c)) {
+        return std::nullopt;
+      }
+      grad = consumer;
+    }
+    if (!grad) return std::nullopt;
+    PoolChain chain{id, *grad, -1};
+    if (auto r = SoleConsumer(*grad)) {
+      const Node& rg = g_.node(*r);
+      if (rg.op() == "ReluGrad" && rg.inputs()[0] == Endpoint{*grad, 0} && rg.inputs()[1] == x &&
+          SamePlace(pool, rg)) {
+        chain.relu = *r;
+      }
+    }
+    return chain;
+  }
+
+  // The pool's replacement; the gradient's (or the ReluGrad's) goes into `updates`.
+  NodeDef PoolDefs(const PoolChain& c, FusionStats* stats, std::vector<int>* role,
+                   std::unordered_map<int, NodeDef>* updates) const {
+    const Node& pool = g_.node(c.pool);
+    const Node& grad = g_.node(c.grad);
+    NodeDef p = pool.def();
+    p.op = "_MaxPoolWithArgmax";
+    const Endpoint x = pool.inputs()[0];
+    const Shape& xs = g_.node(x.node).output_shape(x.index);
+    int tail = c.relu >= 0 ? c.relu : c.grad;
+    NodeDef g = g_.node(tail).def();
+    g.op = "_MaxPoolGradWithArgmax";
+    g.inputs = {grad.def().inputs[1], InputRef{pool.name(), 1}, InputRef{pool.name(), 0}};
+    g.attrs = pool.attrs();
+    g.attrs["input_hw"] = std::vector<int64_t>{xs[2], xs[3]};
+    g.attrs["relu"] = c.relu >= 0;
+    if (c.relu >= 0) {
+      (*role)[c.grad] = 1;
+      for (const auto& ctl : grad.def().control_inputs) g.control_inputs.push_back(ctl);
+      stats->pool_relu++;
+    }
+    (*role)[tail] = 3;
+    updates->emplace(tail, std::move(g));
+    stats->pool++;
+    return p;
   }
 
   // ApplySGD(var, lr, MatMul(a, b)) whose gradient nobody else reads: returns the MatMul's id.

@@ -10,6 +10,13 @@
 // accumulated straight into the variable (var += -lr * a b, oneDNN's sum post-op), so the
 // gradient tensor never exists.
 //
+//   MaxPool(x) + MaxPoolGrad(x, dy) [+ ReluGrad(that, x)]
+//       becomes  _MaxPoolWithArgmax(x) -> (y, argmax) + _MaxPoolGradWithArgmax(dy, argmax [, y])
+//
+// The forward pool records where each maximum came from, so the backward pass no longer reads
+// x, and a ReluGrad on the pool's input becomes a mask on y > 0 (the gradient reaches only the
+// maxima, where x equals y): x, often the largest activation, is freed after the forward pool.
+//
 // Only f32 chains on one requested device and colocation group fuse, and only through outputs
 // nobody else reads. The fused node takes the name of the chain's last node, so consumers and
 // fetches of that node see the same tensor. The session runs this pass on every plan it compiles
@@ -27,6 +34,8 @@ struct FusionStats {
   int conv = 0;    // Conv2D + bias chains fused
   int relu = 0;    // of those, chains that also took a ReLU
   int sgd = 0;     // weight gradients (MatMul) folded into their ApplySGD
+  int pool = 0;       // MaxPool/MaxPoolGrad pairs that keep the argmax instead of the input
+  int pool_relu = 0;  // of those, the ones that also took the ReluGrad below them
 };
 
 struct FusedGraph {

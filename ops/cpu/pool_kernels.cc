@@ -154,9 +154,130 @@ class PoolKernel : public OpKernel {
   std::vector<int64_t> k_, s_, pads_;
 };
 
+// The output size of a window along one dimension.
+int64_t PooledSize(int64_t in, int64_t k, int64_t s, int64_t lo, int64_t hi) {
+  return std::max<int64_t>(0, (in + lo + hi - k) / s + 1);
+}
+
+// _MaxPoolWithArgmax: the max of each window and its offset in the window (row * kw + col,
+// counted from the window's unclipped corner), as u8.
+class MaxPoolArgmaxKernel : public OpKernel {
+ public:
+  explicit MaxPoolArgmaxKernel(const KernelInit& init)
+      : k_(std::get<std::vector<int64_t>>(*init.node.FindAttr("ksize"))),
+        s_(std::get<std::vector<int64_t>>(*init.node.FindAttr("strides"))),
+        pads_(std::get<std::vector<int64_t>>(*init.node.FindAttr("pads"))) {}
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Shape& xs = x.shape();
+    if (xs.rank() != 4) return InvalidArgument("input must be NCHW (rank 4), got {}", xs);
+    int64_t h = xs[2], w = xs[3];
+    int64_t oh = PooledSize(h, k_[0], s_[0], pads_[0], pads_[2]);
+    int64_t ow = PooledSize(w, k_[1], s_[1], pads_[1], pads_[3]);
+    Shape ys{xs[0], xs[1], oh, ow};
+    return DispatchFloat(x.dtype(), [&]<typename T>() -> Status {
+      ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x.dtype(), ys));
+      ASSIGN_OR_RETURN(Tensor * arg, ctx.AllocateOutput(1, DType::kU8, ys));
+      const T* px = x.data<T>();
+      T* py = y->data<T>();
+      uint8_t* pa = arg->data<uint8_t>();
+      int64_t planes = xs[0] * xs[1];
+      int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, h * w));
+      ParallelFor(planes, grain, [&](int64_t begin, int64_t end) {
+        for (int64_t p = begin; p < end; ++p) {
+          const T* in = px + p * h * w;
+          for (int64_t i = 0; i < oh; ++i) {
+            int64_t top = i * s_[0] - pads_[0];
+            int64_t r0 = std::max<int64_t>(top, 0), r1 = std::min(top + k_[0], h);
+            for (int64_t j = 0; j < ow; ++j) {
+              int64_t left = j * s_[1] - pads_[1];
+              int64_t c0 = std::max<int64_t>(left, 0), c1 = std::min(left + k_[1], w);
+              T best = -std::numeric_limits<T>::infinity();
+              int64_t at = -1;
+              for (int64_t r = r0; r < r1; ++r) {
+                for (int64_t c = c0; c < c1; ++c) {
+                  if (in[r * w + c] > best || at < 0) {
+                    best = in[r * w + c];
+                    at = (r - top) * k_[1] + (c - left);
+                  }
+                }
+              }
+              int64_t o = (p * oh + i) * ow + j;
+              py[o] = best;
+              pa[o] = static_cast<uint8_t>(std::max<int64_t>(at, 0));
+            }
+          }
+        }
+      });
+      return Status::OK();
+    });
+  }
+
+ private:
+  std::vector<int64_t> k_, s_, pads_;
+};
+
+// _MaxPoolGradWithArgmax: dy routed to each window's recorded maximum; with relu, only where
+// the pooled value y is > 0.
+class MaxPoolGradArgmaxKernel : public OpKernel {
+ public:
+  explicit MaxPoolGradArgmaxKernel(const KernelInit& init)
+      : k_(std::get<std::vector<int64_t>>(*init.node.FindAttr("ksize"))),
+        s_(std::get<std::vector<int64_t>>(*init.node.FindAttr("strides"))),
+        pads_(std::get<std::vector<int64_t>>(*init.node.FindAttr("pads"))),
+        hw_(std::get<std::vector<int64_t>>(*init.node.FindAttr("input_hw"))),
+        relu_(std::get<bool>(*init.node.FindAttr("relu"))) {}
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    const Tensor& arg = ctx.input(1);
+    const Tensor& y = ctx.input(2);
+    const Shape& ds = dy.shape();
+    int64_t h = hw_[0], w = hw_[1];
+    if (ds.rank() != 4 || arg.shape() != ds || y.shape() != ds ||
+        ds[2] != PooledSize(h, k_[0], s_[0], pads_[0], pads_[2]) ||
+        ds[3] != PooledSize(w, k_[1], s_[1], pads_[1], pads_[3])) {
+      return InvalidArgument("dy {}, argmax {} and y {} do not match a pooling of [{}, {}]", ds,
+                             arg.shape(), y.shape(), h, w);
+    }
+    int64_t oh = ds[2], ow = ds[3];
+    return DispatchFloat(dy.dtype(), [&]<typename T>() -> Status {
+      ASSIGN_OR_RETURN(Tensor * dx, ctx.AllocateOutput(0, dy.dtype(), Shape{ds[0], ds[1], h, w}));
+      T* out = dx->data<T>();
+      const T* g = dy.data<T>();
+      const T* py = y.data<T>();
+      const uint8_t* pa = arg.data<uint8_t>();
+      int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, h * w));
+      ParallelFor(ds[0] * ds[1], grain, [&](int64_t begin, int64_t end) {
+        for (int64_t p = begin; p < end; ++p) {
+          T* plane = out + p * h * w;
+          std::memset(plane, 0, sizeof(T) * h * w);
+          for (int64_t i = 0; i < oh; ++i) {
+            for (int64_t j = 0; j < ow; ++j) {
+              int64_t o = (p * oh + i) * ow + j;
+              if (relu_ && !(py[o] > T(0))) continue;
+              int64_t r = i * s_[0] - pads_[0] + pa[o] / k_[1];
+              int64_t c = j * s_[1] - pads_[1] + pa[o] % k_[1];
+              if (r >= 0 && r < h && c >= 0 && c < w) plane[r * w + c] += g[o];
+            }
+          }
+        }
+      });
+      return Status::OK();
+    });
+  }
+
+ private:
+  std::vector<int64_t> k_, s_, pads_, hw_;
+  bool relu_;
+};
+
 }  // namespace
 
 Status RegisterPoolKernels() {
+  RETURN_IF_ERROR(RegisterKernel<MaxPoolArgmaxKernel>("_MaxPoolWithArgmax", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<MaxPoolGradArgmaxKernel>("_MaxPoolGradWithArgmax", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<PoolKernel<Kind::kMax>>("MaxPool", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<PoolKernel<Kind::kAvg>>("AvgPool", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<PoolKernel<Kind::kMaxGrad>>("MaxPoolGrad", "CPU"));

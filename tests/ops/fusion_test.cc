@@ -251,6 +251,45 @@ TEST(FusionTest, WeightGradientsFoldIntoSgdUpdates) {
   for (size_t i = 0; i < w1_after[0].size(); ++i) EXPECT_NEAR(w1_after[0][i], w1_after[1][i], 1e-5);
 }
 
+// Pooling keeps its argmax: the backward pass stops reading the pool's input, and a ReluGrad
+// on that input becomes a mask on the pooled values. Overlapping padded windows and plain 2x2
+// ones, with and without a ReLU below, against the unfused gradients.
+TEST(FusionTest, MaxPoolKeepsArgmaxAndMasksTheReluGradient) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 2, 9, 8});
+  auto w = ops::Placeholder(root.WithOpName("w"), DType::kF32, Shape{3, 2, 3, 3});
+  auto conv = ops::Conv2D(root, x, w, {.pads = {1, 1, 1, 1}});
+  auto act = ops::Relu(root, ops::Add(root, conv, Const(root, {1, 3, 1, 1}, 1)));
+  auto p1 = ops::MaxPool(root, act, {.ksize = {3, 3}, .strides = {2, 2}, .pads = {1, 1, 1, 1}});
+  auto p2 = ops::MaxPool(root, p1, {.ksize = {2, 2}, .strides = {2, 2}});  // no ReLU below
+  auto loss = ops::ReduceSum(root.WithOpName("loss"), ops::Mul(root, p2, p2));
+  auto grads = Gradients(root, loss, {w, x});
+  ASSERT_TRUE(grads.ok()) << grads.status().ToString();
+  Session::Feeds feeds = {
+      {"x", Tensor::FromVector(RandomFloats(2 * 2 * 9 * 8, 1, -2, 2), Shape{2, 2, 9, 8})},
+      {"w", Tensor::FromVector(RandomFloats(3 * 2 * 9, 2), Shape{3, 2, 3, 3})}};
+  auto counts =
+      ExpectSameWithFusion(root, feeds, {"loss", grads->at(0).name(), grads->at(1).name()});
+  EXPECT_EQ(counts["_MaxPoolWithArgmax"], 2);
+  EXPECT_EQ(counts["_MaxPoolGradWithArgmax"], 2);
+  EXPECT_EQ(counts["MaxPool"] + counts["MaxPoolGrad"] + counts["ReluGrad"], 0);
+
+  Graph g = Validated(root);
+  std::vector<int> keep = {Id(g, x), Id(g, w), Id(g, loss), Id(g, grads->at(0)),
+                           Id(g, grads->at(1))};
+  auto fused = ops::FuseEpilogues(g, keep);
+  ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+  EXPECT_EQ(fused->stats.pool, 2);
+  EXPECT_EQ(fused->stats.pool_relu, 1);
+  // The activation (the fused convolution's output) is read by the forward pool alone now.
+  const Graph& f = fused->graph;
+  int act_id = *f.FindNode(act.node_name());
+  EXPECT_EQ(f.node(act_id).op(), "_FusedConv2D");
+  auto consumers = f.Consumers()[act_id];
+  ASSERT_EQ(consumers.size(), 1u);
+  EXPECT_EQ(f.node(consumers[0].first).op(), "_MaxPoolWithArgmax");
+}
+
 TEST(FusionTest, BadBiasAtRunTimeNamesTheFusedNode) {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2, 3});

@@ -249,6 +249,18 @@ TEST(GradientCheckTest, ConvolutionAndPooling) {
       "MaxPool",
       [pa](const Scope& s, const std::vector<Output>& in) { return ops::MaxPool(s, in[0], pa); },
       {Random(Shape{2, 2, 5, 4}, 70)});
+  // Pooling of a ReLU: the session's rewrite runs these through _MaxPoolWithArgmax and the
+  // masked _MaxPoolGradWithArgmax (ops/fusion.h), overlapping windows and padding included.
+  CheckGradient("MaxPool of Relu",
+                [pa](const Scope& s, const std::vector<Output>& in) {
+                  return ops::MaxPool(s, ops::Relu(s, in[0]), pa);
+                },
+                {Random(Shape{2, 2, 5, 4}, 73)});
+  CheckGradient("MaxPool of Square",
+                [pa](const Scope& s, const std::vector<Output>& in) {
+                  return ops::MaxPool(s, ops::Square(s, in[0]), pa);
+                },
+                {Random(Shape{2, 2, 5, 4}, 74)});
   CheckGradient(
       "AvgPool",
       [pa](const Scope& s, const std::vector<Output>& in) { return ops::AvgPool(s, in[0], pa); },
