@@ -273,8 +273,7 @@ PlanMemoryStats ExecutionPlan::memory_stats() const {
 }
 
 void ExecutionPlan::ReleaseState(std::unique_ptr<RunState> s) const {
-  for (auto& v : s->values) v = Tensor();  // after an error some values may remain
-  std::lock_guard lock(states_mu_);
+  std::lock_guard lock(states_mu_);  // Run cleared the values
   free_states_.push_back(std::move(s));
 }
 
@@ -318,7 +317,7 @@ Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>*
     fetches->reserve(fetch_slots_.size());
     for (int slot : fetch_slots_) fetches->push_back(state->values[slot]);
   }
-  for (auto& v : state->values) v = Tensor();
+  for (auto& v : state->values) v = Tensor();  // after an error some values may remain
   FinishMemory(state.get(), status.ok());
   ReleaseState(std::move(state));
   return status;
