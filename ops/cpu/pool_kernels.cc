@@ -44,21 +44,35 @@ struct Pool {
 
 enum class Kind { kMax, kAvg, kMaxGrad, kAvgGrad };
 
-template <Kind kKind>
-class PoolKernel : public OpKernel {
+// A kernel with a pooling window: ksize, strides and pads (top, left, bottom, right).
+class WindowKernel : public OpKernel {
  public:
-  explicit PoolKernel(const KernelInit& init)
+  explicit WindowKernel(const KernelInit& init)
       : k_(std::get<std::vector<int64_t>>(*init.node.FindAttr("ksize"))),
         s_(std::get<std::vector<int64_t>>(*init.node.FindAttr("strides"))),
         pads_(std::get<std::vector<int64_t>>(*init.node.FindAttr("pads"))) {}
+
+ protected:
+  // The output size along spatial dimension d (0: height, 1: width) of an input of size `in`.
+  int64_t OutSize(int d, int64_t in) const {
+    return std::max<int64_t>(0, (in + pads_[d] + pads_[d + 2] - k_[d]) / s_[d] + 1);
+  }
+
+  std::vector<int64_t> k_, s_, pads_;
+};
+
+template <Kind kKind>
+class PoolKernel : public WindowKernel {
+ public:
+  explicit PoolKernel(const KernelInit& init) : WindowKernel(init) {}
 
   Status Compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Shape& xs = x.shape();
     if (xs.rank() != 4) return InvalidArgument("input must be NCHW (rank 4), got {}", xs);
     Pool p{xs[0], xs[1], xs[2], xs[3], k_[0], k_[1], s_[0], s_[1], pads_[0], pads_[1], 0, 0};
-    p.oh = std::max<int64_t>(0, (p.h + pads_[0] + pads_[2] - p.kh) / p.sh + 1);
-    p.ow = std::max<int64_t>(0, (p.w + pads_[1] + pads_[3] - p.kw) / p.sw + 1);
+    p.oh = OutSize(0, p.h);
+    p.ow = OutSize(1, p.w);
     Shape ys{p.n, p.c, p.oh, p.ow};
     constexpr bool kGrad = kKind == Kind::kMaxGrad || kKind == Kind::kAvgGrad;
     if (kGrad && ctx.input(1).shape() != ys) {
@@ -150,31 +164,20 @@ class PoolKernel : public OpKernel {
     p->prim.execute(stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_SCRATCHPAD, sm}});
     stream.wait();
   }
-
-  std::vector<int64_t> k_, s_, pads_;
 };
-
-// The output size of a window along one dimension.
-int64_t PooledSize(int64_t in, int64_t k, int64_t s, int64_t lo, int64_t hi) {
-  return std::max<int64_t>(0, (in + lo + hi - k) / s + 1);
-}
 
 // _MaxPoolWithArgmax: the max of each window and its offset in the window (row * kw + col,
 // counted from the window's unclipped corner), as u8.
-class MaxPoolArgmaxKernel : public OpKernel {
+class MaxPoolArgmaxKernel : public WindowKernel {
  public:
-  explicit MaxPoolArgmaxKernel(const KernelInit& init)
-      : k_(std::get<std::vector<int64_t>>(*init.node.FindAttr("ksize"))),
-        s_(std::get<std::vector<int64_t>>(*init.node.FindAttr("strides"))),
-        pads_(std::get<std::vector<int64_t>>(*init.node.FindAttr("pads"))) {}
+  explicit MaxPoolArgmaxKernel(const KernelInit& init) : WindowKernel(init) {}
 
   Status Compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Shape& xs = x.shape();
     if (xs.rank() != 4) return InvalidArgument("input must be NCHW (rank 4), got {}", xs);
     int64_t h = xs[2], w = xs[3];
-    int64_t oh = PooledSize(h, k_[0], s_[0], pads_[0], pads_[2]);
-    int64_t ow = PooledSize(w, k_[1], s_[1], pads_[1], pads_[3]);
+    int64_t oh = OutSize(0, h), ow = OutSize(1, w);
     Shape ys{xs[0], xs[1], oh, ow};
     return DispatchFloat(x.dtype(), [&]<typename T>() -> Status {
       ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x.dtype(), ys));
@@ -213,19 +216,14 @@ class MaxPoolArgmaxKernel : public OpKernel {
       return Status::OK();
     });
   }
-
- private:
-  std::vector<int64_t> k_, s_, pads_;
 };
 
 // _MaxPoolGradWithArgmax: dy routed to each window's recorded maximum; with relu, only where
 // the pooled value y is > 0.
-class MaxPoolGradArgmaxKernel : public OpKernel {
+class MaxPoolGradArgmaxKernel : public WindowKernel {
  public:
   explicit MaxPoolGradArgmaxKernel(const KernelInit& init)
-      : k_(std::get<std::vector<int64_t>>(*init.node.FindAttr("ksize"))),
-        s_(std::get<std::vector<int64_t>>(*init.node.FindAttr("strides"))),
-        pads_(std::get<std::vector<int64_t>>(*init.node.FindAttr("pads"))),
+      : WindowKernel(init),
         hw_(std::get<std::vector<int64_t>>(*init.node.FindAttr("input_hw"))),
         relu_(std::get<bool>(*init.node.FindAttr("relu"))) {}
 
@@ -235,9 +233,8 @@ class MaxPoolGradArgmaxKernel : public OpKernel {
     const Tensor& y = ctx.input(2);
     const Shape& ds = dy.shape();
     int64_t h = hw_[0], w = hw_[1];
-    if (ds.rank() != 4 || arg.shape() != ds || y.shape() != ds ||
-        ds[2] != PooledSize(h, k_[0], s_[0], pads_[0], pads_[2]) ||
-        ds[3] != PooledSize(w, k_[1], s_[1], pads_[1], pads_[3])) {
+    if (ds.rank() != 4 || arg.shape() != ds || y.shape() != ds || ds[2] != OutSize(0, h) ||
+        ds[3] != OutSize(1, w)) {
       return InvalidArgument("dy {}, argmax {} and y {} do not match a pooling of [{}, {}]", ds,
                              arg.shape(), y.shape(), h, w);
     }
@@ -269,7 +266,7 @@ class MaxPoolGradArgmaxKernel : public OpKernel {
   }
 
  private:
-  std::vector<int64_t> k_, s_, pads_, hw_;
+  std::vector<int64_t> hw_;
   bool relu_;
 };
 
