@@ -1,10 +1,15 @@
 // CPU kernels of Softmax, LogSoftmax and SparseSoftmaxCrossEntropyWithLogits, over the last axis
-// with the row maximum subtracted for stability.
+// with the row maximum subtracted for stability. f32 Softmax and LogSoftmax run on oneDNN's
+// softmax primitives; the rest on loops.
+#include <fmt/format.h>
+
 #include <atomic>
 #include <cmath>
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
+#include "ops/cpu/dnnl_context.h"
+#include "ops/cpu/primitive_cache.h"
 
 namespace dflow::cpu {
 namespace {
@@ -20,6 +25,28 @@ void LogSoftmaxRow(const T* x, T* out, int64_t c) {
   for (int64_t j = 0; j < c; ++j) out[j] = x[j] - max - log_sum;
 }
 
+// Softmax or log-softmax of `rows` rows of c floats on oneDNN (x == y is fine).
+template <bool kLog>
+void RunDnnlSoftmax(int64_t rows, int64_t c, const void* x, void* y) {
+  using Prim = std::conditional_t<kLog, dnnl::logsoftmax_forward, dnnl::softmax_forward>;
+  struct Entry {
+    Prim prim;
+    dnnl::memory::desc data;
+  };
+  std::string key = fmt::format("{}:{}:{}", kLog ? "logsoftmax" : "softmax", rows, c);
+  auto p = PrimitiveCache::Global().GetOrCreate<Entry>(key, [&] {
+    dnnl::memory::desc data({rows, c}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab);
+    typename Prim::primitive_desc pd(
+        typename Prim::desc(dnnl::prop_kind::forward_inference, data, 1), CpuEngine());
+    return std::make_shared<const Entry>(Entry{Prim(pd), data});
+  });
+  const auto& e = CpuEngine();
+  dnnl::memory xm(p->data, e, const_cast<void*>(x)), ym(p->data, e, y);
+  dnnl::stream& s = ThreadStream();
+  p->prim.execute(s, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}});
+  s.wait();
+}
+
 template <bool kLog>
 class SoftmaxKernel : public OpKernel {
  public:
@@ -27,6 +54,14 @@ class SoftmaxKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     if (x.shape().rank() < 1) return InvalidArgument("logits must have rank >= 1");
+    if (x.dtype() == DType::kF32) {
+      ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), x.shape()));
+      int64_t c = x.shape()[x.shape().rank() - 1];
+      if (c > 0 && x.num_elements() > 0) {
+        RunDnnlSoftmax<kLog>(x.num_elements() / c, c, x.raw_data(), out->raw_data());
+      }
+      return Status::OK();
+    }
     return DispatchFloat(x.dtype(), [&]<typename T>() -> Status {
       ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), x.shape()));
       int64_t c = x.shape()[x.shape().rank() - 1];

@@ -1,10 +1,16 @@
 // CPU kernels of the element-wise unary ops, Cast, and the activation gradients. Each writes in
-// place when it is the last reader of an unshared input.
+// place when it is the last reader of an unshared input. f32 unary ops run on oneDNN's eltwise
+// primitive; f64 and integers run on loops.
+#include <fmt/format.h>
+
 #include <cmath>
+#include <optional>
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
+#include "ops/cpu/dnnl_context.h"
 #include "ops/cpu/parallel.h"
+#include "ops/cpu/primitive_cache.h"
 
 namespace dflow::cpu {
 namespace {
@@ -80,6 +86,52 @@ struct LeakyReluF {
   }
 };
 
+// The oneDNN eltwise algorithm computing f, with its alpha and beta.
+struct Eltwise {
+  dnnl::algorithm alg;
+  float alpha = 0, beta = 0;
+};
+template <typename F>
+std::optional<Eltwise> EltwiseOf(const F& f) {
+  using A = dnnl::algorithm;
+  if constexpr (std::is_same_v<F, NegF>) return Eltwise{A::eltwise_linear, -1, 0};
+  if constexpr (std::is_same_v<F, ExpF>) return Eltwise{A::eltwise_exp};
+  if constexpr (std::is_same_v<F, LogF>) return Eltwise{A::eltwise_log};
+  if constexpr (std::is_same_v<F, SqrtF>) return Eltwise{A::eltwise_sqrt};
+  if constexpr (std::is_same_v<F, RsqrtF>) return Eltwise{A::eltwise_pow, 1, -0.5f};
+  if constexpr (std::is_same_v<F, SquareF>) return Eltwise{A::eltwise_square};
+  if constexpr (std::is_same_v<F, ReluF>) return Eltwise{A::eltwise_relu};
+  if constexpr (std::is_same_v<F, SigmoidF>) return Eltwise{A::eltwise_logistic};
+  if constexpr (std::is_same_v<F, TanhF>) return Eltwise{A::eltwise_tanh};
+  if constexpr (std::is_same_v<F, GeluF>) return Eltwise{A::eltwise_gelu_erf};
+  if constexpr (std::is_same_v<F, LeakyReluF>) {
+    return Eltwise{A::eltwise_relu, static_cast<float>(f.alpha)};
+  }
+  return std::nullopt;
+}
+
+// y = f(x) over n floats on oneDNN's eltwise primitive (x == y is fine).
+void RunEltwise(const Eltwise& e, int64_t n, const void* x, void* y) {
+  struct Prim {
+    dnnl::eltwise_forward prim;
+    dnnl::memory::desc data;
+  };
+  std::string key = fmt::format("eltwise:{}:{}:{}:{}", static_cast<int>(e.alg), e.alpha, e.beta, n);
+  auto p = PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
+    dnnl::memory::desc data({n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
+    dnnl::eltwise_forward::primitive_desc pd(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, e.alg, data, e.alpha,
+                                    e.beta),
+        CpuEngine());
+    return std::make_shared<const Prim>(Prim{dnnl::eltwise_forward(pd), data});
+  });
+  const auto& engine = CpuEngine();
+  dnnl::memory xm(p->data, engine, const_cast<void*>(x)), ym(p->data, engine, y);
+  dnnl::stream& s = ThreadStream();
+  p->prim.execute(s, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}});
+  s.wait();
+}
+
 // Runs f over every element of input 0.
 template <typename F>
 class UnaryKernel : public OpKernel {
@@ -91,6 +143,11 @@ class UnaryKernel : public OpKernel {
   }
   Status Compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
+    if (auto e = EltwiseOf(f_); e && x.dtype() == DType::kF32) {
+      ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), x.shape()));
+      if (x.num_elements() > 0) RunEltwise(*e, x.num_elements(), x.raw_data(), out->raw_data());
+      return Status::OK();
+    }
     return DispatchNumeric(x.dtype(), [&]<typename T>() -> Status {
       ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), x.shape()));
       const T* px = x.data<T>();

@@ -133,7 +133,8 @@ TEST(ManipOpsTest, CheckNumericsNamesNodeMessageAndIndex) {
   ASSERT_TRUE(s.ok());
   auto good = (*s)->Run({{"x", Tensor::FromVector<float>({1, 2, 3}, Shape{3})}}, {y.name()});
   ASSERT_TRUE(good.ok());
-  EXPECT_NEAR(good->at(0).data<float>()[1], std::log(2.0f), 1e-6);
+  // f32 Log runs on oneDNN's eltwise primitive, accurate to about 2e-6 relative here.
+  EXPECT_NEAR(good->at(0).data<float>()[1], std::log(2.0f), 1e-5);
   auto bad = (*s)->Run({{"x", Tensor::FromVector<float>({1, -2, 3}, Shape{3})}}, {y.name()});
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageHas(
