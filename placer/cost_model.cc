@@ -1,0 +1,114 @@
+#include "placer/cost_model.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace dflow {
+namespace {
+
+Shape Concrete(const Shape& s, int64_t unknown_dim) {
+  if (s.unknown_rank()) return Shape{unknown_dim};
+  std::vector<int64_t> dims = s.dim_vector();
+  for (auto& d : dims) d = d < 0 ? unknown_dim : d;
+  return Shape(dims);
+}
+
+double Bytes(const Shape& s, DType t) {
+  return static_cast<double>(s.num_elements()) * static_cast<double>(DTypeSize(t));
+}
+
+}  // namespace
+
+Result<MeasuredCosts> MeasuredCosts::Load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cost file '{}' cannot be opened", path);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("cost file '{}' is not valid JSON", path);
+  if (!j.is_object() || j.value("version", 0) != 1 || !j.contains("devices") ||
+      !j["devices"].is_object()) {
+    return InvalidArgument("cost file '{}': expected {{\"version\": 1, \"devices\": {{...}}}}",
+                           path);
+  }
+  MeasuredCosts costs;
+  for (const auto& [device, nodes] : j["devices"].items()) {
+    if (!nodes.is_object()) {
+      return InvalidArgument("cost file '{}': device '{}' must map node names to seconds", path,
+                             device);
+    }
+    for (const auto& [node, secs] : nodes.items()) {
+      if (!secs.is_number() || secs.get<double>() < 0) {
+        return InvalidArgument("cost file '{}': node '{}' on '{}' needs seconds >= 0", path, node,
+                               device);
+      }
+      costs.seconds[device][node] = secs.get<double>();
+    }
+  }
+  return costs;
+}
+
+Status MeasuredCosts::Save(const std::string& path) const {
+  nlohmann::json j = {{"version", 1}, {"devices", nlohmann::json::object()}};
+  for (const auto& [device, nodes] : seconds) {
+    for (const auto& [node, secs] : nodes) j["devices"][device][node] = secs;
+  }
+  std::ofstream out(path);
+  out << j.dump(1) << "\n";
+  if (!out) return Internal("cost file '{}' could not be written", path);
+  return Status::OK();
+}
+
+Result<CostModel> CostModel::Build(const Graph& graph, const DeviceSet& devices,
+                                   const CostOptions& options) {
+  if (!graph.validated()) return FailedPrecondition("the cost model needs a validated graph");
+  CostModel m;
+  m.devices_ = &devices;
+  m.num_devices_ = devices.size();
+  const int n = graph.num_nodes();
+  m.compute_.assign(static_cast<size_t>(n) * m.num_devices_, 0);
+  m.output_bytes_.resize(n);
+  m.persistent_.assign(n, 0);
+  for (int id = 0; id < n; ++id) {
+    const Node& node = graph.node(id);
+    std::vector<DType> in_dtypes;
+    std::vector<Shape> in_shapes, out_shapes;
+    for (const auto& e : node.inputs()) {
+      const Node& src = graph.node(e.node);
+      in_dtypes.push_back(src.output_dtype(e.index));
+      in_shapes.push_back(Concrete(src.output_shape(e.index), options.unknown_dim));
+    }
+    for (int o = 0; o < node.num_outputs(); ++o) {
+      out_shapes.push_back(Concrete(node.output_shape(o), options.unknown_dim));
+      m.output_bytes_[id].push_back(Bytes(out_shapes.back(), node.output_dtype(o)));
+    }
+    if (node.op() == "Variable") m.persistent_[id] = m.output_bytes_[id][0];
+    OpCost cost = node.op_def()->cost_fn(
+        CostContext{node, in_dtypes, in_shapes, node.output_dtypes(), out_shapes});
+    for (int d = 0; d < m.num_devices_; ++d) {
+      const DeviceSpec& spec = devices.device(d);
+      double secs = spec.launch_overhead_s +
+                    std::max(cost.flops / spec.peak_flops,
+                             (cost.bytes_read + cost.bytes_written) / spec.memory_bandwidth);
+      if (options.measured != nullptr) {
+        for (const std::string& key : {spec.canonical(), spec.type()}) {
+          auto dev = options.measured->seconds.find(key);
+          if (dev == options.measured->seconds.end()) continue;
+          auto it = dev->second.find(node.name());
+          if (it != dev->second.end()) {
+            secs = it->second;
+            break;
+          }
+        }
+      }
+      m.compute_[static_cast<size_t>(id) * m.num_devices_ + d] = secs;
+    }
+  }
+  return m;
+}
+
+double CostModel::TotalOutputBytes(int node) const {
+  double total = 0;
+  for (double b : output_bytes_[node]) total += b;
+  return total;
+}
+
+}  // namespace dflow

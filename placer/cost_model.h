@@ -1,0 +1,60 @@
+// Placement pass 2: costs. For every node and device, the seconds the node takes there; for
+// every data edge, the bytes it carries; for every node, the bytes it keeps alive across steps.
+//
+//   compute(node, device) = measured seconds when a cost file has them, else
+//                           launch overhead + max(FLOPs / peak FLOP/s, bytes / bandwidth)
+//   transfer(edge, from, to) = link latency + bytes / link bandwidth (0 on one device)
+//   persistent(node) = the bytes of a Variable's value (0 for other nodes)
+//
+// Dimensions unknown before run time (usually the batch) count as `unknown_dim`.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "placer/device_set.h"
+
+namespace dflow {
+
+// Seconds per node measured by a profiled run, keyed by device (canonical name, or a device type
+// such as "CPU" for every device of that type) and node name.
+struct MeasuredCosts {
+  std::map<std::string, std::map<std::string, double>> seconds;
+
+  // The JSON form: {"version": 1, "devices": {"CPU": {"node": 1.5e-5, ...}, ...}}.
+  static Result<MeasuredCosts> Load(const std::string& path);
+  Status Save(const std::string& path) const;
+};
+
+struct CostOptions {
+  int64_t unknown_dim = 32;
+  const MeasuredCosts* measured = nullptr;
+};
+
+class CostModel {
+ public:
+  // REQUIRES: graph validated.
+  static Result<CostModel> Build(const Graph& graph, const DeviceSet& devices,
+                                 const CostOptions& options = {});
+
+  double Compute(int node, int device) const { return compute_[node * num_devices_ + device]; }
+  double OutputBytes(int node, int output) const { return output_bytes_[node][output]; }
+  double PersistentBytes(int node) const { return persistent_[node]; }
+  // Bytes of the tensors a node produces (all outputs).
+  double TotalOutputBytes(int node) const;
+  double Transfer(double bytes, int from, int to) const {
+    return devices_->Link(from, to).Seconds(bytes);
+  }
+  int num_devices() const { return num_devices_; }
+
+ private:
+  const DeviceSet* devices_ = nullptr;
+  int num_devices_ = 0;
+  std::vector<double> compute_;
+  std::vector<std::vector<double>> output_bytes_;
+  std::vector<double> persistent_;
+};
+
+}  // namespace dflow

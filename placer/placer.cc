@@ -1,0 +1,405 @@
+#include "placer/placer.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace dflow {
+namespace {
+
+// Successor edges with the bytes they carry (control edges carry none).
+struct Edge {
+  int to;
+  double bytes;
+};
+
+std::vector<std::vector<Edge>> Successors(const Graph& g, const CostModel& costs) {
+  std::vector<std::vector<Edge>> succ(g.num_nodes());
+  for (int v = 0; v < g.num_nodes(); ++v) {
+    for (const auto& e : g.node(v).inputs()) {
+      succ[e.node].push_back({v, costs.OutputBytes(e.node, e.index)});
+    }
+    for (int c : g.node(v).control_inputs()) succ[c].push_back({v, 0});
+  }
+  return succ;
+}
+
+struct Simulation {
+  double makespan = 0;
+  std::vector<double> peak_bytes;
+};
+
+// List scheduling in `order` with a fixed placement; per-device peak of live outputs.
+Simulation Simulate(const Graph& g, const CostModel& costs, const std::vector<int>& order,
+                    const std::vector<int>& device_of, bool want_memory) {
+  const int n = g.num_nodes();
+  std::vector<double> finish(n, 0), device_free(costs.num_devices(), 0);
+  Simulation sim;
+  for (int v : order) {
+    int d = device_of[v];
+    double ready = 0;
+    for (const auto& e : g.node(v).inputs()) {
+      double bytes = costs.OutputBytes(e.node, e.index);
+      ready = std::max(ready, finish[e.node] + costs.Transfer(bytes, device_of[e.node], d));
+    }
+    for (int c : g.node(v).control_inputs()) {
+      ready = std::max(ready, finish[c] + costs.Transfer(0, device_of[c], d));
+    }
+    double start = std::max(ready, device_free[d]);
+    finish[v] = start + costs.Compute(v, d);
+    device_free[d] = finish[v];
+    sim.makespan = std::max(sim.makespan, finish[v]);
+  }
+  if (!want_memory) return sim;
+  // A tensor lives on its device from its producer's start to its last reader's finish; a copy
+  // on another device lives while its readers there run.
+  std::vector<std::vector<std::pair<double, double>>> events(costs.num_devices());
+  std::vector<double> start(n);
+  for (int v = 0; v < n; ++v) start[v] = finish[v] - costs.Compute(v, device_of[v]);
+  std::vector<double> last_use(n);
+  for (int v = 0; v < n; ++v) last_use[v] = finish[v];
+  for (int v = 0; v < n; ++v) {
+    for (const auto& e : g.node(v).inputs()) {
+      last_use[e.node] = std::max(last_use[e.node], finish[v]);
+      if (device_of[e.node] != device_of[v]) {
+        double b = costs.OutputBytes(e.node, e.index);
+        events[device_of[v]].push_back({start[v], b});
+        events[device_of[v]].push_back({finish[v], -b});
+      }
+    }
+  }
+  for (int v = 0; v < n; ++v) {
+    double b = costs.PersistentBytes(v) > 0 ? 0 : costs.TotalOutputBytes(v);
+    events[device_of[v]].push_back({start[v], b});
+    events[device_of[v]].push_back({last_use[v], -b});
+  }
+  sim.peak_bytes.assign(costs.num_devices(), 0);
+  for (int d = 0; d < costs.num_devices(); ++d) {
+    // Frees before allocations at the same instant.
+    std::sort(events[d].begin(), events[d].end());
+    double live = 0;
+    for (const auto& [t, b] : events[d]) {
+      live += b;
+      sim.peak_bytes[d] = std::max(sim.peak_bytes[d], live);
+    }
+  }
+  return sim;
+}
+
+class Chooser {
+ public:
+  Chooser(const Graph& g, const DeviceSet& devices, const Constraints& c, const CostModel& costs)
+      : g_(g), devices_(devices), c_(c), costs_(costs), order_(ScheduleOrder(g, costs)) {
+    group_bytes_.assign(c.groups.size(), 0);
+    for (int v = 0; v < g.num_nodes(); ++v) group_bytes_[c.group_of[v]] += costs.PersistentBytes(v);
+  }
+
+  const std::vector<int>& order() const { return order_; }
+
+  // TensorFlow's placement: the best single device where allowed.
+  std::vector<int> Simple() const {
+    int best = 0;
+    double best_total = std::numeric_limits<double>::infinity();
+    for (int d = 0; d < devices_.size(); ++d) {
+      double total = 0;
+      for (int v = 0; v < g_.num_nodes(); ++v) total += costs_.Compute(v, d);
+      if (total < best_total) {
+        best_total = total;
+        best = d;
+      }
+    }
+    std::vector<int> group_device(c_.groups.size());
+    for (size_t k = 0; k < c_.groups.size(); ++k) {
+      const auto& cands = c_.groups[k].candidates;
+      group_device[k] =
+          std::find(cands.begin(), cands.end(), best) != cands.end() ? best : cands.front();
+    }
+    return Expand(group_device);
+  }
+
+  Result<std::vector<int>> Heft() const {
+    const int n = g_.num_nodes();
+    std::vector<int> group_device(c_.groups.size(), -1);
+    std::vector<double> used(devices_.size(), 0), finish(n, 0), device_free(devices_.size(), 0);
+    std::vector<int> device_of(n, -1);
+    for (int v : order_) {
+      int k = c_.group_of[v];
+      if (group_device[k] < 0) {
+        double best = std::numeric_limits<double>::infinity();
+        for (int d : c_.groups[k].candidates) {
+          if (used[d] + group_bytes_[k] > devices_.device(d).memory_bytes) continue;
+          double eft =
+              std::max(Ready(v, d, finish, device_of), device_free[d]) + costs_.Compute(v, d);
+          if (eft < best) {
+            best = eft;
+            group_device[k] = d;
+          }
+        }
+        if (group_device[k] < 0) return NoRoom(k, used);
+        used[group_device[k]] += group_bytes_[k];
+      }
+      int d = group_device[k];
+      device_of[v] = d;
+      finish[v] = std::max(Ready(v, d, finish, device_of), device_free[d]) + costs_.Compute(v, d);
+      device_free[d] = finish[v];
+    }
+    return device_of;
+  }
+
+  // Moves whole groups to other candidates while the prediction improves: one group at a time,
+  // then, on graphs of at most kMaxPairGroups groups, two at a time, which escapes the local
+  // optima single moves get stuck in.
+  void LocalSearch(std::vector<int>& device_of) const {
+    for (int round = 0; round < 32; ++round) {
+      SingleMoves(device_of);
+      if (c_.groups.size() > kMaxPairGroups || !PairMove(device_of)) break;
+    }
+  }
+
+  static constexpr size_t kMaxPairGroups = 48;
+
+  // One improving move of two groups at once; false when there is none.
+  bool PairMove(std::vector<int>& device_of) const {
+    double best = Predict(device_of);
+    std::vector<int> group_device(c_.groups.size());
+    for (size_t k = 0; k < c_.groups.size(); ++k) {
+      group_device[k] = device_of[c_.groups[k].members.front()];
+    }
+    auto set = [&](size_t k, int d) {
+      for (int v : c_.groups[k].members) device_of[v] = d;
+    };
+    for (size_t a = 0; a < c_.groups.size(); ++a) {
+      for (size_t b = a + 1; b < c_.groups.size(); ++b) {
+        for (int da : c_.groups[a].candidates) {
+          for (int db : c_.groups[b].candidates) {
+            if (da == group_device[a] && db == group_device[b]) continue;
+            set(a, da);
+            set(b, db);
+            if (FitsMemory(device_of) && Predict(device_of) < best * (1 - 1e-9)) return true;
+            set(a, group_device[a]);
+            set(b, group_device[b]);
+          }
+        }
+      }
+    }
+    return false;
+  }
+
+  void SingleMoves(std::vector<int>& device_of) const {
+    std::vector<int> group_device(c_.groups.size());
+    std::vector<double> used(devices_.size(), 0);
+    for (size_t k = 0; k < c_.groups.size(); ++k) {
+      group_device[k] = device_of[c_.groups[k].members.front()];
+      used[group_device[k]] += group_bytes_[k];
+    }
+    double best = Predict(device_of);
+    for (int pass = 0; pass < 4; ++pass) {
+      bool improved = false;
+      for (size_t k = 0; k < c_.groups.size(); ++k) {
+        int from = group_device[k];
+        for (int d : c_.groups[k].candidates) {
+          if (d == from || used[d] + group_bytes_[k] > devices_.device(d).memory_bytes) continue;
+          for (int v : c_.groups[k].members) device_of[v] = d;
+          double t = Predict(device_of);
+          if (t < best * (1 - 1e-9)) {
+            best = t;
+            used[from] -= group_bytes_[k];
+            used[d] += group_bytes_[k];
+            group_device[k] = from = d;
+            improved = true;
+          } else {
+            for (int v : c_.groups[k].members) device_of[v] = from;
+          }
+        }
+      }
+      if (!improved) break;
+    }
+  }
+
+  // Every group on device d where it may go (else its first candidate).
+  std::vector<int> AllOn(int d) const {
+    std::vector<int> group_device(c_.groups.size());
+    for (size_t k = 0; k < c_.groups.size(); ++k) {
+      const auto& cands = c_.groups[k].candidates;
+      group_device[k] = std::find(cands.begin(), cands.end(), d) != cands.end() ? d : cands.front();
+    }
+    return Expand(group_device);
+  }
+
+  bool FitsMemory(const std::vector<int>& device_of) const {
+    std::vector<double> used(devices_.size(), 0);
+    for (int v = 0; v < g_.num_nodes(); ++v) used[device_of[v]] += costs_.PersistentBytes(v);
+    for (int d = 0; d < devices_.size(); ++d) {
+      if (used[d] > devices_.device(d).memory_bytes) return false;
+    }
+    return true;
+  }
+
+  double Predict(const std::vector<int>& device_of) const {
+    return Simulate(g_, costs_, order_, device_of, false).makespan;
+  }
+
+ private:
+  double Ready(int v, int d, const std::vector<double>& finish,
+               const std::vector<int>& device_of) const {
+    double ready = 0;
+    for (const auto& e : g_.node(v).inputs()) {
+      ready = std::max(ready, finish[e.node] + costs_.Transfer(costs_.OutputBytes(e.node, e.index),
+                                                               device_of[e.node], d));
+    }
+    for (int c : g_.node(v).control_inputs()) {
+      ready = std::max(ready, finish[c] + costs_.Transfer(0, device_of[c], d));
+    }
+    return ready;
+  }
+
+  std::vector<int> Expand(const std::vector<int>& group_device) const {
+    std::vector<int> device_of(g_.num_nodes());
+    for (int v = 0; v < g_.num_nodes(); ++v) device_of[v] = group_device[c_.group_of[v]];
+    return device_of;
+  }
+
+  Status NoRoom(int k, const std::vector<double>& used) const {
+    std::string members, room;
+    for (int v : c_.groups[k].members) {
+      if (members.size() > 200) {
+        members += ", ...";
+        break;
+      }
+      members += (members.empty() ? "'" : ", '") + g_.node(v).name() + "'";
+    }
+    for (int d : c_.groups[k].candidates) {
+      room += fmt::format("{}{}: {:.0f} of {:.0f} bytes in use", room.empty() ? "" : "; ",
+                          devices_.DisplayName(d), used[d], devices_.device(d).memory_bytes);
+    }
+    return ResourceExhausted("no device has room for the {:.0f} bytes of variables of [{}] ({})",
+                             group_bytes_[k], members, room);
+  }
+
+  const Graph& g_;
+  const DeviceSet& devices_;
+  const Constraints& c_;
+  const CostModel& costs_;
+  std::vector<int> order_;
+  std::vector<double> group_bytes_;
+};
+
+}  // namespace
+
+std::vector<int> ScheduleOrder(const Graph& g, const CostModel& costs) {
+  const int n = g.num_nodes(), devices = costs.num_devices();
+  auto succ = Successors(g, costs);
+  // Mean transfer between two different devices, weighted by how often a pair differs.
+  double link_factor = 0;
+  for (int a = 0; a < devices; ++a) {
+    for (int b = 0; b < devices; ++b) link_factor += costs.Transfer(1e6, a, b) / 1e6;
+  }
+  link_factor /= static_cast<double>(devices) * devices;
+  std::vector<double> rank(n, 0);
+  const auto& topo = g.topological_order();
+  std::vector<int> position(n);
+  for (int i = 0; i < n; ++i) position[topo[i]] = i;
+  for (int i = n - 1; i >= 0; --i) {
+    int v = topo[i];
+    double w = 0;
+    for (int d = 0; d < devices; ++d) w += costs.Compute(v, d);
+    w /= devices;
+    double tail = 0;
+    for (const Edge& e : succ[v]) tail = std::max(tail, e.bytes * link_factor + rank[e.to]);
+    rank[v] = w + tail;
+  }
+  std::vector<int> order(topo.begin(), topo.end());
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    if (rank[a] != rank[b]) return rank[a] > rank[b];
+    return position[a] < position[b];
+  });
+  return order;
+}
+
+double PredictStep(const Graph& g, const CostModel& costs, const std::vector<int>& order,
+                   const std::vector<int>& device_of) {
+  return Simulate(g, costs, order, device_of, false).makespan;
+}
+
+Result<PlacementReport> Place(const Graph& graph, const DeviceSet& devices,
+                              const PlacerOptions& options) {
+  if (!graph.validated()) return FailedPrecondition("placement needs a validated graph");
+  if (devices.size() == 0) return InvalidArgument("placement needs at least one device");
+  ASSIGN_OR_RETURN(Constraints c, ApplyHardConstraints(graph, devices, options.constraints));
+  ASSIGN_OR_RETURN(CostModel costs, CostModel::Build(graph, devices, options.costs));
+  Chooser chooser(graph, devices, c, costs);
+  PlacementReport r;
+  r.log = c.log;
+  std::vector<int> simple = chooser.Simple();
+  r.simple_step_s = chooser.Predict(simple);
+  if (options.kind == PlacerOptions::Kind::kSimple) {
+    r.device_of = simple;
+  } else {
+    ASSIGN_OR_RETURN(r.device_of, chooser.Heft());
+    if (graph.num_nodes() <= options.local_search_max_nodes) {
+      // Local search from the list schedule and from each single-device placement that fits.
+      chooser.LocalSearch(r.device_of);
+      double best = chooser.Predict(r.device_of);
+      for (int d = 0; d < devices.size(); ++d) {
+        std::vector<int> start = chooser.AllOn(d);
+        if (!chooser.FitsMemory(start)) continue;
+        chooser.LocalSearch(start);
+        if (double t = chooser.Predict(start); t < best) {
+          best = t;
+          r.device_of = start;
+        }
+      }
+    }
+    if (chooser.Predict(simple) < chooser.Predict(r.device_of) && chooser.FitsMemory(simple)) {
+      r.device_of = simple;
+    }
+  }
+  Simulation sim = Simulate(graph, costs, chooser.order(), r.device_of, true);
+  r.predicted_step_s = sim.makespan;
+  r.persistent_bytes.assign(devices.size(), 0);
+  for (int v = 0; v < graph.num_nodes(); ++v) {
+    r.persistent_bytes[r.device_of[v]] += costs.PersistentBytes(v);
+  }
+  r.peak_bytes = sim.peak_bytes;
+  for (int d = 0; d < devices.size(); ++d) r.peak_bytes[d] += r.persistent_bytes[d];
+  // One Send/Recv pair per (tensor, destination device); control edges cross as empty tensors.
+  std::vector<std::vector<std::pair<int, int>>> sent(graph.num_nodes());  // (output, device)
+  for (int v = 0; v < graph.num_nodes(); ++v) {
+    int dv = r.device_of[v];
+    auto cross = [&](int u, int out, double bytes) {
+      if (r.device_of[u] == dv) return;
+      auto key = std::make_pair(out, dv);
+      if (std::find(sent[u].begin(), sent[u].end(), key) != sent[u].end()) return;
+      sent[u].push_back(key);
+      r.cross_edges++;
+      r.cross_bytes += bytes;
+    };
+    for (const auto& e : graph.node(v).inputs()) {
+      cross(e.node, e.index, costs.OutputBytes(e.node, e.index));
+    }
+    for (int ctl : graph.node(v).control_inputs()) cross(ctl, -1, 0);
+  }
+  if (options.log_placement) {
+    for (int v = 0; v < graph.num_nodes(); ++v) {
+      r.log.push_back(fmt::format("{} ({}) -> {}", graph.node(v).name(), graph.node(v).op(),
+                                  devices.DisplayName(r.device_of[v])));
+    }
+  }
+  return r;
+}
+
+std::string PlacementReport::Summary(const DeviceSet& devices) const {
+  std::string s = fmt::format("predicted step {:.3f} ms (simple placer: {:.3f} ms)\n",
+                              predicted_step_s * 1e3, simple_step_s * 1e3);
+  for (int d = 0; d < devices.size(); ++d) {
+    int nodes = static_cast<int>(std::count(device_of.begin(), device_of.end(), d));
+    s += fmt::format("  {}: {} nodes, variables {:.2f} MiB, peak {:.2f} MiB\n",
+                     devices.DisplayName(d), nodes, persistent_bytes[d] / (1 << 20),
+                     peak_bytes[d] / (1 << 20));
+  }
+  s += fmt::format("  cross-device tensors: {} ({:.2f} MiB per step)", cross_edges,
+                   cross_bytes / (1 << 20));
+  return s;
+}
+
+}  // namespace dflow

@@ -1,0 +1,261 @@
+// Placement passes 2-4: the cost model, the cost placer's quality against the exhaustive optimum
+// and against the simple and round-robin placers, memory limits, cost files, and the report.
+#include "placer/placer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <random>
+
+#include "ops/array_ops.h"
+#include "ops/initializers.h"
+#include "ops/math_ops.h"
+#include "ops/nn_ops.h"
+#include "ops/optimizers.h"
+#include "ops/state_ops.h"
+#include "test_util.h"
+
+namespace dflow {
+namespace {
+
+using testing::MessageHas;
+
+Graph Validated(const Scope& root) {
+  Graph g = root.graph();
+  Status s = g.Validate();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return g;
+}
+
+// Devices of different speeds, as the cost model sees them.
+DeviceSet Devices(int n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  DeviceSet set;
+  for (int i = 0; i < n; ++i) {
+    DeviceSpec d;
+    d.name = DeviceName::Full("localhost", 0, "CPU", i);
+    d.peak_flops = 1e9 * (1 + gen() % 4);
+    EXPECT_TRUE(set.Add(d).ok());
+  }
+  return set;
+}
+
+// A random DAG of at most `nodes` nodes: placeholders, then Add/AddN/Identity nodes reading
+// random earlier ones; node costs per device are random (a cost file's worth of them).
+struct RandomCase {
+  Graph graph;
+  MeasuredCosts measured;
+};
+RandomCase RandomDag(int nodes, int devices, uint32_t seed) {
+  std::mt19937 gen(seed);
+  Scope root = Scope::NewRootScope();
+  int64_t size = 1 << (8 + gen() % 10);  // 1 KiB to 512 KiB tensors
+  std::vector<Output> outs;
+  int sources = 1 + gen() % 2;
+  for (int i = 0; i < sources; ++i) {
+    outs.push_back(
+        ops::Placeholder(root.WithOpName("in" + std::to_string(i)), DType::kF32, Shape{size}));
+  }
+  for (int i = sources; i < nodes; ++i) {
+    Output a = outs[gen() % outs.size()], b = outs[gen() % outs.size()];
+    std::string name = "n" + std::to_string(i);
+    switch (gen() % 3) {
+      case 0:
+        outs.push_back(ops::Add(root.WithOpName(name), a, b));
+        break;
+      case 1:
+        outs.push_back(ops::AddN(root.WithOpName(name), {a, b, outs.back()}));
+        break;
+      default:
+        outs.push_back(ops::Identity(root.WithOpName(name), a));
+    }
+  }
+  RandomCase c{Validated(root), {}};
+  std::uniform_real_distribution<double> secs(1e-5, 1e-3);
+  for (int d = 0; d < devices; ++d) {
+    std::string dev = DeviceName::Full("localhost", 0, "CPU", d).ToString();
+    for (int v = 0; v < c.graph.num_nodes(); ++v)
+      c.measured.seconds[dev][c.graph.node(v).name()] = secs(gen);
+  }
+  return c;
+}
+
+// The best prediction over every assignment of groups to their candidates.
+double Exhaustive(const Graph& g, const DeviceSet& devices, const CostModel& costs) {
+  auto c = ApplyHardConstraints(g, devices).value();
+  auto order = ScheduleOrder(g, costs);
+  std::vector<int> device_of(g.num_nodes());
+  double best = std::numeric_limits<double>::infinity();
+  std::function<void(size_t)> assign = [&](size_t k) {
+    if (k == c.groups.size()) {
+      best = std::min(best, PredictStep(g, costs, order, device_of));
+      return;
+    }
+    for (int d : c.groups[k].candidates) {
+      for (int v : c.groups[k].members) device_of[v] = d;
+      assign(k + 1);
+    }
+  };
+  assign(0);
+  return best;
+}
+
+TEST(PlacerTest, WithinFivePercentOfTheExhaustiveOptimumOnSmallGraphs) {
+  int cases = 0;
+  double worst = 0;
+  for (uint32_t seed = 1; seed <= 120; ++seed) {
+    int devices = 2 + seed % 2;
+    int nodes = 4 + seed % 7;  // 4..10
+    RandomCase rc = RandomDag(nodes, devices, seed);
+    DeviceSet set = Devices(devices, seed);
+    PlacerOptions options;
+    options.costs.measured = &rc.measured;
+    auto report = Place(rc.graph, set, options);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    auto costs = CostModel::Build(rc.graph, set, options.costs).value();
+    double optimum = Exhaustive(rc.graph, set, costs);
+    double ratio = report->predicted_step_s / optimum;
+    worst = std::max(worst, ratio);
+    EXPECT_LE(ratio, 1.05) << "seed " << seed << ": " << report->predicted_step_s << " vs "
+                           << optimum;
+    EXPECT_LE(report->predicted_step_s, report->simple_step_s * (1 + 1e-12)) << seed;
+    ++cases;
+  }
+  std::printf("placement quality: %d graphs, worst ratio to the optimum %.4f\n", cases, worst);
+}
+
+// An MLP training graph (the examples' shape), placed on two devices.
+Graph TrainingGraph(const Scope& root, int64_t width) {
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 784});
+  auto labels = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
+  std::vector<Output> vars;
+  Output h = x;
+  int64_t sizes[] = {784, width, width, 10};
+  for (int l = 0; l < 3; ++l) {
+    auto w = ops::InitializedVariable(root.WithOpName("w" + std::to_string(l)),
+                                      Shape{sizes[l], sizes[l + 1]}, ops::Initializer::Zeros());
+    auto b = ops::InitializedVariable(root.WithOpName("b" + std::to_string(l)), Shape{sizes[l + 1]},
+                                      ops::Initializer::Zeros());
+    vars.push_back(w.var);
+    vars.push_back(b.var);
+    h = ops::BiasAdd(root, ops::MatMul(root, h, w.var), b.var);
+    if (l < 2) h = ops::Relu(root, h);
+  }
+  auto loss = ops::ReduceMean(root, ops::SparseSoftmaxCrossEntropyWithLogits(root, h, labels).loss);
+  ops::SGD sgd({.learning_rate = 0.1});
+  sgd.Minimize(root, loss, vars);
+  return Validated(root);
+}
+
+TEST(PlacerTest, NeverWorseThanSimpleOrRoundRobinOnATrainingGraph) {
+  Scope root = Scope::NewRootScope();
+  Graph g = TrainingGraph(root, 512);
+  DeviceSet set = DeviceSet::LocalCpus(2).value();
+  auto report = Place(g, set);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  auto costs = CostModel::Build(g, set).value();
+  auto order = ScheduleOrder(g, costs);
+  auto c = ApplyHardConstraints(g, set).value();
+  std::vector<int> round_robin(g.num_nodes());
+  for (size_t k = 0; k < c.groups.size(); ++k) {
+    const auto& cands = c.groups[k].candidates;
+    for (int v : c.groups[k].members) round_robin[v] = cands[k % cands.size()];
+  }
+  EXPECT_LE(report->predicted_step_s, report->simple_step_s);
+  EXPECT_LE(report->predicted_step_s, PredictStep(g, costs, order, round_robin));
+  EXPECT_NEAR(report->predicted_step_s, PredictStep(g, costs, order, report->device_of), 1e-12);
+  auto simple = Place(g, set, {.kind = PlacerOptions::Kind::kSimple});
+  ASSERT_TRUE(simple.ok());
+  EXPECT_EQ(std::count(simple->device_of.begin(), simple->device_of.end(), 0), g.num_nodes());
+  EXPECT_DOUBLE_EQ(simple->predicted_step_s, report->simple_step_s);
+}
+
+TEST(PlacerTest, MemoryLimitSplitsTheModelOrFailsNamingDevicesAndSizes) {
+  Scope root = Scope::NewRootScope();
+  Graph g = TrainingGraph(root, 1024);
+  // w1 alone is 4 MiB (1024 x 1024 floats); all variables are about 7.2 MiB.
+  DeviceSpec small;
+  small.memory_bytes = 5.0 * (1 << 20);
+  DeviceSet set = DeviceSet::LocalCpus(2, small).value();
+  auto report = Place(g, set);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  for (int d = 0; d < 2; ++d) {
+    EXPECT_LE(report->persistent_bytes[d], small.memory_bytes);
+    EXPECT_GT(report->persistent_bytes[d], 0);  // both devices hold weights
+  }
+  EXPECT_GT(report->cross_edges, 0);
+  std::string summary = report->Summary(set);
+  EXPECT_NE(summary.find("cpu:1"), std::string::npos) << summary;
+
+  small.memory_bytes = 2.0 * (1 << 20);
+  DeviceSet tiny = DeviceSet::LocalCpus(2, small).value();
+  auto none = Place(g, tiny);
+  EXPECT_EQ(none.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(MessageHas(none.status(), {"'w", "bytes", "cpu:0", "cpu:1", "2097152"}));
+}
+
+TEST(PlacerTest, RequestsAreKeptAndTheLogIsOnRequest) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{64, 64});
+  auto y = ops::MatMul(root.WithOpName("y").WithDevice("cpu:1"), x, x);
+  ops::MatMul(root.WithOpName("z"), y, y);
+  Graph g = Validated(root);
+  DeviceSet set = DeviceSet::LocalCpus(2).value();
+  auto quiet = Place(g, set);
+  ASSERT_TRUE(quiet.ok());
+  EXPECT_EQ(quiet->device_of[*g.FindNode("y")], 1);
+  EXPECT_TRUE(quiet->log.empty());
+  auto verbose = Place(g, set, {.log_placement = true});
+  ASSERT_TRUE(verbose.ok());
+  ASSERT_EQ(verbose->log.size(), 3u);
+  EXPECT_NE(verbose->log[1].find("y (MatMul) -> cpu:1"), std::string::npos) << verbose->log[1];
+}
+
+TEST(CostModelTest, RooflineTransfersAndMeasuredCosts) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 100});
+  auto w = ops::Variable(root.WithOpName("w"), Shape{100, 50});
+  ops::MatMul(root.WithOpName("y"), x, w);
+  Graph g = Validated(root);
+  DeviceSpec spec;
+  spec.peak_flops = 1e9;
+  spec.memory_bandwidth = 1e12;
+  spec.launch_overhead_s = 1e-6;
+  DeviceSet set = DeviceSet::LocalCpus(2, spec).value();
+  auto m = CostModel::Build(g, set, {.unknown_dim = 8}).value();
+  int y = *g.FindNode("y");
+  EXPECT_NEAR(m.Compute(y, 0), 1e-6 + 2.0 * 8 * 100 * 50 / 1e9, 1e-12);  // batch counted as 8
+  EXPECT_EQ(m.OutputBytes(y, 0), 8 * 50 * 4);
+  EXPECT_EQ(m.PersistentBytes(*g.FindNode("w")), 100 * 50 * 4);
+  EXPECT_EQ(m.Transfer(1e6, 0, 0), 0);
+  EXPECT_GT(m.Transfer(1e6, 0, 1), 0);
+
+  MeasuredCosts measured;
+  measured.seconds["CPU"]["y"] = 0.5;
+  measured.seconds[set.device(1).canonical()]["y"] = 0.25;
+  std::string path = ::testing::TempDir() + "/costs.json";
+  ASSERT_TRUE(measured.Save(path).ok());
+  auto loaded = MeasuredCosts::Load(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  auto mm = CostModel::Build(g, set, {.measured = &*loaded}).value();
+  EXPECT_EQ(mm.Compute(y, 0), 0.5);   // by device type
+  EXPECT_EQ(mm.Compute(y, 1), 0.25);  // the device's own figure wins
+}
+
+TEST(CostModelTest, BadCostFilesNameTheFile) {
+  std::string dir = ::testing::TempDir();
+  EXPECT_TRUE(MessageHas(MeasuredCosts::Load(dir + "/missing.json").status(), {"missing.json"}));
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+    return MeasuredCosts::Load(dir + "/" + name).status();
+  };
+  EXPECT_TRUE(MessageHas(write("broken.json", "{\"version\": 1,"), {"broken.json", "JSON"}));
+  EXPECT_TRUE(MessageHas(write("v2.json", "{\"version\": 2, \"devices\": {}}"), {"v2.json"}));
+  EXPECT_TRUE(MessageHas(write("neg.json", "{\"version\": 1, \"devices\": {\"CPU\": {\"a\": -1}}}"),
+                         {"neg.json", "'a'", "CPU"}));
+}
+
+}  // namespace
+}  // namespace dflow
