@@ -12,6 +12,7 @@
 
 #include "graph/graph.h"
 #include "graph/tensor.h"
+#include "ops/rendezvous.h"
 #include "ops/variable_store.h"
 
 namespace dflow {
@@ -50,6 +51,9 @@ class KernelContext {
   bool IsLastUse(int i) const;
   // Allocates output i on the device. ResourceExhausted names the device and size.
   Result<Tensor*> AllocateOutput(int i, DType dtype, const Shape& shape);
+  // The step this run belongs to (never null while a kernel runs).
+  const StepInfo& step() const { return *step_; }
+  void set_step(const StepInfo* step) { step_ = step; }
   // Outputs go through `memory` (when not null); output i is value slot output_base + i.
   void set_output_memory(OutputMemory* memory, int output_base) {
     output_memory_ = memory;
@@ -69,6 +73,8 @@ class KernelContext {
   const int32_t* remaining_uses_;  // per value slot; null: never forward
   OutputMemory* output_memory_ = nullptr;
   int output_base_ = 0;
+  const StepInfo* step_ = &kNoStep;
+  static inline const StepInfo kNoStep{};
 };
 
 class OpKernel {
@@ -77,6 +83,14 @@ class OpKernel {
   // Runs the node. Errors need not name the node: the executor adds
   // "node 'NAME' (OP) on DEVICE: " in front.
   virtual Status Compute(KernelContext& ctx) = 0;
+
+  // Asynchronous kernels (Recv) return true and implement ComputeAsync, which must call `done`
+  // exactly once, from any thread; `ctx` stays valid until then. The executor does not wait:
+  // the node's successors run when `done` comes.
+  virtual bool IsAsync() const { return false; }
+  virtual void ComputeAsync(KernelContext& ctx, std::function<void(Status)> done) {
+    done(Compute(ctx));
+  }
 };
 
 // What a kernel factory gets when the runtime compiles a plan.

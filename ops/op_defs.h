@@ -19,6 +19,7 @@ Status RegisterManipOps(OpRegistry& registry);
 Status RegisterBatchNormOps(OpRegistry& registry);
 // After the math and convolution ops: the fused ops copy their definitions.
 Status RegisterFusedOps(OpRegistry& registry);
+Status RegisterSendRecvOps(OpRegistry& registry);
 Status RegisterCpuKernels();
 
 // Float and integer dtypes the CPU arithmetic kernels support.

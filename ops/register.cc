@@ -24,6 +24,7 @@ void RegisterStandardOps() {
     if (s.ok()) s = internal::RegisterManipOps(r);
     if (s.ok()) s = internal::RegisterBatchNormOps(r);
     if (s.ok()) s = internal::RegisterFusedOps(r);
+    if (s.ok()) s = internal::RegisterSendRecvOps(r);
     if (s.ok()) s = internal::RegisterCpuKernels();
     if (!s.ok()) {
       std::fprintf(stderr, "dflow: registering the standard ops failed: %s\n",

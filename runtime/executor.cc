@@ -31,10 +31,19 @@ struct ExecutionPlan::RunState {
   int64_t arena_planned = 0, arena_fallbacks = 0;  // counts at the run's start
   OutputMemory* output_memory = nullptr;
 
+  // Asynchronous nodes that finished, with their status: the run's own thread completes them.
+  std::vector<std::pair<int, Status>> inbox;  // GUARDED_BY(mu)
+  const ExecutionPlan::RunOptions* options = nullptr;
+
   void Fail(const Status& s) {
-    std::lock_guard lock(mu);
-    if (status.ok()) status = s;
-    aborted.store(true, std::memory_order_release);
+    bool first = false;
+    {
+      std::lock_guard lock(mu);
+      first = status.ok();
+      if (first) status = s;
+      aborted.store(true, std::memory_order_release);
+    }
+    if (first && options != nullptr && options->on_error) options->on_error(s);
   }
 };
 
@@ -113,6 +122,7 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Compile(const Graph& graph
     }
     pn.kernel = std::move(kernel).value();
     const OpDef& def = *node.op_def();
+    pn.is_async = pn.kernel->IsAsync();
     pn.allows_uninitialized_input = false;
     for (const auto& arg : def.inputs) pn.allows_uninitialized_input |= arg.may_be_uninitialized;
     if (def.constant_cost) {
@@ -277,11 +287,13 @@ void ExecutionPlan::ReleaseState(std::unique_ptr<RunState> s) const {
   free_states_.push_back(std::move(s));
 }
 
-Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>* fetches) const {
+Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>* fetches,
+                          const RunOptions& options) const {
   if (feeds.size() != feed_slots_.size()) {
     return InvalidArgument("the plan takes {} feeds, got {}", feed_slots_.size(), feeds.size());
   }
   auto state = AcquireState();
+  state->options = &options;
   for (size_t i = 0; i < feeds.size(); ++i) state->values[feed_slots_[i]] = feeds[i];
   PrepareMemory(state.get(), feeds);
 
@@ -299,11 +311,27 @@ Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>*
     for (int r : roots_) Ready(state.get(), r, local);
     Process(state.get(), std::move(local));
   }
-  {
-    // Only `done`, set under the mutex by the last Process, ends the wait: a thread that saw
-    // outstanding reach zero may still be about to take the mutex.
-    std::unique_lock lock(state->mu);
-    state->done_cv.wait(lock, [&] { return state->done; });
+  // Only `done`, set under the mutex by the last Process, ends the wait: a thread that saw
+  // outstanding reach zero may still be about to take the mutex. Meanwhile this thread completes
+  // the asynchronous nodes that finished; each completion is one Process call, matching the
+  // outstanding count its start added.
+  for (;;) {
+    std::vector<std::pair<int, Status>> finished;
+    {
+      std::unique_lock lock(state->mu);
+      state->done_cv.wait(lock, [&] { return state->done || !state->inbox.empty(); });
+      if (state->inbox.empty()) break;
+      finished.swap(state->inbox);
+    }
+    for (auto& [id, st] : finished) {
+      std::vector<int> local;
+      if (!st.ok()) {
+        state->Fail(NodeError(nodes_[id], st));
+      } else if (!state->aborted.load(std::memory_order_acquire)) {
+        Complete(state.get(), id, local);
+      }
+      Process(state.get(), std::move(local));
+    }
   }
   if (saved_omp != intra) omp_set_num_threads(saved_omp);
 
@@ -359,6 +387,7 @@ Status ExecutionPlan::RunNode(RunState* s, const PlanNode& n) const {
   KernelContext ctx(s->values.data(), slots, n.num_inputs, s->values.data() + n.output_base,
                     n.num_outputs, device_->allocator(), s->uses.data());
   ctx.set_output_memory(s->output_memory, n.output_base);
+  if (s->options != nullptr) ctx.set_step(&s->options->step);
   Status st = n.kernel->Compute(ctx);
   if (!st.ok()) return NodeError(n, st);
   return Status::OK();
@@ -370,11 +399,42 @@ void ExecutionPlan::Process(RunState* s, std::vector<int> local) const {
     local.pop_back();
     if (s->aborted.load(std::memory_order_relaxed)) continue;  // drop the rest of the run
     const PlanNode& n = nodes_[id];
+    if (n.is_async) {
+      StartAsync(s, id);
+      continue;
+    }
     Status st = RunNode(s, n);
     if (!st.ok()) {
       s->Fail(st);
       continue;
     }
+    Complete(s, id, local);
+  }
+  if (s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    std::lock_guard lock(s->mu);
+    s->done = true;
+    s->done_cv.notify_all();
+  }
+}
+
+void ExecutionPlan::StartAsync(RunState* s, int id) const {
+  const PlanNode& n = nodes_[id];
+  s->outstanding.fetch_add(1, std::memory_order_relaxed);
+  auto ctx = std::make_shared<KernelContext>(s->values.data(), input_slots_.data() + n.input_begin,
+                                             n.num_inputs, s->values.data() + n.output_base,
+                                             n.num_outputs, device_->allocator(), s->uses.data());
+  ctx->set_output_memory(s->output_memory, n.output_base);
+  if (s->options != nullptr) ctx->set_step(&s->options->step);
+  n.kernel->ComputeAsync(*ctx, [s, id, ctx](Status st) {
+    std::lock_guard lock(s->mu);
+    s->inbox.push_back({id, std::move(st)});
+    s->done_cv.notify_all();
+  });
+}
+
+void ExecutionPlan::Complete(RunState* s, int id, std::vector<int>& local) const {
+  const PlanNode& n = nodes_[id];
+  {
     const int* slots = input_slots_.data() + n.input_begin;
     for (int i = 0; i < n.num_inputs; ++i) {
       if (std::atomic_ref<int32_t>(s->uses[slots[i]]).fetch_sub(1, std::memory_order_acq_rel) ==
@@ -390,11 +450,6 @@ void ExecutionPlan::Process(RunState* s, std::vector<int> local) const {
         Ready(s, succ[i], local);
       }
     }
-  }
-  if (s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    std::lock_guard lock(s->mu);
-    s->done = true;
-    s->done_cv.notify_all();
   }
 }
 

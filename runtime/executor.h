@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -56,9 +57,21 @@ class ExecutionPlan {
                                                         const PlanSpec& spec, Device* device);
   ~ExecutionPlan();
 
+  // What one run of a partition shares with the other devices of its step.
+  struct RunOptions {
+    StepInfo step;
+    // Called once, on the run's first error, before the run winds down (the step aborts its
+    // rendezvous there, so the other devices stop waiting).
+    std::function<void(const Status&)> on_error;
+  };
+
   // Runs once. `feeds` matches spec.feeds in order (dtype and shape already checked); fills
   // `fetches` in spec.fetches order. Thread-safe: concurrent runs use separate state.
-  Status Run(const std::vector<Tensor>& feeds, std::vector<Tensor>* fetches) const;
+  Status Run(const std::vector<Tensor>& feeds, std::vector<Tensor>* fetches,
+             const RunOptions& options) const;
+  Status Run(const std::vector<Tensor>& feeds, std::vector<Tensor>* fetches) const {
+    return Run(feeds, fetches, RunOptions{});
+  }
 
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
   PlanMemoryStats memory_stats() const;
@@ -75,6 +88,7 @@ class ExecutionPlan {
     int dead_begin, num_dead;      // into dead_outputs_: outputs nobody reads
     bool expensive;
     bool allows_uninitialized_input;
+    bool is_async;
   };
   struct RunState;
 
@@ -83,6 +97,10 @@ class ExecutionPlan {
   void Process(RunState* state, std::vector<int> local) const;
   void Ready(RunState* state, int node, std::vector<int>& local) const;
   Status RunNode(RunState* state, const PlanNode& n) const;
+  // Starts an asynchronous node; its completion comes back through the run's inbox.
+  void StartAsync(RunState* state, int node) const;
+  // After node `id` ran: releases inputs read for the last time and readies successors.
+  void Complete(RunState* state, int id, std::vector<int>& local) const;
   Status NodeError(const PlanNode& n, const Status& s) const;
   std::unique_ptr<RunState> AcquireState() const;
   // Sets up the run's output memory: the arena of the feed shapes' pattern, or a recorder.

@@ -5,9 +5,47 @@
 
 namespace dflow {
 
+namespace {
+
+// Devices "cpu:0".."cpu:N-1" sharing the thread budget equally, and the graph placed on them.
+Status CreateMultiDevice(const Graph& graph, const SessionOptions& options,
+                         std::vector<std::unique_ptr<CpuDevice>>* cpus, DeviceSet* set,
+                         PlacementReport* placement) {
+  int n = static_cast<int>(options.devices.size());
+  ASSIGN_OR_RETURN(*set, DeviceSet::LocalCpus(n));
+  for (int i = 0; i < n; ++i) {
+    ASSIGN_OR_RETURN(DeviceName want, DeviceName::Parse(options.devices[i]));
+    if (!(want.WithDefaults() == set->device(i).name)) {
+      return InvalidArgument("session devices must be cpu:0 .. cpu:{} in order; device {} is '{}'",
+                             n - 1, i, options.devices[i]);
+    }
+  }
+  ASSIGN_OR_RETURN(auto split, options.threads.Resolve());
+  ThreadBudget each{std::max(1, split.num_threads / n), 1};
+  for (int i = 0; i < n; ++i) {
+    ASSIGN_OR_RETURN(auto cpu, CpuDevice::Create(set->device(i).name, each));
+    cpus->push_back(std::move(cpu));
+  }
+  ASSIGN_OR_RETURN(*placement, Place(graph, *set, options.placer));
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Session>> Session::Create(Graph graph, const SessionOptions& options) {
   ops::RegisterStandardOps();
   RETURN_IF_ERROR(graph.Validate());
+  if (!options.devices.empty()) {
+    std::vector<std::unique_ptr<CpuDevice>> cpus;
+    DeviceSet set;
+    PlacementReport placement;
+    RETURN_IF_ERROR(CreateMultiDevice(graph, options, &cpus, &set, &placement));
+    auto session =
+        std::unique_ptr<Session>(new Session(std::move(graph), std::move(cpus), options));
+    session->device_set_ = std::move(set);
+    session->placement_ = std::move(placement);
+    return session;
+  }
   ASSIGN_OR_RETURN(DeviceName name, DeviceName::Parse(options.device));
   name = name.WithDefaults();
   if (!name.index) name.index = 0;
@@ -27,7 +65,9 @@ Result<std::unique_ptr<Session>> Session::Create(Graph graph, const SessionOptio
                                 n.name(), n.requested_device(), device->canonical_name());
     }
   }
-  return std::unique_ptr<Session>(new Session(std::move(graph), std::move(device), options));
+  std::vector<std::unique_ptr<CpuDevice>> devices;
+  devices.push_back(std::move(device));
+  return std::unique_ptr<Session>(new Session(std::move(graph), std::move(devices), options));
 }
 
 Result<std::unique_ptr<Session>> Session::Create(const Scope& scope,
@@ -86,20 +126,8 @@ Status Session::CheckFeed(const std::string& name, const Tensor& value, int* nod
   return Status::OK();
 }
 
-Result<const ExecutionPlan*> Session::GetPlan(const Feeds& feeds,
-                                              const std::vector<std::string>& fetches,
-                                              const std::vector<std::string>& targets) {
-  std::string key;
-  for (const auto& [name, t] : feeds) key += name + ',';
-  key += '|';
-  for (const auto& f : fetches) key += f + ',';
-  key += '|';
-  for (const auto& t : targets) key += t + ',';
-
-  std::lock_guard lock(mu_);
-  auto it = plans_.find(key);
-  if (it != plans_.end()) return it->second.get();
-
+Result<PlanSpec> Session::Spec(const Feeds& feeds, const std::vector<std::string>& fetches,
+                               const std::vector<std::string>& targets) const {
   PlanSpec spec;
   for (const auto& [name, t] : feeds) {
     auto ref = ParseInputRef(name);
@@ -123,6 +151,23 @@ Result<const ExecutionPlan*> Session::GetPlan(const Feeds& feeds,
     spec.targets.push_back(*id);
   }
   spec.plan_memory = options_.plan_memory;
+  return spec;
+}
+
+Result<const ExecutionPlan*> Session::GetPlan(const Feeds& feeds,
+                                              const std::vector<std::string>& fetches,
+                                              const std::vector<std::string>& targets) {
+  std::string key;
+  for (const auto& [name, t] : feeds) key += name + ',';
+  key += '|';
+  for (const auto& f : fetches) key += f + ',';
+  key += '|';
+  for (const auto& t : targets) key += t + ',';
+
+  std::lock_guard lock(mu_);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second.get();
+  ASSIGN_OR_RETURN(PlanSpec spec, Spec(feeds, fetches, targets));
   std::unique_ptr<ExecutionPlan> plan;
   if (options_.fuse_epilogues) {
     std::vector<int> keep = spec.feeds;
@@ -135,9 +180,9 @@ Result<const ExecutionPlan*> Session::GetPlan(const Feeds& feeds,
     for (int& f : spec.feeds) remap(f);
     for (int& t : spec.targets) remap(t);
     for (auto& e : spec.fetches) remap(e.node);
-    ASSIGN_OR_RETURN(plan, ExecutionPlan::Compile(std::move(rewritten), spec, device_.get()));
+    ASSIGN_OR_RETURN(plan, ExecutionPlan::Compile(std::move(rewritten), spec, devices_[0].get()));
   } else {
-    ASSIGN_OR_RETURN(plan, ExecutionPlan::Compile(graph_, spec, device_.get()));
+    ASSIGN_OR_RETURN(plan, ExecutionPlan::Compile(graph_, spec, devices_[0].get()));
   }
   const ExecutionPlan* p = plan.get();
   plans_.emplace(std::move(key), std::move(plan));
@@ -147,6 +192,38 @@ Result<const ExecutionPlan*> Session::GetPlan(const Feeds& feeds,
 Result<std::vector<Tensor>> Session::Run(const Feeds& feeds,
                                          const std::vector<std::string>& fetches,
                                          const std::vector<std::string>& targets) {
+  return Run(feeds, fetches, targets, RunOptions{});
+}
+
+Result<const PartitionedPlan*> Session::PartitionedPlanFor(
+    const Feeds& feeds, const std::vector<std::string>& fetches,
+    const std::vector<std::string>& targets) {
+  if (!multi_device()) return FailedPrecondition("this session runs on one device");
+  std::string key;
+  for (const auto& [name, t] : feeds) key += name + ',';
+  key += '|';
+  for (const auto& f : fetches) key += f + ',';
+  key += '|';
+  for (const auto& t : targets) key += t + ',';
+  std::lock_guard lock(mu_);
+  auto it = partitioned_.find(key);
+  if (it != partitioned_.end()) return it->second.get();
+  ASSIGN_OR_RETURN(PlanSpec spec, Spec(feeds, fetches, targets));
+  std::vector<Device*> devices;
+  for (auto& d : devices_) devices.push_back(d.get());
+  ASSIGN_OR_RETURN(
+      auto plan, PartitionedPlan::Compile(graph_, placement_.device_of, device_set_, devices, spec,
+                                          {.fuse_epilogues = options_.fuse_epilogues,
+                                           .plan_memory = options_.plan_memory}));
+  const PartitionedPlan* p = plan.get();
+  partitioned_.emplace(std::move(key), std::move(plan));
+  return p;
+}
+
+Result<std::vector<Tensor>> Session::Run(const Feeds& feeds,
+                                         const std::vector<std::string>& fetches,
+                                         const std::vector<std::string>& targets,
+                                         const RunOptions& run_options) {
   if (fetches.empty() && targets.empty()) {
     return InvalidArgument("Run needs at least one fetch or target");
   }
@@ -162,9 +239,14 @@ Result<std::vector<Tensor>> Session::Run(const Feeds& feeds,
     fed_nodes.push_back(node);
     values.push_back(t);
   }
-  ASSIGN_OR_RETURN(const ExecutionPlan* plan, GetPlan(feeds, fetches, targets));
   std::vector<Tensor> out;
-  CpuAllocator* memory = device_->cpu_allocator();
+  if (multi_device()) {
+    ASSIGN_OR_RETURN(const PartitionedPlan* plan, PartitionedPlanFor(feeds, fetches, targets));
+    RETURN_IF_ERROR(plan->Run(values, &out, run_options.timeout));
+    return out;
+  }
+  ASSIGN_OR_RETURN(const ExecutionPlan* plan, GetPlan(feeds, fetches, targets));
+  CpuAllocator* memory = devices_[0]->cpu_allocator();
   memory->ResetPeak();
   Status status = plan->Run(values, &out);
   {

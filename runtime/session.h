@@ -9,8 +9,10 @@
 // Run is thread-safe; concurrent runs of the same signature share the compiled plan.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -18,16 +20,23 @@
 
 #include "graph/graph.h"
 #include "graph/scope.h"
+#include "placer/placer.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
+#include "runtime/partitioned_plan.h"
 
 namespace dflow {
 
 struct SessionOptions {
   // The CPU cores dflow may use and how they are split (see runtime/device.h).
   ThreadBudget threads;
-  // The device the graph runs on. Multi-device placement comes with the placer.
+  // The device the graph runs on when `devices` is empty.
   std::string device = "cpu:0";
+  // Several devices: "cpu:0", "cpu:1", ... (virtual CPU devices, each with an equal share of the
+  // thread budget). The placer assigns every node, the graph is partitioned per run signature,
+  // and every device runs its part at once, joined by Send/Recv.
+  std::vector<std::string> devices;
+  PlacerOptions placer;
   // Rewrite each plan's graph with epilogue fusion (ops/fusion.h): bias and ReLU folded into the
   // MatMul or Conv2D producing them. Results are the same; turn it off to compare or debug.
   bool fuse_epilogues = true;
@@ -61,9 +70,27 @@ class Session {
   // with the node named.
   Result<std::vector<Tensor>> Run(const Feeds& feeds, const std::vector<std::string>& fetches,
                                   const std::vector<std::string>& targets = {});
+  struct RunOptions {
+    // A multi-device step not done by then is aborted with DeadlineExceeded. (A single-device
+    // run never waits on another device, so it always ends.)
+    std::optional<std::chrono::milliseconds> timeout;
+  };
+  Result<std::vector<Tensor>> Run(const Feeds& feeds, const std::vector<std::string>& fetches,
+                                  const std::vector<std::string>& targets,
+                                  const RunOptions& options);
+
+  // Multi-device sessions: the device set, and the placement with its report.
+  const DeviceSet& device_set() const { return device_set_; }
+  const PlacementReport& placement() const { return placement_; }
+  bool multi_device() const { return !options_.devices.empty(); }
+  // The partitioned plan for a signature (compiling it if needed), for tests and tools.
+  Result<const PartitionedPlan*> PartitionedPlanFor(const Feeds& feeds,
+                                                    const std::vector<std::string>& fetches,
+                                                    const std::vector<std::string>& targets = {});
 
   const Graph& graph() const { return graph_; }
-  CpuDevice& device() { return *device_; }
+  // The (first) device.
+  CpuDevice& device() { return *devices_[0]; }
   StepStats last_step_stats() const;
   // Number of distinct plans compiled so far.
   int num_plans() const;
@@ -73,15 +100,23 @@ class Session {
                                     const std::vector<std::string>& targets = {});
 
  private:
-  Session(Graph graph, std::unique_ptr<CpuDevice> device, const SessionOptions& options)
-      : graph_(std::move(graph)), device_(std::move(device)), options_(options) {}
+  Session(Graph graph, std::vector<std::unique_ptr<CpuDevice>> devices,
+          const SessionOptions& options)
+      : graph_(std::move(graph)), devices_(std::move(devices)), options_(options) {}
+  // The plan spec of a signature, by node ids of graph_.
+  Result<PlanSpec> Spec(const Feeds& feeds, const std::vector<std::string>& fetches,
+                        const std::vector<std::string>& targets) const;
   Result<const ExecutionPlan*> GetPlan(const Feeds& feeds, const std::vector<std::string>& fetches,
                                        const std::vector<std::string>& targets);
   Status CheckFeed(const std::string& name, const Tensor& value, int* node) const;
 
   Graph graph_;
-  std::unique_ptr<CpuDevice> device_;
+  std::vector<std::unique_ptr<CpuDevice>> devices_;
   SessionOptions options_;
+  DeviceSet device_set_;
+  PlacementReport placement_;
+  std::unordered_map<std::string, std::unique_ptr<PartitionedPlan>>
+      partitioned_;  // GUARDED_BY(mu_)
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::unique_ptr<ExecutionPlan>> plans_;  // GUARDED_BY(mu_)
   StepStats last_step_;                                                    // GUARDED_BY(mu_)

@@ -19,6 +19,7 @@ Status RegisterCpuKernels() {
   RETURN_IF_ERROR(cpu::RegisterManipKernels());
   RETURN_IF_ERROR(cpu::RegisterBatchNormKernels());
   RETURN_IF_ERROR(cpu::RegisterFusedUpdateKernels());
+  RETURN_IF_ERROR(cpu::RegisterSendRecvKernels());
   return Status::OK();
 }
 

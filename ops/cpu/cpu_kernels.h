@@ -19,5 +19,6 @@ Status RegisterPoolKernels();
 Status RegisterManipKernels();
 Status RegisterBatchNormKernels();
 Status RegisterFusedUpdateKernels();
+Status RegisterSendRecvKernels();
 
 }  // namespace dflow::cpu

@@ -1,0 +1,48 @@
+// _Send and _Recv: the pair the partitioner puts on each cross-device edge (placer/partition.h).
+// Their attributes name the rendezvous key: tensor_name, send_device, send_device_incarnation
+// and recv_device; the step id comes from the run.
+#include "ops/op_defs.h"
+#include "ops/rendezvous.h"
+
+namespace dflow {
+
+std::string RendezvousKey(const std::string& src_device, int64_t incarnation,
+                          const std::string& dst_device, const std::string& tensor, int64_t step) {
+  return fmt::format("{};{};{};{};{}", src_device, incarnation, dst_device, tensor, step);
+}
+
+namespace ops::internal {
+namespace {
+
+std::vector<AttrDef> KeyAttrs() {
+  return {{"T", AttrType::kDType, std::nullopt},
+          {"tensor_name", AttrType::kString, std::nullopt},
+          {"send_device", AttrType::kString, std::nullopt},
+          {"send_device_incarnation", AttrType::kInt, int64_t{1}},
+          {"recv_device", AttrType::kString, std::nullopt}};
+}
+
+}  // namespace
+
+Status RegisterSendRecvOps(OpRegistry& r) {
+  RETURN_IF_ERROR(r.Register({.name = "_Send",
+                              .inputs = {{.name = "tensor", .type_attr = "T"}},
+                              .attrs = KeyAttrs(),
+                              .stateful = true,
+                              .shape_fn = [](InferenceContext&) { return Status::OK(); }}));
+  std::vector<AttrDef> recv = KeyAttrs();
+  recv.push_back({"shape", AttrType::kShape, std::nullopt});
+  RETURN_IF_ERROR(r.Register({.name = "_Recv",
+                              .outputs = {{.name = "tensor", .type_attr = "T"}},
+                              .attrs = recv,
+                              .stateful = true,
+                              .shape_fn = [](InferenceContext& c) -> Status {
+                                ASSIGN_OR_RETURN(Shape s, c.GetAttr<Shape>("shape"));
+                                c.set_output(0, s);
+                                return Status::OK();
+                              }}));
+  return Status::OK();
+}
+
+}  // namespace ops::internal
+}  // namespace dflow
