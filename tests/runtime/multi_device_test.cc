@@ -12,6 +12,7 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
+#include "ops/register.h"
 #include "ops/unary_ops.h"
 #include "runtime/session.h"
 #include "test_util.h"
@@ -179,6 +180,7 @@ TEST(MultiDeviceTest, AnErrorOnOneDeviceAbortsTheOthers) {
 
 // A Recv nobody sends to: the deadline ends the step.
 TEST(MultiDeviceTest, TheDeadlineEndsAStepThatWouldWaitForever) {
+  ops::RegisterStandardOps();  // the raw AddNode below needs the registry
   Scope root = Scope::NewRootScope();
   int id = root.WithOpName("orphan").WithDevice("cpu:1").AddNode(
       "_Recv", {},
