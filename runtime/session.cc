@@ -12,7 +12,9 @@ Status CreateMultiDevice(const Graph& graph, const SessionOptions& options,
                          std::vector<std::unique_ptr<CpuDevice>>* cpus, DeviceSet* set,
                          PlacementReport* placement) {
   int n = static_cast<int>(options.devices.size());
-  ASSIGN_OR_RETURN(*set, DeviceSet::LocalCpus(n));
+  DeviceSpec spec;
+  if (options.device_memory_bytes > 0) spec.memory_bytes = options.device_memory_bytes;
+  ASSIGN_OR_RETURN(*set, DeviceSet::LocalCpus(n, spec));
   for (int i = 0; i < n; ++i) {
     ASSIGN_OR_RETURN(DeviceName want, DeviceName::Parse(options.devices[i]));
     if (!(want.WithDefaults() == set->device(i).name)) {

@@ -37,6 +37,9 @@ struct SessionOptions {
   // and every device runs its part at once, joined by Send/Recv.
   std::vector<std::string> devices;
   PlacerOptions placer;
+  // Memory each of `devices` offers the placer, in bytes (0: DeviceSpec's default). Set it low to
+  // make a model that would fit one device spread over several.
+  double device_memory_bytes = 0;
   // Rewrite each plan's graph with epilogue fusion (ops/fusion.h): bias and ReLU folded into the
   // MatMul or Conv2D producing them. Results are the same; turn it off to compare or debug.
   bool fuse_epilogues = true;

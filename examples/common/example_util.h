@@ -68,8 +68,8 @@ struct TrainFlags {
 inline Result<std::unique_ptr<Session>> CreateInitializedSession(const Scope& root,
                                                                  const TrainFlags& f,
                                                                  const Params& params,
-                                                                 const ops::Optimizer& opt) {
-  SessionOptions options;
+                                                                 const ops::Optimizer& opt,
+                                                                 SessionOptions options = {}) {
   options.threads.num_threads = f.threads;
   ASSIGN_OR_RETURN(auto session, Session::Create(root, options));
   std::vector<std::string> init = opt.init_targets();
