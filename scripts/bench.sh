@@ -11,7 +11,7 @@ scripts/setup.sh >/dev/null
 build=${DFLOW_BENCH_BUILD:-build-release}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFLOW_BUILD_TESTS=OFF \
   -DDFLOW_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build "$build" --target executor_bench models_bench >/dev/null
+cmake --build "$build" --target executor_bench models_bench placer_bench >/dev/null
 reps=${DFLOW_BENCH_REPETITIONS:-5}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -20,6 +20,9 @@ for b in executor_bench models_bench; do
   "$build/bin/$b" --benchmark_repetitions="$reps" --benchmark_format=json \
     --benchmark_out="$out/$b.json" --benchmark_out_format=json >/dev/null
 done
+# One repetition: the 1M-node placement alone takes tens of seconds.
+"$build/bin/placer_bench" --benchmark_format=json --benchmark_out="$out/placer_bench.json" \
+  --benchmark_out_format=json >/dev/null
 
 # PyTorch peer: Debian's package, for Debian's interpreter.
 py=/usr/bin/python3
@@ -83,6 +86,17 @@ for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_step_b128", "train_ms
         else:
             line += " onnxruntime=not-found"
     print(line)
+pl = {r["run_name"]: r for r in json.load(open(os.path.join(out, "placer_bench.json")))["benchmarks"]}
+for n in ("10000", "100000", "1000000"):
+    r = pl[f"BM_PlaceAndPartition/{n}/iterations:1"]
+    line = f"bench place_partition_{int(n) // 1000}k: time={r['real_time'] / 1000:.3f}s"
+    if n == "100000":
+        line += f" target=1s ratio={r['real_time'] / 1000:.2f}"
+    print(line + f" send_recv_pairs={r['send_recv_pairs']:.0f}")
+one = pl["BM_ModelParallelStep/1/min_time:3.000"]["real_time"]
+two = pl["BM_ModelParallelStep/2/min_time:3.000"]["real_time"]
+print(f"bench model_parallel_step_b128: two_devices={two:.2f}ms one_device={one:.2f}ms "
+      f"ratio={two / one:.2f}")
 for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_peak_memory_b128", "train_peak_bytes"),
                             ("BM_CnnTrainStep", "cnn_train_peak_memory_b128", "cnn_train_peak_bytes")]:
     r = mlp[key]

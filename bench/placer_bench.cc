@@ -1,0 +1,126 @@
+// Placement plus partitioning time on generated graphs of 10k, 100k and 1M nodes over four CPU
+// devices (target: 100k nodes in 1 s), and the model-parallel MLP's training step on two devices
+// against one.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <random>
+
+#include "ops/array_ops.h"
+#include "ops/initializers.h"
+#include "ops/math_ops.h"
+#include "ops/nn_ops.h"
+#include "ops/optimizers.h"
+#include "ops/register.h"
+#include "placer/partition.h"
+#include "placer/placer.h"
+#include "runtime/session.h"
+
+namespace dflow {
+namespace {
+
+// Layers of Add/Identity nodes over [256] f32 tensors, each reading random nodes of the
+// previous layers; a tenth of the nodes request a random device.
+Graph Generated(int64_t n, int devices) {
+  ops::RegisterStandardOps();
+  std::mt19937 gen(7);
+  Graph g;
+  std::vector<std::string> names;
+  for (int i = 0; i < 8; ++i) {
+    NodeDef d{.name = "in" + std::to_string(i), .op = "Placeholder"};
+    d.attrs = {{"dtype", DType::kF32}, {"shape", Shape{256}}};
+    names.push_back(d.name);
+    (void)g.AddNode(std::move(d));
+  }
+  for (int64_t i = names.size(); i < n; ++i) {
+    NodeDef d;
+    d.name = "n" + std::to_string(i);
+    int64_t window = std::min<int64_t>(static_cast<int64_t>(names.size()), 64);
+    auto pick = [&] { return names[names.size() - 1 - gen() % window]; };
+    if (gen() % 2) {
+      d.op = "Add";
+      d.inputs = {{pick(), 0}, {pick(), 0}};
+    } else {
+      d.op = "Identity";
+      d.inputs = {{pick(), 0}};
+    }
+    if (gen() % 10 == 0) d.device = "/device:CPU:" + std::to_string(gen() % devices);
+    names.push_back(d.name);
+    (void)g.AddNode(std::move(d));
+  }
+  if (!g.Validate().ok()) std::abort();
+  return g;
+}
+
+void BM_PlaceAndPartition(benchmark::State& state) {
+  const int devices = 4;
+  Graph g = Generated(state.range(0), devices);
+  DeviceSet set = DeviceSet::LocalCpus(devices).value();
+  double cross = 0;
+  for (auto _ : state) {
+    auto report = Place(g, set);
+    if (!report.ok()) std::abort();
+    auto parts = PartitionGraph(g, set, report->device_of);
+    if (!parts.ok()) std::abort();
+    cross = parts->send_recv_pairs;
+  }
+  state.counters["nodes"] = static_cast<double>(state.range(0));
+  state.counters["send_recv_pairs"] = cross;
+}
+BENCHMARK(BM_PlaceAndPartition)
+    ->Arg(10'000)
+    ->Arg(100'000)
+    ->Arg(1'000'000)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+
+// The model-parallel example's network (784-2048-2048-10, Adam, batch 128) on `devices` CPU
+// devices of 64 MiB each (one device: no limit, the whole machine).
+void BM_ModelParallelStep(benchmark::State& state) {
+  int devices = static_cast<int>(state.range(0));
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 784});
+  auto labels = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
+  std::vector<Output> vars;
+  std::vector<std::string> init;
+  Output h = x;
+  int64_t sizes[] = {784, 2048, 2048, 10};
+  for (int l = 0; l < 3; ++l) {
+    auto w = ops::InitializedVariable(root, Shape{sizes[l], sizes[l + 1]},
+                                      ops::Initializer::GlorotUniform(l + 1));
+    auto b = ops::InitializedVariable(root, Shape{sizes[l + 1]}, ops::Initializer::Zeros());
+    vars.insert(vars.end(), {w.var, b.var});
+    init.insert(init.end(), {w.init.node_name(), b.init.node_name()});
+    h = ops::BiasAdd(root, ops::MatMul(root, h, w.var), b.var);
+    if (l < 2) h = ops::Relu(root, h);
+  }
+  auto loss = ops::ReduceMean(root, ops::SparseSoftmaxCrossEntropyWithLogits(root, h, labels).loss);
+  ops::Adam adam({});
+  auto step = adam.Minimize(root, loss, vars);
+  SessionOptions options;
+  if (devices > 1) {
+    for (int i = 0; i < devices; ++i) options.devices.push_back("cpu:" + std::to_string(i));
+    options.device_memory_bytes = 64.0 * (1 << 20);
+  }
+  auto session = Session::Create(root, options);
+  if (!session.ok()) std::abort();
+  std::vector<std::string> all = init;
+  all.insert(all.end(), adam.init_targets().begin(), adam.init_targets().end());
+  if (!(*session)->Run({}, {}, all).ok()) std::abort();
+  Tensor images(DType::kF32, Shape{128, 784}), y(DType::kI32, Shape{128});
+  std::mt19937 gen(1);
+  for (float& v : images.flat<float>()) v = std::uniform_real_distribution<float>(0, 1)(gen);
+  for (int i = 0; i < 128; ++i) y.data<int32_t>()[i] = i % 10;
+  Session::Feeds feeds = {{"x", images}, {"labels", y}};
+  for (int i = 0; i < 3; ++i) (void)(*session)->Run(feeds, {loss.name()}, {step.name()});
+  for (auto _ : state) {
+    auto out = (*session)->Run(feeds, {loss.name()}, {step.name()});
+    if (!out.ok()) std::abort();
+  }
+}
+BENCHMARK(BM_ModelParallelStep)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(3.0);
+
+}  // namespace
+}  // namespace dflow
+
+BENCHMARK_MAIN();
