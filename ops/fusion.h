@@ -30,10 +30,10 @@
 namespace dflow::ops {
 
 struct FusionStats {
-  int matmul = 0;  // MatMul + BiasAdd chains fused
-  int conv = 0;    // Conv2D + bias chains fused
-  int relu = 0;    // of those, chains that also took a ReLU
-  int sgd = 0;     // weight gradients (MatMul) folded into their ApplySGD
+  int matmul = 0;     // MatMul + BiasAdd chains fused
+  int conv = 0;       // Conv2D + bias chains fused
+  int relu = 0;       // of those, chains that also took a ReLU
+  int sgd = 0;        // weight gradients (MatMul) folded into their ApplySGD
   int pool = 0;       // MaxPool/MaxPoolGrad pairs that keep the argmax instead of the input
   int pool_relu = 0;  // of those, the ones that also took the ReluGrad below them
 };

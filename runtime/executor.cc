@@ -49,23 +49,10 @@ struct ExecutionPlan::RunState {
 
 ExecutionPlan::~ExecutionPlan() = default;
 
-Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Compile(std::shared_ptr<const Graph> graph,
-                                                              const PlanSpec& spec,
-                                                              Device* device) {
-  ASSIGN_OR_RETURN(auto plan, Compile(*graph, spec, device));
-  plan->owned_graph_ = std::move(graph);
-  return plan;
-}
-
-Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Compile(const Graph& graph,
-                                                              const PlanSpec& spec,
-                                                              Device* device) {
-  if (!graph.validated()) return FailedPrecondition("the graph must be validated before compiling");
+Result<std::vector<bool>> NeededNodes(const Graph& graph, const PlanSpec& spec) {
   const int n = graph.num_nodes();
   std::vector<bool> fed(n, false), needed(n, false);
   for (int f : spec.feeds) fed[f] = true;
-
-  // Prune: everything the fetches and targets reach through data and control inputs.
   std::vector<int> stack;
   auto need = [&](int id) {
     if (!needed[id]) {
@@ -87,6 +74,23 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Compile(const Graph& graph
     for (int c : node.control_inputs()) need(c);
   }
   for (int f : spec.feeds) need(f);  // a fed placeholder nobody reads still takes its value
+  return needed;
+}
+
+Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Compile(std::shared_ptr<const Graph> graph,
+                                                              const PlanSpec& spec,
+                                                              Device* device) {
+  ASSIGN_OR_RETURN(auto plan, Compile(*graph, spec, device));
+  plan->owned_graph_ = std::move(graph);
+  return plan;
+}
+
+Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Compile(const Graph& graph,
+                                                              const PlanSpec& spec,
+                                                              Device* device) {
+  if (!graph.validated()) return FailedPrecondition("the graph must be validated before compiling");
+  const int n = graph.num_nodes();
+  ASSIGN_OR_RETURN(std::vector<bool> needed, NeededNodes(graph, spec));
 
   auto plan = std::unique_ptr<ExecutionPlan>(new ExecutionPlan);
   plan->plan_memory_ = spec.plan_memory;

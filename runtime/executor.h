@@ -35,6 +35,10 @@ struct PlanSpec {
   bool plan_memory = true;
 };
 
+// Prunes: the nodes the fetches and targets reach through data and control inputs, plus the fed
+// placeholders. InvalidArgument names a needed placeholder that is not fed.
+Result<std::vector<bool>> NeededNodes(const Graph& graph, const PlanSpec& spec);
+
 // How a plan's outputs were served so far.
 struct PlanMemoryStats {
   int patterns = 0;          // feed-shape signatures planned

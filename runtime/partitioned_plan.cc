@@ -13,31 +13,8 @@ namespace dflow {
 Result<std::unique_ptr<PartitionedPlan>> PartitionedPlan::Compile(
     const Graph& graph, const std::vector<int>& device_of, const DeviceSet& device_set,
     const std::vector<Device*>& devices, const PlanSpec& spec, const Options& options) {
-  // Prune to what the fetches and targets need (fed placeholders stay).
   const int n = graph.num_nodes();
-  std::vector<bool> needed(n, false), fed(n, false);
-  std::vector<int> stack;
-  auto need = [&](int id) {
-    if (!needed[id]) {
-      needed[id] = true;
-      stack.push_back(id);
-    }
-  };
-  for (int f : spec.feeds) fed[f] = true;
-  for (const auto& e : spec.fetches) need(e.node);
-  for (int t : spec.targets) need(t);
-  while (!stack.empty()) {
-    int id = stack.back();
-    stack.pop_back();
-    const Node& node = graph.node(id);
-    if (node.op() == "Placeholder" && !fed[id]) {
-      return InvalidArgument("placeholder '{}' ({}{}) must be fed: a fetch or target needs it",
-                             node.name(), node.output_dtype(0), node.output_shape(0));
-    }
-    for (const auto& e : node.inputs()) need(e.node);
-    for (int c : node.control_inputs()) need(c);
-  }
-  for (int f : spec.feeds) need(f);
+  ASSIGN_OR_RETURN(std::vector<bool> needed, NeededNodes(graph, spec));
   Graph pruned(&graph.registry());
   std::vector<int> pruned_device;
   for (int id = 0; id < n; ++id) {

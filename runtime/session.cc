@@ -7,6 +7,18 @@ namespace dflow {
 
 namespace {
 
+// The plan cache's key of a run signature: feed, fetch and target names.
+std::string SignatureKey(const Session::Feeds& feeds, const std::vector<std::string>& fetches,
+                         const std::vector<std::string>& targets) {
+  std::string key;
+  for (const auto& [name, t] : feeds) key += name + ',';
+  key += '|';
+  for (const auto& f : fetches) key += f + ',';
+  key += '|';
+  for (const auto& t : targets) key += t + ',';
+  return key;
+}
+
 // Devices "cpu:0".."cpu:N-1" sharing the thread budget equally, and the graph placed on them.
 Status CreateMultiDevice(const Graph& graph, const SessionOptions& options,
                          std::vector<std::unique_ptr<CpuDevice>>* cpus, DeviceSet* set,
@@ -159,12 +171,7 @@ Result<PlanSpec> Session::Spec(const Feeds& feeds, const std::vector<std::string
 Result<const ExecutionPlan*> Session::GetPlan(const Feeds& feeds,
                                               const std::vector<std::string>& fetches,
                                               const std::vector<std::string>& targets) {
-  std::string key;
-  for (const auto& [name, t] : feeds) key += name + ',';
-  key += '|';
-  for (const auto& f : fetches) key += f + ',';
-  key += '|';
-  for (const auto& t : targets) key += t + ',';
+  std::string key = SignatureKey(feeds, fetches, targets);
 
   std::lock_guard lock(mu_);
   auto it = plans_.find(key);
@@ -201,12 +208,7 @@ Result<const PartitionedPlan*> Session::PartitionedPlanFor(
     const Feeds& feeds, const std::vector<std::string>& fetches,
     const std::vector<std::string>& targets) {
   if (!multi_device()) return FailedPrecondition("this session runs on one device");
-  std::string key;
-  for (const auto& [name, t] : feeds) key += name + ',';
-  key += '|';
-  for (const auto& f : fetches) key += f + ',';
-  key += '|';
-  for (const auto& t : targets) key += t + ',';
+  std::string key = SignatureKey(feeds, fetches, targets);
   std::lock_guard lock(mu_);
   auto it = partitioned_.find(key);
   if (it != partitioned_.end()) return it->second.get();

@@ -108,7 +108,7 @@ TEST(FusionTest, ConvBiasReluChainsFoldWithEitherBiasLayout) {
   auto c1 = ops::Conv2D(root, x, Const(root, {4, 3, 3, 3}, 1), {.pads = {1, 1, 1, 1}});
   auto y1 = ops::Relu(root.WithOpName("y1"), ops::Add(root, c1, Const(root, {1, 4, 1, 1}, 2)));
   auto c2 = ops::Conv2D(root, y1, Const(root, {2, 4, 3, 3}, 3), {.strides = {2, 2}});
-  auto y2 = ops::Add(root.WithOpName("y2"), Const(root, {2, 1, 1}, 4), c2);  // bias on the left
+  ops::Add(root.WithOpName("y2"), Const(root, {2, 1, 1}, 4), c2);  // bias on the left
   ASSERT_TRUE(root.ok());
   auto xv = Tensor::FromVector(RandomFloats(2 * 3 * 64, 5, -2, 2), Shape{2, 3, 8, 8});
   auto counts = ExpectSameWithFusion(root, {{"x", xv}}, {"y2"});
@@ -294,8 +294,8 @@ TEST(FusionTest, BadBiasAtRunTimeNamesTheFusedNode) {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2, 3});
   auto b = ops::Placeholder(root.WithOpName("b"), DType::kF32);  // shape unknown until run time
-  auto y = ops::Relu(root.WithOpName("y"),
-                     ops::BiasAdd(root, ops::MatMul(root, x, Const(root, {3, 4}, 1)), b));
+  ops::Relu(root.WithOpName("y"),
+            ops::BiasAdd(root, ops::MatMul(root, x, Const(root, {3, 4}, 1)), b));
   auto session = Session::Create(root);
   ASSERT_TRUE(session.ok());
   auto r = (*session)->Run({{"x", Tensor::FromVector(RandomFloats(6, 1), Shape{2, 3})},

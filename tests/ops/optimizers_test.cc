@@ -163,7 +163,7 @@ TEST(OptimizerTest, UpdatesWaitForTheStepsReadersOnly) {
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2, 3});
   auto w = ops::InitializedVariable(root.WithOpName("w"), Shape{3, 3}, ops::Initializer::Zeros());
   auto y = ops::MatMul(root.WithOpName("forward"), x, w.var);
-  auto eval = ops::Identity(root.WithOpName("eval_read"), w.var);  // not part of the step
+  ops::Identity(root.WithOpName("eval_read"), w.var);  // not part of the step
   ops::Adam adam({});
   auto step = adam.Minimize(root, ops::ReduceSum(root, ops::Mul(root, y, y)), {w.var});
   ASSERT_TRUE(root.ok()) << root.status().ToString();
