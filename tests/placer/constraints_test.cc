@@ -118,7 +118,7 @@ TEST(ConstraintsTest, ColocationGroupsAndVariablesWithTheirUpdates) {
   auto y = ops::MatMul(root.WithOpName("y"), x, w.var);
   auto z = ops::Identity(root.WithOpName("z").WithColocation(y), y);
   ops::SGD sgd({.learning_rate = 0.1});
-  auto step = sgd.Minimize(root, ops::ReduceSum(root, z), {w.var});
+  sgd.Minimize(root, ops::ReduceSum(root, z), {w.var});
   ASSERT_TRUE(root.ok()) << root.status().ToString();
   Graph g = Validated(root);
   auto c = ApplyHardConstraints(g, CpusAndGpu());
