@@ -3,10 +3,13 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "ops/initializers.h"
+#include "ops/math_ops.h"
+#include "ops/nn_ops.h"
 #include "ops/optimizers.h"
 #include "runtime/trainer.h"
 
@@ -31,6 +34,16 @@ struct Params {
     return t;
   }
 };
+
+// A dense layer in `scope`'s name scope: Glorot-initialised weights and zero bias, registered
+// in `p`.
+inline Output Dense(const Scope& scope, Params& p, Output in, int64_t n_in, int64_t n_out,
+                    uint64_t seed) {
+  Output w =
+      p.Add(scope.WithOpName("w"), Shape{n_in, n_out}, ops::Initializer::GlorotUniform(seed));
+  Output b = p.Add(scope.WithOpName("b"), Shape{n_out}, ops::Initializer::Zeros());
+  return ops::BiasAdd(scope, ops::MatMul(scope, in, w), b);
+}
 
 inline int Fail(const Status& s) {
   std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
@@ -111,6 +124,33 @@ inline int TrainAndReport(Session& session, const Dataset& train, const Dataset&
     return 1;
   }
   return 0;
+}
+
+// The whole training program after the model: loads Fashion-MNIST, adds the mean cross-entropy
+// of `logits` (named "logits", fed by placeholders "x" and "labels") and Adam, creates the
+// session with `options`, calls `ready` (for a summary), prints `title` and trains with
+// TrainAndReport. Returns the exit status.
+inline int TrainClassifier(const Scope& root, Params& p, Output logits, Output labels,
+                           const TrainFlags& f, const std::string& title,
+                           SessionOptions options = {},
+                           const std::function<void(Session&)>& ready = {}) {
+  auto train = LoadFashionMnist(true, f.data_dir);
+  if (!train.ok()) return Fail(train.status());
+  auto test = LoadFashionMnist(false, f.data_dir);
+  if (!test.ok()) return Fail(test.status());
+  auto xent = ops::SparseSoftmaxCrossEntropyWithLogits(root, logits, labels);
+  auto loss = ops::ReduceMean(root.WithOpName("loss"), xent.loss);
+  ops::Adam adam({.learning_rate = f.lr});
+  auto step = adam.Minimize(root, loss, p.variables());
+  auto session = CreateInitializedSession(root, f, p, adam, std::move(options));
+  if (!session.ok()) return Fail(session.status());
+  if (ready) ready(**session);
+  std::printf("%s: %lld training and %lld test images, batch %lld\n", title.c_str(),
+              static_cast<long long>(train->size()), static_cast<long long>(test->size()),
+              static_cast<long long>(f.batch_size));
+  return TrainAndReport(
+      **session, *train, *test, f,
+      {.loss = loss.name(), .train_target = step.name(), .logits = logits.name()});
 }
 
 }  // namespace dflow::examples

@@ -21,11 +21,6 @@ int main(int argc, char** argv) {
   flags.AddTo(app);
   CLI11_PARSE(app, argc, argv);
 
-  auto train = LoadFashionMnist(true, flags.data_dir);
-  if (!train.ok()) return Fail(train.status());
-  auto test = LoadFashionMnist(false, flags.data_dir);
-  if (!test.ok()) return Fail(test.status());
-
   Scope root = Scope::NewRootScope();
   examples::Params p;
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 784});
@@ -38,11 +33,8 @@ int main(int argc, char** argv) {
     Output y = ops::Add(sc, ops::Conv2D(sc, in, w, {.pads = {1, 1, 1, 1}}), b);
     return ops::MaxPool(sc, ops::Relu(sc, y));
   };
-  auto dense = [&](const std::string& name, Output in, int64_t nin, int64_t nout, uint64_t s) {
-    Scope sc = root.WithNameScope(name);
-    Output w = p.Add(sc.WithOpName("w"), Shape{nin, nout}, ops::Initializer::GlorotUniform(s));
-    Output b = p.Add(sc.WithOpName("b"), Shape{nout}, ops::Initializer::Zeros());
-    return ops::BiasAdd(sc, ops::MatMul(sc, in, w), b);
+  auto dense = [&](const char* name, Output in, int64_t nin, int64_t nout, uint64_t seed) {
+    return examples::Dense(root.WithNameScope(name), p, in, nin, nout, seed);
   };
   auto h1 = conv("conv1", image, 1, 32, flags.seed);    // [N, 32, 14, 14]
   auto h2 = conv("conv2", h1, 32, 64, flags.seed + 1);  // [N, 64, 7, 7]
@@ -50,18 +42,5 @@ int main(int argc, char** argv) {
       ops::Relu(root, dense("dense1", ops::Flatten(root, h2), 64 * 7 * 7, 128, flags.seed + 2));
   auto logits =
       ops::Identity(root.WithOpName("logits"), dense("dense2", h3, 128, 10, flags.seed + 3));
-  auto xent = ops::SparseSoftmaxCrossEntropyWithLogits(root, logits, labels);
-  auto loss = ops::ReduceMean(root.WithOpName("loss"), xent.loss);
-  ops::Adam adam({.learning_rate = flags.lr});
-  auto step = adam.Minimize(root, loss, p.variables());
-
-  auto session = examples::CreateInitializedSession(root, flags, p, adam);
-  if (!session.ok()) return Fail(session.status());
-
-  std::printf("Fashion-MNIST CNN: %lld training and %lld test images, batch %lld\n",
-              static_cast<long long>(train->size()), static_cast<long long>(test->size()),
-              static_cast<long long>(flags.batch_size));
-  return examples::TrainAndReport(
-      **session, *train, *test, flags,
-      {.loss = loss.name(), .train_target = step.name(), .logits = logits.name()});
+  return examples::TrainClassifier(root, p, logits, labels, flags, "Fashion-MNIST CNN");
 }
