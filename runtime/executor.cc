@@ -231,7 +231,12 @@ void ExecutionPlan::PrepareMemory(RunState* s, const std::vector<Tensor>& feeds)
   s->output_memory = nullptr;
   if (!plan_memory_) return;
   std::string key;
-  for (const auto& f : feeds) key += f.shape().ToString() + DTypeName(f.dtype()).data() + ';';
+  // Dtypes and dims as raw bytes: this runs on every step, so no formatting.
+  for (const auto& f : feeds) {
+    key += static_cast<char>(f.dtype());
+    key += static_cast<char>(f.shape().rank());
+    for (int64_t d : f.shape().dims()) key.append(reinterpret_cast<const char*>(&d), sizeof d);
+  }
   std::shared_ptr<const MemoryPattern> pattern;
   {
     std::lock_guard lock(memory_mu_);
