@@ -94,7 +94,7 @@ void Graph::SetColocationGroup(int node, std::string group) {
 }
 
 std::optional<int> Graph::FindNode(std::string_view name) const {
-  auto it = by_name_.find(std::string(name));
+  auto it = by_name_.find(name);
   if (it == by_name_.end()) return std::nullopt;
   return it->second;
 }
@@ -102,6 +102,7 @@ std::optional<int> Graph::FindNode(std::string_view name) const {
 Status Graph::ResolveInputs(Node& n) {
   n.inputs_.clear();
   n.control_inputs_.clear();
+  n.inputs_.reserve(n.def_.inputs.size());
   for (size_t i = 0; i < n.def_.inputs.size(); ++i) {
     const InputRef& ref = n.def_.inputs[i];
     auto src = FindNode(ref.node);
@@ -137,27 +138,28 @@ std::string AllowedList(const ArgDef& arg) {
 }
 }  // namespace
 
-Status Graph::CheckNode(Node& n) {
+Status Graph::CheckNode(Node& n, bool resolved) {
   const OpDef* def = registry_->Find(n.op());
   if (def == nullptr) return InvalidArgument("node '{}': unknown op '{}'", n.name(), n.op());
   n.op_def_ = def;
-  RETURN_IF_ERROR(ResolveInputs(n));
-  const std::string prefix = fmt::format("node '{}' ({}): ", n.name(), n.op());
+  if (!resolved) RETURN_IF_ERROR(ResolveInputs(n));
+  // The start of every message, formatted only on an error path.
+  auto prefix = [&n] { return fmt::format("node '{}' ({}): ", n.name(), n.op()); };
 
   // Arity.
   int fixed = static_cast<int>(def->inputs.size());
   bool variadic = !def->inputs.empty() && def->inputs.back().variadic;
   if (variadic ? n.num_inputs() < fixed : n.num_inputs() != fixed) {
-    return InvalidArgument("{}takes {}{} input{}, got {}", prefix, variadic ? "at least " : "",
+    return InvalidArgument("{}takes {}{} input{}, got {}", prefix(), variadic ? "at least " : "",
                            fixed, fixed == 1 ? "" : "s", n.num_inputs());
   }
 
   // Attributes: known names, right types, defaults filled in.
   for (const auto& [name, value] : n.def_.attrs) {
     const AttrDef* a = def->FindAttr(name);
-    if (a == nullptr) return InvalidArgument("{}unknown attribute '{}'", prefix, name);
+    if (a == nullptr) return InvalidArgument("{}unknown attribute '{}'", prefix(), name);
     if (TypeOf(value) != a->type) {
-      return InvalidArgument("{}attribute '{}' is {}, expected {}", prefix, name,
+      return InvalidArgument("{}attribute '{}' is {}, expected {}", prefix(), name,
                              AttrTypeName(TypeOf(value)), AttrTypeName(a->type));
     }
   }
@@ -169,23 +171,23 @@ Status Graph::CheckNode(Node& n) {
     const Endpoint& e = n.inputs_[i];
     const Node& src = nodes_[e.node];
     if (src.op_def_ == nullptr) {
-      return FailedPrecondition("{}input {} '{}' has not been checked yet; call Validate()", prefix,
-                                i, src.name());
+      return FailedPrecondition("{}input {} '{}' has not been checked yet; call Validate()",
+                                prefix(), i, src.name());
     }
     if (e.index >= src.num_outputs()) {
-      return InvalidArgument("{}input {} refers to '{}:{}', but '{}' ({}) has {} output{}", prefix,
-                             i, src.name(), e.index, src.name(), src.op(), src.num_outputs(),
-                             src.num_outputs() == 1 ? "" : "s");
+      return InvalidArgument("{}input {} refers to '{}:{}', but '{}' ({}) has {} output{}",
+                             prefix(), i, src.name(), e.index, src.name(), src.op(),
+                             src.num_outputs(), src.num_outputs() == 1 ? "" : "s");
     }
     in_dtypes[i] = src.output_dtypes_[e.index];
     in_shapes[i] = src.output_shapes_[e.index];
     const ArgDef& arg = def->inputs[std::min(i, fixed - 1)];
     if (arg.fixed != DType::kInvalid && in_dtypes[i] != arg.fixed) {
-      return InvalidArgument("{}input {} ('{}', from '{}:{}') must be {}, got {}", prefix, i,
+      return InvalidArgument("{}input {} ('{}', from '{}:{}') must be {}, got {}", prefix(), i,
                              arg.name, src.name(), e.index, arg.fixed, in_dtypes[i]);
     }
     if (!Allowed(arg, in_dtypes[i])) {
-      return InvalidArgument("{}input {} ('{}', from '{}:{}') is {}; {} accepts {}", prefix, i,
+      return InvalidArgument("{}input {} ('{}', from '{}:{}') is {}; {} accepts {}", prefix(), i,
                              arg.name, src.name(), e.index, in_dtypes[i], n.op(), AllowedList(arg));
     }
     if (arg.type_attr.empty()) continue;
@@ -206,18 +208,18 @@ Status Graph::CheckNode(Node& n) {
       if (first >= 0) {
         const Node& other = nodes_[n.inputs_[first].node];
         return InvalidArgument(
-            "{}dtype mismatch: input {} ('{}:{}') is {} but input {} ('{}:{}') is {}", prefix, i,
+            "{}dtype mismatch: input {} ('{}:{}') is {} but input {} ('{}:{}') is {}", prefix(), i,
             src.name(), e.index, in_dtypes[i], first, other.name(), n.inputs_[first].index,
             in_dtypes[first]);
       }
       return InvalidArgument("{}dtype mismatch: input {} ('{}:{}') is {} but attribute {} is {}",
-                             prefix, i, src.name(), e.index, in_dtypes[i], arg.type_attr, bound);
+                             prefix(), i, src.name(), e.index, in_dtypes[i], arg.type_attr, bound);
     }
   }
   for (const auto& a : def->attrs) {
     if (n.def_.attrs.count(a.name)) continue;
     if (!a.default_value)
-      return InvalidArgument("{}missing required attribute '{}'", prefix, a.name);
+      return InvalidArgument("{}missing required attribute '{}'", prefix(), a.name);
     n.def_.attrs.emplace(a.name, *a.default_value);
   }
 
@@ -229,11 +231,11 @@ Status Graph::CheckNode(Node& n) {
       auto it = n.def_.attrs.find(out.type_attr);
       if (it == n.def_.attrs.end()) {
         return InvalidArgument("{}cannot tell the dtype of output '{}': attribute '{}' is unset",
-                               prefix, out.name, out.type_attr);
+                               prefix(), out.name, out.type_attr);
       }
       d = std::get<DType>(it->second);
       if (!Allowed(out, d)) {
-        return InvalidArgument("{}output '{}' cannot be {}; {} accepts {}", prefix, out.name, d,
+        return InvalidArgument("{}output '{}' cannot be {}; {} accepts {}", prefix(), out.name, d,
                                n.op(), AllowedList(out));
       }
     }
@@ -241,13 +243,13 @@ Status Graph::CheckNode(Node& n) {
     if (!out.number_attr.empty()) {
       auto it = n.def_.attrs.find(out.number_attr);
       if (it == n.def_.attrs.end()) {
-        return InvalidArgument("{}missing attribute '{}' (the number of outputs '{}')", prefix,
+        return InvalidArgument("{}missing attribute '{}' (the number of outputs '{}')", prefix(),
                                out.number_attr, out.name);
       }
       repeat = std::get<int64_t>(it->second);
       if (repeat < 1 || repeat > kMaxRepeatedOutputs) {
         return InvalidArgument("{}attribute '{}' is {}: the number of outputs must be 1 to {}",
-                               prefix, out.number_attr, repeat, kMaxRepeatedOutputs);
+                               prefix(), out.number_attr, repeat, kMaxRepeatedOutputs);
       }
     }
     n.output_dtypes_.insert(n.output_dtypes_.end(), repeat, d);
@@ -325,7 +327,7 @@ Status Graph::Validate() {
   }
   if (order.size() != nodes_.size()) return FindCycle();
   for (auto& n : nodes_) n.op_def_ = nullptr;
-  for (int id : order) RETURN_IF_ERROR(CheckNode(nodes_[id]));
+  for (int id : order) RETURN_IF_ERROR(CheckNode(nodes_[id], /*resolved=*/true));
   topo_order_ = std::move(order);
   validated_ = true;
   return Status::OK();

@@ -84,6 +84,11 @@ class Graph {
  public:
   explicit Graph(const OpRegistry* registry = &OpRegistry::Global()) : registry_(registry) {}
 
+  // Room for n nodes without reallocating (for code that builds large graphs).
+  void Reserve(int n) {
+    nodes_.reserve(n);
+    by_name_.reserve(n);
+  }
   // Adds a node. InvalidArgument when the name is empty or already used. Inputs may name nodes
   // not yet added; Validate resolves them.
   Result<int> AddNode(NodeDef def);
@@ -113,13 +118,18 @@ class Graph {
 
  private:
   // Resolves inputs, checks op, arity, attrs and dtypes, runs the shape function.
-  Status CheckNode(Node& node);
+  Status CheckNode(Node& node, bool resolved = false);
   Status ResolveInputs(Node& node);
   Status FindCycle() const;
 
   const OpRegistry* registry_;
   std::vector<Node> nodes_;
-  std::unordered_map<std::string, int> by_name_;
+  // Transparent, so lookups by string_view allocate nothing.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, int, NameHash, std::equal_to<>> by_name_;
   std::vector<int> topo_order_;
   bool validated_ = false;
 };

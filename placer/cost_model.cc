@@ -67,6 +67,7 @@ Result<CostModel> CostModel::Build(const Graph& graph, const DeviceSet& devices,
   m.compute_.assign(static_cast<size_t>(n) * m.num_devices_, 0);
   m.output_bytes_.resize(n);
   m.persistent_.assign(n, 0);
+  for (const DeviceSpec& spec : devices.devices()) m.overhead_.push_back(spec.launch_overhead_s);
   for (int id = 0; id < n; ++id) {
     const Node& node = graph.node(id);
     std::vector<DType> in_dtypes;

@@ -3,7 +3,8 @@
 //
 //   compute(node, device) = measured seconds when a cost file has them, else
 //                           launch overhead + max(FLOPs / peak FLOP/s, bytes / bandwidth)
-//   transfer(edge, from, to) = link latency + bytes / link bandwidth (0 on one device)
+//   transfer(edge, from, to) = link latency + bytes / link bandwidth, plus the launch overhead
+//                              of the Send on `from` and of the Recv on `to` (0 on one device)
 //   persistent(node) = the bytes of a Variable's value (0 for other nodes)
 //
 // Dimensions unknown before run time (usually the batch) count as `unknown_dim`.
@@ -45,7 +46,8 @@ class CostModel {
   // Bytes of the tensors a node produces (all outputs).
   double TotalOutputBytes(int node) const;
   double Transfer(double bytes, int from, int to) const {
-    return devices_->Link(from, to).Seconds(bytes);
+    if (from == to) return 0;
+    return devices_->Link(from, to).Seconds(bytes) + overhead_[from] + overhead_[to];
   }
   int num_devices() const { return num_devices_; }
 
@@ -55,6 +57,7 @@ class CostModel {
   std::vector<double> compute_;
   std::vector<std::vector<double>> output_bytes_;
   std::vector<double> persistent_;
+  std::vector<double> overhead_;  // per device: launch overhead
 };
 
 }  // namespace dflow

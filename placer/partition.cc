@@ -1,8 +1,7 @@
 #include "placer/partition.h"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
+#include <unordered_map>
 
 namespace dflow {
 namespace {
@@ -22,68 +21,89 @@ Result<PartitionedGraph> PartitionGraph(const Graph& graph, const DeviceSet& dev
   if (static_cast<int>(device_of.size()) != n) {
     return InvalidArgument("placement covers {} nodes, the graph has {}", device_of.size(), n);
   }
-  std::map<int, std::vector<NodeDef>> defs;  // device -> node defs
   for (int v = 0; v < n; ++v) {
     if (device_of[v] < 0 || device_of[v] >= devices.size()) {
       return InvalidArgument("node '{}' is placed on device {}, outside the set of {}",
                              graph.node(v).name(), device_of[v], devices.size());
     }
   }
+  // Per device: its canonical name and its compact short name for node names.
+  std::vector<std::string> canonical, compact;
+  for (int d = 0; d < devices.size(); ++d) {
+    canonical.push_back(devices.device(d).canonical());
+    compact.push_back(Compact(devices.DisplayName(d)));
+  }
+  // Nodes go straight into each device's graph (inputs may name nodes added later).
+  std::vector<Graph> parts;
+  std::vector<int> sizes(devices.size(), 0);
+  for (int v = 0; v < n; ++v) sizes[device_of[v]]++;
+  for (int d = 0; d < devices.size(); ++d) {
+    parts.emplace_back(&graph.registry());
+    parts.back().Reserve(sizes[d] + sizes[d] / 2);
+  }
+  Status added;
+  auto add = [&](int d, NodeDef def) {
+    if (auto id = parts[d].AddNode(std::move(def)); !id.ok() && added.ok()) added = id.status();
+  };
   // (producer, output or -1 for control, destination device) -> the Recv's name there.
-  std::map<std::tuple<int, int, int>, std::string> recvs;
+  // Unique while (outputs + 1) * devices < 2^32: outputs are at most 65,536 per node.
+  auto key_of = [&](int u, int output, int dst) {
+    return static_cast<uint64_t>(u) << 32 |
+           (static_cast<uint64_t>(output + 1) * static_cast<uint64_t>(devices.size()) +
+            static_cast<uint64_t>(dst));
+  };
+  std::unordered_map<uint64_t, std::string> recvs;
   PartitionedGraph out;
-  auto recv_for = [&](int u, int output, int dst) -> std::string {
-    auto key = std::make_tuple(u, output, dst);
-    auto it = recvs.find(key);
-    if (it != recvs.end()) return it->second;
+  auto recv_for = [&](int u, int output, int dst) -> const std::string& {
+    auto [it, fresh] = recvs.try_emplace(key_of(u, output, dst));
+    if (!fresh) return it->second;
     const Node& src = graph.node(u);
     int sd = device_of[u];
-    std::string src_dev = devices.device(sd).canonical(), dst_dev = devices.device(dst).canonical();
     std::string tag = output >= 0 ? std::to_string(output) : "ctl";
-    std::string to = Compact(devices.DisplayName(dst));
     std::string tensor_name = output >= 0 ? fmt::format("{}:{}", src.name(), output)
                                           : fmt::format("{}:control", src.name());
     DType dtype = output >= 0 ? src.output_dtype(output) : DType::kBool;
     Shape shape = output >= 0 ? src.output_shape(output) : Shape{0};
     AttrMap key_attrs = {{"T", dtype},
-                         {"tensor_name", tensor_name},
-                         {"send_device", src_dev},
+                         {"tensor_name", std::move(tensor_name)},
+                         {"send_device", canonical[sd]},
                          {"send_device_incarnation", incarnation},
-                         {"recv_device", dst_dev}};
+                         {"recv_device", canonical[dst]}};
     NodeDef send;
-    send.name = fmt::format("{}/_send_{}_to_{}", src.name(), tag, to);
+    send.name = fmt::format("{}/_send_{}_to_{}", src.name(), tag, compact[dst]);
     send.op = "_Send";
     send.attrs = key_attrs;
-    send.device = src_dev;
+    send.device = canonical[sd];
     if (output >= 0) {
       send.inputs = {InputRef{src.name(), output}};
     } else {
       // An empty tensor, made once the source node ran, carries the control edge.
       NodeDef empty;
-      empty.name = fmt::format("{}/_ctl_{}", src.name(), to);
+      empty.name = fmt::format("{}/_ctl_{}", src.name(), compact[dst]);
       empty.op = "Const";
       empty.attrs = {{"value", Tensor(DType::kBool, Shape{0})}, {"dtype", DType::kBool}};
       empty.control_inputs = {src.name()};
-      empty.device = src_dev;
+      empty.device = canonical[sd];
       send.inputs = {InputRef{empty.name, 0}};
-      defs[sd].push_back(std::move(empty));
+      add(sd, std::move(empty));
     }
-    defs[sd].push_back(std::move(send));
+    add(sd, std::move(send));
     NodeDef recv;
-    recv.name = fmt::format("{}/_recv_{}_on_{}", src.name(), tag, to);
+    recv.name = fmt::format("{}/_recv_{}_on_{}", src.name(), tag, compact[dst]);
     recv.op = "_Recv";
-    recv.attrs = key_attrs;
-    recv.attrs["shape"] = shape;
-    recv.device = dst_dev;
-    defs[dst].push_back(recv);
+    recv.attrs = std::move(key_attrs);
+    recv.attrs.emplace("shape", shape);
+    recv.device = canonical[dst];
+    it->second = recv.name;
+    add(dst, std::move(recv));
     out.send_recv_pairs++;
-    return recvs[key] = recv.name;
+    return it->second;
   };
   for (int v = 0; v < n; ++v) {
     const Node& node = graph.node(v);
     int d = device_of[v];
     NodeDef def = node.def();
-    def.device = devices.device(d).canonical();
+    def.device = canonical[d];
     def.colocation_group.clear();  // placement has been decided
     for (size_t i = 0; i < node.inputs().size(); ++i) {
       const Endpoint& e = node.inputs()[i];
@@ -93,14 +113,14 @@ Result<PartitionedGraph> PartitionGraph(const Graph& graph, const DeviceSet& dev
     for (int c : node.control_inputs()) {
       def.control_inputs.push_back(device_of[c] == d ? graph.node(c).name() : recv_for(c, -1, d));
     }
-    defs[d].push_back(std::move(def));
+    add(d, std::move(def));
   }
-  for (auto& [d, nodes] : defs) {
-    GraphPartition part{d, Graph(&graph.registry())};
-    for (auto& def : nodes) RETURN_IF_ERROR(part.graph.AddNode(std::move(def)).status());
-    RETURN_IF_ERROR(part.graph.Validate().WithPrefix(
-        fmt::format("partition for {}: ", devices.DisplayName(d))));
-    out.partitions.push_back(std::move(part));
+  RETURN_IF_ERROR(added);
+  for (int d = 0; d < devices.size(); ++d) {
+    if (parts[d].num_nodes() == 0) continue;
+    RETURN_IF_ERROR(
+        parts[d].Validate().WithPrefix(fmt::format("partition for {}: ", devices.DisplayName(d))));
+    out.partitions.push_back({d, std::move(parts[d])});
   }
   return out;
 }

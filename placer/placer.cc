@@ -158,6 +158,30 @@ class Chooser {
 
   static constexpr size_t kMaxPairGroups = 48;
 
+  // Tries every assignment of groups to candidates when there are at most `budget` of them;
+  // leaves device_of at the best that fits. False when there are more.
+  bool Exhaustive(std::vector<int>& device_of, double budget) const {
+    double count = 1;
+    for (const auto& group : c_.groups) count *= static_cast<double>(group.candidates.size());
+    if (count > budget) return false;
+    std::vector<int> trial = device_of;
+    double best =
+        FitsMemory(device_of) ? Predict(device_of) : std::numeric_limits<double>::infinity();
+    std::vector<size_t> pick(c_.groups.size(), 0);
+    while (true) {
+      for (size_t k = 0; k < c_.groups.size(); ++k) {
+        for (int v : c_.groups[k].members) trial[v] = c_.groups[k].candidates[pick[k]];
+      }
+      if (double t = Predict(trial); t < best * (1 - 1e-9) && FitsMemory(trial)) {
+        best = t;
+        device_of = trial;
+      }
+      size_t k = 0;  // next assignment, like an odometer
+      while (k < pick.size() && ++pick[k] == c_.groups[k].candidates.size()) pick[k++] = 0;
+      if (k == pick.size()) return true;
+    }
+  }
+
   // One improving move of two groups at once; false when there is none.
   bool PairMove(std::vector<int>& device_of) const {
     double best = Predict(device_of);
@@ -327,16 +351,36 @@ Result<PlacementReport> Place(const Graph& graph, const DeviceSet& devices,
   if (devices.size() == 0) return InvalidArgument("placement needs at least one device");
   ASSIGN_OR_RETURN(Constraints c, ApplyHardConstraints(graph, devices, options.constraints));
   ASSIGN_OR_RETURN(CostModel costs, CostModel::Build(graph, devices, options.costs));
-  Chooser chooser(graph, devices, c, costs);
   PlacementReport r;
+  // The list scheduler places the merged groups; the local search refines with the original
+  // ones (a merge is a heuristic; the search may split what it should not have joined).
+  // Without a local search the merged groups are final.
+  const bool refine = graph.num_nodes() <= options.local_search_max_nodes;
+  Constraints merged;
+  Constraints* coarse = &c;
+  if (options.merge_chains && options.kind == PlacerOptions::Kind::kCost) {
+    if (refine) {
+      merged = c;
+      coarse = &merged;
+    }
+    r.chain_merges = MergeChains(graph, devices, costs, coarse);
+  }
+  r.groups = static_cast<int>(coarse->groups.size());
+  Chooser chooser(graph, devices, c, costs);
   r.log = c.log;
   std::vector<int> simple = chooser.Simple();
   r.simple_step_s = chooser.Predict(simple);
   if (options.kind == PlacerOptions::Kind::kSimple) {
     r.device_of = simple;
   } else {
-    ASSIGN_OR_RETURN(r.device_of, chooser.Heft());
-    if (graph.num_nodes() <= options.local_search_max_nodes) {
+    if (coarse == &c) {
+      ASSIGN_OR_RETURN(r.device_of, chooser.Heft());
+    } else {
+      ASSIGN_OR_RETURN(r.device_of, Chooser(graph, devices, *coarse, costs).Heft());
+    }
+    if (refine && chooser.Exhaustive(r.device_of, options.exhaustive_max_placements)) {
+      // Small enough to try every assignment.
+    } else if (refine) {
       // Local search from the list schedule and from each single-device placement that fits.
       chooser.LocalSearch(r.device_of);
       double best = chooser.Predict(r.device_of);

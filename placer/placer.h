@@ -5,7 +5,8 @@
 // upward rank (HEFT: a node's cost plus the costliest path to the end of the graph). The first
 // node of a colocation group to be scheduled picks, among the group's candidate devices with room
 // for the group's variables, the one where it would finish earliest; the rest of the group
-// follows it. A local search then moves whole groups while the predicted step time drops.
+// follows it. A local search then moves whole groups while the predicted step time drops. Small
+// problems (few groups and devices) are solved exactly by trying every assignment instead.
 // Device memory is a hard limit: when no candidate has room, Place returns ResourceExhausted
 // naming the devices and the sizes.
 //
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "placer/coarsen.h"
 #include "placer/constraints.h"
 #include "placer/cost_model.h"
 
@@ -27,6 +29,11 @@ struct PlacerOptions {
   Kind kind = Kind::kCost;
   ConstraintOptions constraints;
   CostOptions costs;
+  // Merge chains of cheap single-consumer nodes into groups first (coarsen.h).
+  bool merge_chains = true;
+  // Graphs whose groups have at most this many assignments to their candidates are placed by
+  // trying them all (a 10-node graph on 2 devices has at most 1,024).
+  double exhaustive_max_placements = 4096;
   // Local search is skipped above this many nodes (it re-simulates the step per move).
   int local_search_max_nodes = 2000;
   // Fill PlacementReport::log with one line per node.
@@ -41,6 +48,8 @@ struct PlacementReport {
   std::vector<double> peak_bytes;        // per device: variables plus peak live activations
   int cross_edges = 0;                   // Send/Recv pairs: one per (tensor, other device)
   double cross_bytes = 0;
+  int groups = 0;                // groups placed: colocation groups after chain merging
+  int chain_merges = 0;          // merges made by chain merging
   std::vector<std::string> log;  // soft-placement notes, then (on request) node lines
 
   // A few lines: predicted step time against the simple placer, per-device nodes and memory,

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <unordered_map>
 
@@ -412,7 +413,15 @@ void ExecutionPlan::Process(RunState* s, std::vector<int> local) const {
       StartAsync(s, id);
       continue;
     }
-    Status st = RunNode(s, n);
+    Status st;
+    if (s->options != nullptr && s->options->node_seconds != nullptr) {
+      auto start = std::chrono::steady_clock::now();
+      st = RunNode(s, n);
+      (*s->options->node_seconds)[n.graph_id] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    } else {
+      st = RunNode(s, n);
+    }
     if (!st.ok()) {
       s->Fail(st);
       continue;

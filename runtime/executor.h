@@ -67,6 +67,9 @@ class ExecutionPlan {
     // Called once, on the run's first error, before the run winds down (the step aborts its
     // rendezvous there, so the other devices stop waiting).
     std::function<void(const Status&)> on_error;
+    // Profiling: when set (sized to graph().num_nodes()), each node's compute seconds are added
+    // at its graph id. Asynchronous nodes (Recv) are not timed: their time is waiting.
+    std::vector<double>* node_seconds = nullptr;
   };
 
   // Runs once. `feeds` matches spec.feeds in order (dtype and shape already checked); fills

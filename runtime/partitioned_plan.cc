@@ -73,7 +73,8 @@ Result<std::unique_ptr<PartitionedPlan>> PartitionedPlan::Compile(
 }
 
 Status PartitionedPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>* fetches,
-                            std::optional<std::chrono::milliseconds> timeout) const {
+                            std::optional<std::chrono::milliseconds> timeout,
+                            std::vector<std::vector<double>>* node_seconds) const {
   LocalRendezvous rendezvous;
   std::mutex mu;
   std::condition_variable cv;
@@ -91,10 +92,18 @@ Status PartitionedPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor
   };
   std::vector<std::vector<Tensor>> outs(parts_.size());
   std::vector<Status> statuses(parts_.size());
+  if (node_seconds != nullptr) {
+    node_seconds->resize(parts_.size());
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      (*node_seconds)[i].assign(parts_[i].plan->graph().num_nodes(), 0);
+    }
+  }
   auto run_part = [&](size_t i) {
     std::vector<Tensor> in;
     for (int f : parts_[i].feeds) in.push_back(feeds[f]);
-    statuses[i] = parts_[i].plan->Run(in, &outs[i], options);
+    ExecutionPlan::RunOptions part_options = options;
+    if (node_seconds != nullptr) part_options.node_seconds = &(*node_seconds)[i];
+    statuses[i] = parts_[i].plan->Run(in, &outs[i], part_options);
     if (!statuses[i].ok()) options.on_error(statuses[i]);
     std::lock_guard lock(mu);
     if (--running == 0) cv.notify_all();

@@ -29,8 +29,11 @@ class PartitionedPlan {
       const Graph& graph, const std::vector<int>& device_of, const DeviceSet& device_set,
       const std::vector<Device*>& devices, const PlanSpec& spec, const Options& options);
 
+  // `node_seconds`, when set, receives per partition the compute seconds of each node of
+  // partition_graph(i) (see ExecutionPlan::RunOptions::node_seconds).
   Status Run(const std::vector<Tensor>& feeds, std::vector<Tensor>* fetches,
-             std::optional<std::chrono::milliseconds> timeout) const;
+             std::optional<std::chrono::milliseconds> timeout,
+             std::vector<std::vector<double>>* node_seconds = nullptr) const;
 
   int num_partitions() const { return static_cast<int>(parts_.size()); }
   int send_recv_pairs() const { return send_recv_pairs_; }

@@ -2,6 +2,7 @@
 
 #include "ops/fusion.h"
 #include "ops/register.h"
+#include "runtime/calibration.h"
 
 namespace dflow {
 
@@ -24,23 +25,56 @@ Status CreateMultiDevice(const Graph& graph, const SessionOptions& options,
                          std::vector<std::unique_ptr<CpuDevice>>* cpus, DeviceSet* set,
                          PlacementReport* placement) {
   int n = static_cast<int>(options.devices.size());
+  ASSIGN_OR_RETURN(auto split, options.threads.Resolve());
+  ThreadBudget each{std::max(1, split.num_threads / n), 1};
   DeviceSpec spec;
   if (options.device_memory_bytes > 0) spec.memory_bytes = options.device_memory_bytes;
-  ASSIGN_OR_RETURN(*set, DeviceSet::LocalCpus(n, spec));
+  LinkDefaults links;
+  if (options.calibrate_devices && n > 1) {
+    ASSIGN_OR_RETURN(CpuCalibration c, CachedCpuCalibration(each.num_threads));
+    spec = c.Apply(spec);
+    links.same_process = c.same_process;
+  }
+  ASSIGN_OR_RETURN(DeviceSet local, DeviceSet::LocalCpus(n, spec));
+  *set = DeviceSet();
+  set->set_link_defaults(links);
   for (int i = 0; i < n; ++i) {
     ASSIGN_OR_RETURN(DeviceName want, DeviceName::Parse(options.devices[i]));
-    if (!(want.WithDefaults() == set->device(i).name)) {
+    if (!(want.WithDefaults() == local.device(i).name)) {
       return InvalidArgument("session devices must be cpu:0 .. cpu:{} in order; device {} is '{}'",
                              n - 1, i, options.devices[i]);
     }
+    DeviceSpec device = local.device(i);
+    auto given = options.device_specs.find(options.devices[i]);
+    if (given != options.device_specs.end()) {
+      DeviceName name = device.name;
+      device = given->second;
+      device.name = name;
+    }
+    RETURN_IF_ERROR(set->Add(device));
   }
-  ASSIGN_OR_RETURN(auto split, options.threads.Resolve());
-  ThreadBudget each{std::max(1, split.num_threads / n), 1};
+  for (const auto& [name, s] : options.device_specs) {
+    if (std::find(options.devices.begin(), options.devices.end(), name) == options.devices.end()) {
+      return InvalidArgument("device_specs names '{}', which is not among the session's devices",
+                             name);
+    }
+  }
   for (int i = 0; i < n; ++i) {
     ASSIGN_OR_RETURN(auto cpu, CpuDevice::Create(set->device(i).name, each));
     cpus->push_back(std::move(cpu));
   }
-  ASSIGN_OR_RETURN(*placement, Place(graph, *set, options.placer));
+  PlacerOptions placer = options.placer;
+  MeasuredCosts measured;
+  if (!options.cost_file.empty()) {
+    ASSIGN_OR_RETURN(measured, MeasuredCosts::Load(options.cost_file));
+    placer.costs.measured = &measured;
+  }
+  placer.log_placement = placer.log_placement || options.log_placement;
+  ASSIGN_OR_RETURN(*placement, Place(graph, *set, placer));
+  if (options.log_placement) {
+    fmt::print(stderr, "placement: {}\n", placement->Summary(*set));
+    for (const auto& line : placement->log) fmt::print(stderr, "  {}\n", line);
+  }
   return Status::OK();
 }
 
@@ -246,19 +280,58 @@ Result<std::vector<Tensor>> Session::Run(const Feeds& feeds,
   std::vector<Tensor> out;
   if (multi_device()) {
     ASSIGN_OR_RETURN(const PartitionedPlan* plan, PartitionedPlanFor(feeds, fetches, targets));
-    RETURN_IF_ERROR(plan->Run(values, &out, run_options.timeout));
+    std::vector<std::vector<double>> seconds;
+    RETURN_IF_ERROR(
+        plan->Run(values, &out, run_options.timeout, run_options.profile ? &seconds : nullptr));
+    if (run_options.profile) {
+      std::lock_guard lock(mu_);
+      for (int i = 0; i < plan->num_partitions(); ++i) {
+        AddProfile(device_set_.device(plan->partition_device(i)).type(), plan->partition_graph(i),
+                   seconds[i]);
+      }
+    }
     return out;
   }
   ASSIGN_OR_RETURN(const ExecutionPlan* plan, GetPlan(feeds, fetches, targets));
   CpuAllocator* memory = devices_[0]->cpu_allocator();
   memory->ResetPeak();
-  Status status = plan->Run(values, &out);
+  std::vector<double> seconds;
+  ExecutionPlan::RunOptions options;
+  if (run_options.profile) {
+    seconds.assign(plan->graph().num_nodes(), 0);
+    options.node_seconds = &seconds;
+  }
+  Status status = plan->Run(values, &out, options);
   {
     std::lock_guard lock(mu_);
     last_step_.peak_bytes = memory->peak_bytes();
     last_step_.memory = plan->memory_stats();
+    if (run_options.profile && status.ok()) {
+      AddProfile(devices_[0]->type(), plan->graph(), seconds);
+    }
   }
   RETURN_IF_ERROR(status);
+  return out;
+}
+
+void Session::AddProfile(const std::string& type, const Graph& graph,
+                         const std::vector<double>& seconds) {
+  auto& nodes = profile_[type];
+  for (int v = 0; v < graph.num_nodes(); ++v) {
+    const std::string& op = graph.node(v).op();
+    if (op == "_Send" || op == "_Recv") continue;  // transfers: the cost model's links
+    auto& [total, runs] = nodes[graph.node(v).name()];
+    total += seconds[v];
+    ++runs;
+  }
+}
+
+MeasuredCosts Session::MeasuredNodeCosts() const {
+  std::lock_guard lock(mu_);
+  MeasuredCosts out;
+  for (const auto& [type, nodes] : profile_) {
+    for (const auto& [name, entry] : nodes) out.seconds[type][name] = entry.first / entry.second;
+  }
   return out;
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,6 +41,19 @@ struct SessionOptions {
   // Memory each of `devices` offers the placer, in bytes (0: DeviceSpec's default). Set it low to
   // make a model that would fit one device spread over several.
   double device_memory_bytes = 0;
+  // The placer's figures for `devices` (speed, launch overhead, the links between them) come
+  // from a calibration of this machine (runtime/calibration.h), measured once per process in
+  // about a tenth of a second. Off: DeviceSpec's and LinkDefaults' fixed defaults.
+  bool calibrate_devices = true;
+  // Figures for named devices ("cpu:1" -> spec; the spec's name is ignored), replacing
+  // calibration's and device_memory_bytes. A name not among `devices` is an InvalidArgument.
+  std::map<std::string, DeviceSpec> device_specs;
+  // Measured per-node seconds for the placer (placer/cost_model.h's JSON), e.g. saved from
+  // a profiled session's MeasuredNodeCosts(); its figures replace the estimates.
+  std::string cost_file;
+  // Print the placement summary and each node's device to stderr once, when the session is
+  // created. placement() has the same report either way.
+  bool log_placement = false;
   // Rewrite each plan's graph with epilogue fusion (ops/fusion.h): bias and ReLU folded into the
   // MatMul or Conv2D producing them. Results are the same; turn it off to compare or debug.
   bool fuse_epilogues = true;
@@ -77,6 +91,8 @@ class Session {
     // A multi-device step not done by then is aborted with DeadlineExceeded. (A single-device
     // run never waits on another device, so it always ends.)
     std::optional<std::chrono::milliseconds> timeout;
+    // Time every node's computation; MeasuredNodeCosts() gives the means over profiled runs.
+    bool profile = false;
   };
   Result<std::vector<Tensor>> Run(const Feeds& feeds, const std::vector<std::string>& fetches,
                                   const std::vector<std::string>& targets,
@@ -90,6 +106,11 @@ class Session {
   Result<const PartitionedPlan*> PartitionedPlanFor(const Feeds& feeds,
                                                     const std::vector<std::string>& fetches,
                                                     const std::vector<std::string>& targets = {});
+
+  // Mean compute seconds per node over the profiled runs so far, keyed by device type and node
+  // name, in the form the placer loads (MeasuredCosts::Save writes the cost file). Nodes a
+  // rewrite folded into another have no entry; the fused node carries the chain's time.
+  MeasuredCosts MeasuredNodeCosts() const;
 
   const Graph& graph() const { return graph_; }
   // The (first) device.
@@ -123,6 +144,11 @@ class Session {
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::unique_ptr<ExecutionPlan>> plans_;  // GUARDED_BY(mu_)
   StepStats last_step_;                                                    // GUARDED_BY(mu_)
+  // Profiled runs: device type -> node -> (seconds, runs).
+  std::map<std::string, std::unordered_map<std::string, std::pair<double, int>>>
+      profile_;  // GUARDED_BY(mu_)
+  // Adds one profiled run of `graph` on a device of `type`.
+  void AddProfile(const std::string& type, const Graph& graph, const std::vector<double>& seconds);
 };
 
 }  // namespace dflow

@@ -249,6 +249,100 @@ TEST(MultiDeviceTest, ModelParallelTrainingMatchesOneDevice) {
   EXPECT_LT(losses[1].back(), losses[1].front());
 }
 
+// A small two-layer network whose layers may go anywhere.
+struct Net {
+  Scope root = Scope::NewRootScope();
+  std::vector<std::string> init;
+  Net() {
+    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{8, 16});
+    Output h = x;
+    for (int l = 0; l < 2; ++l) {
+      auto w = ops::InitializedVariable(root.WithOpName("w" + std::to_string(l)), Shape{16, 16},
+                                        ops::Initializer::GlorotUniform(l + 1));
+      init.push_back(w.init.node_name());
+      h = ops::Relu(root.WithOpName("h" + std::to_string(l)), ops::MatMul(root, h, w.var));
+    }
+  }
+  Session::Feeds feeds() const {
+    return {{"x", Tensor::FromVector(RandomFloats(128, 3, -1, 1), Shape{8, 16})}};
+  }
+};
+
+TEST(MultiDeviceTest, DeviceSpecsAndCostFilesReachThePlacer) {
+  Net net;
+  SessionOptions o = Devices(2);
+  DeviceSpec slow;
+  slow.peak_flops = 1e6;
+  slow.memory_bytes = 1 << 20;
+  o.device_specs["cpu:1"] = slow;
+  auto session = Session::Create(net.root, o);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  const DeviceSet& set = (*session)->device_set();
+  EXPECT_EQ(set.device(1).peak_flops, 1e6);
+  EXPECT_EQ(set.device(1).memory_bytes, 1 << 20);
+  EXPECT_EQ(set.device(1).canonical(), "/job:localhost/task:0/device:CPU:1");
+  EXPECT_NE(set.device(0).peak_flops, 1e6);
+  // Calibration gave cpu:0 its figures: positive, and not the fixed defaults.
+  EXPECT_GT(set.device(0).launch_overhead_s, 0);
+  EXPECT_NE(set.device(0).peak_flops, DeviceSpec{}.peak_flops);
+
+  // Profile a few runs; the measured means go to a cost file that a new session's placer uses.
+  ASSERT_TRUE((*session)->Run({}, {}, net.init).ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE((*session)->Run(net.feeds(), {"h1"}, {}, {.profile = true}).ok());
+  }
+  MeasuredCosts measured = (*session)->MeasuredNodeCosts();
+  ASSERT_EQ(measured.seconds.count("CPU"), 1u);
+  const auto& cpu = measured.seconds.at("CPU");
+  ASSERT_EQ(cpu.count("h1"), 1u);  // the fused MatMul + Relu carries the Relu's name
+  EXPECT_GT(cpu.at("h1"), 0);
+  EXPECT_LT(cpu.at("h1"), 1.0);
+  for (const auto& [name, secs] : cpu) {
+    EXPECT_EQ(name.find("_send"), std::string::npos);
+    EXPECT_EQ(name.find("_recv"), std::string::npos);
+  }
+  measured.seconds["CPU"]["h1"] = 7.0;  // pretend h1 takes 7 s
+  std::string path = ::testing::TempDir() + "/multi_device_costs.json";
+  ASSERT_TRUE(measured.Save(path).ok());
+  SessionOptions with_costs = Devices(2);
+  with_costs.cost_file = path;
+  auto costed = Session::Create(net.root, with_costs);
+  ASSERT_TRUE(costed.ok()) << costed.status().ToString();
+  EXPECT_GE((*costed)->placement().predicted_step_s, 7.0);
+  auto plain = Session::Create(net.root, Devices(2));
+  EXPECT_LT((*plain)->placement().predicted_step_s, 1.0);
+
+  SessionOptions missing = Devices(2);
+  missing.cost_file = ::testing::TempDir() + "/no_such_costs.json";
+  auto m = Session::Create(net.root, missing);
+  EXPECT_EQ(m.status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(MessageHas(m.status(), {"no_such_costs.json"}));
+  SessionOptions unknown = Devices(2);
+  unknown.device_specs["cpu:7"] = slow;
+  auto u = Session::Create(net.root, unknown);
+  EXPECT_EQ(u.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(u.status(), {"'cpu:7'"}));
+}
+
+TEST(MultiDeviceTest, ThePlacementLogIsPrintedOnceOnRequest) {
+  Net net;
+  SessionOptions o = Devices(2);
+  o.log_placement = true;
+  ::testing::internal::CaptureStderr();
+  auto session = Session::Create(net.root, o);
+  std::string created = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  EXPECT_NE(created.find("predicted step"), std::string::npos) << created;
+  EXPECT_NE(created.find("h1 (Relu) -> cpu:"), std::string::npos) << created;
+  ::testing::internal::CaptureStderr();
+  ASSERT_TRUE((*session)->Run({}, {}, net.init).ok());
+  ASSERT_TRUE((*session)->Run(net.feeds(), {"h1"}).ok());
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  ::testing::internal::CaptureStderr();
+  auto quiet = Session::Create(net.root, Devices(2));
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
 TEST(MultiDeviceTest, BadDeviceListsAreRefused) {
   Scope root = Scope::NewRootScope();
   ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2});
