@@ -75,7 +75,7 @@ BENCHMARK(BM_PlaceAndPartition)
     ->Iterations(1);
 
 // The model-parallel example's network (784-2048-2048-10, Adam, batch 128) on `devices` CPU
-// devices of 64 MiB each (one device: no limit, the whole machine).
+// devices of 72 MiB each (one device: no limit, the whole machine).
 void BM_ModelParallelStep(benchmark::State& state) {
   int devices = static_cast<int>(state.range(0));
   Scope root = Scope::NewRootScope();
@@ -100,7 +100,7 @@ void BM_ModelParallelStep(benchmark::State& state) {
   SessionOptions options;
   if (devices > 1) {
     for (int i = 0; i < devices; ++i) options.devices.push_back("cpu:" + std::to_string(i));
-    options.device_memory_bytes = 64.0 * (1 << 20);
+    options.device_memory_bytes = 72.0 * (1 << 20);
   }
   auto session = Session::Create(root, options);
   if (!session.ok()) std::abort();

@@ -103,6 +103,37 @@ Result<CostModel> CostModel::Build(const Graph& graph, const DeviceSet& devices,
       m.compute_[static_cast<size_t>(id) * m.num_devices_ + d] = secs;
     }
   }
+  // Activations. A node is init-only when it has consumers and every one is an Assign taking
+  // it as the value, or init-only itself (consumers come later in topological order).
+  std::vector<bool> writes_variable(n, false), init_only(n, false);
+  auto consumers = graph.Consumers();
+  for (int id = 0; id < n; ++id) {
+    const Node& node = graph.node(id);
+    if (node.op_def() == nullptr || !node.op_def()->stateful) continue;
+    for (const auto& e : node.inputs()) {
+      if (graph.node(e.node).op() == "Variable") writes_variable[id] = true;
+    }
+  }
+  const auto& topo = graph.topological_order();
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    int id = *it;
+    if (consumers[id].empty()) continue;
+    bool only = true;
+    for (const auto& [to, slot] : consumers[id]) {
+      const Node& c = graph.node(to);
+      bool assigned = c.op() == "Assign" && slot == 1;
+      if (!(assigned || init_only[to])) {
+        only = false;
+        break;
+      }
+    }
+    init_only[id] = only;
+  }
+  m.activation_.assign(n, 0);
+  for (int id = 0; id < n; ++id) {
+    if (m.persistent_[id] > 0 || writes_variable[id] || init_only[id]) continue;
+    m.activation_[id] = m.TotalOutputBytes(id);
+  }
   return m;
 }
 

@@ -6,6 +6,11 @@
 //   transfer(edge, from, to) = link latency + bytes / link bandwidth, plus the launch overhead
 //                              of the Send on `from` and of the Recv on `to` (0 on one device)
 //   persistent(node) = the bytes of a Variable's value (0 for other nodes)
+//   activation(node) = the bytes of its outputs while they live, except for outputs that
+//                      are no new memory: a Variable's value (persistent), what a stateful op
+//                      writing a variable returns (the variable itself), and values computed
+//                      only to be assigned to variables (initializers, which run in a step of
+//                      their own before training)
 //
 // Dimensions unknown before run time (usually the batch) count as `unknown_dim`.
 #pragma once
@@ -43,6 +48,7 @@ class CostModel {
   double Compute(int node, int device) const { return compute_[node * num_devices_ + device]; }
   double OutputBytes(int node, int output) const { return output_bytes_[node][output]; }
   double PersistentBytes(int node) const { return persistent_[node]; }
+  double ActivationBytes(int node) const { return activation_[node]; }
   // Bytes of the tensors a node produces (all outputs).
   double TotalOutputBytes(int node) const;
   double Transfer(double bytes, int from, int to) const {
@@ -57,6 +63,7 @@ class CostModel {
   std::vector<double> compute_;
   std::vector<std::vector<double>> output_bytes_;
   std::vector<double> persistent_;
+  std::vector<double> activation_;
   std::vector<double> overhead_;  // per device: launch overhead
 };
 

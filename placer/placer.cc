@@ -61,7 +61,9 @@ Simulation Simulate(const Graph& g, const CostModel& costs, const std::vector<in
   for (int v = 0; v < n; ++v) {
     for (const auto& e : g.node(v).inputs()) {
       last_use[e.node] = std::max(last_use[e.node], finish[v]);
-      if (device_of[e.node] != device_of[v]) {
+      // A received copy (of a value that is new memory where it was made, or a variable's).
+      bool counted = costs.ActivationBytes(e.node) > 0 || costs.PersistentBytes(e.node) > 0;
+      if (device_of[e.node] != device_of[v] && counted) {
         double b = costs.OutputBytes(e.node, e.index);
         events[device_of[v]].push_back({start[v], b});
         events[device_of[v]].push_back({finish[v], -b});
@@ -69,7 +71,7 @@ Simulation Simulate(const Graph& g, const CostModel& costs, const std::vector<in
     }
   }
   for (int v = 0; v < n; ++v) {
-    double b = costs.PersistentBytes(v) > 0 ? 0 : costs.TotalOutputBytes(v);
+    double b = costs.ActivationBytes(v);
     events[device_of[v]].push_back({start[v], b});
     events[device_of[v]].push_back({last_use[v], -b});
   }
@@ -166,13 +168,13 @@ class Chooser {
     if (count > budget) return false;
     std::vector<int> trial = device_of;
     double best =
-        FitsMemory(device_of) ? Predict(device_of) : std::numeric_limits<double>::infinity();
+        FitsPeak(device_of) ? Predict(device_of) : std::numeric_limits<double>::infinity();
     std::vector<size_t> pick(c_.groups.size(), 0);
     while (true) {
       for (size_t k = 0; k < c_.groups.size(); ++k) {
         for (int v : c_.groups[k].members) trial[v] = c_.groups[k].candidates[pick[k]];
       }
-      if (double t = Predict(trial); t < best * (1 - 1e-9) && FitsMemory(trial)) {
+      if (double t = Predict(trial); t < best * (1 - 1e-9) && FitsPeak(trial)) {
         best = t;
         device_of = trial;
       }
@@ -199,7 +201,7 @@ class Chooser {
             if (da == group_device[a] && db == group_device[b]) continue;
             set(a, da);
             set(b, db);
-            if (FitsMemory(device_of) && Predict(device_of) < best * (1 - 1e-9)) return true;
+            if (Predict(device_of) < best * (1 - 1e-9) && FitsPeak(device_of)) return true;
             set(a, group_device[a]);
             set(b, group_device[b]);
           }
@@ -225,7 +227,7 @@ class Chooser {
           if (d == from || used[d] + group_bytes_[k] > devices_.device(d).memory_bytes) continue;
           for (int v : c_.groups[k].members) device_of[v] = d;
           double t = Predict(device_of);
-          if (t < best * (1 - 1e-9)) {
+          if (t < best * (1 - 1e-9) && FitsPeak(device_of)) {
             best = t;
             used[from] -= group_bytes_[k];
             used[d] += group_bytes_[k];
@@ -257,6 +259,40 @@ class Chooser {
       if (used[d] > devices_.device(d).memory_bytes) return false;
     }
     return true;
+  }
+
+  // Variables plus peak live activations (as the simulated step lays them out) fit every device.
+  bool FitsPeak(const std::vector<int>& device_of) const {
+    if (!FitsMemory(device_of)) return false;
+    std::vector<double> need = PeakNeeds(device_of);
+    for (int d = 0; d < devices_.size(); ++d) {
+      if (need[d] > devices_.device(d).memory_bytes) return false;
+    }
+    return true;
+  }
+
+  // Per device: variables plus peak live activations.
+  std::vector<double> PeakNeeds(const std::vector<int>& device_of) const {
+    std::vector<double> need = Simulate(g_, costs_, order_, device_of, true).peak_bytes;
+    for (int v = 0; v < g_.num_nodes(); ++v) need[device_of[v]] += costs_.PersistentBytes(v);
+    return need;
+  }
+
+  Status NoRoomForActivations(const std::vector<int>& device_of) const {
+    std::vector<double> need = PeakNeeds(device_of), vars(devices_.size(), 0);
+    for (int v = 0; v < g_.num_nodes(); ++v) vars[device_of[v]] += costs_.PersistentBytes(v);
+    std::string over;
+    for (int d = 0; d < devices_.size(); ++d) {
+      if (need[d] <= devices_.device(d).memory_bytes) continue;
+      over +=
+          fmt::format("{}{} needs {:.0f} bytes (variables {:.0f}, activations {:.0f}) of {:.0f}",
+                      over.empty() ? "" : "; ", devices_.DisplayName(d), need[d], vars[d],
+                      need[d] - vars[d], devices_.device(d).memory_bytes);
+    }
+    return ResourceExhausted(
+        "no placement found whose variables and peak activations fit device memory; the fastest: "
+        "{}",
+        over);
   }
 
   double Predict(const std::vector<int>& device_of) const {
@@ -378,25 +414,41 @@ Result<PlacementReport> Place(const Graph& graph, const DeviceSet& devices,
     } else {
       ASSIGN_OR_RETURN(r.device_of, Chooser(graph, devices, *coarse, costs).Heft());
     }
+    // Every placement considered, for the memory check at the end.
+    std::vector<std::vector<int>> tried = {r.device_of};
     if (refine && chooser.Exhaustive(r.device_of, options.exhaustive_max_placements)) {
       // Small enough to try every assignment.
+      tried.push_back(r.device_of);
     } else if (refine) {
       // Local search from the list schedule and from each single-device placement that fits.
       chooser.LocalSearch(r.device_of);
-      double best = chooser.Predict(r.device_of);
+      tried.push_back(r.device_of);
       for (int d = 0; d < devices.size(); ++d) {
         std::vector<int> start = chooser.AllOn(d);
         if (!chooser.FitsMemory(start)) continue;
         chooser.LocalSearch(start);
-        if (double t = chooser.Predict(start); t < best) {
-          best = t;
-          r.device_of = start;
-        }
+        tried.push_back(std::move(start));
+      }
+    } else {
+      for (int d = 0; d < devices.size(); ++d) tried.push_back(chooser.AllOn(d));
+    }
+    tried.push_back(simple);
+    // The fastest prediction whose variables and peak activations fit every device.
+    const std::vector<int>* chosen = nullptr;
+    std::vector<int> order(tried.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::vector<double> predicted(tried.size());
+    for (size_t i = 0; i < tried.size(); ++i) predicted[i] = chooser.Predict(tried[i]);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return predicted[a] < predicted[b]; });
+    for (int i : order) {
+      if (chooser.FitsPeak(tried[i])) {
+        chosen = &tried[i];
+        break;
       }
     }
-    if (chooser.Predict(simple) < chooser.Predict(r.device_of) && chooser.FitsMemory(simple)) {
-      r.device_of = simple;
-    }
+    if (chosen == nullptr) return chooser.NoRoomForActivations(tried[order.front()]);
+    r.device_of = *chosen;
   }
   Simulation sim = Simulate(graph, costs, chooser.order(), r.device_of, true);
   r.predicted_step_s = sim.makespan;

@@ -7,8 +7,12 @@
 // for the group's variables, the one where it would finish earliest; the rest of the group
 // follows it. A local search then moves whole groups while the predicted step time drops. Small
 // problems (few groups and devices) are solved exactly by trying every assignment instead.
-// Device memory is a hard limit: when no candidate has room, Place returns ResourceExhausted
-// naming the devices and the sizes.
+// Device memory is a hard limit. Groups go only where their variables fit, and the placement
+// returned is the fastest of those considered (the list schedule, each local search's result,
+// each single-device placement, the simple one) whose variables plus peak live activations, as
+// the simulated step lays them out, fit every device. When no candidate has room for a group's
+// variables, or no placement considered fits, Place returns ResourceExhausted naming the
+// devices and the sizes.
 //
 // The simple placer is TensorFlow's behaviour: every group on the best single device it may use,
 // else its first candidate. The cost placer also evaluates the simple placement and never

@@ -15,6 +15,7 @@
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
 #include "ops/state_ops.h"
+#include "ops/training_ops.h"
 #include "test_util.h"
 
 namespace dflow {
@@ -185,15 +186,18 @@ TEST(PlacerTest, NeverWorseThanSimpleOrRoundRobinOnATrainingGraph) {
 TEST(PlacerTest, MemoryLimitSplitsTheModelOrFailsNamingDevicesAndSizes) {
   Scope root = Scope::NewRootScope();
   Graph g = TrainingGraph(root, 1024);
-  // w1 alone is 4 MiB (1024 x 1024 floats); all variables are about 7.2 MiB.
+  // w1 is 3 MiB (784 x 1024 floats), w1 4 MiB (1024 x 1024); all variables are about 7.1 MiB,
+  // and each weight's gradient is as large as the weight, alive while its update runs.
   DeviceSpec small;
-  small.memory_bytes = 5.0 * (1 << 20);
+  small.memory_bytes = 9.0 * (1 << 20);
   DeviceSet set = DeviceSet::LocalCpus(2, small).value();
   auto report = Place(g, set);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   for (int d = 0; d < 2; ++d) {
     EXPECT_LE(report->persistent_bytes[d], small.memory_bytes);
-    EXPECT_GT(report->persistent_bytes[d], 0);  // both devices hold weights
+    EXPECT_LE(report->peak_bytes[d], small.memory_bytes);
+    EXPECT_GT(report->peak_bytes[d], report->persistent_bytes[d]);  // activations count
+    EXPECT_GT(report->persistent_bytes[d], 0);                      // both devices hold weights
   }
   EXPECT_GT(report->cross_edges, 0);
   std::string summary = report->Summary(set);
@@ -204,6 +208,14 @@ TEST(PlacerTest, MemoryLimitSplitsTheModelOrFailsNamingDevicesAndSizes) {
   auto none = Place(g, tiny);
   EXPECT_EQ(none.status().code(), StatusCode::kResourceExhausted);
   EXPECT_TRUE(MessageHas(none.status(), {"'w", "bytes", "cpu:0", "cpu:1", "2097152"}));
+
+  // 6 MiB holds the variables split in two, but not w2 with its gradient.
+  small.memory_bytes = 6.0 * (1 << 20);
+  DeviceSet tight = DeviceSet::LocalCpus(2, small).value();
+  auto no_room = Place(g, tight);
+  EXPECT_EQ(no_room.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(MessageHas(no_room.status(), {"activations", "variables", "6291456", "cpu:"}))
+      << no_room.status().ToString();
 }
 
 TEST(PlacerTest, RequestsAreKeptAndTheLogIsOnRequest) {
@@ -240,7 +252,9 @@ TEST(CostModelTest, RooflineTransfersAndMeasuredCosts) {
   EXPECT_EQ(m.OutputBytes(y, 0), 8 * 50 * 4);
   EXPECT_EQ(m.PersistentBytes(*g.FindNode("w")), 100 * 50 * 4);
   EXPECT_EQ(m.Transfer(1e6, 0, 0), 0);
-  EXPECT_GT(m.Transfer(1e6, 0, 1), 0);
+  // Link latency + bytes / bandwidth, plus the Send's and the Recv's launch overheads.
+  LinkSpec link = set.Link(0, 1);
+  EXPECT_NEAR(m.Transfer(1e6, 0, 1), link.latency_s + 1e6 / link.bandwidth + 2e-6, 1e-15);
 
   MeasuredCosts measured;
   measured.seconds["CPU"]["y"] = 0.5;
@@ -252,6 +266,32 @@ TEST(CostModelTest, RooflineTransfersAndMeasuredCosts) {
   auto mm = CostModel::Build(g, set, {.measured = &*loaded}).value();
   EXPECT_EQ(mm.Compute(y, 0), 0.5);   // by device type
   EXPECT_EQ(mm.Compute(y, 1), 0.25);  // the device's own figure wins
+}
+
+TEST(CostModelTest, ActivationsLeaveOutVariablesTheirUpdatesAndInitializers) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{4, 10});
+  auto w = ops::Variable(root.WithOpName("w"), Shape{10, 10});
+  auto init = ops::Mul(
+      root.WithOpName("init_scaled"),
+      ops::Const(root.WithOpName("init_value"), std::vector<float>(100, 0.5f), Shape{10, 10}),
+      ops::Const(root.WithOpName("two"), 2.0f));
+  ops::Assign(root.WithOpName("assign"), w, init);
+  auto y = ops::MatMul(root.WithOpName("y"), x, w);
+  ops::ApplySGD(root.WithOpName("update"), w, ops::Const(root, 0.1f),
+                ops::MatMul(root.WithOpName("grad"), x, y, {.transpose_a = true}));
+  Graph g = Validated(root);
+  DeviceSet set = DeviceSet::LocalCpus(1).value();
+  auto m = CostModel::Build(g, set).value();
+  auto act = [&](const char* name) { return m.ActivationBytes(*g.FindNode(name)); };
+  EXPECT_EQ(act("w"), 0);            // persistent instead
+  EXPECT_EQ(act("assign"), 0);       // returns the variable
+  EXPECT_EQ(act("update"), 0);       // likewise
+  EXPECT_EQ(act("init_scaled"), 0);  // only assigned
+  EXPECT_EQ(act("init_value"), 0);   // only feeds an initializer
+  EXPECT_EQ(act("y"), 4 * 10 * 4);
+  EXPECT_EQ(act("grad"), 10 * 10 * 4);
+  EXPECT_EQ(act("x"), 4 * 10 * 4);
 }
 
 TEST(CostModelTest, BadCostFilesNameTheFile) {
