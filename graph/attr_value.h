@@ -95,6 +95,7 @@ class AttrMap {
     return 1;
   }
   void clear() { items_.clear(); }
+  void reserve(size_t n) { items_.reserve(n); }
   bool operator==(const AttrMap&) const = default;
 
  private:

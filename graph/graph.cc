@@ -164,6 +164,9 @@ Status Graph::CheckNode(Node& n, bool resolved) {
     }
   }
 
+  // Every attribute is the op's (checked above): room for the ones still to come, allocated once.
+  n.def_.attrs.reserve(def->attrs.size());
+
   // Input dtypes: fixed ones checked, type attributes bound from the first input using them.
   std::vector<DType> in_dtypes(n.num_inputs());
   std::vector<Shape> in_shapes(n.num_inputs());
@@ -307,22 +310,28 @@ Status Graph::Validate() {
     }
     RETURN_IF_ERROR(ResolveInputs(n));
   }
-  // Kahn's algorithm over data and control edges.
-  std::vector<int> pending(nodes_.size(), 0);
-  std::vector<std::vector<int>> out(nodes_.size());
-  for (const auto& n : nodes_) {
-    for (const auto& e : n.inputs_) out[e.node].push_back(n.id_);
-    for (int c : n.control_inputs_) out[c].push_back(n.id_);
-    pending[n.id_] = static_cast<int>(n.inputs_.size() + n.control_inputs_.size());
+  // Kahn's algorithm over data and control edges; successors in one array (CSR).
+  const size_t n = nodes_.size();
+  std::vector<int> pending(n, 0), first(n + 1, 0);
+  for (const auto& node : nodes_) {
+    for (const auto& e : node.inputs_) first[e.node + 1]++;
+    for (int c : node.control_inputs_) first[c + 1]++;
+    pending[node.id_] = static_cast<int>(node.inputs_.size() + node.control_inputs_.size());
+  }
+  for (size_t i = 0; i < n; ++i) first[i + 1] += first[i];
+  std::vector<int> out(first[n]), fill(first.begin(), first.end() - 1);
+  for (const auto& node : nodes_) {
+    for (const auto& e : node.inputs_) out[fill[e.node]++] = node.id_;
+    for (int c : node.control_inputs_) out[fill[c]++] = node.id_;
   }
   std::vector<int> order;
-  order.reserve(nodes_.size());
-  for (const auto& n : nodes_) {
-    if (pending[n.id_] == 0) order.push_back(n.id_);
+  order.reserve(n);
+  for (const auto& node : nodes_) {
+    if (pending[node.id_] == 0) order.push_back(node.id_);
   }
   for (size_t i = 0; i < order.size(); ++i) {
-    for (int c : out[order[i]]) {
-      if (--pending[c] == 0) order.push_back(c);
+    for (int k = first[order[i]]; k < first[order[i] + 1]; ++k) {
+      if (--pending[out[k]] == 0) order.push_back(out[k]);
     }
   }
   if (order.size() != nodes_.size()) return FindCycle();

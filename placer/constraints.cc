@@ -85,41 +85,66 @@ Result<Constraints> ApplyHardConstraints(const Graph& graph, const DeviceSet& de
     out.groups[out.group_of[id]].members.push_back(id);
   }
 
+  // Kernel devices per op, and matching devices per request, looked up once each.
+  std::map<std::string, std::pair<std::vector<int>, std::vector<std::string>>, std::less<>> kernels;
+  std::map<std::string, std::vector<int>, std::less<>> matching;
+  auto kernel_devices = [&](const std::string& op) -> const auto& {
+    auto it = kernels.find(op);
+    if (it == kernels.end()) {
+      std::vector<std::string> types;
+      std::vector<int> found = KernelDevices(devices, op, &types);
+      it = kernels.emplace(op, std::make_pair(std::move(found), std::move(types))).first;
+    }
+    return it->second;
+  };
+  auto matches = [&](const std::string& spec, const std::string& node,
+                     const char* what) -> Result<const std::vector<int>*> {
+    auto it = matching.find(spec);
+    if (it == matching.end()) {
+      auto name = DeviceName::Parse(spec);
+      if (!name.ok()) {
+        return InvalidArgument("node '{}': {} '{}': {}", node, what, spec, name.status().message());
+      }
+      it = matching.emplace(spec, devices.Matching(*name)).first;
+    }
+    return &it->second;
+  };
   for (auto& group : out.groups) {
     std::vector<int> hard = all, requested = all;  // hard: kernels and earlier placements
-    std::vector<std::string> why;
     for (int id : group.members) {
       const Node& node = graph.node(id);
-      std::vector<std::string> types;
-      std::vector<int> kernel = KernelDevices(devices, node.op(), &types);
-      hard = Intersect(hard, kernel);
-      std::string line = fmt::format("'{}' ({}, kernels for {})", node.name(), node.op(),
-                                     types.empty() ? "no device type" : Join(types));
+      hard = Intersect(hard, kernel_devices(node.op()).first);
       auto placed = options.already_placed.find(node.name());
       if (placed != options.already_placed.end()) {
-        auto name = DeviceName::Parse(placed->second);
-        if (!name.ok()) {
-          return InvalidArgument("node '{}': already placed on '{}': {}", node.name(),
-                                 placed->second, name.status().message());
-        }
-        hard = Intersect(hard, devices.Matching(*name));
-        line += fmt::format(" already placed on {}", placed->second);
+        ASSIGN_OR_RETURN(auto* on, matches(placed->second, node.name(), "already placed on"));
+        hard = Intersect(hard, *on);
       }
       if (!node.requested_device().empty()) {
-        auto name = DeviceName::Parse(node.requested_device());
-        if (!name.ok()) {
-          return InvalidArgument("node '{}': requested device: {}", node.name(),
-                                 name.status().message());
-        }
-        requested = Intersect(requested, devices.Matching(*name));
-        line += fmt::format(" requests '{}'", node.requested_device());
+        ASSIGN_OR_RETURN(auto* on,
+                         matches(node.requested_device(), node.name(), "requested device"));
+        requested = Intersect(requested, *on);
       }
-      why.push_back(line);
     }
     std::vector<int> both = Intersect(hard, requested);
     if (!both.empty()) {
       group.candidates = both;
       continue;
+    }
+    // Explain: every member's op, kernel device types, earlier placement and request.
+    std::vector<std::string> why;
+    for (int id : group.members) {
+      const Node& node = graph.node(id);
+      const auto& types = kernel_devices(node.op()).second;
+      std::string line = fmt::format("'{}' ({}, kernels for {})", node.name(), node.op(),
+                                     types.empty() ? "no device type" : Join(types));
+      auto placed = options.already_placed.find(node.name());
+      if (placed != options.already_placed.end()) {
+        line += fmt::format(" already placed on {}", placed->second);
+      }
+      if (!node.requested_device().empty()) {
+        line += fmt::format(" requests '{}'", node.requested_device());
+      }
+      why.push_back(line);
     }
     std::string members = Join(why);
     if (options.soft_placement && !hard.empty()) {

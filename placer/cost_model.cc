@@ -65,13 +65,17 @@ Result<CostModel> CostModel::Build(const Graph& graph, const DeviceSet& devices,
   m.num_devices_ = devices.size();
   const int n = graph.num_nodes();
   m.compute_.assign(static_cast<size_t>(n) * m.num_devices_, 0);
-  m.output_bytes_.resize(n);
+  m.first_output_.assign(n + 1, 0);
+  m.output_bytes_.reserve(n);
   m.persistent_.assign(n, 0);
   for (const DeviceSpec& spec : devices.devices()) m.overhead_.push_back(spec.launch_overhead_s);
+  std::vector<DType> in_dtypes;  // reused, node after node
+  std::vector<Shape> in_shapes, out_shapes;
   for (int id = 0; id < n; ++id) {
     const Node& node = graph.node(id);
-    std::vector<DType> in_dtypes;
-    std::vector<Shape> in_shapes, out_shapes;
+    in_dtypes.clear();
+    in_shapes.clear();
+    out_shapes.clear();
     for (const auto& e : node.inputs()) {
       const Node& src = graph.node(e.node);
       in_dtypes.push_back(src.output_dtype(e.index));
@@ -79,9 +83,10 @@ Result<CostModel> CostModel::Build(const Graph& graph, const DeviceSet& devices,
     }
     for (int o = 0; o < node.num_outputs(); ++o) {
       out_shapes.push_back(Concrete(node.output_shape(o), options.unknown_dim));
-      m.output_bytes_[id].push_back(Bytes(out_shapes.back(), node.output_dtype(o)));
+      m.output_bytes_.push_back(Bytes(out_shapes.back(), node.output_dtype(o)));
     }
-    if (node.op() == "Variable") m.persistent_[id] = m.output_bytes_[id][0];
+    m.first_output_[id + 1] = static_cast<int64_t>(m.output_bytes_.size());
+    if (node.op() == "Variable") m.persistent_[id] = m.OutputBytes(id, 0);
     OpCost cost = node.op_def()->cost_fn(
         CostContext{node, in_dtypes, in_shapes, node.output_dtypes(), out_shapes});
     for (int d = 0; d < m.num_devices_; ++d) {
@@ -139,7 +144,7 @@ Result<CostModel> CostModel::Build(const Graph& graph, const DeviceSet& devices,
 
 double CostModel::TotalOutputBytes(int node) const {
   double total = 0;
-  for (double b : output_bytes_[node]) total += b;
+  for (int64_t i = first_output_[node]; i < first_output_[node + 1]; ++i) total += output_bytes_[i];
   return total;
 }
 

@@ -46,7 +46,9 @@ class CostModel {
                                  const CostOptions& options = {});
 
   double Compute(int node, int device) const { return compute_[node * num_devices_ + device]; }
-  double OutputBytes(int node, int output) const { return output_bytes_[node][output]; }
+  double OutputBytes(int node, int output) const {
+    return output_bytes_[first_output_[node] + output];
+  }
   double PersistentBytes(int node) const { return persistent_[node]; }
   double ActivationBytes(int node) const { return activation_[node]; }
   // Bytes of the tensors a node produces (all outputs).
@@ -61,7 +63,8 @@ class CostModel {
   const DeviceSet* devices_ = nullptr;
   int num_devices_ = 0;
   std::vector<double> compute_;
-  std::vector<std::vector<double>> output_bytes_;
+  std::vector<double> output_bytes_;   // every node's outputs, node after node
+  std::vector<int64_t> first_output_;  // node -> its first entry in output_bytes_
   std::vector<double> persistent_;
   std::vector<double> activation_;
   std::vector<double> overhead_;  // per device: launch overhead

@@ -429,25 +429,30 @@ Result<PlacementReport> Place(const Graph& graph, const DeviceSet& devices,
         chooser.LocalSearch(start);
         tried.push_back(std::move(start));
       }
-    } else {
-      for (int d = 0; d < devices.size(); ++d) tried.push_back(chooser.AllOn(d));
     }
     tried.push_back(simple);
     // The fastest prediction whose variables and peak activations fit every device.
-    const std::vector<int>* chosen = nullptr;
-    std::vector<int> order(tried.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::vector<double> predicted(tried.size());
-    for (size_t i = 0; i < tried.size(); ++i) predicted[i] = chooser.Predict(tried[i]);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int a, int b) { return predicted[a] < predicted[b]; });
-    for (int i : order) {
-      if (chooser.FitsPeak(tried[i])) {
-        chosen = &tried[i];
-        break;
+    auto fastest_fitting = [&](int* fastest) -> const std::vector<int>* {
+      std::vector<int> order(tried.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::vector<double> predicted(tried.size());
+      for (size_t i = 0; i < tried.size(); ++i) predicted[i] = chooser.Predict(tried[i]);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int a, int b) { return predicted[a] < predicted[b]; });
+      *fastest = order.front();
+      for (int i : order) {
+        if (chooser.FitsPeak(tried[i])) return &tried[i];
       }
+      return nullptr;
+    };
+    int fastest = 0;
+    const std::vector<int>* chosen = fastest_fitting(&fastest);
+    if (chosen == nullptr && !refine) {
+      // Large graphs: the single-device placements only when nothing else fits.
+      for (int d = 0; d < devices.size(); ++d) tried.push_back(chooser.AllOn(d));
+      chosen = fastest_fitting(&fastest);
     }
-    if (chosen == nullptr) return chooser.NoRoomForActivations(tried[order.front()]);
+    if (chosen == nullptr) return chooser.NoRoomForActivations(tried[fastest]);
     r.device_of = *chosen;
   }
   Simulation sim = Simulate(graph, costs, chooser.order(), r.device_of, true);
