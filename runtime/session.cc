@@ -281,8 +281,18 @@ Result<std::vector<Tensor>> Session::Run(const Feeds& feeds,
   if (multi_device()) {
     ASSIGN_OR_RETURN(const PartitionedPlan* plan, PartitionedPlanFor(feeds, fetches, targets));
     std::vector<std::vector<double>> seconds;
-    RETURN_IF_ERROR(
-        plan->Run(values, &out, run_options.timeout, run_options.profile ? &seconds : nullptr));
+    for (auto& d : devices_) d->cpu_allocator()->ResetPeak();
+    Status status =
+        plan->Run(values, &out, run_options.timeout, run_options.profile ? &seconds : nullptr);
+    {
+      std::lock_guard lock(mu_);
+      last_step_ = {};
+      for (auto& d : devices_) {
+        last_step_.device_peak_bytes.push_back(d->cpu_allocator()->peak_bytes());
+        last_step_.peak_bytes += last_step_.device_peak_bytes.back();
+      }
+    }
+    RETURN_IF_ERROR(status);
     if (run_options.profile) {
       std::lock_guard lock(mu_);
       for (int i = 0; i < plan->num_partitions(); ++i) {

@@ -67,6 +67,8 @@ struct StepStats {
   // arena and every other live tensor (the allocator's cached free blocks are not counted).
   // Concurrent runs share the device, so their peaks mix.
   size_t peak_bytes = 0;
+  // Multi-device sessions: each device's peak, in device order; peak_bytes is their sum.
+  std::vector<size_t> device_peak_bytes;
   PlanMemoryStats memory;  // of the plan that ran
 };
 

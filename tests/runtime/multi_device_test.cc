@@ -243,6 +243,12 @@ TEST(MultiDeviceTest, ModelParallelTrainingMatchesOneDevice) {
       const auto& placement = (*session)->placement();
       EXPECT_GT(placement.cross_edges, 0);
       EXPECT_EQ(placement.device_of[*root.graph().FindNode("w_1")], 1);
+      // Each device's peak holds at least its own variables.
+      StepStats stats = (*session)->last_step_stats();
+      ASSERT_EQ(stats.device_peak_bytes.size(), 2u);
+      EXPECT_GE(stats.device_peak_bytes[0], (6 * 8 + 8) * sizeof(float));
+      EXPECT_GE(stats.device_peak_bytes[1], (8 * 3 + 3) * sizeof(float));
+      EXPECT_EQ(stats.peak_bytes, stats.device_peak_bytes[0] + stats.device_peak_bytes[1]);
     }
   }
   for (int s = 0; s < 5; ++s) EXPECT_NEAR(losses[0][s], losses[1][s], 1e-6) << "step " << s;
