@@ -3,6 +3,7 @@
 #include "ops/fusion.h"
 #include "ops/register.h"
 #include "runtime/calibration.h"
+#include "serialization/checkpoint_file.h"
 
 namespace dflow {
 
@@ -343,6 +344,56 @@ MeasuredCosts Session::MeasuredNodeCosts() const {
     for (const auto& [name, entry] : nodes) out.seconds[type][name] = entry.first / entry.second;
   }
   return out;
+}
+
+Status Session::SaveCheckpoint(const std::string& path) {
+  std::map<std::string, Tensor> values;
+  for (int v = 0; v < graph_.num_nodes(); ++v) {
+    const Node& node = graph_.node(v);
+    if (node.op() != "Variable") continue;
+    int d = multi_device() ? placement_.device_of[v] : 0;
+    VariableStore::Variable* var = devices_[d]->variables()->Find(node.name());
+    Tensor value;
+    if (var != nullptr) {
+      std::lock_guard lock(var->mu);
+      value = var->value;
+    }
+    if (!value.valid()) {
+      return FailedPrecondition(
+          "cannot save checkpoint '{}': variable '{}' is uninitialised; run its initializer first",
+          path, node.name());
+    }
+    values.emplace(node.name(), std::move(value));
+  }
+  return serialization::SaveCheckpoint(values, path);
+}
+
+Status Session::RestoreCheckpoint(const std::string& path) {
+  ASSIGN_OR_RETURN(auto values, serialization::LoadCheckpoint(path));
+  std::vector<std::pair<int, Tensor*>> restore;
+  for (int v = 0; v < graph_.num_nodes(); ++v) {
+    const Node& node = graph_.node(v);
+    if (node.op() != "Variable") continue;
+    auto it = values.find(node.name());
+    if (it == values.end()) {
+      return NotFound("checkpoint '{}' has no variable '{}'", path, node.name());
+    }
+    const Tensor& t = it->second;
+    if (t.dtype() != node.output_dtype(0) || !node.output_shape(0).IsCompatibleWith(t.shape())) {
+      return InvalidArgument(
+          "checkpoint '{}': variable '{}' is {}{} in the file but {}{} in the graph", path,
+          node.name(), DTypeName(t.dtype()), t.shape(), DTypeName(node.output_dtype(0)),
+          node.output_shape(0));
+    }
+    restore.emplace_back(v, &it->second);
+  }
+  for (auto& [v, t] : restore) {
+    int d = multi_device() ? placement_.device_of[v] : 0;
+    VariableStore::Variable* var = devices_[d]->variables()->GetOrCreate(graph_.node(v).name());
+    std::lock_guard lock(var->mu);
+    var->value = std::move(*t);
+  }
+  return Status::OK();
 }
 
 }  // namespace dflow

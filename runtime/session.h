@@ -109,6 +109,15 @@ class Session {
                                                     const std::vector<std::string>& fetches,
                                                     const std::vector<std::string>& targets = {});
 
+  // Writes every variable's value to a checkpoint file (serialization/checkpoint_file.h),
+  // atomically. FailedPrecondition naming a variable that was never assigned.
+  Status SaveCheckpoint(const std::string& path);
+  // Sets every variable of the graph from a checkpoint, by name. Nothing changes unless all of
+  // them can be restored: NotFound names a variable the file lacks; InvalidArgument names one
+  // whose dtype or shape differs from the graph's, with the file. Variables in the file that
+  // the graph lacks are ignored.
+  Status RestoreCheckpoint(const std::string& path);
+
   // Mean compute seconds per node over the profiled runs so far, keyed by device type and node
   // name, in the form the placer loads (MeasuredCosts::Save writes the cost file). Nodes a
   // rewrite folded into another have no entry; the fused node carries the chain's time.

@@ -11,7 +11,8 @@ scripts/setup.sh >/dev/null
 build=${DFLOW_BENCH_BUILD:-build-release}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFLOW_BUILD_TESTS=OFF \
   -DDFLOW_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build "$build" --target executor_bench models_bench placer_bench >/dev/null
+cmake --build "$build" --target executor_bench models_bench placer_bench serialization_bench \
+  >/dev/null
 reps=${DFLOW_BENCH_REPETITIONS:-5}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -23,6 +24,8 @@ done
 # One repetition: the 1M-node placement alone takes tens of seconds.
 "$build/bin/placer_bench" --benchmark_format=json --benchmark_out="$out/placer_bench.json" \
   --benchmark_out_format=json >/dev/null
+"$build/bin/serialization_bench" --benchmark_format=json \
+  --benchmark_out="$out/serialization_bench.json" --benchmark_out_format=json >/dev/null
 
 # PyTorch peer: Debian's package, for Debian's interpreter.
 py=/usr/bin/python3
@@ -93,6 +96,12 @@ for n in ("10000", "100000", "1000000"):
     if n == "100000":
         line += f" target=1s ratio={r['real_time'] / 1000:.2f}"
     print(line + f" send_recv_pairs={r['send_recv_pairs']:.0f}")
+se = {r["run_name"]: r for r in
+      json.load(open(os.path.join(out, "serialization_bench.json")))["benchmarks"]}
+for key, name in [("BM_SaveGraph", "graph_save_1000k"), ("BM_LoadGraph", "graph_load_1000k")]:
+    r = se[f"{key}/1000000/iterations:3"]
+    s = r["real_time"] / 1000
+    print(f"bench {name}: time={s:.3f}s target=1s ratio={s:.2f}")
 one = pl["BM_ModelParallelStep/1/min_time:3.000"]["real_time"]
 two = pl["BM_ModelParallelStep/2/min_time:3.000"]["real_time"]
 print(f"bench model_parallel_step_b128: two_devices={two:.2f}ms one_device={one:.2f}ms "

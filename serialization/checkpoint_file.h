@@ -1,0 +1,26 @@
+// Checkpoint files (docs/file_formats.md): variables by name, as FlatBuffers bytes (.dfckpt,
+// identifier "DFC1", schema/checkpoint.fbs). Written atomically; read as untrusted input
+// (verified, every tensor's size checked against its dtype and shape).
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "graph/tensor.h"
+
+namespace dflow::serialization {
+
+inline constexpr uint32_t kCheckpointFormatVersion = 1;
+
+// REQUIRES: every tensor valid and host-accessible.
+Status SaveCheckpoint(const std::map<std::string, Tensor>& variables, const std::string& path);
+// InvalidArgument naming the file (and the variable) for anything wrong in it; NotFound when
+// it cannot be opened.
+Result<std::map<std::string, Tensor>> LoadCheckpoint(const std::string& path);
+
+std::string EncodeCheckpoint(const std::map<std::string, Tensor>& variables);
+Result<std::map<std::string, Tensor>> DecodeCheckpoint(std::string_view bytes,
+                                                       const std::string& source);
+
+}  // namespace dflow::serialization

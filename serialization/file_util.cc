@@ -1,0 +1,88 @@
+#include "serialization/file_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace dflow::serialization {
+namespace {
+
+std::string Errno() { return std::strerror(errno); }
+
+std::string DirectoryOf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NotFound("cannot open '{}': {}", path, Errno());
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgument("'{}' is not a regular file", path);
+  }
+  if (static_cast<size_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return InvalidArgument("'{}' is {} bytes, more than the {} bytes allowed", path, st.st_size,
+                           max_bytes);
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string why = n < 0 ? Errno() : "the file shrank while being read";
+      ::close(fd);
+      return InvalidArgument("reading '{}': {}", path, why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return bytes;
+}
+
+Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Internal("cannot write '{}': {}", tmp, Errno());
+  auto fail = [&](const char* what) {
+    std::string why = Errno();
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return Internal("writing '{}': {} failed: {}", path, what, why);
+  };
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail("write");
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) return fail("fsync");
+  if (::close(fd) != 0) {
+    std::string why = Errno();
+    ::unlink(tmp.c_str());
+    return Internal("writing '{}': close failed: {}", path, why);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string why = Errno();
+    ::unlink(tmp.c_str());
+    return Internal("cannot rename '{}' to '{}': {}", tmp, path, why);
+  }
+  int dir = ::open(DirectoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);  // the rename itself durable; best effort
+    ::close(dir);
+  }
+  return Status::OK();
+}
+
+}  // namespace dflow::serialization

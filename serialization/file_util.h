@@ -1,0 +1,24 @@
+// Whole-file reads and atomic writes, with errors that name the file.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "graph/status.h"
+
+namespace dflow::serialization {
+
+// FlatBuffers cannot address more than 2 GiB.
+inline constexpr size_t kMaxFileBytes = size_t{2} << 30;
+
+// The file's bytes. NotFound when it cannot be opened; InvalidArgument when it is larger than
+// `max_bytes` (nothing is read then).
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes = kMaxFileBytes);
+
+// Writes `bytes` to `path` so that a reader sees the old file or the new one, never a part:
+// a temporary file in the same directory, fsync, rename over `path`, fsync of the directory.
+// On error the temporary file is removed and `path` is untouched.
+Status WriteFileAtomically(const std::string& path, std::string_view bytes);
+
+}  // namespace dflow::serialization

@@ -1,0 +1,22 @@
+// Shapes and tensors to and from their FlatBuffers tables (schema/common.fbs), checking what a
+// file says before trusting it: a known dtype, at most Shape::kMaxRank dims each >= -1, and
+// exactly as many data bytes as dtype and shape call for (so a hostile size never allocates).
+#pragma once
+
+#include <string>
+
+#include "graph/tensor.h"
+#include "serialization/schema/common_generated.h"
+
+namespace dflow::serialization {
+
+flatbuffers::Offset<fb::Shape> EncodeShape(flatbuffers::FlatBufferBuilder& b, const Shape& s);
+// REQUIRES: t is valid and host-accessible.
+flatbuffers::Offset<fb::Tensor> EncodeTensor(flatbuffers::FlatBufferBuilder& b, const Tensor& t);
+
+// Errors are InvalidArgument "<where>: ..." (where names the file and the node or variable).
+Result<DType> DecodeDType(fb::DType d, const std::string& where);
+Result<Shape> DecodeShape(const fb::Shape* s, const std::string& where);
+Result<Tensor> DecodeTensor(const fb::Tensor* t, const std::string& where);
+
+}  // namespace dflow::serialization

@@ -1,0 +1,121 @@
+// Checkpoints: the file round trip, damaged files, and Session::SaveCheckpoint and
+// RestoreCheckpoint with their errors.
+#include "serialization/checkpoint_file.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "ops/array_ops.h"
+#include "ops/initializers.h"
+#include "ops/math_ops.h"
+#include "ops/state_ops.h"
+#include "runtime/session.h"
+#include "test_util.h"
+
+namespace dflow::serialization {
+namespace {
+
+using testing::MessageHas;
+
+TEST(CheckpointFileTest, RoundTripAndDamagedFiles) {
+  std::map<std::string, Tensor> vars = {
+      {"w", Tensor::FromVector(testing::RandomFloats(12, 1), Shape{3, 4})},
+      {"step", Tensor::Scalar<int64_t>(42)},
+      {"empty", Tensor(DType::kF32, Shape{0, 5})}};
+  std::string path = ::testing::TempDir() + "/vars.dfckpt";
+  ASSERT_TRUE(SaveCheckpoint(vars, path).ok());
+  // Written atomically: no temporary file is left beside it.
+  for (const auto& entry : std::filesystem::directory_iterator(::testing::TempDir())) {
+    EXPECT_EQ(entry.path().filename().string().find("vars.dfckpt.tmp"), std::string::npos);
+  }
+  auto loaded = LoadCheckpoint(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_EQ(loaded->size(), 3u);
+  for (const auto& [name, t] : vars) {
+    const Tensor& u = loaded->at(name);
+    EXPECT_EQ(u.dtype(), t.dtype()) << name;
+    EXPECT_EQ(u.shape(), t.shape()) << name;
+    EXPECT_EQ(std::memcmp(u.raw_data(), t.raw_data(), t.num_bytes()), 0) << name;
+  }
+  std::string good = EncodeCheckpoint(vars);
+  for (size_t n = 0; n < good.size(); n += 3) {
+    auto r = DecodeCheckpoint(std::string_view(good).substr(0, n), "cut.dfckpt");
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << n;
+    EXPECT_TRUE(MessageHas(r.status(), {"'cut.dfckpt'"})) << r.status().ToString();
+  }
+  auto missing = LoadCheckpoint(::testing::TempDir() + "/none.dfckpt");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(MessageHas(missing.status(), {"none.dfckpt"}));
+}
+
+struct Model {
+  Scope root = Scope::NewRootScope();
+  std::string init, bump;
+  Model() {
+    auto w = ops::InitializedVariable(root.WithOpName("w"), Shape{2, 2},
+                                      ops::Initializer::GlorotUniform(3));
+    init = w.init.node_name();
+    bump =
+        ops::Assign(root.WithOpName("bump"), w.var, ops::Add(root, w.var, ops::Const(root, 1.0f)))
+            .node_name();
+    ops::Identity(root.WithOpName("read"), w.var);
+  }
+};
+
+std::unique_ptr<Session> Make(const Scope& root, const SessionOptions& options = {}) {
+  auto s = Session::Create(root, options);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return std::move(*s);
+}
+
+std::vector<float> Read(Session& s) { return s.Run({}, {"read"})->at(0).ToVector<float>(); }
+
+TEST(CheckpointFileTest, SessionsSaveAndRestoreVariablesByName) {
+  Model m;
+  std::string path = ::testing::TempDir() + "/model.dfckpt";
+  auto a = Make(m.root);
+  Status early = a->SaveCheckpoint(path);
+  EXPECT_EQ(early.code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(MessageHas(early, {"'w'", "uninitialised"}));
+  ASSERT_TRUE(a->Run({}, {}, {m.init}).ok());
+  Status bumped = a->Run({}, {}, {m.bump}).status();
+  ASSERT_TRUE(bumped.ok()) << bumped.ToString();
+  std::vector<float> saved = Read(*a);
+  ASSERT_TRUE(a->SaveCheckpoint(path).ok());
+  ASSERT_TRUE(a->Run({}, {}, {m.bump}).ok());  // moves on after saving
+
+  // A fresh session, and one on two devices, restore the saved values.
+  for (int devices : {1, 2}) {
+    SessionOptions options;
+    if (devices == 2) options.devices = {"cpu:0", "cpu:1"};
+    auto b = Make(m.root, options);
+    ASSERT_TRUE(b->RestoreCheckpoint(path).ok());
+    EXPECT_EQ(Read(*b), saved);
+    ASSERT_TRUE(b->Run({}, {}, {m.bump}).ok());
+    EXPECT_EQ(Read(*b)[0], saved[0] + 1.0f);
+  }
+
+  // Errors name the variable and the file, and change nothing.
+  std::map<std::string, Tensor> wrong = {{"w", Tensor(DType::kF32, Shape{3, 2})}};
+  std::string wrong_path = ::testing::TempDir() + "/wrong.dfckpt";
+  ASSERT_TRUE(SaveCheckpoint(wrong, wrong_path).ok());
+  auto c = Make(m.root);
+  ASSERT_TRUE(c->Run({}, {}, {m.init}).ok());
+  std::vector<float> before = Read(*c);
+  Status shape = c->RestoreCheckpoint(wrong_path);
+  EXPECT_EQ(shape.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(shape, {"'w'", "wrong.dfckpt", "[3,2]", "[2,2]"})) << shape.ToString();
+  EXPECT_EQ(Read(*c), before);
+  std::map<std::string, Tensor> other = {{"v", Tensor(DType::kF32, Shape{2, 2})}};
+  std::string other_path = ::testing::TempDir() + "/other.dfckpt";
+  ASSERT_TRUE(SaveCheckpoint(other, other_path).ok());
+  Status absent = c->RestoreCheckpoint(other_path);
+  EXPECT_EQ(absent.code(), StatusCode::kNotFound);
+  EXPECT_TRUE(MessageHas(absent, {"'w'", "other.dfckpt"}));
+  EXPECT_EQ(Read(*c), before);
+}
+
+}  // namespace
+}  // namespace dflow::serialization
