@@ -3,6 +3,7 @@
 #include "serialization/file_util.h"
 #include "serialization/schema/checkpoint_generated.h"
 #include "serialization/tensor_codec.h"
+#include "serialization/verified_root.h"
 
 namespace dflow::serialization {
 
@@ -22,22 +23,10 @@ std::string EncodeCheckpoint(const std::map<std::string, Tensor>& variables) {
 
 Result<std::map<std::string, Tensor>> DecodeCheckpoint(std::string_view bytes,
                                                        const std::string& source) {
-  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-  if (bytes.size() < 8 || !flatbuffers::BufferHasIdentifier(data, fb::CheckpointIdentifier())) {
-    return InvalidArgument("checkpoint '{}' is not a dflow checkpoint (no \"{}\" identifier)",
-                           source, fb::CheckpointIdentifier());
-  }
-  flatbuffers::Verifier verifier(data, bytes.size(), 64,
-                                 static_cast<flatbuffers::uoffset_t>(bytes.size() / 4 + 16));
-  if (!fb::VerifyCheckpointBuffer(verifier)) {
-    return InvalidArgument(
-        "checkpoint '{}' is corrupt or truncated (FlatBuffers verification failed)", source);
-  }
-  const fb::Checkpoint* c = fb::GetCheckpoint(data);
-  if (c->version() > kCheckpointFormatVersion) {
-    return InvalidArgument("checkpoint '{}' has format version {}; this build reads up to {}",
-                           source, c->version(), kCheckpointFormatVersion);
-  }
+  ASSIGN_OR_RETURN(
+      const fb::Checkpoint* c,
+      VerifiedRoot<fb::Checkpoint>(bytes, source, "checkpoint", fb::CheckpointIdentifier(),
+                                   kCheckpointFormatVersion));
   std::map<std::string, Tensor> out;
   if (c->variables() == nullptr) return out;
   for (const fb::Variable* v : *c->variables()) {

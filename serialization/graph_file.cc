@@ -6,6 +6,7 @@
 #include "serialization/schema/graph_generated.h"
 #include "serialization/schema_text.h"
 #include "serialization/tensor_codec.h"
+#include "serialization/verified_root.h"
 
 namespace dflow::serialization {
 namespace {
@@ -221,26 +222,9 @@ Result<std::unique_ptr<flatbuffers::Parser>> GraphParser() {
   return parser;
 }
 
-// The root table, once identifier, offsets, sizes and version check out.
 Result<const fb::Graph*> VerifiedGraph(std::string_view bytes, const std::string& source) {
-  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-  if (bytes.size() < 8 || !flatbuffers::BufferHasIdentifier(data, fb::GraphIdentifier())) {
-    return InvalidArgument("graph file '{}' is not a dflow graph (no \"{}\" identifier)", source,
-                           fb::GraphIdentifier());
-  }
-  // Every table counts against max_tables: allow as many as the bytes could hold.
-  flatbuffers::Verifier verifier(data, bytes.size(), 64,
-                                 static_cast<flatbuffers::uoffset_t>(bytes.size() / 4 + 16));
-  if (!fb::VerifyGraphBuffer(verifier)) {
-    return InvalidArgument(
-        "graph file '{}' is corrupt or truncated (FlatBuffers verification failed)", source);
-  }
-  const fb::Graph* g = fb::GetGraph(data);
-  if (g->version() > kGraphFormatVersion) {
-    return InvalidArgument("graph file '{}' has format version {}; this build reads up to {}",
-                           source, g->version(), kGraphFormatVersion);
-  }
-  return g;
+  return VerifiedRoot<fb::Graph>(bytes, source, "graph file", fb::GraphIdentifier(),
+                                 kGraphFormatVersion);
 }
 
 }  // namespace
