@@ -1,0 +1,135 @@
+// dflow-run end to end: the binary runs a saved graph, and what it writes equals what the C++
+// API computes; every exit code and error form.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "ops/array_ops.h"
+#include "ops/initializers.h"
+#include "ops/math_ops.h"
+#include "ops/state_ops.h"
+#include "ops/unary_ops.h"
+#include "runtime/session.h"
+#include "serialization/graph_file.h"
+#include "serialization/npy.h"
+#include "test_util.h"
+
+namespace dflow {
+namespace {
+
+struct Ran {
+  int code;
+  std::string output;  // stdout and stderr
+};
+
+Ran RunTool(const std::string& args) {
+  std::string command = std::string(DFLOW_RUN_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  Ran r{-1, ""};
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.output.append(buf, n);
+  int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string Temp(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+// y = tanh(x @ w + 1), w a variable with an initializer; "bump" adds 1 to w.
+struct Saved {
+  Scope root = Scope::NewRootScope();
+  std::string path = Temp("tool_graph.dfg");
+  std::string init;
+  Saved() {
+    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 3});
+    auto w = ops::InitializedVariable(root.WithOpName("w"), Shape{3, 2},
+                                      ops::Initializer::GlorotUniform(5));
+    init = w.init.node_name();
+    ops::Assign(root.WithOpName("bump"), w.var, ops::Add(root, w.var, ops::Const(root, 1.0f)));
+    ops::Tanh(root.WithOpName("y"),
+              ops::Add(root, ops::MatMul(root, x, w.var), ops::Const(root, 1.0f)));
+    Graph g = root.graph();
+    EXPECT_TRUE(g.Validate().ok());
+    EXPECT_TRUE(serialization::SaveGraph(g, path).ok());
+  }
+};
+
+TEST(DflowRunTest, FetchedNpyEqualsTheCppApi) {
+  Saved saved;
+  Tensor x = Tensor::FromVector(testing::RandomFloats(12, 4), Shape{4, 3});
+  ASSERT_TRUE(serialization::WriteNpy(x, Temp("x.npy")).ok());
+  // The reference: the same graph through the C++ API.
+  auto session = Session::Create(saved.root);
+  ASSERT_TRUE(session.ok());
+  const std::string& init = saved.init;
+  ASSERT_TRUE((*session)->Run({}, {}, {init}).ok());
+  auto expected = (*session)->Run({{"x", x}}, {"y"});
+  ASSERT_TRUE(expected.ok());
+
+  for (const char* devices : {"", " --devices cpu:0,cpu:1"}) {
+    // Initialise, save a checkpoint; then restore it and fetch y to a file.
+    Ran a = RunTool(saved.path + " --target " + init + " --save " + Temp("w.dfckpt") + devices);
+    ASSERT_EQ(a.code, 0) << a.output;
+    Ran b = RunTool(saved.path + " --restore " + Temp("w.dfckpt") + " --feed x=" + Temp("x.npy") +
+                    " --fetch y=" + Temp("y.npy") + devices);
+    ASSERT_EQ(b.code, 0) << b.output;
+    auto y = serialization::ReadNpy(Temp("y.npy"));
+    ASSERT_TRUE(y.ok()) << y.status().ToString();
+    EXPECT_EQ(y->shape(), (Shape{4, 2}));
+    EXPECT_EQ(y->ToVector<float>(), expected->at(0).ToVector<float>()) << devices;
+  }
+  // Printed fetches, and repeated steps with their statistics.
+  Ran p = RunTool(saved.path + " --restore " + Temp("w.dfckpt") + " --feed x=" + Temp("x.npy") +
+                  " --fetch y --steps 3");
+  ASSERT_EQ(p.code, 0) << p.output;
+  EXPECT_NE(p.output.find("y: f32[4,2] ["), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find(fmt::format("{}", expected->at(0).data<float>()[0])), std::string::npos)
+      << p.output;
+  EXPECT_NE(p.output.find("3 steps: median"), std::string::npos) << p.output;
+}
+
+TEST(DflowRunTest, ExitCodesAndErrorLines) {
+  Saved saved;
+  struct Case {
+    std::string args;
+    int code;
+    std::vector<std::string> words;
+  };
+  std::vector<Case> cases = {
+      {"", 2, {"error: InvalidArgument:", "graph"}},
+      {saved.path + " --fetch y --placer fancy", 2, {"error: InvalidArgument:", "fancy"}},
+      {saved.path + " --feed x --fetch y", 2, {"error: InvalidArgument: --feed 'x'", "NAME=FILE"}},
+      {saved.path, 2, {"error: InvalidArgument: nothing to run"}},
+      {Temp("missing.dfg") + " --fetch y", 1, {"error: NotFound:", "missing.dfg"}},
+      {saved.path + " --fetch y", 1, {"error: InvalidArgument:", "'x'"}},
+      {saved.path + " --feed x=" + Temp("absent.npy") + " --fetch y",
+       1,
+       {"error: NotFound: --feed x:", "absent.npy"}},
+      {saved.path + " --fetch nosuch", 1, {"error: NotFound:", "nosuch"}},
+      {saved.path + " --restore " + Temp("absent.dfckpt") + " --fetch y",
+       1,
+       {"error: NotFound:", "absent.dfckpt"}},
+  };
+  for (const Case& c : cases) {
+    Ran r = RunTool(c.args);
+    EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.output;
+    for (const auto& w : c.words) EXPECT_NE(r.output.find(w), std::string::npos) << r.output;
+    // One line of error.
+    if (r.code != 0) {
+      EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    }
+  }
+  Ran help = RunTool("--help");
+  EXPECT_EQ(help.code, 0);
+  for (const char* flag : {"--feed", "--fetch", "--target", "--devices", "--placer", "--cost-file",
+                           "--steps", "--restore", "--save", "--log-placement"}) {
+    EXPECT_NE(help.output.find(flag), std::string::npos) << flag;
+  }
+}
+
+}  // namespace
+}  // namespace dflow

@@ -1,0 +1,207 @@
+// dflow-run: runs a graph file (.dfg, or its JSON form) from the command line.
+//
+//   dflow-run model.dfg --feed x=x.npy --fetch y=y.npy --fetch loss --target train --steps 100
+//
+// Feeds are NumPy .npy files; a fetch with a file is written there, one without is printed
+// (dtype, shape, values; long ones elided). With --steps N the run repeats N times with a
+// progress line and per-step time statistics. Exit codes: 0 success, 1 an error while loading
+// or running, 2 a usage error. Errors go to stderr as one line "error: <Code>: <message>".
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include "ops/register.h"
+#include "runtime/session.h"
+#include "serialization/graph_file.h"
+#include "serialization/npy.h"
+
+using namespace dflow;
+
+namespace {
+
+constexpr int kUsageError = 2;
+constexpr int kRunError = 1;
+
+int Fail(const Status& s, int code) {
+  std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
+  return code;
+}
+
+// "NAME=FILE" into its halves; FILE may be empty when `file_optional`.
+Result<std::pair<std::string, std::string>> SplitAssignment(const std::string& arg,
+                                                            const char* flag, bool file_optional) {
+  size_t eq = arg.find('=');
+  if (eq == std::string::npos && file_optional) return std::make_pair(arg, std::string());
+  if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size()) {
+    return InvalidArgument("{} '{}': expected NAME=FILE.npy", flag, arg);
+  }
+  return std::make_pair(arg.substr(0, eq), arg.substr(eq + 1));
+}
+
+// At most `limit` values, then "...".
+template <typename T>
+std::string Values(const Tensor& t, size_t limit) {
+  std::string s;
+  auto flat = t.flat<T>();
+  for (size_t i = 0; i < flat.size() && i < limit; ++i) {
+    if (i) s += ", ";
+    if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, bool>) {
+      s += std::to_string(static_cast<int>(flat[i]));
+    } else {
+      s += fmt::format("{}", flat[i]);
+    }
+  }
+  if (flat.size() > limit) s += fmt::format(", ... ({} values)", flat.size());
+  return s;
+}
+
+std::string Describe(const Tensor& t) {
+  constexpr size_t kLimit = 20;
+  std::string values;
+  switch (t.dtype()) {
+    case DType::kF32:
+      values = Values<float>(t, kLimit);
+      break;
+    case DType::kF64:
+      values = Values<double>(t, kLimit);
+      break;
+    case DType::kI32:
+      values = Values<int32_t>(t, kLimit);
+      break;
+    case DType::kI64:
+      values = Values<int64_t>(t, kLimit);
+      break;
+    case DType::kU8:
+      values = Values<uint8_t>(t, kLimit);
+      break;
+    case DType::kBool:
+      values = Values<bool>(t, kLimit);
+      break;
+    default:
+      values = "(not printed; use --fetch NAME=FILE.npy)";
+  }
+  return fmt::format("{}{} [{}]", DTypeName(t.dtype()), t.shape(), values);
+}
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("Runs a dflow graph file (.dfg, or its JSON form)");
+  std::string graph_path, devices, placer = "cost", cost_file, restore, save;
+  std::vector<std::string> feed_args, fetch_args, targets;
+  int steps = 1;
+  bool log_placement = false;
+  app.add_option("graph", graph_path, "The graph file")->required();
+  app.add_option("--feed", feed_args, "NAME=FILE.npy: feed placeholder NAME from a .npy file");
+  app.add_option("--fetch", fetch_args,
+                 "NAME[=FILE.npy]: fetch tensor NAME (\"node\" or \"node:1\"); written to the "
+                 "file, or printed");
+  app.add_option("--target", targets, "NAME: run node NAME for its effects (an update, an init)");
+  app.add_option("--devices", devices,
+                 "cpu:0,cpu:1,...: place the graph on several devices (default: one CPU)");
+  app.add_option("--placer", placer, "cost (the cost model) or simple (one device)")
+      ->check(CLI::IsMember({"cost", "simple"}));
+  app.add_option("--cost-file", cost_file, "Measured per-node seconds (JSON) for the placer");
+  app.add_option("--steps", steps, "Run the step N times and print time statistics")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--restore", restore, "Restore variables from this checkpoint first");
+  app.add_option("--save", save, "Save variables to this checkpoint after the last step");
+  app.add_flag("--log-placement", log_placement, "Print where every node runs");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "error: InvalidArgument: %s (see --help)\n", e.what());
+    return kUsageError;
+  }
+
+  std::vector<std::pair<std::string, std::string>> feeds_from, fetches_to;
+  for (const auto& f : feed_args) {
+    auto kv = SplitAssignment(f, "--feed", false);
+    if (!kv.ok()) return Fail(kv.status(), kUsageError);
+    feeds_from.push_back(*kv);
+  }
+  for (const auto& f : fetch_args) {
+    auto kv = SplitAssignment(f, "--fetch", true);
+    if (!kv.ok()) return Fail(kv.status(), kUsageError);
+    fetches_to.push_back(*kv);
+  }
+  if (fetches_to.empty() && targets.empty()) {
+    return Fail(InvalidArgument("nothing to run: give at least one --fetch or --target"),
+                kUsageError);
+  }
+
+  ops::RegisterStandardOps();
+  auto graph = serialization::LoadGraph(graph_path);
+  if (!graph.ok()) return Fail(graph.status(), kRunError);
+  SessionOptions options;
+  if (!devices.empty()) {
+    std::stringstream list(devices);
+    for (std::string d; std::getline(list, d, ',');) options.devices.push_back(d);
+  }
+  options.placer.kind =
+      placer == "simple" ? PlacerOptions::Kind::kSimple : PlacerOptions::Kind::kCost;
+  options.cost_file = cost_file;
+  options.log_placement = log_placement;
+  auto session = Session::Create(std::move(*graph), options);
+  if (!session.ok()) return Fail(session.status(), kRunError);
+  if (!restore.empty()) {
+    if (Status s = (*session)->RestoreCheckpoint(restore); !s.ok()) return Fail(s, kRunError);
+  }
+  Session::Feeds feeds;
+  for (const auto& [name, file] : feeds_from) {
+    auto t = serialization::ReadNpy(file);
+    if (!t.ok()) return Fail(t.status().WithPrefix("--feed " + name + ": "), kRunError);
+    feeds.emplace_back(name, std::move(*t));
+  }
+  std::vector<std::string> fetch_names;
+  for (const auto& [name, file] : fetches_to) fetch_names.push_back(name);
+
+  const bool tty = isatty(STDERR_FILENO);
+  std::vector<double> step_ms;
+  std::vector<Tensor> out;
+  for (int step = 1; step <= steps; ++step) {
+    auto start = std::chrono::steady_clock::now();
+    auto result = (*session)->Run(feeds, fetch_names, targets);
+    if (!result.ok()) {
+      if (steps > 1) return Fail(result.status().WithPrefix(fmt::format("step {}: ", step)), 1);
+      return Fail(result.status(), kRunError);
+    }
+    out = std::move(*result);
+    step_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+    if (steps > 1 && (tty || step == steps || step % std::max(1, steps / 4) == 0)) {
+      int width = 30, done = width * step / steps;
+      std::fprintf(stderr, "%s[%s%s] %d/%d steps%s", tty ? "\r" : "",
+                   std::string(done, '=').c_str(), std::string(width - done, ' ').c_str(), step,
+                   steps, tty ? "" : "\n");
+    }
+  }
+  if (steps > 1) {
+    if (tty) std::fprintf(stderr, "\n");
+    std::printf("%d steps: median %.3f ms, p90 %.3f ms, min %.3f ms\n", steps,
+                Percentile(step_ms, 0.5), Percentile(step_ms, 0.9), Percentile(step_ms, 0.0));
+  }
+  for (size_t i = 0; i < fetches_to.size(); ++i) {
+    const auto& [name, file] = fetches_to[i];
+    if (file.empty()) {
+      std::printf("%s: %s\n", name.c_str(), Describe(out[i]).c_str());
+    } else if (Status s = serialization::WriteNpy(out[i], file); !s.ok()) {
+      return Fail(s.WithPrefix("--fetch " + name + ": "), kRunError);
+    }
+  }
+  if (!save.empty()) {
+    if (Status s = (*session)->SaveCheckpoint(save); !s.ok()) return Fail(s, kRunError);
+  }
+  return 0;
+}
