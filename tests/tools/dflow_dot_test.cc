@@ -1,0 +1,122 @@
+// dflow-dot end to end: one cluster per device, Send/Recv edges drawn, SVG through Graphviz,
+// and the exit codes and error lines.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <regex>
+
+#include "ops/array_ops.h"
+#include "ops/math_ops.h"
+#include "ops/unary_ops.h"
+#include "serialization/file_util.h"
+#include "serialization/graph_file.h"
+
+namespace dflow {
+namespace {
+
+struct Ran {
+  int code;
+  std::string output;
+};
+
+Ran RunDot(const std::string& args) {
+  std::string command = std::string(DFLOW_DOT_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  Ran r{-1, ""};
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.output.append(buf, n);
+  int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string Temp(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+// Two layers pinned to cpu:0 and cpu:1: two tensors cross (h to the second layer, and y back
+// to "out" on cpu:0).
+std::string SavedPinnedGraph() {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x").WithDevice("cpu:0"), DType::kF32, Shape{4, 8});
+  auto h = ops::Tanh(
+      root.WithOpName("layer1/h").WithDevice("cpu:0"),
+      ops::MatMul(root.WithOpName("layer1/mm").WithDevice("cpu:0"), x, x, {.transpose_b = true}));
+  auto y = ops::Tanh(root.WithOpName("layer2/y").WithDevice("cpu:1"),
+                     ops::MatMul(root.WithOpName("layer2/mm").WithDevice("cpu:1"), h, h));
+  ops::Identity(root.WithOpName("out").WithDevice("cpu:0"), y);
+  Graph g = root.graph();
+  EXPECT_TRUE(g.Validate().ok());
+  std::string path = Temp("pinned.dfg");
+  EXPECT_TRUE(serialization::SaveGraph(g, path).ok());
+  return path;
+}
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(DflowDotTest, OneClusterPerDeviceAndSendRecvEdges) {
+  std::string path = SavedPinnedGraph();
+  Ran r = RunDot(path + " --devices cpu:0,cpu:1 -o " + Temp("pinned.dot"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 devices, 6 nodes, 2 cross-device edges"), std::string::npos)
+      << r.output;
+  std::string dot = *serialization::ReadFile(Temp("pinned.dot"));
+  EXPECT_EQ(Count(dot, "subgraph cluster_"), 2) << dot;
+  EXPECT_NE(dot.find("label=\"cpu:0\""), std::string::npos);
+  EXPECT_NE(dot.find("label=\"cpu:1\""), std::string::npos);
+  // The crossing edges, labelled with type and bytes: h is f32[4,4], 64 B.
+  EXPECT_EQ(Count(dot, "Send/Recv"), 2) << dot;
+  EXPECT_NE(dot.find("\"layer1/h\" -> \"layer2/mm\" [color=\"#d62728\", penwidth=2, "
+                     "label=\"Send/Recv\\nf32[4,4] 64 B\"]"),
+            std::string::npos)
+      << dot;
+  // Without --devices: the requested devices.
+  Ran requested = RunDot(path);
+  ASSERT_EQ(requested.code, 0);
+  EXPECT_NE(requested.output.find("label=\"/device:CPU:1\""), std::string::npos)
+      << requested.output;
+  // Collapsed scopes: one box per scope and device.
+  Ran collapsed = RunDot(path + " --devices cpu:0,cpu:1 --collapse-scopes");
+  ASSERT_EQ(collapsed.code, 0);
+  EXPECT_NE(collapsed.output.find("\"layer1/*@cpu:0\" [label=\"layer1/*\\n2 nodes\""),
+            std::string::npos)
+      << collapsed.output;
+  // SVG through Graphviz (installed by scripts/setup.sh).
+  if (std::system("command -v dot >/dev/null 2>&1") != 0) GTEST_SKIP() << "no Graphviz dot";
+  Ran svg = RunDot(path + " --devices cpu:0,cpu:1 -o " + Temp("pinned.svg"));
+  ASSERT_EQ(svg.code, 0) << svg.output;
+  std::string text = *serialization::ReadFile(Temp("pinned.svg"));
+  EXPECT_NE(text.find("<svg"), std::string::npos);
+  EXPECT_NE(text.find("cpu:1"), std::string::npos);
+}
+
+TEST(DflowDotTest, ExitCodesAndErrorLines) {
+  std::string path = SavedPinnedGraph();
+  struct Case {
+    std::string args;
+    int code;
+    std::string words;
+  };
+  std::vector<Case> cases = {
+      {"", 2, "error: InvalidArgument:"},
+      {path + " -o out.pdf", 2, "error: InvalidArgument: -o 'out.pdf'"},
+      {path + " --placer other", 2, "error: InvalidArgument:"},
+      {Temp("nothing.dfg"), 1, "error: NotFound: cannot open"},
+      {path + " --devices cpu:0", 1, "error: FailedPrecondition:"},
+  };
+  for (const Case& c : cases) {
+    Ran r = RunDot(c.args);
+    EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.words), std::string::npos) << r.output;
+    EXPECT_EQ(Count(r.output, "\n"), 1) << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace dflow

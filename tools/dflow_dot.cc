@@ -1,0 +1,200 @@
+// dflow-dot: draws a graph file and where its nodes run, as Graphviz DOT (or SVG or PNG through
+// Graphviz's dot program).
+//
+//   dflow-dot model.dfg --devices cpu:0,cpu:1 -o model.svg
+//
+// One cluster per device, nodes coloured by device. Edges that cross devices (a Send/Recv pair
+// at run time) are drawn bold and labelled with the tensor's type and bytes; control edges are
+// dashed. With --devices the graph is placed as dflow-run would place it; without, a node's
+// device is the one the file says it was assigned, else the one it requests, else "any".
+// --collapse-scopes draws one box per name scope ("dense1/...") and device. Exit codes: 0
+// success, 1 an error while loading, placing or drawing, 2 a usage error; errors go to stderr
+// as one line "error: <Code>: <message>".
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "ops/register.h"
+#include "runtime/session.h"
+#include "serialization/file_util.h"
+#include "serialization/graph_file.h"
+
+using namespace dflow;
+
+namespace {
+
+int Fail(const Status& s, int code) {
+  std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
+  return code;
+}
+
+std::string Quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '\n') {
+      out += "\\n";  // DOT's line break
+      continue;
+    }
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// The label of a tensor crossing devices: "f32[128,784] 392.0 KiB", or "f32[?,784]".
+std::string TensorLabel(const Node& producer, int output) {
+  if (output < 0) return "control";
+  DType dtype = producer.output_dtype(output);
+  const Shape& shape = producer.output_shape(output);
+  std::string label = fmt::format("{}{}", DTypeName(dtype), shape);
+  if (shape.fully_defined()) {
+    double bytes = static_cast<double>(shape.num_elements()) * DTypeSize(dtype);
+    label += bytes < 1024        ? fmt::format(" {:.0f} B", bytes)
+             : bytes < (1 << 20) ? fmt::format(" {:.1f} KiB", bytes / 1024)
+                                 : fmt::format(" {:.1f} MiB", bytes / (1 << 20));
+  }
+  return label;
+}
+
+constexpr const char* kColours[] = {"#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f",
+                                    "#cab2d6", "#ffff99", "#1f78b4", "#33a02c"};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("Draws a dflow graph file and its placement with Graphviz");
+  std::string graph_path, devices, placer = "cost", out;
+  bool collapse = false;
+  app.add_option("graph", graph_path, "The graph file (.dfg, or its JSON form)")->required();
+  app.add_option("--devices", devices, "cpu:0,cpu:1,...: place the graph on these devices first");
+  app.add_option("--placer", placer, "cost (the cost model) or simple (one device)")
+      ->check(CLI::IsMember({"cost", "simple"}));
+  app.add_flag("--collapse-scopes", collapse, "One box per name scope and device");
+  app.add_option("-o,--output", out,
+                 "OUT.dot, OUT.svg or OUT.png (SVG and PNG need Graphviz's dot); default: DOT "
+                 "on stdout");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "error: InvalidArgument: %s (see --help)\n", e.what());
+    return 2;
+  }
+  std::string format = "dot";
+  if (!out.empty()) {
+    size_t dot = out.rfind('.');
+    format = dot == std::string::npos ? "" : out.substr(dot + 1);
+    if (format != "dot" && format != "svg" && format != "png") {
+      return Fail(InvalidArgument("-o '{}': the name must end in .dot, .svg or .png", out), 2);
+    }
+  }
+
+  ops::RegisterStandardOps();
+  std::vector<std::string> assigned;
+  auto loaded = serialization::LoadGraph(graph_path, &assigned);
+  if (!loaded.ok()) return Fail(loaded.status(), 1);
+  Graph graph = std::move(*loaded);
+  std::vector<std::string> device_of(graph.num_nodes());
+  if (!devices.empty()) {
+    SessionOptions options;
+    std::stringstream list(devices);
+    for (std::string d; std::getline(list, d, ',');) options.devices.push_back(d);
+    options.placer.kind =
+        placer == "simple" ? PlacerOptions::Kind::kSimple : PlacerOptions::Kind::kCost;
+    auto session = Session::Create(graph, options);
+    if (!session.ok()) return Fail(session.status(), 1);
+    for (int v = 0; v < graph.num_nodes(); ++v) {
+      device_of[v] = (*session)->device_set().DisplayName((*session)->placement().device_of[v]);
+    }
+  } else {
+    for (int v = 0; v < graph.num_nodes(); ++v) {
+      const std::string& requested = graph.node(v).requested_device();
+      device_of[v] = !assigned[v].empty() ? assigned[v] : !requested.empty() ? requested : "any";
+    }
+  }
+
+  // Boxes: a node, or with --collapse-scopes the node's first scope on its device.
+  auto box_of = [&](int v) {
+    const std::string& name = graph.node(v).name();
+    size_t slash = name.find('/');
+    if (!collapse || slash == std::string::npos) return name;
+    return name.substr(0, slash) + "/*@" + device_of[v];
+  };
+  std::map<std::string, std::vector<int>> clusters;  // device -> nodes
+  for (int v = 0; v < graph.num_nodes(); ++v) clusters[device_of[v]].push_back(v);
+  std::string dot =
+      "digraph dflow {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", "
+      "fontname=\"Helvetica\", fontsize=10];\n  edge [fontname=\"Helvetica\", "
+      "fontsize=8];\n";
+  int k = 0;
+  std::set<std::string> drawn;
+  for (const auto& [device, nodes] : clusters) {
+    const char* colour = kColours[k % std::size(kColours)];
+    dot += fmt::format("  subgraph cluster_{} {{\n    label={};\n    color=\"#888888\";\n", k,
+                       Quote(device));
+    std::map<std::string, int> collapsed;
+    for (int v : nodes) {
+      std::string box = box_of(v);
+      if (box != graph.node(v).name()) {
+        collapsed[box]++;
+        continue;
+      }
+      dot += fmt::format("    {} [label={}, fillcolor=\"{}\"];\n", Quote(box),
+                         Quote(graph.node(v).name() + "\n" + graph.node(v).op()), colour);
+    }
+    for (const auto& [box, count] : collapsed) {
+      dot += fmt::format("    {} [label={}, fillcolor=\"{}\", shape=box3d];\n", Quote(box),
+                         Quote(box.substr(0, box.find('@')) + fmt::format("\n{} nodes", count)),
+                         colour);
+    }
+    dot += "  }\n";
+    ++k;
+  }
+  int crossing = 0;
+  for (int v = 0; v < graph.num_nodes(); ++v) {
+    const Node& node = graph.node(v);
+    auto edge = [&](int u, int output) {
+      std::string from = box_of(u), to = box_of(v);
+      if (from == to) return;
+      bool cross = device_of[u] != device_of[v];
+      std::string key = from + "->" + to + (output < 0 ? "^" : "");
+      if (!drawn.insert(key).second) return;
+      std::string attrs;
+      if (cross) {
+        ++crossing;
+        attrs = fmt::format("color=\"#d62728\", penwidth=2, label={}",
+                            Quote("Send/Recv\n" + TensorLabel(graph.node(u), output)));
+      }
+      if (output < 0) attrs += std::string(attrs.empty() ? "" : ", ") + "style=dashed";
+      dot += fmt::format("  {} -> {}{};\n", Quote(from), Quote(to),
+                         attrs.empty() ? "" : " [" + attrs + "]");
+    };
+    for (const auto& e : node.inputs()) edge(e.node, e.index);
+    for (int c : node.control_inputs()) edge(c, -1);
+  }
+  dot += "}\n";
+
+  if (out.empty()) {
+    std::fputs(dot.c_str(), stdout);
+  } else if (format == "dot") {
+    if (Status s = serialization::WriteFileAtomically(out, dot); !s.ok()) return Fail(s, 1);
+  } else {
+    if (std::system("command -v dot >/dev/null 2>&1") != 0) {
+      return Fail(NotFound("writing {} needs Graphviz's dot program, which is not installed "
+                           "(apt install graphviz); -o {}.dot writes DOT without it",
+                           out, out.substr(0, out.rfind('.'))),
+                  1);
+    }
+    std::string command = fmt::format("dot -T{} -o {}", format, Quote(out));
+    FILE* pipe = popen(command.c_str(), "w");
+    if (pipe == nullptr) return Fail(Internal("cannot run '{}'", command), 1);
+    std::fwrite(dot.data(), 1, dot.size(), pipe);
+    int rc = pclose(pipe);
+    if (rc != 0) return Fail(Internal("'{}' failed (status {})", command, rc), 1);
+  }
+  std::fprintf(stderr, "%d devices, %d nodes, %d cross-device edges\n",
+               static_cast<int>(clusters.size()), graph.num_nodes(), crossing);
+  return 0;
+}
