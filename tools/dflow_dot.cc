@@ -146,7 +146,8 @@ int main(int argc, char** argv) {
     }
     for (const auto& [box, count] : collapsed) {
       dot += fmt::format("    {} [label={}, fillcolor=\"{}\", shape=box3d];\n", Quote(box),
-                         Quote(box.substr(0, box.find('@')) + fmt::format("\n{} nodes", count)),
+                         Quote(box.substr(0, box.find('@')) +
+                               fmt::format("\n{} node{}", count, count == 1 ? "" : "s")),
                          colour);
     }
     dot += "  }\n";

@@ -12,6 +12,7 @@
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
 #include "runtime/trainer.h"
+#include "serialization/graph_file.h"
 
 namespace dflow::examples {
 
@@ -60,6 +61,7 @@ struct TrainFlags {
   uint64_t seed = 1;
   int threads = 0;
   std::string data_dir = kFashionMnistDir;
+  std::string save_graph;  // write the training graph here and exit
 
   explicit TrainFlags(int default_epochs) : epochs(default_epochs) {}
 
@@ -73,6 +75,9 @@ struct TrainFlags {
     app.add_option("--min-accuracy", min_accuracy, "Exit with status 1 below this test accuracy");
     app.add_option("--threads", threads, "CPU threads (0: all cores)");
     app.add_option("--data", data_dir, "Folder with the Fashion-MNIST IDX files");
+    app.add_option("--save", save_graph,
+                   "Write the training graph to FILE.dfg (or .json) for dflow-run and dflow-dot, "
+                   "then exit without training");
   }
 };
 
@@ -134,14 +139,33 @@ inline int TrainClassifier(const Scope& root, Params& p, Output logits, Output l
                            const TrainFlags& f, const std::string& title,
                            SessionOptions options = {},
                            const std::function<void(Session&)>& ready = {}) {
-  auto train = LoadFashionMnist(true, f.data_dir);
-  if (!train.ok()) return Fail(train.status());
-  auto test = LoadFashionMnist(false, f.data_dir);
-  if (!test.ok()) return Fail(test.status());
   auto xent = ops::SparseSoftmaxCrossEntropyWithLogits(root, logits, labels);
   auto loss = ops::ReduceMean(root.WithOpName("loss"), xent.loss);
   ops::Adam adam({.learning_rate = f.lr});
   auto step = adam.Minimize(root, loss, p.variables());
+  if (!f.save_graph.empty()) {
+    // One "init" target runs every initialiser: the parameters' and the optimizer's slots.
+    std::vector<Output> inits;
+    std::vector<std::string> names = adam.init_targets();
+    for (const auto& t : p.init_targets()) names.push_back(t);
+    for (const auto& name : names) {
+      auto id = root.graph().FindNode(name);
+      if (id) inits.push_back(root.OutputOf(*id));
+    }
+    ops::NoOp(root.WithOpName("init").WithControlDependencies(inits));
+    if (!root.ok()) return Fail(root.status());
+    Graph graph = root.graph();
+    Status s = graph.Validate();
+    if (s.ok()) s = serialization::SaveGraph(graph, f.save_graph);
+    if (!s.ok()) return Fail(s);
+    std::printf("saved the training graph (%d nodes; targets 'init' and '%s', loss '%s') to %s\n",
+                graph.num_nodes(), step.name().c_str(), loss.name().c_str(), f.save_graph.c_str());
+    return 0;
+  }
+  auto train = LoadFashionMnist(true, f.data_dir);
+  if (!train.ok()) return Fail(train.status());
+  auto test = LoadFashionMnist(false, f.data_dir);
+  if (!test.ok()) return Fail(test.status());
   auto session = CreateInitializedSession(root, f, p, adam, std::move(options));
   if (!session.ok()) return Fail(session.status());
   if (ready) ready(**session);
