@@ -414,11 +414,17 @@ void ExecutionPlan::Process(RunState* s, std::vector<int> local) const {
       continue;
     }
     Status st;
-    if (s->options != nullptr && s->options->node_seconds != nullptr) {
-      auto start = std::chrono::steady_clock::now();
+    if (s->options != nullptr &&
+        (s->options->node_seconds != nullptr || s->options->node_spans != nullptr)) {
+      const int64_t start = TraceClockNs();
       st = RunNode(s, n);
-      (*s->options->node_seconds)[n.graph_id] +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const int64_t end = TraceClockNs();
+      if (s->options->node_seconds != nullptr) {
+        (*s->options->node_seconds)[n.graph_id] += static_cast<double>(end - start) * 1e-9;
+      }
+      if (s->options->node_spans != nullptr) {
+        (*s->options->node_spans)[n.graph_id] = {start, end, CurrentThreadIndex(), false};
+      }
     } else {
       st = RunNode(s, n);
     }
@@ -443,7 +449,13 @@ void ExecutionPlan::StartAsync(RunState* s, int id) const {
                                              n.num_outputs, device_->allocator(), s->uses.data());
   ctx->set_output_memory(s->output_memory, n.output_base);
   if (s->options != nullptr) ctx->set_step(&s->options->step);
-  n.kernel->ComputeAsync(*ctx, [s, id, ctx](Status st) {
+  NodeSpan* span = nullptr;
+  if (s->options != nullptr && s->options->node_spans != nullptr) {
+    span = &(*s->options->node_spans)[n.graph_id];
+    *span = {TraceClockNs(), -1, CurrentThreadIndex(), true};
+  }
+  n.kernel->ComputeAsync(*ctx, [s, id, ctx, span](Status st) {
+    if (span != nullptr) span->end_ns = TraceClockNs();
     std::lock_guard lock(s->mu);
     s->inbox.push_back({id, std::move(st)});
     s->done_cv.notify_all();

@@ -23,6 +23,7 @@
 #include "ops/kernel.h"
 #include "runtime/device.h"
 #include "runtime/memory_plan.h"
+#include "runtime/step_trace.h"
 
 namespace dflow {
 
@@ -70,6 +71,9 @@ class ExecutionPlan {
     // Profiling: when set (sized to graph().num_nodes()), each node's compute seconds are added
     // at its graph id. Asynchronous nodes (Recv) are not timed: their time is waiting.
     std::vector<double>* node_seconds = nullptr;
+    // Tracing: when set (sized to graph().num_nodes()), each node that ran gets its span at its
+    // graph id; an asynchronous node's span runs from its start to its completion.
+    std::vector<NodeSpan>* node_spans = nullptr;
   };
 
   // Runs once. `feeds` matches spec.feeds in order (dtype and shape already checked); fills

@@ -74,7 +74,8 @@ Result<std::unique_ptr<PartitionedPlan>> PartitionedPlan::Compile(
 
 Status PartitionedPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>* fetches,
                             std::optional<std::chrono::milliseconds> timeout,
-                            std::vector<std::vector<double>>* node_seconds) const {
+                            std::vector<std::vector<double>>* node_seconds,
+                            std::vector<std::vector<NodeSpan>>* node_spans) const {
   LocalRendezvous rendezvous;
   std::mutex mu;
   std::condition_variable cv;
@@ -98,11 +99,18 @@ Status PartitionedPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor
       (*node_seconds)[i].assign(parts_[i].plan->graph().num_nodes(), 0);
     }
   }
+  if (node_spans != nullptr) {
+    node_spans->resize(parts_.size());
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      (*node_spans)[i].assign(parts_[i].plan->graph().num_nodes(), NodeSpan{});
+    }
+  }
   auto run_part = [&](size_t i) {
     std::vector<Tensor> in;
     for (int f : parts_[i].feeds) in.push_back(feeds[f]);
     ExecutionPlan::RunOptions part_options = options;
     if (node_seconds != nullptr) part_options.node_seconds = &(*node_seconds)[i];
+    if (node_spans != nullptr) part_options.node_spans = &(*node_spans)[i];
     statuses[i] = parts_[i].plan->Run(in, &outs[i], part_options);
     if (!statuses[i].ok()) options.on_error(statuses[i]);
     std::lock_guard lock(mu);

@@ -30,10 +30,12 @@ class PartitionedPlan {
       const std::vector<Device*>& devices, const PlanSpec& spec, const Options& options);
 
   // `node_seconds`, when set, receives per partition the compute seconds of each node of
-  // partition_graph(i) (see ExecutionPlan::RunOptions::node_seconds).
+  // partition_graph(i) (see ExecutionPlan::RunOptions::node_seconds); `node_spans` likewise
+  // their spans (ExecutionPlan::RunOptions::node_spans).
   Status Run(const std::vector<Tensor>& feeds, std::vector<Tensor>* fetches,
              std::optional<std::chrono::milliseconds> timeout,
-             std::vector<std::vector<double>>* node_seconds = nullptr) const;
+             std::vector<std::vector<double>>* node_seconds = nullptr,
+             std::vector<std::vector<NodeSpan>>* node_spans = nullptr) const;
 
   int num_partitions() const { return static_cast<int>(parts_.size()); }
   int send_recv_pairs() const { return send_recv_pairs_; }

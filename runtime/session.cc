@@ -279,12 +279,22 @@ Result<std::vector<Tensor>> Session::Run(const Feeds& feeds,
     values.push_back(t);
   }
   std::vector<Tensor> out;
+  const int64_t step = runs_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (run_options.trace != nullptr) *run_options.trace = StepTrace{.step = step};
   if (multi_device()) {
     ASSIGN_OR_RETURN(const PartitionedPlan* plan, PartitionedPlanFor(feeds, fetches, targets));
     std::vector<std::vector<double>> seconds;
+    std::vector<std::vector<NodeSpan>> spans;
     for (auto& d : devices_) d->cpu_allocator()->ResetPeak();
     Status status =
-        plan->Run(values, &out, run_options.timeout, run_options.profile ? &seconds : nullptr);
+        plan->Run(values, &out, run_options.timeout, run_options.profile ? &seconds : nullptr,
+                  run_options.trace != nullptr ? &spans : nullptr);
+    if (run_options.trace != nullptr) {
+      for (int i = 0; i < plan->num_partitions(); ++i) {
+        AddTrace(device_set_.device(plan->partition_device(i)).canonical(),
+                 plan->partition_graph(i), spans[i], run_options.trace);
+      }
+    }
     {
       std::lock_guard lock(mu_);
       last_step_ = {};
@@ -307,12 +317,20 @@ Result<std::vector<Tensor>> Session::Run(const Feeds& feeds,
   CpuAllocator* memory = devices_[0]->cpu_allocator();
   memory->ResetPeak();
   std::vector<double> seconds;
+  std::vector<NodeSpan> spans;
   ExecutionPlan::RunOptions options;
   if (run_options.profile) {
     seconds.assign(plan->graph().num_nodes(), 0);
     options.node_seconds = &seconds;
   }
+  if (run_options.trace != nullptr) {
+    spans.assign(plan->graph().num_nodes(), NodeSpan{});
+    options.node_spans = &spans;
+  }
   Status status = plan->Run(values, &out, options);
+  if (run_options.trace != nullptr) {
+    AddTrace(devices_[0]->canonical_name(), plan->graph(), spans, run_options.trace);
+  }
   {
     std::lock_guard lock(mu_);
     last_step_.peak_bytes = memory->peak_bytes();
@@ -323,6 +341,29 @@ Result<std::vector<Tensor>> Session::Run(const Feeds& feeds,
   }
   RETURN_IF_ERROR(status);
   return out;
+}
+
+void Session::AddTrace(const std::string& device, const Graph& graph,
+                       const std::vector<NodeSpan>& spans, StepTrace* trace) {
+  DeviceTrace& d = trace->devices.emplace_back();
+  d.device = device;
+  for (int v = 0; v < graph.num_nodes(); ++v) {
+    if (spans[v].start_ns < 0) continue;
+    const Node& node = graph.node(v);
+    TracedNode& t = d.nodes.emplace_back();
+    t.name = node.name();
+    t.op = node.op();
+    t.span = spans[v];
+    if (t.op == "_Send" || t.op == "_Recv") {
+      auto attr = [&](const char* name) -> std::string {
+        const AttrValue* value = node.FindAttr(name);
+        const auto* s = value != nullptr ? std::get_if<std::string>(value) : nullptr;
+        return s != nullptr ? *s : std::string();
+      };
+      t.transfer =
+          fmt::format("{};{};{}", attr("tensor_name"), attr("send_device"), attr("recv_device"));
+    }
+  }
 }
 
 void Session::AddProfile(const std::string& type, const Graph& graph,

@@ -9,6 +9,7 @@
 // Run is thread-safe; concurrent runs of the same signature share the compiled plan.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -25,6 +26,7 @@
 #include "runtime/device.h"
 #include "runtime/executor.h"
 #include "runtime/partitioned_plan.h"
+#include "runtime/step_trace.h"
 
 namespace dflow {
 
@@ -95,6 +97,9 @@ class Session {
     std::optional<std::chrono::milliseconds> timeout;
     // Time every node's computation; MeasuredNodeCosts() gives the means over profiled runs.
     bool profile = false;
+    // When set, receives when and where each node ran (runtime/step_trace.h), also for a step
+    // that failed; WriteChromeTrace turns traced steps into a timeline file.
+    StepTrace* trace = nullptr;
   };
   Result<std::vector<Tensor>> Run(const Feeds& feeds, const std::vector<std::string>& fetches,
                                   const std::vector<std::string>& targets,
@@ -146,6 +151,7 @@ class Session {
   Status CheckFeed(const std::string& name, const Tensor& value, int* node) const;
 
   Graph graph_;
+  std::atomic<int64_t> runs_{0};  // Run calls so far
   std::vector<std::unique_ptr<CpuDevice>> devices_;
   SessionOptions options_;
   DeviceSet device_set_;
@@ -158,6 +164,9 @@ class Session {
   // Profiled runs: device type -> node -> (seconds, runs).
   std::map<std::string, std::unordered_map<std::string, std::pair<double, int>>>
       profile_;  // GUARDED_BY(mu_)
+  // Appends the nodes of `graph` that ran on `device`, with their spans, to `trace`.
+  static void AddTrace(const std::string& device, const Graph& graph,
+                       const std::vector<NodeSpan>& spans, StepTrace* trace);
   // Adds one profiled run of `graph` on a device of `type`.
   void AddProfile(const std::string& type, const Graph& graph, const std::vector<double>& seconds);
 };

@@ -4,7 +4,8 @@
 //
 // Feeds are NumPy .npy files; a fetch with a file is written there, one without is printed
 // (dtype, shape, values; long ones elided). With --steps N the run repeats N times with a
-// progress line and per-step time statistics. Exit codes: 0 success, 1 an error while loading
+// progress line and per-step time statistics. --trace writes a Chrome trace / Perfetto timeline
+// of every step (runtime/step_trace.h). Exit codes: 0 success, 1 an error while loading
 // or running, 2 a usage error. Errors go to stderr as one line "error: <Code>: <message>".
 #include <unistd.h>
 
@@ -96,7 +97,7 @@ double Percentile(std::vector<double> v, double p) {
 
 int main(int argc, char** argv) {
   CLI::App app("Runs a dflow graph file (.dfg, or its JSON form)");
-  std::string graph_path, devices, placer = "cost", cost_file, restore, save;
+  std::string graph_path, devices, placer = "cost", cost_file, restore, save, trace_path;
   std::vector<std::string> feed_args, fetch_args, targets;
   int steps = 1;
   bool log_placement = false;
@@ -115,6 +116,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--restore", restore, "Restore variables from this checkpoint first");
   app.add_option("--save", save, "Save variables to this checkpoint after the last step");
+  app.add_option("--trace", trace_path,
+                 "Write a timeline of the steps to this JSON file (Chrome trace format: open it "
+                 "in ui.perfetto.dev or chrome://tracing): a track per device, a slice per node, "
+                 "arrows from each Send to its Recv");
   app.add_flag("--log-placement", log_placement, "Print where every node runs");
   try {
     app.parse(argc, argv);
@@ -139,6 +144,16 @@ int main(int argc, char** argv) {
     return Fail(InvalidArgument("nothing to run: give at least one --fetch or --target"),
                 kUsageError);
   }
+
+  std::vector<StepTrace> traces;
+  // The trace of the steps so far, also when a step fails: it shows what ran before the error.
+  auto write_trace = [&]() -> Status {
+    if (trace_path.empty()) return Status::OK();
+    Status s = WriteChromeTrace(traces, trace_path);
+    return s.ok() ? s : s.WithPrefix("--trace: ");
+  };
+  // An unwritable path fails now, not after the steps.
+  if (Status s = write_trace(); !s.ok()) return Fail(s, kRunError);
 
   ops::RegisterStandardOps();
   auto graph = serialization::LoadGraph(graph_path);
@@ -171,8 +186,11 @@ int main(int argc, char** argv) {
   std::vector<Tensor> out;
   for (int step = 1; step <= steps; ++step) {
     auto start = std::chrono::steady_clock::now();
-    auto result = (*session)->Run(feeds, fetch_names, targets);
+    Session::RunOptions run_options;
+    if (!trace_path.empty()) run_options.trace = &traces.emplace_back();
+    auto result = (*session)->Run(feeds, fetch_names, targets, run_options);
     if (!result.ok()) {
+      if (Status s = write_trace(); !s.ok()) return Fail(s, kRunError);
       if (steps > 1) return Fail(result.status().WithPrefix(fmt::format("step {}: ", step)), 1);
       return Fail(result.status(), kRunError);
     }
@@ -203,5 +221,6 @@ int main(int argc, char** argv) {
   if (!save.empty()) {
     if (Status s = (*session)->SaveCheckpoint(save); !s.ok()) return Fail(s, kRunError);
   }
+  if (Status s = write_trace(); !s.ok()) return Fail(s, kRunError);
   return 0;
 }

@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
 
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
@@ -12,6 +14,7 @@
 #include "ops/state_ops.h"
 #include "ops/unary_ops.h"
 #include "runtime/session.h"
+#include "serialization/file_util.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
 #include "test_util.h"
@@ -92,6 +95,53 @@ TEST(DflowRunTest, FetchedNpyEqualsTheCppApi) {
   EXPECT_NE(p.output.find("3 steps: median"), std::string::npos) << p.output;
 }
 
+// --trace: a track per device, every node's slice in every step, and an arrow per Send/Recv.
+TEST(DflowRunTest, TraceHasATrackPerDeviceAndSendRecvFlows) {
+  Scope root = Scope::NewRootScope();
+  Scope d0 = root.WithDevice("cpu:0"), d1 = root.WithDevice("cpu:1");
+  auto x = ops::Placeholder(d0.WithOpName("x"), DType::kF32, Shape{8, 8});
+  auto a = ops::MatMul(d0.WithOpName("a"), x, x);
+  auto t = ops::Tanh(d1.WithOpName("t"), a);
+  ops::Neg(d0.WithOpName("y"), t);
+  const std::string graph = Temp("trace_graph.dfg"), trace = Temp("trace.json");
+  ASSERT_TRUE(serialization::SaveGraph(root.graph(), graph).ok());
+  ASSERT_TRUE(serialization::WriteNpy(Tensor::FromVector(testing::RandomFloats(64, 9), Shape{8, 8}),
+                                      Temp("x8.npy"))
+                  .ok());
+  Ran r = RunTool(graph + " --devices cpu:0,cpu:1 --feed x=" + Temp("x8.npy") +
+                  " --fetch y --steps 2 --trace " + trace);
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto text = serialization::ReadFile(trace);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  nlohmann::json events = nlohmann::json::parse(*text).at("traceEvents");
+  std::map<int, std::string> processes;
+  std::map<std::string, int> slices;  // node -> slices
+  std::map<std::string, int> phases;
+  for (const auto& e : events) {
+    phases[e.at("ph")]++;
+    if (e.at("ph") == "M" && e.at("name") == "process_name") {
+      processes[e.at("pid")] = e.at("args").at("name");
+    }
+    if (e.at("ph") == "X") slices[e.at("name")]++;
+  }
+  ASSERT_EQ(processes.size(), 2u);
+  EXPECT_EQ(processes[0], "/job:localhost/task:0/device:CPU:0");
+  EXPECT_EQ(processes[1], "/job:localhost/task:0/device:CPU:1");
+  for (const char* node : {"x", "a", "t", "y"}) EXPECT_EQ(slices[node], 2) << node;
+  // a goes to cpu:1 and t comes back: two pairs per step.
+  EXPECT_EQ(phases["s"], 4);
+  EXPECT_EQ(phases["f"], 4);
+
+  // An unwritable trace path fails before any step runs, naming the flag and the file.
+  Ran bad = RunTool(graph + " --devices cpu:0,cpu:1 --feed x=" + Temp("x8.npy") +
+                    " --fetch y --trace /nonexistent_dflow_dir/t.json");
+  EXPECT_EQ(bad.code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("error: "), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("--trace: "), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("/nonexistent_dflow_dir/t.json"), std::string::npos) << bad.output;
+  EXPECT_EQ(bad.output.find("y: f32"), std::string::npos) << bad.output;
+}
+
 TEST(DflowRunTest, ExitCodesAndErrorLines) {
   Saved saved;
   struct Case {
@@ -126,7 +176,7 @@ TEST(DflowRunTest, ExitCodesAndErrorLines) {
   Ran help = RunTool("--help");
   EXPECT_EQ(help.code, 0);
   for (const char* flag : {"--feed", "--fetch", "--target", "--devices", "--placer", "--cost-file",
-                           "--steps", "--restore", "--save", "--log-placement"}) {
+                           "--steps", "--restore", "--save", "--trace", "--log-placement"}) {
     EXPECT_NE(help.output.find(flag), std::string::npos) << flag;
   }
 }

@@ -1,0 +1,187 @@
+#include "runtime/step_trace.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <string_view>
+#include <unordered_map>
+
+#include "serialization/file_util.h"
+
+namespace dflow {
+
+int CurrentThreadIndex() {
+  static std::atomic<int> next{0};
+  thread_local int index = next.fetch_add(1, std::memory_order_relaxed);
+  return index;
+}
+
+int64_t TraceClockNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+
+using nlohmann::json;
+
+// Where a slice landed in the file, for the flow arrows.
+struct Placed {
+  int pid = -1;
+  int tid = -1;
+  double ts = 0;  // a time inside the slice
+};
+
+constexpr int kRecvTrackBase = 100000;  // tids of the recv tracks: above any thread's
+
+json Metadata(const char* name, int pid, int tid, json args) {
+  json e = {{"ph", "M"}, {"name", name}, {"pid", pid}, {"args", std::move(args)}};
+  if (tid >= 0) e["tid"] = tid;
+  return e;
+}
+
+}  // namespace
+
+std::string ChromeTraceJson(const std::vector<StepTrace>& steps) {
+  int64_t t0 = std::numeric_limits<int64_t>::max();
+  for (const auto& step : steps) {
+    for (const auto& d : step.devices) {
+      for (const auto& n : d.nodes) {
+        if (n.span.start_ns >= 0) t0 = std::min(t0, n.span.start_ns);
+      }
+    }
+  }
+  auto micros = [&](int64_t ns) { return static_cast<double>(ns - t0) / 1000.0; };
+
+  json events = json::array();
+  std::map<std::string, int> pids;  // device -> pid, in order of appearance
+  struct Tracks {
+    std::map<int, int> thread_tid;  // executor thread -> tid
+    // Recv tracks by the time their last slice ended, earliest first.
+    std::priority_queue<std::pair<int64_t, int>, std::vector<std::pair<int64_t, int>>,
+                        std::greater<>>
+        recv_free;
+    int recv_tracks = 0;
+  };
+  std::vector<Tracks> tracks;
+  auto pid_of = [&](const std::string& device) {
+    auto [it, fresh] = pids.try_emplace(device, static_cast<int>(pids.size()));
+    if (fresh) {
+      tracks.emplace_back();
+      events.push_back(Metadata("process_name", it->second, -1, {{"name", device}}));
+      events.push_back(
+          Metadata("process_sort_index", it->second, -1, {{"sort_index", it->second}}));
+    }
+    return it->second;
+  };
+
+  int64_t flow_id = 0;
+  for (const auto& step : steps) {
+    // A Recv is ready as soon as the step starts; its slice shows the transfer, from its Send's
+    // start (when later) to the tensor's arrival.
+    std::unordered_map<std::string_view, int64_t> send_start;
+    for (const auto& d : step.devices) {
+      for (const auto& n : d.nodes) {
+        if (!n.transfer.empty() && !n.span.async) send_start[n.transfer] = n.span.start_ns;
+      }
+    }
+    // The step's Send and Recv slices by rendezvous key.
+    std::unordered_map<std::string_view, std::pair<Placed, Placed>> transfers;
+    for (const auto& d : step.devices) {
+      const int pid = pid_of(d.device);
+      struct Item {
+        const TracedNode* node;
+        int64_t start, end;
+      };
+      std::vector<Item> order;
+      for (const auto& n : d.nodes) {
+        if (n.span.start_ns < 0) continue;
+        int64_t start = n.span.start_ns;
+        if (n.span.async) {
+          if (auto it = send_start.find(n.transfer); it != send_start.end()) {
+            start = std::max(start, it->second);
+          }
+        }
+        order.push_back({&n, start, std::max(n.span.end_ns, start)});
+      }
+      // Recv tracks are packed in start order so that no two transfers overlap on one track.
+      std::sort(order.begin(), order.end(),
+                [](const Item& a, const Item& b) { return a.start < b.start; });
+      for (const auto& [n, start, end] : order) {
+        Tracks& t = tracks[pid];
+        int tid;
+        if (n->span.async) {
+          int lane;
+          if (!t.recv_free.empty() && t.recv_free.top().first <= start) {
+            lane = t.recv_free.top().second;
+            t.recv_free.pop();
+          } else {
+            lane = t.recv_tracks++;
+            tid = kRecvTrackBase + lane;
+            events.push_back(
+                Metadata("thread_name", pid, tid, {{"name", fmt::format("recv {}", lane)}}));
+            events.push_back(Metadata("thread_sort_index", pid, tid, {{"sort_index", tid}}));
+          }
+          t.recv_free.emplace(end, lane);
+          tid = kRecvTrackBase + lane;
+        } else {
+          auto [it, fresh] =
+              t.thread_tid.try_emplace(n->span.thread, static_cast<int>(t.thread_tid.size()) + 1);
+          tid = it->second;
+          if (fresh) {
+            events.push_back(Metadata("thread_name", pid, tid,
+                                      {{"name", fmt::format("thread {}", n->span.thread)}}));
+            events.push_back(Metadata("thread_sort_index", pid, tid, {{"sort_index", tid}}));
+          }
+        }
+        const double ts = micros(start);
+        const double dur = static_cast<double>(end - start) / 1000.0;
+        events.push_back({{"ph", "X"},
+                          {"name", n->name},
+                          {"cat", n->op},
+                          {"pid", pid},
+                          {"tid", tid},
+                          {"ts", ts},
+                          {"dur", dur},
+                          {"args", {{"op", n->op}, {"step", step.step}}}});
+        if (!n->transfer.empty()) {
+          auto& pair = transfers[n->transfer];
+          (n->span.async ? pair.second : pair.first) = Placed{pid, tid, ts + dur / 2};
+        }
+      }
+    }
+    for (const auto& [key, pair] : transfers) {
+      const auto& [send, recv] = pair;
+      if (send.pid < 0 || recv.pid < 0) continue;  // one side did not run (an aborted step)
+      ++flow_id;
+      events.push_back({{"ph", "s"},
+                        {"name", "tensor"},
+                        {"cat", "transfer"},
+                        {"id", flow_id},
+                        {"pid", send.pid},
+                        {"tid", send.tid},
+                        {"ts", send.ts}});
+      events.push_back({{"ph", "f"},
+                        {"bp", "e"},
+                        {"name", "tensor"},
+                        {"cat", "transfer"},
+                        {"id", flow_id},
+                        {"pid", recv.pid},
+                        {"tid", recv.tid},
+                        {"ts", recv.ts}});
+    }
+  }
+  json trace = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+  return trace.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Status WriteChromeTrace(const std::vector<StepTrace>& steps, const std::string& path) {
+  return serialization::WriteFileAtomically(path, ChromeTraceJson(steps));
+}
+
+}  // namespace dflow
