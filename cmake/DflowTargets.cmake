@@ -7,6 +7,18 @@ if(DFLOW_SANITIZE)
   add_compile_options(${DFLOW_SANITIZER_FLAGS})
   add_link_options(${DFLOW_SANITIZER_FLAGS})
 endif()
+# Fuzzing: every target gets libFuzzer's coverage instrumentation and ASan + UBSan; the fuzz
+# targets link libFuzzer itself (tests/fuzz/CMakeLists.txt).
+if(DFLOW_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "DFLOW_FUZZ needs clang (-DCMAKE_CXX_COMPILER=clang++), not "
+                        "${CMAKE_CXX_COMPILER_ID}")
+  endif()
+  set(DFLOW_FUZZ_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined
+                       -fno-omit-frame-pointer)
+  add_compile_options(${DFLOW_FUZZ_FLAGS} -fsanitize=fuzzer-no-link)
+  add_link_options(${DFLOW_FUZZ_FLAGS})
+endif()
 
 # dflow_library(NAME SOURCES ... DEPS ...): the library dflow_NAME, alias dflow::NAME.
 function(dflow_library name)

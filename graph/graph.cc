@@ -130,6 +130,7 @@ bool Allowed(const ArgDef& arg, DType d) {
 }
 // Bounds an attribute-counted output list, so a hostile graph cannot ask for billions of outputs.
 constexpr int64_t kMaxRepeatedOutputs = 1 << 16;
+constexpr int64_t kMaxElements = int64_t{1} << 48;  // per tensor
 
 std::string AllowedList(const ArgDef& arg) {
   std::string s;
@@ -260,6 +261,17 @@ Status Graph::CheckNode(Node& n, bool resolved) {
 
   InferenceContext ctx(*this, n, in_dtypes, in_shapes, n.output_dtypes_);
   RETURN_IF_ERROR(def->shape_fn(ctx));
+  // Sizes stay far from int64 overflow, whatever a file declares: later products (elements,
+  // bytes, a batch times the rest) are then safe.
+  for (size_t i = 0; i < ctx.output_shapes.size(); ++i) {
+    int64_t known = 1;
+    for (int64_t d : ctx.output_shapes[i].dims()) {
+      if (d >= 0 && (__builtin_mul_overflow(known, d, &known) || known > kMaxElements)) {
+        return InvalidArgument("{}output {} would have shape {}: more than 2^48 elements", prefix(),
+                               i, ctx.output_shapes[i]);
+      }
+    }
+  }
   n.output_shapes_ = std::move(ctx.output_shapes);
   return Status::OK();
 }

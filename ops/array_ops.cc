@@ -40,8 +40,8 @@ Status ReshapeShape(InferenceContext& c) {
     if (dims[i] == -1) {
       if (unknown >= 0) return c.Error("shape {} has more than one -1", *target);
       unknown = static_cast<int>(i);
-    } else {
-      known *= dims[i];
+    } else if (__builtin_mul_overflow(known, dims[i], &known)) {
+      return c.Error("shape {} has more elements than 64 bits count", *target);
     }
   }
   Shape out = *target;

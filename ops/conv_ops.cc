@@ -1,5 +1,7 @@
 #include "ops/conv_ops.h"
 
+#include <limits>
+
 #include "ops/array_ops.h"
 #include "ops/grad_util.h"
 #include "ops/math_ops.h"
@@ -10,13 +12,20 @@ namespace dflow::ops {
 namespace internal {
 namespace {
 
-// One spatial output size; -1 when the input size is unknown.
-int64_t OutSize(int64_t in, int64_t k, int64_t stride, int64_t pad_lo, int64_t pad_hi,
-                int64_t dilation) {
-  if (in < 0) return -1;
-  int64_t span = (k - 1) * dilation + 1;
-  int64_t padded = in + pad_lo + pad_hi;
-  return padded < span ? 0 : (padded - span) / stride + 1;
+// One spatial output size; -1 when the input size is unknown. Computed in 128 bits: attributes
+// from a file can be anything, and a size that does not fit is an error, not an overflow.
+Result<int64_t> OutSize(InferenceContext& c, int64_t in, int64_t k, int64_t stride, int64_t pad_lo,
+                        int64_t pad_hi, int64_t dilation) {
+  if (in < 0) return int64_t{-1};
+  if (k < 0) return int64_t{-1};
+  __int128 span = static_cast<__int128>(k - 1) * dilation + 1;
+  __int128 padded = static_cast<__int128>(in) + pad_lo + pad_hi;
+  __int128 out = padded < span ? 0 : (padded - span) / stride + 1;
+  if (out > std::numeric_limits<int64_t>::max()) {
+    return c.Error("the output size of a spatial dimension ({} padded by {} and {}) overflows", in,
+                   pad_lo, pad_hi);
+  }
+  return static_cast<int64_t>(out);
 }
 
 Status CheckList(InferenceContext& c, const char* name, const std::vector<int64_t>& v, size_t size,
@@ -64,9 +73,11 @@ Status Conv2DShape(InferenceContext& c) {
     return c.Error("input has {} channels but the filter {} expects {} ({} groups)", x[1], w,
                    w[1] * p.groups, p.groups);
   }
-  c.set_output(
-      0, Shape{x[0], w[0], OutSize(x[2], w[2], p.strides[0], p.pads[0], p.pads[2], p.dilations[0]),
-               OutSize(x[3], w[3], p.strides[1], p.pads[1], p.pads[3], p.dilations[1])});
+  ASSIGN_OR_RETURN(int64_t h,
+                   OutSize(c, x[2], w[2], p.strides[0], p.pads[0], p.pads[2], p.dilations[0]));
+  ASSIGN_OR_RETURN(int64_t wd,
+                   OutSize(c, x[3], w[3], p.strides[1], p.pads[1], p.pads[3], p.dilations[1]));
+  c.set_output(0, Shape{x[0], w[0], h, wd});
   return Status::OK();
 }
 
@@ -102,8 +113,9 @@ Status PoolShape(InferenceContext& c) {
     return Status::OK();
   }
   if (x.rank() != 4) return c.Error("input must be NCHW (rank 4), got {}", x);
-  c.set_output(0, Shape{x[0], x[1], OutSize(x[2], k[0], s[0], pads[0], pads[2], 1),
-                        OutSize(x[3], k[1], s[1], pads[1], pads[3], 1)});
+  ASSIGN_OR_RETURN(int64_t h, OutSize(c, x[2], k[0], s[0], pads[0], pads[2], 1));
+  ASSIGN_OR_RETURN(int64_t w, OutSize(c, x[3], k[1], s[1], pads[1], pads[3], 1));
+  c.set_output(0, Shape{x[0], x[1], h, w});
   return Status::OK();
 }
 

@@ -222,7 +222,8 @@ class Fuser {
     const Endpoint x = pool.inputs()[0];
     const Shape& xs = g_.node(x.node).output_shape(x.index);
     auto k = std::get<std::vector<int64_t>>(*pool.FindAttr("ksize"));
-    if (xs.unknown_rank() || xs.rank() != 4 || xs[2] < 0 || xs[3] < 0 || k[0] * k[1] > 256) {
+    if (xs.unknown_rank() || xs.rank() != 4 || xs[2] < 0 || xs[3] < 0 || k[0] > 256 || k[1] > 256 ||
+        k[0] * k[1] > 256) {
       return std::nullopt;
     }
     std::optional<int> grad;

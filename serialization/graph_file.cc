@@ -146,14 +146,10 @@ Result<AttrValue> DecodeAttr(const fb::Attr& a, const std::string& where) {
       return AttrValue(t);
     }
     case fb::AttrType::INT_LIST: {
-      std::vector<int64_t> v;
-      if (a.ints() != nullptr) v.assign(a.ints()->begin(), a.ints()->end());
-      return AttrValue(std::move(v));
+      return AttrValue(ScalarsOf(a.ints()));
     }
     case fb::AttrType::FLOAT_LIST: {
-      std::vector<double> v;
-      if (a.floats() != nullptr) v.assign(a.floats()->begin(), a.floats()->end());
-      return AttrValue(std::move(v));
+      return AttrValue(ScalarsOf(a.floats()));
     }
     case fb::AttrType::BOOL_LIST: {
       std::vector<bool> v;
@@ -203,7 +199,11 @@ Result<AttrValue> DecodeAttr(const fb::Attr& a, const std::string& where) {
   return InvalidArgument("{}: unknown attribute type {}", where, static_cast<int>(a.type()));
 }
 
+// JSON text: no FlatBuffers identifier, and '{' first after any white space.
 bool LooksLikeJson(std::string_view bytes) {
+  if (bytes.size() >= 8 && flatbuffers::BufferHasIdentifier(bytes.data(), fb::GraphIdentifier())) {
+    return false;
+  }
   for (char c : bytes) {
     if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
     return c == '{';
@@ -266,6 +266,10 @@ std::string EncodeGraph(const Graph& graph, const std::vector<std::string>& assi
 
 Result<Graph> DecodeGraph(std::string_view bytes, const std::string& source,
                           std::vector<std::string>* assigned) {
+  if (LooksLikeJson(bytes)) {
+    ASSIGN_OR_RETURN(std::string binary, GraphJsonToBytes(bytes, source));
+    return DecodeGraph(binary, source, assigned);
+  }
   ASSIGN_OR_RETURN(const fb::Graph* g, VerifiedGraph(bytes, source));
   Graph graph;
   int count = g->nodes() == nullptr ? 0 : static_cast<int>(g->nodes()->size());
@@ -341,9 +345,6 @@ Status SaveGraph(const Graph& graph, const std::string& path, const SaveGraphOpt
 
 Result<Graph> LoadGraph(const std::string& path, std::vector<std::string>* assigned) {
   ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
-  if (LooksLikeJson(bytes)) {
-    ASSIGN_OR_RETURN(bytes, GraphJsonToBytes(bytes, path));
-  }
   return DecodeGraph(bytes, path, assigned);
 }
 

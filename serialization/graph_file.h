@@ -35,7 +35,7 @@ Status SaveGraph(const Graph& graph, const std::string& path, const SaveGraphOpt
 // given, receives each node's assigned device ("" when none).
 Result<Graph> LoadGraph(const std::string& path, std::vector<std::string>* assigned = nullptr);
 
-// The same in memory. `source` names where the bytes came from, for messages.
+// The same in memory (either form). `source` names where the bytes came from, for messages.
 std::string EncodeGraph(const Graph& graph, const std::vector<std::string>& assigned = {});
 Result<Graph> DecodeGraph(std::string_view bytes, const std::string& source,
                           std::vector<std::string>* assigned = nullptr);

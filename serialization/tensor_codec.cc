@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "serialization/verified_root.h"
+
 namespace dflow::serialization {
 
 static_assert(static_cast<int>(fb::DType::MAX) + 1 == kNumDTypes,
@@ -28,7 +30,7 @@ Result<Shape> DecodeShape(const fb::Shape* s, const std::string& where) {
   if (s == nullptr) return InvalidArgument("{}: a shape is missing", where);
   if (s->unknown_rank()) return Shape::Unknown();
   if (s->dims() == nullptr) return Shape{};
-  std::vector<int64_t> dims(s->dims()->begin(), s->dims()->end());
+  std::vector<int64_t> dims = ScalarsOf(s->dims());
   auto shape = Shape::Make(dims);
   if (!shape.ok()) return shape.status().WithPrefix(where + ": ");
   return shape;

@@ -5,8 +5,11 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include <cstring>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 #include "graph/status.h"
 
@@ -35,6 +38,19 @@ Result<const Root*> VerifiedRoot(std::string_view bytes, const std::string& sour
                            root->version(), version);
   }
   return root;
+}
+
+// The values of a verified vector of 8-byte scalars (or any scalars), copied bytewise: the
+// verifier aligns a vector's length but not its 8-byte elements, which a hostile file can
+// misalign. Little-endian hosts only, as FlatBuffers' own accessors.
+template <typename T>
+std::vector<T> ScalarsOf(const flatbuffers::Vector<T>* v) {
+  static_assert(std::is_arithmetic_v<T>);
+  std::vector<T> out;
+  if (v == nullptr) return out;
+  out.resize(v->size());
+  if (!out.empty()) std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
+  return out;
 }
 
 }  // namespace dflow::serialization

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "ops/register.h"
@@ -108,7 +109,8 @@ int main(int argc, char** argv) {
                  "file, or printed");
   app.add_option("--target", targets, "NAME: run node NAME for its effects (an update, an init)");
   app.add_option("--devices", devices,
-                 "cpu:0,cpu:1,...: place the graph on several devices (default: one CPU)");
+                 "cpu:0,cpu:1,...: place the graph on several devices (default: the devices the "
+                 "graph's nodes request, or one CPU)");
   app.add_option("--placer", placer, "cost (the cost model) or simple (one device)")
       ->check(CLI::IsMember({"cost", "simple"}));
   app.add_option("--cost-file", cost_file, "Measured per-node seconds (JSON) for the placer");
@@ -162,6 +164,24 @@ int main(int argc, char** argv) {
   if (!devices.empty()) {
     std::stringstream list(devices);
     for (std::string d; std::getline(list, d, ',');) options.devices.push_back(d);
+  } else {
+    // Without --devices, the devices the graph's nodes request (a graph saved with devices
+    // pinned runs as it was built); one CPU when none are requested.
+    std::set<std::string> requested;
+    for (int v = 0; v < graph->num_nodes(); ++v) {
+      if (!graph->node(v).requested_device().empty()) {
+        requested.insert(graph->node(v).requested_device());
+      }
+    }
+    if (requested.size() > 1) {
+      options.devices.assign(requested.begin(), requested.end());
+      std::string list;
+      for (const auto& d : requested) list += (list.empty() ? "" : ",") + d;
+      std::fprintf(stderr, "devices (requested by the graph; --devices overrides): %s\n",
+                   list.c_str());
+    } else if (requested.size() == 1) {
+      options.device = *requested.begin();
+    }
   }
   options.placer.kind =
       placer == "simple" ? PlacerOptions::Kind::kSimple : PlacerOptions::Kind::kCost;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
@@ -49,6 +50,27 @@ inline Output Dense(const Scope& scope, Params& p, Output in, int64_t n_in, int6
 inline int Fail(const Status& s) {
   std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
   return 1;
+}
+
+// --save: adds one NoOp "init" that runs every node of `init_names` (initialisers, optimizer
+// slots; none for an inference graph), validates the scope's graph and writes it to `path`
+// (.dfg, or .json for the JSON form). Returns the graph's node count.
+inline Result<int> SaveGraphWithInit(const Scope& root, const std::vector<std::string>& init_names,
+                                     const std::string& path) {
+  if (!init_names.empty()) {
+    std::vector<Output> inits;
+    for (const auto& name : init_names) {
+      auto id = root.graph().FindNode(name);
+      if (!id) return NotFound("no initialiser '{}' in the graph", name);
+      inits.push_back(root.OutputOf(*id));
+    }
+    ops::NoOp(root.WithOpName("init").WithControlDependencies(inits));
+  }
+  RETURN_IF_ERROR(root.status());
+  Graph graph = root.graph();
+  RETURN_IF_ERROR(graph.Validate());
+  RETURN_IF_ERROR(serialization::SaveGraph(graph, path));
+  return graph.num_nodes();
 }
 
 // The command-line flags every training example takes.
@@ -144,22 +166,12 @@ inline int TrainClassifier(const Scope& root, Params& p, Output logits, Output l
   ops::Adam adam({.learning_rate = f.lr});
   auto step = adam.Minimize(root, loss, p.variables());
   if (!f.save_graph.empty()) {
-    // One "init" target runs every initialiser: the parameters' and the optimizer's slots.
-    std::vector<Output> inits;
     std::vector<std::string> names = adam.init_targets();
     for (const auto& t : p.init_targets()) names.push_back(t);
-    for (const auto& name : names) {
-      auto id = root.graph().FindNode(name);
-      if (id) inits.push_back(root.OutputOf(*id));
-    }
-    ops::NoOp(root.WithOpName("init").WithControlDependencies(inits));
-    if (!root.ok()) return Fail(root.status());
-    Graph graph = root.graph();
-    Status s = graph.Validate();
-    if (s.ok()) s = serialization::SaveGraph(graph, f.save_graph);
-    if (!s.ok()) return Fail(s);
+    auto nodes = SaveGraphWithInit(root, names, f.save_graph);
+    if (!nodes.ok()) return Fail(nodes.status());
     std::printf("saved the training graph (%d nodes; targets 'init' and '%s', loss '%s') to %s\n",
-                graph.num_nodes(), step.name().c_str(), loss.name().c_str(), f.save_graph.c_str());
+                *nodes, step.name().c_str(), loss.name().c_str(), f.save_graph.c_str());
     return 0;
   }
   auto train = LoadFashionMnist(true, f.data_dir);

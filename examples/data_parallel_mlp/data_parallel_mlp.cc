@@ -84,6 +84,19 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (flags.batch_size % 2 != 0) return Fail(InvalidArgument("--batch-size must be even"));
 
+  if (!flags.save_graph.empty()) {
+    // The replicated graph: replicas pinned to cpu:0 and cpu:1, the variables on cpu:0.
+    Model replicated(2, flags.lr, flags.seed);
+    auto nodes = examples::SaveGraphWithInit(replicated.root, replicated.params.init_targets(),
+                                             flags.save_graph);
+    if (!nodes.ok()) return Fail(nodes.status());
+    std::printf(
+        "saved the replicated training graph (%d nodes; feeds x0, labels0 on cpu:0 and x1, "
+        "labels1 on cpu:1; targets 'init' and '%s', loss '%s') to %s\n",
+        *nodes, replicated.step.c_str(), replicated.loss.c_str(), flags.save_graph.c_str());
+    return 0;
+  }
+
   auto train = LoadFashionMnist(true, flags.data_dir);
   if (!train.ok()) return Fail(train.status());
 

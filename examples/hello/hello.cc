@@ -1,18 +1,40 @@
-// y = relu(x·W + b), built with the builder API, run on the CPU and printed.
+// y = relu(x·W + b), built with the builder API, run on the CPU and printed. With --save FILE.dfg
+// it writes the graph instead, for dflow-run and dflow-dot.
+#include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
 #include "runtime/session.h"
+#include "serialization/graph_file.h"
 
 using namespace dflow;
 
-int main() {
+int main(int argc, char** argv) {
+  CLI::App app("Builds y = relu(x·W + b), runs it on the CPU and checks it against plain loops");
+  std::string save;
+  app.add_option("--save", save,
+                 "Write the graph to FILE.dfg (or .json) for dflow-run and dflow-dot, then exit");
+  CLI11_PARSE(app, argc, argv);
+
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 3});
   auto w = ops::Const(root.WithOpName("W"), std::vector<float>{1, -1, 0.5f, 2, 0, -2}, Shape{3, 2});
   auto b = ops::Const(root.WithOpName("b"), std::vector<float>{0.5f, -0.5f}, Shape{2});
   auto y = ops::Relu(root.WithOpName("y"), ops::BiasAdd(root, ops::MatMul(root, x, w), b));
+
+  if (!save.empty()) {
+    Graph graph = root.graph();
+    Status s = graph.Validate();
+    if (s.ok()) s = serialization::SaveGraph(graph, save);
+    if (!s.ok()) {
+      std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    std::printf("saved the graph (%d nodes; feed 'x' f32[?,3], fetch '%s') to %s\n",
+                graph.num_nodes(), y.name().c_str(), save.c_str());
+    return 0;
+  }
 
   auto session = Session::Create(root);
   if (!session.ok()) {

@@ -139,6 +139,23 @@ TEST_F(GraphTest, ShapeErrorNamesNode) {
   EXPECT_NE(g_.Validate().message().find("do not broadcast"), std::string::npos);
 }
 
+// Declared sizes far beyond any memory are refused before anything multiplies them.
+TEST_F(GraphTest, OutputsOfMoreThan2To48ElementsAreRefused) {
+  Add({.name = "huge",
+       .op = "Placeholder",
+       .attrs = {{"dtype", DType::kF32},
+                 {"shape", Shape{-1, int64_t{1} << 30, int64_t{1} << 30}}}});
+  ExpectInvalid({"huge"});
+  EXPECT_NE(g_.Validate().message().find("more than 2^48 elements"), std::string::npos);
+  Graph ok;
+  ASSERT_TRUE(ok.AddNode({.name = "big",
+                          .op = "Placeholder",
+                          .attrs = {{"dtype", DType::kF32},
+                                    {"shape", Shape{-1, int64_t{1} << 24, int64_t{1} << 24}}}})
+                  .ok());
+  EXPECT_TRUE(ok.Validate().ok());  // 2^48 exactly, with an unknown batch
+}
+
 TEST_F(GraphTest, ConsumersListsDataAndControlEdges) {
   Add(Const("a", Tensor::Scalar<float>(1)));
   Add({.name = "r", .op = "Relu", .inputs = {{"a", 0}}});

@@ -166,6 +166,12 @@ TEST(ConvTest, ShapeErrorsNameTheNode) {
   ops::Conv2D(r2.WithOpName("c2"), ops::Placeholder(r2, DType::kF32, Shape{1, 3, 8, 8}),
               ops::Placeholder(r2, DType::kF32, Shape{4, 3, 3, 3}), {.strides = {0, 1}});
   EXPECT_TRUE(MessageHas(r2.status(), {"node 'c2'", "'strides'"}));
+  // Sizes a file could declare that overflow 64 bits are errors, not wrapped numbers.
+  Scope big = Scope::NewRootScope();
+  ops::Conv2D(big.WithOpName("c3"), ops::Placeholder(big, DType::kF32, Shape{1, 3, 8, 8}),
+              ops::Placeholder(big, DType::kF32, Shape{4, 3, 3, 3}),
+              {.pads = {int64_t{1} << 62, 0, int64_t{1} << 62, 0}});
+  EXPECT_TRUE(MessageHas(big.status(), {"node 'c3'", "overflows"})) << big.status().ToString();
   Scope r3 = Scope::NewRootScope();
   ops::MaxPool(r3.WithOpName("p"), ops::Placeholder(r3, DType::kF32, Shape{1, 3, 8}));
   EXPECT_TRUE(MessageHas(r3.status(), {"node 'p' (MaxPool)", "rank 4"}));

@@ -108,9 +108,13 @@ TEST(DflowRunTest, TraceHasATrackPerDeviceAndSendRecvFlows) {
   ASSERT_TRUE(serialization::WriteNpy(Tensor::FromVector(testing::RandomFloats(64, 9), Shape{8, 8}),
                                       Temp("x8.npy"))
                   .ok());
-  Ran r = RunTool(graph + " --devices cpu:0,cpu:1 --feed x=" + Temp("x8.npy") +
-                  " --fetch y --steps 2 --trace " + trace);
+  // No --devices: the graph's requested devices are used, and said.
+  Ran r = RunTool(graph + " --feed x=" + Temp("x8.npy") + " --fetch y --steps 2 --trace " + trace);
   ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("devices (requested by the graph; --devices overrides): "
+                          "/device:CPU:0,/device:CPU:1"),
+            std::string::npos)
+      << r.output;
   auto text = serialization::ReadFile(trace);
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   nlohmann::json events = nlohmann::json::parse(*text).at("traceEvents");

@@ -1,0 +1,127 @@
+// Writes the seed corpus of the fuzz targets: valid graph files (binary and JSON, a training
+// graph, a convolution, assigned devices), checkpoints and .npy arrays of every dtype.
+//
+//   fuzz_seeds DIR   # fills DIR/graph, DIR/checkpoint and DIR/npy
+#include <cstdio>
+#include <filesystem>
+
+#include "ops/array_ops.h"
+#include "ops/conv_ops.h"
+#include "ops/initializers.h"
+#include "ops/math_ops.h"
+#include "ops/nn_ops.h"
+#include "ops/optimizers.h"
+#include "ops/register.h"
+#include "ops/unary_ops.h"
+#include "serialization/checkpoint_file.h"
+#include "serialization/file_util.h"
+#include "serialization/graph_file.h"
+#include "serialization/npy.h"
+
+using namespace dflow;
+
+namespace {
+
+Status Write(const std::filesystem::path& path, const std::string& bytes) {
+  return serialization::WriteFileAtomically(path.string(), bytes);
+}
+
+// A tensor of `dtype` with varied bytes (booleans 0 or 1).
+Tensor Filled(DType dtype, const Shape& shape) {
+  Tensor t(dtype, shape);
+  auto* p = static_cast<uint8_t*>(t.raw_data());
+  for (size_t i = 0; i < t.num_bytes(); ++i) {
+    p[i] = static_cast<uint8_t>(dtype == DType::kBool ? i % 2 : 3 + 11 * i);
+  }
+  return t;
+}
+
+Result<Graph> TrainingGraph() {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 8});
+  auto labels = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
+  auto w1 = ops::InitializedVariable(root.WithOpName("w1"), Shape{8, 16},
+                                     ops::Initializer::GlorotUniform(1));
+  auto b1 = ops::InitializedVariable(root.WithOpName("b1"), Shape{16}, ops::Initializer::Zeros());
+  auto w2 = ops::InitializedVariable(root.WithOpName("w2"), Shape{16, 3},
+                                     ops::Initializer::GlorotUniform(2));
+  auto h = ops::Relu(root, ops::BiasAdd(root, ops::MatMul(root, x, w1.var), b1.var));
+  auto logits = ops::MatMul(root.WithDevice("cpu:1"), h, w2.var);
+  auto loss = ops::ReduceMean(root.WithOpName("loss"),
+                              ops::SparseSoftmaxCrossEntropyWithLogits(root, logits, labels).loss);
+  ops::Adam adam({.learning_rate = 1e-3});
+  adam.Minimize(root.WithOpName("train"), loss, {w1.var, b1.var, w2.var});
+  RETURN_IF_ERROR(root.status());
+  Graph g = root.graph();
+  RETURN_IF_ERROR(g.Validate());
+  return g;
+}
+
+Result<Graph> ConvGraph() {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 1, 8, 8});
+  auto w =
+      ops::Const(root.WithOpName("w"), std::vector<float>(2 * 1 * 3 * 3, 0.5f), Shape{2, 1, 3, 3});
+  auto c = ops::Conv2D(root.WithOpName("conv"), x, w, {.pads = {1, 1, 1, 1}});
+  auto p = ops::MaxPool(root.WithOpName("pool"), ops::Relu(root, c));
+  ops::Reshape(root.WithOpName("flat"), p, {-1, 32});
+  RETURN_IF_ERROR(root.status());
+  Graph g = root.graph();
+  RETURN_IF_ERROR(g.Validate());
+  return g;
+}
+
+Status WriteSeeds(const std::filesystem::path& dir) {
+  for (const char* sub : {"graph", "checkpoint", "npy"}) {
+    std::filesystem::create_directories(dir / sub);
+  }
+  ASSIGN_OR_RETURN(Graph training, TrainingGraph());
+  ASSIGN_OR_RETURN(Graph conv, ConvGraph());
+  std::vector<std::string> assigned(conv.num_nodes(), "/job:localhost/task:0/device:CPU:0");
+  assigned.back() = "/job:localhost/task:0/device:CPU:1";
+  RETURN_IF_ERROR(Write(dir / "graph/training.dfg", serialization::EncodeGraph(training)));
+  ASSIGN_OR_RETURN(std::string json,
+                   serialization::GraphBytesToJson(serialization::EncodeGraph(conv), "conv"));
+  RETURN_IF_ERROR(Write(dir / "graph/conv.json", json));
+  RETURN_IF_ERROR(
+      Write(dir / "graph/conv_assigned.dfg", serialization::EncodeGraph(conv, assigned)));
+  RETURN_IF_ERROR(Write(dir / "graph/empty.dfg", serialization::EncodeGraph(Graph())));
+
+  std::map<std::string, Tensor> vars = {
+      {"w", Filled(DType::kF32, Shape{3, 2})},  {"step", Filled(DType::kI64, Shape{})},
+      {"mask", Filled(DType::kBool, Shape{4})}, {"q", Filled(DType::kU8, Shape{2, 2, 2})},
+      {"h", Filled(DType::kBF16, Shape{3})},    {"e", Filled(DType::kF64, Shape{0, 4})}};
+  RETURN_IF_ERROR(Write(dir / "checkpoint/vars.dfckpt", serialization::EncodeCheckpoint(vars)));
+  RETURN_IF_ERROR(Write(dir / "checkpoint/empty.dfckpt", serialization::EncodeCheckpoint({})));
+
+  struct Array {
+    const char* name;
+    DType dtype;
+    Shape shape;
+  };
+  for (const Array& a :
+       {Array{"f32", DType::kF32, Shape{2, 3}}, Array{"f64", DType::kF64, Shape{}},
+        Array{"i32", DType::kI32, Shape{0}}, Array{"i64", DType::kI64, Shape{5}},
+        Array{"u8", DType::kU8, Shape{2, 2, 2}}, Array{"bool", DType::kBool, Shape{3}},
+        Array{"f16", DType::kF16, Shape{4}}}) {
+    auto bytes = serialization::EncodeNpy(Filled(a.dtype, a.shape));
+    if (!bytes.ok()) continue;  // a dtype NumPy has no name for
+    RETURN_IF_ERROR(Write(dir / "npy" / (std::string(a.name) + ".npy"), *bytes));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  ops::RegisterStandardOps();
+  if (Status s = WriteSeeds(argv[1]); !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

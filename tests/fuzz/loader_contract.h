@@ -1,0 +1,79 @@
+// What every file loader promises on any bytes, checked by the fuzz targets (tests/fuzz) and by
+// the regression corpus test (tests/serialization/fuzz_regressions_test.cc): either a value
+// that encodes and decodes back to the same bytes, or an InvalidArgument that names the source.
+// Each check returns "" when the promise holds, else what broke.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "serialization/checkpoint_file.h"
+#include "serialization/graph_file.h"
+#include "serialization/npy.h"
+
+namespace dflow::fuzz {
+
+inline std::string RefusalProblem(const Status& s, const std::string& source) {
+  if (s.code() != StatusCode::kInvalidArgument) return "not an InvalidArgument: " + s.ToString();
+  if (s.message().find(source) == std::string::npos) {
+    return "the message does not name '" + source + "': " + s.ToString();
+  }
+  return "";
+}
+
+// A graph file in either form (what LoadGraph runs on a file's bytes).
+inline std::string GraphFileProblem(std::string_view bytes) {
+  const std::string source = "fuzz-input.dfg";
+  std::vector<std::string> assigned;
+  auto graph = serialization::DecodeGraph(bytes, source, &assigned);
+  if (!graph.ok()) return RefusalProblem(graph.status(), source);
+  if (assigned.size() != static_cast<size_t>(graph->num_nodes())) {
+    return "assigned devices do not match the nodes";
+  }
+  const std::string encoded = serialization::EncodeGraph(*graph, assigned);
+  std::vector<std::string> assigned_again;
+  auto again = serialization::DecodeGraph(encoded, "re-encoded", &assigned_again);
+  if (!again.ok()) return "a loaded graph does not load again: " + again.status().ToString();
+  if (assigned_again != assigned) return "assigned devices changed in a round trip";
+  if (serialization::EncodeGraph(*again, assigned_again) != encoded) {
+    return "a loaded graph does not round-trip to the same bytes";
+  }
+  return "";
+}
+
+inline std::string CheckpointProblem(std::string_view bytes) {
+  const std::string source = "fuzz-input.dfckpt";
+  auto vars = serialization::DecodeCheckpoint(bytes, source);
+  if (!vars.ok()) return RefusalProblem(vars.status(), source);
+  unsigned sum = 0;
+  for (const auto& [name, t] : *vars) {
+    const auto* p = static_cast<const uint8_t*>(t.raw_data());
+    for (size_t i = 0; i < t.num_bytes(); ++i) sum += p[i];  // ASan checks every byte
+  }
+  const std::string encoded = serialization::EncodeCheckpoint(*vars);
+  auto again = serialization::DecodeCheckpoint(encoded, "re-encoded");
+  if (!again.ok()) return "a loaded checkpoint does not load again: " + again.status().ToString();
+  if (serialization::EncodeCheckpoint(*again) != encoded) {
+    return "a loaded checkpoint does not round-trip to the same bytes";
+  }
+  volatile unsigned sink = sum;  // keeps the reads
+  (void)sink;
+  return "";
+}
+
+inline std::string NpyProblem(std::string_view bytes) {
+  const std::string source = "fuzz-input.npy";
+  auto t = serialization::DecodeNpy(bytes, source);
+  if (!t.ok()) return RefusalProblem(t.status(), source);
+  auto encoded = serialization::EncodeNpy(*t);
+  if (!encoded.ok()) return "a loaded array does not encode: " + encoded.status().ToString();
+  auto again = serialization::DecodeNpy(*encoded, "re-encoded");
+  if (!again.ok()) return "an encoded array does not load: " + again.status().ToString();
+  auto encoded_again = serialization::EncodeNpy(*again);
+  if (!encoded_again.ok() || *encoded_again != *encoded) {
+    return "a loaded array does not round-trip to the same bytes";
+  }
+  return "";
+}
+
+}  // namespace dflow::fuzz
