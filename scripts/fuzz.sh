@@ -4,6 +4,8 @@
 #
 #   scripts/fuzz.sh [SECONDS]      # per target; default 60
 #   FUZZ_TARGETS="npy" scripts/fuzz.sh 30
+#   scripts/fuzz.sh --check        # no fuzzing: build, then run the seeds and the kept
+#                                  # regressions once (what scripts/test.sh does)
 #
 # Builds tests/fuzz with clang, ASan and UBSan in build-fuzz/, writes the seed corpus, then runs
 # each target on its corpus (build-fuzz/corpus/, kept between runs so coverage accumulates).
@@ -13,9 +15,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
+check=0
+if [ "$seconds" = "--check" ]; then check=1; seconds=0; fi
 targets=${FUZZ_TARGETS:-"graph_file checkpoint_file npy"}
-if ! [[ "$seconds" =~ ^[1-9][0-9]*$ ]]; then
-  echo "fuzz: SECONDS must be a positive integer, not '$seconds'" >&2
+if [ $check = 0 ] && ! [[ "$seconds" =~ ^[1-9][0-9]*$ ]]; then
+  echo "fuzz: SECONDS must be a positive integer or --check, not '$seconds'" >&2
   exit 2
 fi
 if ! command -v clang++ >/dev/null; then
@@ -28,7 +32,8 @@ cmake -S . -B "$out" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=De
   -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DDFLOW_FUZZ=ON -DDFLOW_WITH_CUDA=OFF -DDFLOW_WITH_UCX=OFF \
   -DDFLOW_BUILD_TESTS=OFF -DDFLOW_BUILD_BENCH=OFF -DDFLOW_BUILD_EXAMPLES=OFF >"$out.configure.log" \
   || { cat "$out.configure.log" >&2; exit 1; }
-cmake --build "$out" -j "$(nproc)" --target fuzzers
+cmake --build "$out" -j "$(nproc)" --target fuzzers >"$out.build.log" \
+  || { tail -40 "$out.build.log" >&2; exit 1; }
 
 rm -rf "$out/seeds"
 "$out/bin/fuzz_seeds" "$out/seeds"
@@ -44,6 +49,22 @@ for t in $targets; do
   corpus="$out/corpus/$t"
   mkdir -p "$corpus"
   log="$out/$t.log"
+  # Inputs that once broke this target (tests/serialization/fuzz_regressions/<target>-*).
+  kept=(tests/serialization/fuzz_regressions/"$t"-*)
+  [ -e "${kept[0]}" ] || kept=()
+  if [ $check = 1 ]; then
+    if ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      "$out/bin/${t}_fuzzer" -malloc_limit_mb=1024 "$out/seeds/${seeds[$t]}"/* "${kept[@]}" \
+      >"$log" 2>&1; then
+      echo "fuzz $t: checked $(ls "$out/seeds/${seeds[$t]}" | wc -l) seeds and ${#kept[@]} kept inputs"
+    else
+      status=1
+      echo "fuzz $t: FAILED on a seed or kept input (log: $log)" >&2
+      grep -E "ERROR|contract broken|runtime error" "$log" | head -5 >&2 || tail -20 "$log" >&2
+    fi
+    continue
+  fi
+  for f in "${kept[@]}"; do cp -n "$f" "$corpus/"; done
   echo "fuzz $t: ${seconds}s (log: $log)"
   if ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -55,7 +76,9 @@ for t in $targets; do
   else
     status=1
     echo "fuzz $t: FAILED; the input is in $out/crashes/:" >&2
-    grep -E "ERROR|contract broken|Test unit written" "$log" | head -5 >&2 || tail -20 "$log" >&2
+    grep -E "ERROR|contract broken|runtime error|Test unit written" "$log" | head -5 >&2 \
+      || tail -20 "$log" >&2
+    echo "fuzz $t: after the fix, keep the input as tests/serialization/fuzz_regressions/$t-..." >&2
   fi
 done
 exit $status

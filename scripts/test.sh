@@ -17,3 +17,9 @@ if [ "${DFLOW_SKIP_SANITIZE:-0}" != "1" ]; then
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --output-on-failure -j "$jobs")
 fi
+
+# The fuzz targets build with clang and keep their contract on the seeds and on every input
+# that once broke them (scripts/fuzz.sh fuzzes for real; skip this with DFLOW_SKIP_FUZZ=1).
+if [ "${DFLOW_SKIP_FUZZ:-0}" != "1" ]; then
+  scripts/fuzz.sh --check
+fi
