@@ -55,24 +55,24 @@ template Result<std::vector<Shape>> Node::GetAttr(std::string_view) const;
 
 Result<int> Graph::AddNode(NodeDef def) {
   if (def.name.empty()) return InvalidArgument("a node of op '{}' has an empty name", def.op);
-  if (by_name_.count(def.name)) {
+  const int id = num_nodes();
+  auto name_of = [this](int i) { return NameOf(i); };
+  if (by_name_.Insert(def.name, id, name_of) >= 0) {
     return InvalidArgument("duplicate node name '{}' (op {}): names must be unique", def.name,
                            def.op);
   }
-  Node n;
-  n.id_ = num_nodes();
+  Node& n = nodes_.emplace_back();
+  n.id_ = id;
   n.def_ = std::move(def);
-  by_name_.emplace(n.def_.name, n.id_);
-  nodes_.push_back(std::move(n));
   validated_ = false;
-  return nodes_.back().id_;
+  return id;
 }
 
 Result<int> Graph::AddNodeChecked(NodeDef def) {
   ASSIGN_OR_RETURN(int id, AddNode(std::move(def)));
   Status s = CheckNode(nodes_[id]);
   if (!s.ok()) {
-    by_name_.erase(nodes_[id].name());
+    by_name_.Erase(nodes_[id].name(), [this](int i) { return NameOf(i); });
     nodes_.pop_back();
     return s;
   }
@@ -94,9 +94,9 @@ void Graph::SetColocationGroup(int node, std::string group) {
 }
 
 std::optional<int> Graph::FindNode(std::string_view name) const {
-  auto it = by_name_.find(name);
-  if (it == by_name_.end()) return std::nullopt;
-  return it->second;
+  int id = by_name_.Find(name, [this](int i) { return NameOf(i); });
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
 Status Graph::ResolveInputs(Node& n) {

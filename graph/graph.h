@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "graph/attr_value.h"
+#include "graph/huge_page_allocator.h"
+#include "graph/name_index.h"
 #include "graph/op_registry.h"
 #include "graph/status.h"
 
@@ -87,7 +89,7 @@ class Graph {
   // Room for n nodes without reallocating (for code that builds large graphs).
   void Reserve(int n) {
     nodes_.reserve(n);
-    by_name_.reserve(n);
+    by_name_.Reserve(n);
   }
   // Adds a node. InvalidArgument when the name is empty or already used. Inputs may name nodes
   // not yet added; Validate resolves them.
@@ -123,13 +125,9 @@ class Graph {
   Status FindCycle() const;
 
   const OpRegistry* registry_;
-  std::vector<Node> nodes_;
-  // Transparent, so lookups by string_view allocate nothing.
-  struct NameHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::unordered_map<std::string, int, NameHash, std::equal_to<>> by_name_;
+  std::vector<Node, HugePageAllocator<Node>> nodes_;  // large graphs fill it at 2 MiB a fault
+  NameIndex by_name_;
+  std::string_view NameOf(int id) const { return nodes_[id].name(); }
   std::vector<int> topo_order_;
   bool validated_ = false;
 };

@@ -123,7 +123,7 @@ flatbuffers::Offset<fb::Attr> EncodeAttr(Builder& b, const std::string& name,
   return a.Finish();
 }
 
-Result<AttrValue> DecodeAttr(const fb::Attr& a, const std::string& where) {
+Result<AttrValue> DecodeAttr(const fb::Attr& a, const Where& where) {
   switch (a.type()) {
     case fb::AttrType::INT:
       return AttrValue(a.i());
@@ -196,7 +196,7 @@ Result<AttrValue> DecodeAttr(const fb::Attr& a, const std::string& where) {
       return AttrValue(std::move(v));
     }
   }
-  return InvalidArgument("{}: unknown attribute type {}", where, static_cast<int>(a.type()));
+  return InvalidArgument("{}: unknown attribute type {}", where.str(), static_cast<int>(a.type()));
 }
 
 // JSON text: no FlatBuffers identifier, and '{' first after any white space.
@@ -277,14 +277,16 @@ Result<Graph> DecodeGraph(std::string_view bytes, const std::string& source,
   if (assigned != nullptr) assigned->assign(count, "");
   for (int i = 0; i < count; ++i) {
     const fb::Node* n = g->nodes()->Get(i);
-    std::string where = fmt::format("graph file '{}': node '{}'", source, n->name()->str());
+    auto where = [&] {
+      return fmt::format("graph file '{}': node '{}'", source, n->name()->str());
+    };
     NodeDef def;
     def.name = n->name()->str();
     def.op = n->op()->str();
     if (n->inputs() != nullptr) {
       for (const auto* in : *n->inputs()) {
         auto ref = ParseInputRef(in->string_view());
-        if (!ref.ok()) return ref.status().WithPrefix(where + ": ");
+        if (!ref.ok()) return ref.status().WithPrefix(where() + ": ");
         def.inputs.push_back(*ref);
       }
     }
@@ -294,10 +296,12 @@ Result<Graph> DecodeGraph(std::string_view bytes, const std::string& source,
     if (n->attrs() != nullptr) {
       def.attrs.reserve(n->attrs()->size());
       for (const fb::Attr* a : *n->attrs()) {
-        std::string attr_where = fmt::format("{}: attribute '{}'", where, a->name()->str());
+        auto attr_where = [&] {
+          return fmt::format("{}: attribute '{}'", where(), a->name()->str());
+        };
         ASSIGN_OR_RETURN(AttrValue v, DecodeAttr(*a, attr_where));
         if (!def.attrs.emplace(a->name()->string_view(), std::move(v)).second) {
-          return InvalidArgument("{}: attribute '{}' given twice", where, a->name()->str());
+          return InvalidArgument("{}: attribute '{}' given twice", where(), a->name()->str());
         }
       }
     }

@@ -7,6 +7,7 @@
 
 #include "graph/tensor.h"
 #include "serialization/schema/common_generated.h"
+#include "serialization/where.h"
 
 namespace dflow::serialization {
 
@@ -14,9 +15,10 @@ flatbuffers::Offset<fb::Shape> EncodeShape(flatbuffers::FlatBufferBuilder& b, co
 // REQUIRES: t is valid and host-accessible.
 flatbuffers::Offset<fb::Tensor> EncodeTensor(flatbuffers::FlatBufferBuilder& b, const Tensor& t);
 
-// Errors are InvalidArgument "<where>: ..." (where names the file and the node or variable).
-Result<DType> DecodeDType(fb::DType d, const std::string& where);
-Result<Shape> DecodeShape(const fb::Shape* s, const std::string& where);
-Result<Tensor> DecodeTensor(const fb::Tensor* t, const std::string& where);
+// Errors are InvalidArgument "<where>: ..." (where names the file and the node or variable; it
+// is formatted only on error).
+Result<DType> DecodeDType(fb::DType d, const Where& where);
+Result<Shape> DecodeShape(const fb::Shape* s, const Where& where);
+Result<Tensor> DecodeTensor(const fb::Tensor* t, const Where& where);
 
 }  // namespace dflow::serialization
