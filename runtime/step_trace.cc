@@ -61,7 +61,7 @@ std::string ChromeTraceJson(const std::vector<StepTrace>& steps) {
   json events = json::array();
   std::map<std::string, int> pids;  // device -> pid, in order of appearance
   struct Tracks {
-    std::map<int, int> thread_tid;  // executor thread -> tid
+    int thread_tracks = 0;
     // Recv tracks by the time their last slice ended, earliest first.
     std::priority_queue<std::pair<int64_t, int>, std::vector<std::pair<int64_t, int>>,
                         std::greater<>>
@@ -112,6 +112,9 @@ std::string ChromeTraceJson(const std::vector<StepTrace>& steps) {
       // Recv tracks are packed in start order so that no two transfers overlap on one track.
       std::sort(order.begin(), order.end(),
                 [](const Item& a, const Item& b) { return a.start < b.start; });
+      // A device's threads are numbered per step in the order they started work: a step's
+      // runner thread is a new OS thread each step, and it keeps one track across steps.
+      std::map<int, int> thread_tid;
       for (const auto& [n, start, end] : order) {
         Tracks& t = tracks[pid];
         int tid;
@@ -131,11 +134,12 @@ std::string ChromeTraceJson(const std::vector<StepTrace>& steps) {
           tid = kRecvTrackBase + lane;
         } else {
           auto [it, fresh] =
-              t.thread_tid.try_emplace(n->span.thread, static_cast<int>(t.thread_tid.size()) + 1);
+              thread_tid.try_emplace(n->span.thread, static_cast<int>(thread_tid.size()) + 1);
           tid = it->second;
-          if (fresh) {
-            events.push_back(Metadata("thread_name", pid, tid,
-                                      {{"name", fmt::format("thread {}", n->span.thread)}}));
+          if (tid > t.thread_tracks) {
+            t.thread_tracks = tid;
+            events.push_back(
+                Metadata("thread_name", pid, tid, {{"name", fmt::format("thread {}", tid - 1)}}));
             events.push_back(Metadata("thread_sort_index", pid, tid, {{"sort_index", tid}}));
           }
         }

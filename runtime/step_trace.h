@@ -5,8 +5,9 @@
 //   session->Run(feeds, fetches, targets, {.trace = &trace});
 //   WriteChromeTrace({trace}, "step.json");  // open in ui.perfetto.dev or chrome://tracing
 //
-// The file has one process per device (named by the device), one thread track per executor
-// thread that ran nodes there, a slice per node (named by the node, its op as the category),
+// The file has one process per device (named by the device), thread tracks for the executor
+// threads that ran nodes there (numbered per step in the order they started: steps traced one
+// after another share tracks), a slice per node (named by the node, its op as the category),
 // and a flow arrow from each Send to the Recv that received its tensor. A Recv's slice shows the
 // transfer: from its Send's start (or its own, when later) until its tensor arrived. Recvs
 // waiting at the same time go on separate "recv" tracks, so slices never overlap on a track.
