@@ -2,6 +2,7 @@
 
 #include <flatbuffers/idl.h>
 
+#include "graph/huge_page_allocator.h"
 #include "serialization/file_util.h"
 #include "serialization/schema/graph_generated.h"
 #include "serialization/schema_text.h"
@@ -15,6 +16,16 @@ static_assert(static_cast<int>(fb::AttrType::MAX) == static_cast<int>(AttrType::
               "schema/graph.fbs AttrType must list dflow::AttrType in order");
 
 using Builder = flatbuffers::FlatBufferBuilder;
+
+// The builder's buffer of a large graph (about 100 bytes a node) on transparent huge pages.
+class HugePageBufferAllocator : public flatbuffers::Allocator {
+ public:
+  uint8_t* allocate(size_t size) override { return pages_.allocate(size); }
+  void deallocate(uint8_t* p, size_t size) override { pages_.deallocate(p, size); }
+
+ private:
+  HugePageAllocator<uint8_t> pages_;
+};
 
 flatbuffers::Offset<fb::Attr> EncodeAttr(Builder& b, const std::string& name,
                                          const AttrValue& value) {
@@ -227,10 +238,8 @@ Result<const fb::Graph*> VerifiedGraph(std::string_view bytes, const std::string
                                  kGraphFormatVersion);
 }
 
-}  // namespace
-
-std::string EncodeGraph(const Graph& graph, const std::vector<std::string>& assigned) {
-  Builder b(1024 + static_cast<size_t>(graph.num_nodes()) * 128);
+// Encodes into `b` (finished).
+void EncodeGraphInto(Builder& b, const Graph& graph, const std::vector<std::string>& assigned) {
   std::vector<flatbuffers::Offset<fb::Node>> nodes;
   nodes.reserve(graph.num_nodes());
   std::vector<flatbuffers::Offset<flatbuffers::String>> strings;
@@ -261,6 +270,19 @@ std::string EncodeGraph(const Graph& graph, const std::vector<std::string>& assi
   }
   auto node_vec = b.CreateVector(nodes);
   b.Finish(fb::CreateGraph(b, kGraphFormatVersion, node_vec), fb::GraphIdentifier());
+}
+
+// About 100 bytes a node; the builder grows if not.
+size_t InitialBufferBytes(const Graph& graph) {
+  return 1024 + static_cast<size_t>(graph.num_nodes()) * 112;
+}
+
+}  // namespace
+
+std::string EncodeGraph(const Graph& graph, const std::vector<std::string>& assigned) {
+  HugePageBufferAllocator pages;
+  Builder b(InitialBufferBytes(graph), &pages);
+  EncodeGraphInto(b, graph, assigned);
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
 }
 
@@ -339,12 +361,16 @@ Result<std::string> GraphJsonToBytes(std::string_view json, const std::string& s
 }
 
 Status SaveGraph(const Graph& graph, const std::string& path, const SaveGraphOptions& options) {
-  std::string bytes = EncodeGraph(graph, options.assigned_devices);
+  HugePageBufferAllocator pages;
+  Builder b(InitialBufferBytes(graph), &pages);
+  EncodeGraphInto(b, graph, options.assigned_devices);
+  std::string_view bytes(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
   bool json = options.json || (path.size() >= 5 && path.substr(path.size() - 5) == ".json");
   if (json) {
-    ASSIGN_OR_RETURN(bytes, GraphBytesToJson(bytes, path));
+    ASSIGN_OR_RETURN(std::string text, GraphBytesToJson(bytes, path));
+    return WriteFileAtomically(path, text);
   }
-  return WriteFileAtomically(path, bytes);
+  return WriteFileAtomically(path, bytes);  // straight from the builder: no copy
 }
 
 Result<Graph> LoadGraph(const std::string& path, std::vector<std::string>* assigned) {
