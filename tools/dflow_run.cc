@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
   std::string graph_path, devices, placer = "cost", cost_file, restore, save, trace_path;
   std::vector<std::string> feed_args, fetch_args, targets;
   int steps = 1;
-  bool log_placement = false;
+  bool log_placement = false, fixed_costs = false;
   app.add_option("graph", graph_path, "The graph file")->required();
   app.add_option("--feed", feed_args, "NAME=FILE.npy: feed placeholder NAME from a .npy file");
   app.add_option("--fetch", fetch_args,
@@ -113,6 +113,9 @@ int main(int argc, char** argv) {
                  "graph's nodes request, or one CPU)");
   app.add_option("--placer", placer, "cost (the cost model) or simple (one device)")
       ->check(CLI::IsMember({"cost", "simple"}));
+  app.add_flag("--fixed-costs", fixed_costs,
+               "Give the placer fixed device figures instead of measuring this machine (about "
+               "0.1 s): the same graph is then placed the same way on every run and machine");
   app.add_option("--cost-file", cost_file, "Measured per-node seconds (JSON) for the placer");
   app.add_option("--steps", steps, "Run the step N times and print time statistics")
       ->check(CLI::PositiveNumber);
@@ -186,6 +189,7 @@ int main(int argc, char** argv) {
   options.placer.kind =
       placer == "simple" ? PlacerOptions::Kind::kSimple : PlacerOptions::Kind::kCost;
   options.cost_file = cost_file;
+  options.calibrate_devices = !fixed_costs;
   options.log_placement = log_placement;
   auto session = Session::Create(std::move(*graph), options);
   if (!session.ok()) return Fail(session.status(), kRunError);

@@ -179,8 +179,9 @@ TEST(DflowRunTest, ExitCodesAndErrorLines) {
   }
   Ran help = RunTool("--help");
   EXPECT_EQ(help.code, 0);
-  for (const char* flag : {"--feed", "--fetch", "--target", "--devices", "--placer", "--cost-file",
-                           "--steps", "--restore", "--save", "--trace", "--log-placement"}) {
+  for (const char* flag :
+       {"--feed", "--fetch", "--target", "--devices", "--placer", "--cost-file", "--steps",
+        "--restore", "--save", "--trace", "--log-placement", "--fixed-costs"}) {
     EXPECT_NE(help.output.find(flag), std::string::npos) << flag;
   }
 }
