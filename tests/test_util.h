@@ -22,6 +22,13 @@ inline std::vector<Tensor> RunScope(const Scope& scope, const Session::Feeds& fe
   return out.ok() ? *out : std::vector<Tensor>{};
 }
 
+// Session options for n virtual CPU devices cpu:0 .. cpu:n-1.
+inline SessionOptions Devices(int n) {
+  SessionOptions o;
+  for (int i = 0; i < n; ++i) o.devices.push_back("cpu:" + std::to_string(i));
+  return o;
+}
+
 // Uniform values in [lo, hi) from a fixed seed.
 inline std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
   std::mt19937 gen(seed);

@@ -20,14 +20,9 @@
 namespace dflow {
 namespace {
 
+using testing::Devices;
 using testing::MessageHas;
 using testing::RandomFloats;
-
-SessionOptions Devices(int n) {
-  SessionOptions o;
-  for (int i = 0; i < n; ++i) o.devices.push_back("cpu:" + std::to_string(i));
-  return o;
-}
 
 // The scope's graph without device requests: the single-device reference runs it.
 Graph Unpinned(const Scope& root) {

@@ -22,13 +22,8 @@ namespace dflow {
 namespace {
 
 using nlohmann::json;
+using testing::Devices;
 using testing::MessageHas;
-
-SessionOptions Devices(int n) {
-  SessionOptions o;
-  for (int i = 0; i < n; ++i) o.devices.push_back("cpu:" + std::to_string(i));
-  return o;
-}
 
 // x -> MatMul (cpu:0) -> Tanh, Sigmoid (cpu:1) -> Add (cpu:1) -> Neg (cpu:0): tensors cross
 // both ways.
