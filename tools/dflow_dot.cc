@@ -20,6 +20,7 @@
 #include "runtime/session.h"
 #include "serialization/file_util.h"
 #include "serialization/graph_file.h"
+#include "tools/placement_flags.h"
 
 using namespace dflow;
 
@@ -65,15 +66,11 @@ constexpr const char* kColours[] = {"#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f",
 
 int main(int argc, char** argv) {
   CLI::App app("Draws a dflow graph file and its placement with Graphviz");
-  std::string graph_path, devices, placer = "cost", out;
-  bool collapse = false, fixed_costs = false;
+  std::string graph_path, out;
+  tools::PlacementFlags placement;
+  bool collapse = false;
   app.add_option("graph", graph_path, "The graph file (.dfg, or its JSON form)")->required();
-  app.add_option("--devices", devices, "cpu:0,cpu:1,...: place the graph on these devices first");
-  app.add_option("--placer", placer, "cost (the cost model) or simple (one device)")
-      ->check(CLI::IsMember({"cost", "simple"}));
-  app.add_flag("--fixed-costs", fixed_costs,
-               "Give the placer fixed device figures instead of measuring this machine (about "
-               "0.1 s): the same graph is then placed the same way on every run and machine");
+  placement.AddTo(app, "cpu:0,cpu:1,...: place the graph on these devices first");
   app.add_flag("--collapse-scopes", collapse, "One box per name scope and device");
   app.add_option("-o,--output", out,
                  "OUT.dot, OUT.svg or OUT.png (SVG and PNG need Graphviz's dot); default: DOT "
@@ -100,13 +97,9 @@ int main(int argc, char** argv) {
   if (!loaded.ok()) return Fail(loaded.status(), 1);
   Graph graph = std::move(*loaded);
   std::vector<std::string> device_of(graph.num_nodes());
-  if (!devices.empty()) {
+  if (!placement.devices.empty()) {
     SessionOptions options;
-    std::stringstream list(devices);
-    for (std::string d; std::getline(list, d, ',');) options.devices.push_back(d);
-    options.placer.kind =
-        placer == "simple" ? PlacerOptions::Kind::kSimple : PlacerOptions::Kind::kCost;
-    options.calibrate_devices = !fixed_costs;
+    placement.ApplyTo(options);
     auto session = Session::Create(graph, options);
     if (!session.ok()) return Fail(session.status(), 1);
     for (int v = 0; v < graph.num_nodes(); ++v) {

@@ -20,6 +20,7 @@
 #include "runtime/session.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
+#include "tools/placement_flags.h"
 
 using namespace dflow;
 
@@ -98,24 +99,20 @@ double Percentile(std::vector<double> v, double p) {
 
 int main(int argc, char** argv) {
   CLI::App app("Runs a dflow graph file (.dfg, or its JSON form)");
-  std::string graph_path, devices, placer = "cost", cost_file, restore, save, trace_path;
+  std::string graph_path, cost_file, restore, save, trace_path;
+  tools::PlacementFlags placement;
   std::vector<std::string> feed_args, fetch_args, targets;
   int steps = 1;
-  bool log_placement = false, fixed_costs = false;
+  bool log_placement = false;
   app.add_option("graph", graph_path, "The graph file")->required();
   app.add_option("--feed", feed_args, "NAME=FILE.npy: feed placeholder NAME from a .npy file");
   app.add_option("--fetch", fetch_args,
                  "NAME[=FILE.npy]: fetch tensor NAME (\"node\" or \"node:1\"); written to the "
                  "file, or printed");
   app.add_option("--target", targets, "NAME: run node NAME for its effects (an update, an init)");
-  app.add_option("--devices", devices,
-                 "cpu:0,cpu:1,...: place the graph on several devices (default: the devices the "
-                 "graph's nodes request, or one CPU)");
-  app.add_option("--placer", placer, "cost (the cost model) or simple (one device)")
-      ->check(CLI::IsMember({"cost", "simple"}));
-  app.add_flag("--fixed-costs", fixed_costs,
-               "Give the placer fixed device figures instead of measuring this machine (about "
-               "0.1 s): the same graph is then placed the same way on every run and machine");
+  placement.AddTo(app,
+                  "cpu:0,cpu:1,...: place the graph on several devices (default: the devices the "
+                  "graph's nodes request, or one CPU)");
   app.add_option("--cost-file", cost_file, "Measured per-node seconds (JSON) for the placer");
   app.add_option("--steps", steps, "Run the step N times and print time statistics")
       ->check(CLI::PositiveNumber);
@@ -164,10 +161,8 @@ int main(int argc, char** argv) {
   auto graph = serialization::LoadGraph(graph_path);
   if (!graph.ok()) return Fail(graph.status(), kRunError);
   SessionOptions options;
-  if (!devices.empty()) {
-    std::stringstream list(devices);
-    for (std::string d; std::getline(list, d, ',');) options.devices.push_back(d);
-  } else {
+  placement.ApplyTo(options);
+  if (placement.devices.empty()) {
     // Without --devices, the devices the graph's nodes request (a graph saved with devices
     // pinned runs as it was built); one CPU when none are requested.
     std::set<std::string> requested;
@@ -186,10 +181,7 @@ int main(int argc, char** argv) {
       options.device = *requested.begin();
     }
   }
-  options.placer.kind =
-      placer == "simple" ? PlacerOptions::Kind::kSimple : PlacerOptions::Kind::kCost;
   options.cost_file = cost_file;
-  options.calibrate_devices = !fixed_costs;
   options.log_placement = log_placement;
   auto session = Session::Create(std::move(*graph), options);
   if (!session.ok()) return Fail(session.status(), kRunError);

@@ -12,29 +12,15 @@
 #include "ops/unary_ops.h"
 #include "serialization/file_util.h"
 #include "serialization/graph_file.h"
+#include "tools/run_tool.h"
 
 namespace dflow {
 namespace {
 
-struct Ran {
-  int code;
-  std::string output;
-};
+using testing::Ran;
+using testing::Temp;
 
-Ran RunDot(const std::string& args) {
-  std::string command = std::string(DFLOW_DOT_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  Ran r{-1, ""};
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.output.append(buf, n);
-  int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string Temp(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+Ran RunDot(const std::string& args) { return testing::RunBinary(DFLOW_DOT_BINARY, args); }
 
 // Two layers pinned to cpu:0 and cpu:1: two tensors cross (h to the second layer, and y back
 // to "out" on cpu:0).

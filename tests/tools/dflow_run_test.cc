@@ -18,29 +18,15 @@
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
 #include "test_util.h"
+#include "tools/run_tool.h"
 
 namespace dflow {
 namespace {
 
-struct Ran {
-  int code;
-  std::string output;  // stdout and stderr
-};
+using testing::Ran;
+using testing::Temp;
 
-Ran RunTool(const std::string& args) {
-  std::string command = std::string(DFLOW_RUN_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  Ran r{-1, ""};
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.output.append(buf, n);
-  int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string Temp(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+Ran RunTool(const std::string& args) { return testing::RunBinary(DFLOW_RUN_BINARY, args); }
 
 // y = tanh(x @ w + 1), w a variable with an initializer; "bump" adds 1 to w.
 struct Saved {
