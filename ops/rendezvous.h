@@ -15,6 +15,8 @@
 
 namespace dflow {
 
+class Node;
+
 class Rendezvous {
  public:
   using DoneCallback = std::function<void(const Status&, const Tensor&)>;
@@ -30,6 +32,9 @@ class Rendezvous {
 // "SRC;INCARNATION;DST;TENSOR;STEP".
 std::string RendezvousKey(const std::string& src_device, int64_t incarnation,
                           const std::string& dst_device, const std::string& tensor, int64_t step);
+// The key a _Send or _Recv node uses in step `step`, read from its attributes.
+// REQUIRES: a validated _Send or _Recv node.
+std::string RendezvousKeyOf(const Node& node, int64_t step);
 
 // What a kernel knows of the step it runs in.
 struct StepInfo {

@@ -93,18 +93,16 @@ Status PartitionedPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor
   };
   std::vector<std::vector<Tensor>> outs(parts_.size());
   std::vector<Status> statuses(parts_.size());
-  if (node_seconds != nullptr) {
-    node_seconds->resize(parts_.size());
+  // One entry per node of each partition's graph.
+  auto size_per_node = [&](auto* per_part, auto initial) {
+    if (per_part == nullptr) return;
+    per_part->resize(parts_.size());
     for (size_t i = 0; i < parts_.size(); ++i) {
-      (*node_seconds)[i].assign(parts_[i].plan->graph().num_nodes(), 0);
+      (*per_part)[i].assign(parts_[i].plan->graph().num_nodes(), initial);
     }
-  }
-  if (node_spans != nullptr) {
-    node_spans->resize(parts_.size());
-    for (size_t i = 0; i < parts_.size(); ++i) {
-      (*node_spans)[i].assign(parts_[i].plan->graph().num_nodes(), NodeSpan{});
-    }
-  }
+  };
+  size_per_node(node_seconds, 0.0);
+  size_per_node(node_spans, NodeSpan{});
   auto run_part = [&](size_t i) {
     std::vector<Tensor> in;
     for (int f : parts_[i].feeds) in.push_back(feeds[f]);

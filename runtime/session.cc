@@ -2,6 +2,7 @@
 
 #include "ops/fusion.h"
 #include "ops/register.h"
+#include "ops/rendezvous.h"
 #include "runtime/calibration.h"
 #include "serialization/checkpoint_file.h"
 
@@ -354,15 +355,7 @@ void Session::AddTrace(const std::string& device, const Graph& graph,
     t.name = node.name();
     t.op = node.op();
     t.span = spans[v];
-    if (t.op == "_Send" || t.op == "_Recv") {
-      auto attr = [&](const char* name) -> std::string {
-        const AttrValue* value = node.FindAttr(name);
-        const auto* s = value != nullptr ? std::get_if<std::string>(value) : nullptr;
-        return s != nullptr ? *s : std::string();
-      };
-      t.transfer =
-          fmt::format("{};{};{}", attr("tensor_name"), attr("send_device"), attr("recv_device"));
-    }
+    if (t.op == "_Send" || t.op == "_Recv") t.transfer = RendezvousKeyOf(node, trace->step);
   }
 }
 

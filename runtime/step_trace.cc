@@ -117,6 +117,10 @@ std::string ChromeTraceJson(const std::vector<StepTrace>& steps) {
       std::map<int, int> thread_tid;
       for (const auto& [n, start, end] : order) {
         Tracks& t = tracks[pid];
+        auto name_track = [&](int tid, std::string name) {
+          events.push_back(Metadata("thread_name", pid, tid, {{"name", std::move(name)}}));
+          events.push_back(Metadata("thread_sort_index", pid, tid, {{"sort_index", tid}}));
+        };
         int tid;
         if (n->span.async) {
           int lane;
@@ -125,22 +129,16 @@ std::string ChromeTraceJson(const std::vector<StepTrace>& steps) {
             t.recv_free.pop();
           } else {
             lane = t.recv_tracks++;
-            tid = kRecvTrackBase + lane;
-            events.push_back(
-                Metadata("thread_name", pid, tid, {{"name", fmt::format("recv {}", lane)}}));
-            events.push_back(Metadata("thread_sort_index", pid, tid, {{"sort_index", tid}}));
+            name_track(kRecvTrackBase + lane, fmt::format("recv {}", lane));
           }
           t.recv_free.emplace(end, lane);
           tid = kRecvTrackBase + lane;
         } else {
-          auto [it, fresh] =
-              thread_tid.try_emplace(n->span.thread, static_cast<int>(thread_tid.size()) + 1);
-          tid = it->second;
+          tid = thread_tid.try_emplace(n->span.thread, static_cast<int>(thread_tid.size()) + 1)
+                    .first->second;
           if (tid > t.thread_tracks) {
             t.thread_tracks = tid;
-            events.push_back(
-                Metadata("thread_name", pid, tid, {{"name", fmt::format("thread {}", tid - 1)}}));
-            events.push_back(Metadata("thread_sort_index", pid, tid, {{"sort_index", tid}}));
+            name_track(tid, fmt::format("thread {}", tid - 1));
           }
         }
         const double ts = micros(start);
@@ -159,25 +157,19 @@ std::string ChromeTraceJson(const std::vector<StepTrace>& steps) {
         }
       }
     }
+    // Flow events bind to the slice enclosing their time on their track ("bp":"e" for the end).
+    auto flow = [&](const char* phase, const Placed& at) {
+      json e = {{"ph", phase},   {"name", "tensor"}, {"cat", "transfer"}, {"id", flow_id},
+                {"pid", at.pid}, {"tid", at.tid},    {"ts", at.ts}};
+      if (phase[0] == 'f') e["bp"] = "e";
+      events.push_back(std::move(e));
+    };
     for (const auto& [key, pair] : transfers) {
       const auto& [send, recv] = pair;
       if (send.pid < 0 || recv.pid < 0) continue;  // one side did not run (an aborted step)
       ++flow_id;
-      events.push_back({{"ph", "s"},
-                        {"name", "tensor"},
-                        {"cat", "transfer"},
-                        {"id", flow_id},
-                        {"pid", send.pid},
-                        {"tid", send.tid},
-                        {"ts", send.ts}});
-      events.push_back({{"ph", "f"},
-                        {"bp", "e"},
-                        {"name", "tensor"},
-                        {"cat", "transfer"},
-                        {"id", flow_id},
-                        {"pid", recv.pid},
-                        {"tid", recv.tid},
-                        {"ts", recv.ts}});
+      flow("s", send);
+      flow("f", recv);
     }
   }
   json trace = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};

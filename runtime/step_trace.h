@@ -41,8 +41,7 @@ struct TracedNode {
   std::string name;
   std::string op;
   NodeSpan span;
-  // Send and Recv: the rendezvous key they share ("tensor;send_device;recv_device"); empty for
-  // other nodes.
+  // Send and Recv: the rendezvous key they share (ops/rendezvous.h); empty for other nodes.
   std::string transfer;
 };
 
