@@ -1,9 +1,7 @@
 #include "graph/graph.h"
 
 #include <algorithm>
-#include <array>
 #include <charconv>
-#include <span>
 
 namespace dflow {
 
@@ -171,21 +169,8 @@ Status Graph::CheckNode(Node& n, bool resolved) {
   n.def_.attrs.reserve(def->attrs.size());
 
   // Input dtypes: fixed ones checked, type attributes bound from the first input using them.
-  // On the stack for the usual few inputs: a million nodes should not mean two million
-  // temporary allocations.
-  constexpr int kInline = 8;
-  std::array<DType, kInline> dtype_buf;
-  std::array<Shape, kInline> shape_buf;
-  std::vector<DType> dtype_heap;
-  std::vector<Shape> shape_heap;
-  std::span<DType> in_dtypes(dtype_buf.data(), std::min(n.num_inputs(), kInline));
-  std::span<Shape> in_shapes(shape_buf.data(), in_dtypes.size());
-  if (n.num_inputs() > kInline) {
-    dtype_heap.resize(n.num_inputs());
-    shape_heap.resize(n.num_inputs());
-    in_dtypes = dtype_heap;
-    in_shapes = shape_heap;
-  }
+  std::vector<DType> in_dtypes(n.num_inputs());
+  std::vector<Shape> in_shapes(n.num_inputs());
   for (int i = 0; i < n.num_inputs(); ++i) {
     const Endpoint& e = n.inputs_[i];
     const Node& src = nodes_[e.node];

@@ -76,4 +76,14 @@ inline std::string NpyProblem(std::string_view bytes) {
   return "";
 }
 
+// The check of a fuzz target by its name: "graph_file", "checkpoint_file" or "npy" (the
+// fuzzers' names and the prefixes of the kept regression inputs); nullptr for another name.
+using ProblemCheck = std::string (*)(std::string_view bytes);
+inline ProblemCheck ProblemCheckFor(std::string_view target) {
+  if (target == "graph_file") return GraphFileProblem;
+  if (target == "checkpoint_file") return CheckpointProblem;
+  if (target == "npy") return NpyProblem;
+  return nullptr;
+}
+
 }  // namespace dflow::fuzz

@@ -20,19 +20,13 @@ TEST(FuzzRegressionsTest, EveryKeptInputKeepsTheLoaderContract) {
     const std::string name = entry.path().filename().string();
     auto bytes = serialization::ReadFile(entry.path().string());
     ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-    std::string problem;
-    if (name.starts_with("graph_file-")) {
-      problem = fuzz::GraphFileProblem(*bytes);
-    } else if (name.starts_with("checkpoint_file-")) {
-      problem = fuzz::CheckpointProblem(*bytes);
-    } else if (name.starts_with("npy-")) {
-      problem = fuzz::NpyProblem(*bytes);
-    } else {
+    const fuzz::ProblemCheck check = fuzz::ProblemCheckFor(name.substr(0, name.find('-')));
+    if (check == nullptr) {
       ADD_FAILURE() << name
                     << ": not named after a fuzz target (graph_file-, checkpoint_file-, npy-)";
       continue;
     }
-    EXPECT_EQ(problem, "") << name;
+    EXPECT_EQ(check(*bytes), "") << name;
     ++files;
   }
   EXPECT_GE(files, 1);
