@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "ops/register.h"
 #include "runtime/session.h"

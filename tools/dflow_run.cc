@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstdio>
 #include <set>
-#include <sstream>
 
 #include "ops/register.h"
 #include "runtime/session.h"
