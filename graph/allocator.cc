@@ -27,6 +27,12 @@ size_t CpuAllocator::cached_bytes() const {
 void* CpuAllocator::Allocate(size_t bytes, size_t alignment) {
   alignment = std::max(alignment, kCpuAlignment);
   size_t block = BlockSize(bytes, alignment);
+  // Reserve the bytes first, so concurrent allocations cannot pass the limit together.
+  size_t now = in_use_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  if (limit_ != 0 && now > limit_) {
+    in_use_.fetch_sub(bytes, std::memory_order_relaxed);
+    return nullptr;
+  }
   void* p = nullptr;
   if (block >= kMinCachedBlock && alignment <= 4096) {
     std::lock_guard lock(cache_mu_);
@@ -37,16 +43,29 @@ void* CpuAllocator::Allocate(size_t bytes, size_t alignment) {
       cache_.erase(it);
     }
   }
+  if (p == nullptr && limit_ != 0) ReleaseCacheOver(limit_ - std::min(limit_, now));
   if (p == nullptr) {
     p = std::aligned_alloc(block >= kMinCachedBlock ? std::max<size_t>(alignment, 4096) : alignment,
                            block);
   }
-  if (p == nullptr) return nullptr;
-  size_t now = in_use_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  if (p == nullptr) {
+    in_use_.fetch_sub(bytes, std::memory_order_relaxed);
+    return nullptr;
+  }
   size_t peak = peak_.load(std::memory_order_relaxed);
   while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
   return p;
+}
+
+void CpuAllocator::ReleaseCacheOver(size_t keep) {
+  std::lock_guard lock(cache_mu_);
+  while (cached_ > keep && !cache_.empty()) {
+    auto it = std::prev(cache_.end());  // largest first
+    cached_ -= it->first;
+    std::free(it->second);
+    cache_.erase(it);
+  }
 }
 
 void CpuAllocator::Deallocate(void* p, size_t bytes) {

@@ -36,6 +36,10 @@ class Allocator {
   virtual const std::string& device() const = 0;
   // True when the CPU can read and write the memory directly.
   virtual bool host_accessible() const { return true; }
+  // The most bytes the device's tensors may hold at once (0: no limit of its own), and the
+  // bytes they hold now; for messages when an allocation fails.
+  virtual size_t limit() const { return 0; }
+  virtual size_t bytes_in_use() const { return 0; }
 
  protected:
   virtual ~Allocator() = default;
@@ -58,7 +62,10 @@ AllocatorPtr<A> MakeAllocator(Args&&... args) {
 
 // Host memory aligned to kCpuAlignment, counting bytes in use and the peak. Freed blocks of
 // 64 KiB and more are kept by size and handed out again (up to kMaxCachedBytes), so a training
-// loop reuses its large activation buffers instead of faulting fresh pages in every step.
+// loop reuses its large activation buffers instead of faulting fresh pages in every step. With a
+// limit set, an allocation that would take the bytes in use past it fails (returns null) before
+// any memory is asked of the system; cached blocks are released first when they stand in the
+// way.
 class CpuAllocator final : public Allocator {
  public:
   static constexpr size_t kMinCachedBlock = 64 * 1024;
@@ -74,16 +81,22 @@ class CpuAllocator final : public Allocator {
   void Deallocate(void* p, size_t bytes) override;
   const std::string& device() const override { return device_; }
 
+  // 0: no limit. Set before the allocator is shared between threads.
+  void set_limit(size_t bytes) { limit_ = bytes; }
+  size_t limit() const override { return limit_; }
   // Bytes in tensors now, and the most at once; cached free blocks are not counted.
-  size_t bytes_in_use() const { return in_use_.load(std::memory_order_relaxed); }
+  size_t bytes_in_use() const override { return in_use_.load(std::memory_order_relaxed); }
   size_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
   void ResetPeak() { peak_.store(bytes_in_use(), std::memory_order_relaxed); }
   size_t cached_bytes() const;
 
  private:
   static size_t BlockSize(size_t bytes, size_t alignment);
+  // Frees cached blocks, largest first, until at most `keep` bytes stay cached.
+  void ReleaseCacheOver(size_t keep);
 
   std::string device_;
+  size_t limit_ = 0;
   std::atomic<size_t> in_use_{0};
   std::atomic<size_t> peak_{0};
   mutable std::mutex cache_mu_;

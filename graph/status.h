@@ -25,6 +25,7 @@ enum class StatusCode : int {
   kCancelled,
   kDeadlineExceeded,
   kInternal,
+  kUnimplemented,
 };
 
 // "InvalidArgument", "NotFound", ...
@@ -73,6 +74,7 @@ DFLOW_STATUS_FACTORY(Unavailable)
 DFLOW_STATUS_FACTORY(Cancelled)
 DFLOW_STATUS_FACTORY(DeadlineExceeded)
 DFLOW_STATUS_FACTORY(Internal)
+DFLOW_STATUS_FACTORY(Unimplemented)
 #undef DFLOW_STATUS_FACTORY
 
 // A value of type T or the Status saying why there is none. Never holds an OK Status.

@@ -36,6 +36,11 @@ Result<Tensor> Tensor::Allocate(Allocator* allocator, DType dtype, const Shape& 
   }
   Buffer* buf = Buffer::Allocate(allocator, bytes);
   if (buf == nullptr) {
+    if (size_t limit = allocator->limit(); limit != 0) {
+      return ResourceExhausted(
+          "device {} is out of memory: {} bytes for {}{} asked, {} in use, limit {} bytes",
+          allocator->device(), bytes, DTypeName(dtype), shape, allocator->bytes_in_use(), limit);
+    }
     return ResourceExhausted("out of memory on {} allocating {} bytes for {}{}",
                              allocator->device(), bytes, DTypeName(dtype), shape);
   }

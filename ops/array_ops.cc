@@ -167,43 +167,43 @@ Status RegisterArrayOps(OpRegistry& r) {
 }  // namespace internal
 
 Output Placeholder(const Scope& scope, DType dtype, const Shape& shape) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("Placeholder", {}, {{"dtype", dtype}, {"shape", shape}}));
 }
 
 Output Const(const Scope& scope, const Tensor& value) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("Const", {}, {{"value", value}, {"dtype", value.dtype()}}));
 }
 
 Output Identity(const Scope& scope, Output x) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("Identity", {x}, {}));
 }
 
 Operation NoOp(const Scope& scope) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return {scope.OutputOf(scope.AddNode("NoOp", {}, {}))};
 }
 
 Output ZerosLike(const Scope& scope, Output x) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("ZerosLike", {x}, {}));
 }
 
 Output OnesLike(const Scope& scope, Output x) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("OnesLike", {x}, {}));
 }
 
 Output Fill(const Scope& scope, const Shape& shape, double value, DType dtype) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(
       scope.AddNode("Fill", {}, {{"shape", shape}, {"value", value}, {"dtype", dtype}}));
 }
 
 Output AddN(const Scope& scope, const std::vector<Output>& xs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   if (xs.empty()) {
     scope.UpdateStatus(InvalidArgument("AddN needs at least one input"));
     return Output();
@@ -212,7 +212,7 @@ Output AddN(const Scope& scope, const std::vector<Output>& xs) {
 }
 
 Output Reshape(const Scope& scope, Output x, const std::vector<int64_t>& shape) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("Reshape", {x}, {{"shape", shape}}));
 }
 

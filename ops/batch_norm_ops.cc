@@ -154,21 +154,21 @@ Status RegisterBatchNormOps(OpRegistry& r) {
 
 BatchNormOutputs BatchNorm(const Scope& scope, Output x, Output scale, Output offset,
                            const BatchNormAttrs& attrs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   int id = scope.AddNode("BatchNorm", {x, scale, offset}, {{"epsilon", attrs.epsilon}});
   return {scope.OutputOf(id, 0), scope.OutputOf(id, 1), scope.OutputOf(id, 2)};
 }
 
 Output BatchNormInference(const Scope& scope, Output x, Output scale, Output offset, Output mean,
                           Output variance, const BatchNormAttrs& attrs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("BatchNormInference", {x, scale, offset, mean, variance},
                                       {{"epsilon", attrs.epsilon}}));
 }
 
 BatchNormGradOutputs BatchNormGrad(const Scope& scope, Output dy, Output x, Output scale,
                                    Output mean, Output variance, const BatchNormAttrs& attrs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   int id =
       scope.AddNode("BatchNormGrad", {dy, x, scale, mean, variance}, {{"epsilon", attrs.epsilon}});
   return {scope.OutputOf(id, 0), scope.OutputOf(id, 1), scope.OutputOf(id, 2)};

@@ -225,35 +225,35 @@ Status RegisterConvOps(OpRegistry& r) {
 }  // namespace internal
 
 Output Conv2D(const Scope& scope, Output x, Output w, const Conv2DAttrs& attrs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("Conv2D", {x, w}, internal::ConvAttrMap(attrs)));
 }
 Output Conv2DBackpropInput(const Scope& scope, Output dy, Output w, Output x_like,
                            const Conv2DAttrs& attrs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(
       scope.AddNode("Conv2DBackpropInput", {dy, w, x_like}, internal::ConvAttrMap(attrs)));
 }
 Output Conv2DBackpropFilter(const Scope& scope, Output x, Output dy, Output w_like,
                             const Conv2DAttrs& attrs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(
       scope.AddNode("Conv2DBackpropFilter", {x, dy, w_like}, internal::ConvAttrMap(attrs)));
 }
 Output MaxPool(const Scope& scope, Output x, const PoolAttrs& attrs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("MaxPool", {x}, internal::PoolAttrMap(attrs)));
 }
 Output AvgPool(const Scope& scope, Output x, const PoolAttrs& attrs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("AvgPool", {x}, internal::PoolAttrMap(attrs)));
 }
 Output MaxPoolGrad(const Scope& scope, Output x, Output dy, const PoolAttrs& attrs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("MaxPoolGrad", {x, dy}, internal::PoolAttrMap(attrs)));
 }
 Output AvgPoolGrad(const Scope& scope, Output x, Output dy, const PoolAttrs& attrs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("AvgPoolGrad", {x, dy}, internal::PoolAttrMap(attrs)));
 }
 Output GlobalAvgPool(const Scope& scope, Output x) {

@@ -48,7 +48,7 @@ Status RegisterGradOps(OpRegistry& r) {
 
 namespace {
 Output Two(const char* op, const Scope& scope, Output a, Output b, AttrMap attrs = {}) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode(op, {a, b}, std::move(attrs)));
 }
 }  // namespace

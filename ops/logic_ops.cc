@@ -60,7 +60,7 @@ Status RegisterLogicOps(OpRegistry& r) {
 
 namespace {
 Output Compare(const char* op, const Scope& scope, Output a, Output b) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode(op, {a, b}, {}));
 }
 }  // namespace
@@ -73,7 +73,7 @@ Output Greater(const Scope& s, Output a, Output b) { return Compare("Greater", s
 Output GreaterEqual(const Scope& s, Output a, Output b) { return Compare("GreaterEqual", s, a, b); }
 
 Output Select(const Scope& scope, Output cond, Output a, Output b) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("Select", {cond, a, b}, {}));
 }
 

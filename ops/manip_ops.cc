@@ -311,11 +311,11 @@ Status RegisterManipOps(OpRegistry& r) {
 }  // namespace internal
 
 Output Transpose(const Scope& scope, Output x, const std::vector<int64_t>& perm) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("Transpose", {x}, {{"perm", perm}}));
 }
 Output Concat(const Scope& scope, const std::vector<Output>& xs, int64_t axis) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   if (xs.empty()) {
     scope.UpdateStatus(InvalidArgument("Concat needs at least one input"));
     return Output();
@@ -324,7 +324,7 @@ Output Concat(const Scope& scope, const std::vector<Output>& xs, int64_t axis) {
 }
 std::vector<Output> SplitV(const Scope& scope, Output x, const std::vector<int64_t>& sizes,
                            int64_t axis) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   auto num = static_cast<int64_t>(sizes.size());
   int id = scope.AddNode("Split", {x}, {{"axis", axis}, {"num_split", num}, {"sizes", sizes}});
   std::vector<Output> outs;
@@ -332,7 +332,7 @@ std::vector<Output> SplitV(const Scope& scope, Output x, const std::vector<int64
   return id < 0 ? std::vector<Output>() : outs;
 }
 std::vector<Output> Split(const Scope& scope, Output x, int64_t num_split, int64_t axis) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   int id = scope.AddNode("Split", {x}, {{"axis", axis}, {"num_split", num_split}});
   std::vector<Output> outs;
   for (int64_t i = 0; id >= 0 && i < num_split; ++i) {
@@ -342,19 +342,19 @@ std::vector<Output> Split(const Scope& scope, Output x, int64_t num_split, int64
 }
 Output Slice(const Scope& scope, Output x, const std::vector<int64_t>& begin,
              const std::vector<int64_t>& size) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("Slice", {x}, {{"begin", begin}, {"size", size}}));
 }
 Output Pad(const Scope& scope, Output x, const std::vector<int64_t>& paddings, double value) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("Pad", {x}, {{"paddings", paddings}, {"value", value}}));
 }
 Output OneHot(const Scope& scope, Output indices, int64_t depth, DType dtype) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("OneHot", {indices}, {{"depth", depth}, {"dtype", dtype}}));
 }
 Output CheckNumerics(const Scope& scope, Output x, const std::string& message) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("CheckNumerics", {x}, {{"message", message}}));
 }
 

@@ -361,7 +361,7 @@ Status RegisterMathOps(OpRegistry& r) {
 
 namespace {
 Output BinaryOp(const char* op, const Scope& scope, Output a, Output b) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode(op, {a, b}, {}));
 }
 }  // namespace
@@ -375,50 +375,50 @@ Output Minimum(const Scope& s, Output a, Output b) { return BinaryOp("Minimum", 
 Output Pow(const Scope& s, Output a, Output b) { return BinaryOp("Pow", s, a, b); }
 
 Output Relu(const Scope& scope, Output x) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("Relu", {x}, {}));
 }
 
 Output MatMul(const Scope& scope, Output a, Output b, const MatMulAttrs& attrs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode(
       "MatMul", {a, b}, {{"transpose_a", attrs.transpose_a}, {"transpose_b", attrs.transpose_b}}));
 }
 
 Output BatchMatMul(const Scope& scope, Output a, Output b, const MatMulAttrs& attrs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(
       scope.AddNode("BatchMatMul", {a, b},
                     {{"transpose_a", attrs.transpose_a}, {"transpose_b", attrs.transpose_b}}));
 }
 
 Output BiasAdd(const Scope& scope, Output x, Output bias) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("BiasAdd", {x, bias}, {}));
 }
 
 Output ReduceSum(const Scope& scope, Output x, const std::vector<int64_t>& axes,
                  const ReduceAttrs& attrs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(
       scope.AddNode("ReduceSum", {x}, {{"axes", axes}, {"keep_dims", attrs.keep_dims}}));
 }
 
 Output ReduceMax(const Scope& scope, Output x, const std::vector<int64_t>& axes,
                  const ReduceAttrs& attrs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(
       scope.AddNode("ReduceMax", {x}, {{"axes", axes}, {"keep_dims", attrs.keep_dims}}));
 }
 
 Output ArgMax(const Scope& scope, Output x, int64_t axis) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("ArgMax", {x}, {{"axis", axis}}));
 }
 
 Output ReduceMean(const Scope& scope, Output x, const std::vector<int64_t>& axes,
                   const ReduceAttrs& attrs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(
       scope.AddNode("ReduceMean", {x}, {{"axes", axes}, {"keep_dims", attrs.keep_dims}}));
 }

@@ -118,24 +118,24 @@ Status RegisterNnOps(OpRegistry& r) {
 }  // namespace internal
 
 DropoutResult Dropout(const Scope& scope, Output x, double rate, uint64_t seed) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   int id = scope.AddNode("Dropout", {x}, {{"rate", rate}, {"seed", static_cast<int64_t>(seed)}});
   return {scope.OutputOf(id, 0), scope.OutputOf(id, 1)};
 }
 
 Output Softmax(const Scope& scope, Output logits) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("Softmax", {logits}, {}));
 }
 
 Output LogSoftmax(const Scope& scope, Output logits) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("LogSoftmax", {logits}, {}));
 }
 
 SoftmaxCrossEntropy SparseSoftmaxCrossEntropyWithLogits(const Scope& scope, Output logits,
                                                         Output labels) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   int id = scope.AddNode("SparseSoftmaxCrossEntropyWithLogits", {logits, labels}, {});
   return {scope.OutputOf(id, 0), scope.OutputOf(id, 1)};
 }

@@ -20,7 +20,8 @@ Status RegisterBatchNormOps(OpRegistry& registry);
 // After the math and convolution ops: the fused ops copy their definitions.
 Status RegisterFusedOps(OpRegistry& registry);
 Status RegisterSendRecvOps(OpRegistry& registry);
-Status RegisterCpuKernels();
+// Every standard op's definition (not its kernels), once; what the builder functions need.
+void RegisterOpDefinitions();
 
 // Float and integer dtypes the CPU arithmetic kernels support.
 inline const std::vector<DType> kNumericTypes = {DType::kF32, DType::kF64, DType::kI32,

@@ -38,7 +38,7 @@ Status RegisterRandomOps(OpRegistry& r) {
 
 Output RandomUniform(const Scope& scope, const Shape& shape, double minval, double maxval,
                      uint64_t seed, DType dtype) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("RandomUniform", {},
                                       {{"shape", shape},
                                        {"dtype", dtype},
@@ -49,7 +49,7 @@ Output RandomUniform(const Scope& scope, const Shape& shape, double minval, doub
 
 Output RandomNormal(const Scope& scope, const Shape& shape, double mean, double stddev,
                     uint64_t seed, DType dtype) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("RandomNormal", {},
                                       {{"shape", shape},
                                        {"dtype", dtype},

@@ -3,21 +3,8 @@
 // and recv_device; the step id comes from the run.
 #include "graph/graph.h"
 #include "ops/op_defs.h"
-#include "ops/rendezvous.h"
 
 namespace dflow {
-
-std::string RendezvousKey(const std::string& src_device, int64_t incarnation,
-                          const std::string& dst_device, const std::string& tensor, int64_t step) {
-  return fmt::format("{};{};{};{};{}", src_device, incarnation, dst_device, tensor, step);
-}
-
-std::string RendezvousKeyOf(const Node& node, int64_t step) {
-  return RendezvousKey(std::get<std::string>(*node.FindAttr("send_device")),
-                       std::get<int64_t>(*node.FindAttr("send_device_incarnation")),
-                       std::get<std::string>(*node.FindAttr("recv_device")),
-                       std::get<std::string>(*node.FindAttr("tensor_name")), step);
-}
 
 namespace ops::internal {
 namespace {

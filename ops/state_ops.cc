@@ -56,12 +56,12 @@ Status RegisterStateOps(OpRegistry& r) {
 }  // namespace internal
 
 Output Variable(const Scope& scope, const Shape& shape, DType dtype) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("Variable", {}, {{"dtype", dtype}, {"shape", shape}}));
 }
 
 Output Assign(const Scope& scope, Output variable, Output value, const AssignAttrs& attrs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(
       scope.AddNode("Assign", {variable, value}, {{"validate_shape", attrs.validate_shape}}));
 }

@@ -84,20 +84,20 @@ Status RegisterTrainingOps(OpRegistry& r) {
 }  // namespace internal
 
 Output ApplySGD(const Scope& scope, Output variable, Output learning_rate, Output grad) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("ApplySGD", {variable, learning_rate, grad}, {}));
 }
 
 Output ApplyMomentum(const Scope& scope, Output variable, Output accum, Output learning_rate,
                      Output grad, double momentum, bool nesterov) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode("ApplyMomentum", {variable, accum, learning_rate, grad},
                                       {{"momentum", momentum}, {"nesterov", nesterov}}));
 }
 
 Output ApplyAdam(const Scope& scope, Output variable, Output m, Output v, Output step,
                  Output learning_rate, Output grad, const AdamAttrs& attrs) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   const char* op = attrs.weight_decay > 0 ? "ApplyAdamW" : "ApplyAdam";
   return scope.OutputOf(scope.AddNode(op, {variable, m, v, step, learning_rate, grad},
                                       {{"beta1", attrs.beta1},

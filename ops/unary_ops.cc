@@ -112,7 +112,7 @@ Status RegisterUnaryOps(OpRegistry& r) {
 
 namespace {
 Output UnaryOp(const char* op, const Scope& scope, Output x, AttrMap attrs = {}) {
-  RegisterStandardOps();
+  internal::RegisterOpDefinitions();
   return scope.OutputOf(scope.AddNode(op, {x}, std::move(attrs)));
 }
 }  // namespace

@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "ops/kernel.h"
+#include "framework/kernel.h"
+#include "ops/register.h"
 
 namespace dflow {
 namespace {
@@ -55,6 +56,7 @@ std::vector<int> Intersect(const std::vector<int>& a, const std::vector<int>& b)
 Result<Constraints> ApplyHardConstraints(const Graph& graph, const DeviceSet& devices,
                                          const ConstraintOptions& options) {
   if (!graph.validated()) return FailedPrecondition("placement needs a validated graph");
+  ops::RegisterStandardOps();  // which device types have kernels is the registry's to say
   const int n = graph.num_nodes();
   UnionFind uf(n);
   std::map<std::string, int> by_group;

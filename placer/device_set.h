@@ -25,6 +25,9 @@ struct DeviceSpec {
   double peak_flops = 100e9;              // FLOP/s
   double memory_bandwidth = 10e9;         // bytes/s
   double launch_overhead_s = 1e-6;        // fixed cost per node
+  // The incarnation of the process that owns the device (framework/rendezvous_key.h), written
+  // into the rendezvous keys of its Sends.
+  uint64_t incarnation = 1;
 
   std::string type() const { return *name.type; }
   std::string canonical() const { return name.ToString(); }

@@ -15,7 +15,7 @@ std::string Compact(std::string s) {  // "cpu:1" -> "cpu1" for node names
 }  // namespace
 
 Result<PartitionedGraph> PartitionGraph(const Graph& graph, const DeviceSet& devices,
-                                        const std::vector<int>& device_of, int64_t incarnation) {
+                                        const std::vector<int>& device_of) {
   if (!graph.validated()) return FailedPrecondition("partitioning needs a validated graph");
   const int n = graph.num_nodes();
   if (static_cast<int>(device_of.size()) != n) {
@@ -64,11 +64,12 @@ Result<PartitionedGraph> PartitionGraph(const Graph& graph, const DeviceSet& dev
                                           : fmt::format("{}:control", src.name());
     DType dtype = output >= 0 ? src.output_dtype(output) : DType::kBool;
     Shape shape = output >= 0 ? src.output_shape(output) : Shape{0};
-    AttrMap key_attrs = {{"T", dtype},
-                         {"tensor_name", std::move(tensor_name)},
-                         {"send_device", canonical[sd]},
-                         {"send_device_incarnation", incarnation},
-                         {"recv_device", canonical[dst]}};
+    AttrMap key_attrs = {
+        {"T", dtype},
+        {"tensor_name", std::move(tensor_name)},
+        {"send_device", canonical[sd]},
+        {"send_device_incarnation", static_cast<int64_t>(devices.device(sd).incarnation)},
+        {"recv_device", canonical[dst]}};
     NodeDef send;
     send.name = fmt::format("{}/_send_{}_to_{}", src.name(), tag, compact[dst]);
     send.op = "_Send";

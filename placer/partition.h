@@ -25,9 +25,9 @@ struct PartitionedGraph {
   int send_recv_pairs = 0;
 };
 
-// `device_of` gives every node's device (Place's report). `incarnation` goes into the
-// rendezvous keys (a restarted device gets a new one).
+// `device_of` gives every node's device (Place's report). Each sending device's incarnation
+// (DeviceSpec::incarnation) goes into the rendezvous keys, so a restarted device's keys differ.
 Result<PartitionedGraph> PartitionGraph(const Graph& graph, const DeviceSet& devices,
-                                        const std::vector<int>& device_of, int64_t incarnation = 1);
+                                        const std::vector<int>& device_of);
 
 }  // namespace dflow

@@ -1,39 +1,36 @@
-// Device: where kernels run and tensors live. A CPU device owns its allocator, its variables,
-// and its share of the CPU thread budget.
+// Device: where kernels run and tensors live. The runtime talks to every device type (CPU today,
+// CUDA next) through this interface; a device type registers a factory (runtime/device_factory.h)
+// and its kernels (framework/kernel.h), and needs nothing else from the runtime.
 //
-// The thread budget. oneDNN here runs its kernels on OpenMP, and every thread that runs a
-// kernel starts its own OpenMP team, so the executor's threads and the OpenMP teams multiply.
-// dflow splits the cores the user allows (num_threads, default: all) deliberately:
-//   inter_op_threads  threads that run independent nodes at once (the caller's thread counts
-//                     as one; the rest form the device's pool). Default 1: dense kernels scale
-//                     well inside oneDNN, and cheap nodes run inline anyway.
-//   intra_op_threads  the OpenMP team size of each of them = num_threads / inter_op_threads.
-// So inter_op_threads * intra_op_threads <= num_threads always holds. A graph with many
-// independent mid-sized nodes may run faster with inter_op_threads = 2 or more.
+// What a device provides:
+//   allocator()        its memory, under the device's limit (MemoryStats): the figure the
+//                      placer plans with is the one the allocator enforces.
+//   CopyFromHost/ToHost  moving tensors between host memory and the device's.
+//   Synchronize()      waits for work the device has queued (a no-op on the CPU).
+//   EnterRun/LeaveRun  bracket a partition's run on the calling thread (the CPU sets the
+//                      thread's OpenMP team size there, sharing the thread budget between
+//                      concurrent runs).
+//   context()          handed to kernels (KernelContext::device_context).
+//   step_threads()     the persistent threads that run the device's partitions of a step.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "framework/device_context.h"
+#include "framework/variable_store.h"
 #include "graph/allocator.h"
 #include "graph/device_name.h"
-#include "ops/variable_store.h"
+#include "graph/tensor.h"
+#include "runtime/step_threads.h"
 #include "runtime/thread_pool.h"
 
 namespace dflow {
 
-struct ThreadBudget {
-  int num_threads = 0;       // 0: every core of the machine
-  int inter_op_threads = 0;  // 0: 1
-
-  // The budget with defaults filled in and the split computed. InvalidArgument for negative
-  // values or more inter-op threads than cores.
-  struct Split {
-    int num_threads;
-    int inter_op_threads;
-    int intra_op_threads;
-  };
-  Result<Split> Resolve() const;
+struct MemoryStats {
+  size_t limit = 0;   // the most bytes the device's tensors may hold at once; 0: no limit
+  size_t in_use = 0;  // bytes held now: tensors, variables, arenas, kernels' scratch space
+  size_t peak = 0;    // the most held at once since the last ResetPeak
 };
 
 class Device {
@@ -42,40 +39,43 @@ class Device {
   const DeviceName& name() const { return name_; }
   // Canonical name, "/job:localhost/task:0/device:CPU:0".
   const std::string& canonical_name() const { return canonical_; }
-  // "CPU" or "GPU": the key of the kernel registry.
+  // "CPU" or "GPU": the key of the kernel registry and of the device factory.
   const std::string& type() const { return *name_.type; }
+  // The process incarnation the device was created in (framework/rendezvous_key.h).
+  uint64_t incarnation() const { return incarnation_; }
+
   virtual Allocator* allocator() = 0;
+  virtual MemoryStats memory() const = 0;
+  virtual void ResetPeak() = 0;
+
+  // A copy of host tensor `host` in this device's memory. Host-memory devices share the buffer.
+  virtual Result<Tensor> CopyFromHost(const Tensor& host) = 0;
+  // A host copy of `tensor` (in this device's memory). Host-memory devices share the buffer.
+  virtual Result<Tensor> CopyToHost(const Tensor& tensor) = 0;
+  // Waits until the work queued on the device is done.
+  virtual Status Synchronize() { return Status::OK(); }
+
+  // Brackets a run of one of this device's partitions on the calling thread. EnterRun returns
+  // a token that LeaveRun takes back.
+  virtual int EnterRun() { return 0; }
+  virtual void LeaveRun(int token) {}
+  // Handed to kernels; null when the device has nothing to add.
+  virtual DeviceContext* context() { return nullptr; }
+
   VariableStore* variables() { return &variables_; }
   // Threads beyond the caller's for running independent nodes; null when there are none.
   virtual ThreadPool* inter_op_pool() { return nullptr; }
-  // OpenMP team size for kernels started on this device.
-  virtual int intra_op_threads() const { return 1; }
+  StepThreads* step_threads() { return &step_threads_; }
 
  protected:
-  explicit Device(DeviceName name) : name_(std::move(name)), canonical_(name_.ToString()) {}
+  explicit Device(DeviceName name, std::function<void()> on_thread_start = nullptr);
 
  private:
   DeviceName name_;
   std::string canonical_;
+  uint64_t incarnation_;
   VariableStore variables_;
-};
-
-class CpuDevice final : public Device {
- public:
-  // REQUIRES: name is fully specified with type CPU.
-  static Result<std::unique_ptr<CpuDevice>> Create(const DeviceName& name,
-                                                   const ThreadBudget& budget);
-  Allocator* allocator() override { return allocator_.get(); }
-  CpuAllocator* cpu_allocator() { return allocator_.get(); }
-  ThreadPool* inter_op_pool() override { return pool_.get(); }
-  int intra_op_threads() const override { return split_.intra_op_threads; }
-  const ThreadBudget::Split& split() const { return split_; }
-
- private:
-  CpuDevice(const DeviceName& name, ThreadBudget::Split split);
-  AllocatorPtr<CpuAllocator> allocator_;
-  ThreadBudget::Split split_;
-  std::unique_ptr<ThreadPool> pool_;
+  StepThreads step_threads_;
 };
 
 }  // namespace dflow

@@ -1,7 +1,5 @@
 #include "runtime/executor.h"
 
-#include <omp.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <unordered_map>
@@ -44,7 +42,16 @@ struct ExecutionPlan::RunState {
       if (first) status = s;
       aborted.store(true, std::memory_order_release);
     }
-    if (first && options != nullptr && options->on_error) options->on_error(s);
+    if (first && options != nullptr && options->control != nullptr) options->control->Abort(s);
+  }
+  // True when no further node may start: this run failed, or its step was aborted.
+  bool Stopping() {
+    if (aborted.load(std::memory_order_relaxed)) return true;
+    if (options != nullptr && options->control != nullptr && options->control->ShouldStop()) {
+      aborted.store(true, std::memory_order_relaxed);
+      return true;
+    }
+    return false;
   }
 };
 
@@ -118,8 +125,12 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Compile(const Graph& graph
       return NotFound("node '{}': op '{}' has no {} kernel (device {})", node.name(), node.op(),
                       device->type(), device->canonical_name());
     }
-    KernelInit init{graph, node, device->canonical_name(), device->allocator(),
-                    device->variables()};
+    KernelInit init{graph,
+                    node,
+                    device->canonical_name(),
+                    device->allocator(),
+                    device->variables(),
+                    device->context()};
     auto kernel = (*factory)(init);
     if (!kernel.ok()) {
       return kernel.status().WithPrefix(
@@ -307,10 +318,8 @@ Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>*
   for (size_t i = 0; i < feeds.size(); ++i) state->values[feed_slots_[i]] = feeds[i];
   PrepareMemory(state.get(), feeds);
 
-  // The caller's thread is one of the inter-op threads: give it the intra-op team size.
-  int saved_omp = omp_get_max_threads();
-  int intra = device_->intra_op_threads();
-  if (saved_omp != intra) omp_set_num_threads(intra);
+  const int run_token = device_->EnterRun();
+  StepControl* control = options.control;
 
   if (roots_.empty()) {
     state->done = true;
@@ -327,11 +336,25 @@ Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>*
   // outstanding count its start added.
   for (;;) {
     std::vector<std::pair<int, Status>> finished;
+    bool expired = false;
     {
       std::unique_lock lock(state->mu);
-      state->done_cv.wait(lock, [&] { return state->done || !state->inbox.empty(); });
-      if (state->inbox.empty()) break;
-      finished.swap(state->inbox);
+      auto ready = [&] { return state->done || !state->inbox.empty(); };
+      if (control != nullptr && control->deadline()) {
+        expired = !state->done_cv.wait_until(lock, *control->deadline(), ready);
+      } else {
+        state->done_cv.wait(lock, ready);
+      }
+      if (!expired) {
+        if (state->inbox.empty()) break;
+        finished.swap(state->inbox);
+      }
+    }
+    if (expired) {
+      // Aborting fails the pending Recvs, whose completions then arrive in the inbox.
+      control->Expire();
+      state->aborted.store(true, std::memory_order_release);
+      continue;
     }
     for (auto& [id, st] : finished) {
       std::vector<int> local;
@@ -343,12 +366,17 @@ Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>*
       Process(state.get(), std::move(local));
     }
   }
-  if (saved_omp != intra) omp_set_num_threads(saved_omp);
+  device_->LeaveRun(run_token);
 
   Status status;
   {
     std::lock_guard lock(state->mu);
     status = state->status;
+  }
+  // A partition that stopped only because its step was aborted elsewhere reports the step's
+  // error, so no caller mistakes a cut-short run for a complete one.
+  if (status.ok() && state->aborted.load(std::memory_order_acquire) && control != nullptr) {
+    status = control->status();
   }
   if (status.ok()) {
     fetches->clear();
@@ -396,6 +424,7 @@ Status ExecutionPlan::RunNode(RunState* s, const PlanNode& n) const {
   }
   KernelContext ctx(s->values.data(), slots, n.num_inputs, s->values.data() + n.output_base,
                     n.num_outputs, device_->allocator(), s->uses.data());
+  ctx.set_device_context(device_->context());
   ctx.set_output_memory(s->output_memory, n.output_base);
   if (s->options != nullptr) ctx.set_step(&s->options->step);
   Status st = n.kernel->Compute(ctx);
@@ -407,7 +436,7 @@ void ExecutionPlan::Process(RunState* s, std::vector<int> local) const {
   while (!local.empty()) {
     int id = local.back();
     local.pop_back();
-    if (s->aborted.load(std::memory_order_relaxed)) continue;  // drop the rest of the run
+    if (s->Stopping()) continue;  // drop the rest of the run
     const PlanNode& n = nodes_[id];
     if (n.is_async) {
       StartAsync(s, id);
@@ -447,6 +476,7 @@ void ExecutionPlan::StartAsync(RunState* s, int id) const {
   auto ctx = std::make_shared<KernelContext>(s->values.data(), input_slots_.data() + n.input_begin,
                                              n.num_inputs, s->values.data() + n.output_base,
                                              n.num_outputs, device_->allocator(), s->uses.data());
+  ctx->set_device_context(device_->context());
   ctx->set_output_memory(s->output_memory, n.output_base);
   if (s->options != nullptr) ctx->set_step(&s->options->step);
   NodeSpan* span = nullptr;

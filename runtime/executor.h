@@ -19,8 +19,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "framework/kernel.h"
 #include "graph/graph.h"
-#include "ops/kernel.h"
+#include "runtime/cancellation.h"
 #include "runtime/device.h"
 #include "runtime/memory_plan.h"
 #include "runtime/step_trace.h"
@@ -65,9 +66,11 @@ class ExecutionPlan {
   // What one run of a partition shares with the other devices of its step.
   struct RunOptions {
     StepInfo step;
-    // Called once, on the run's first error, before the run winds down (the step aborts its
-    // rendezvous there, so the other devices stop waiting).
-    std::function<void(const Status&)> on_error;
+    // The step's control, shared by its partitions: the run's first error aborts it (and with
+    // it the step's rendezvous, so the other devices stop waiting); once it is aborted, by any
+    // partition, a deadline or a cancellation, no further node starts. Null: the run stops on
+    // its own errors only.
+    StepControl* control = nullptr;
     // Profiling: when set (sized to graph().num_nodes()), each node's compute seconds are added
     // at its graph id. Asynchronous nodes (Recv) are not timed: their time is waiting.
     std::vector<double>* node_seconds = nullptr;

@@ -6,48 +6,84 @@ namespace dflow {
 
 LocalRendezvous::~LocalRendezvous() { Abort(Cancelled("the step's rendezvous was destroyed")); }
 
-Status LocalRendezvous::Send(const std::string& key, const Tensor& tensor) {
+void LocalRendezvous::Deliver(const RendezvousKey& key, std::string_view send_node,
+                              const Tensor& tensor, const RecvArgs& args,
+                              const DoneCallback& done) {
+  Status s = CheckReceived(key, send_node, tensor, args);
+  if (s.ok() && args.allocator != nullptr &&
+      !(tensor.host_accessible() && args.allocator->host_accessible())) {
+    s = Unimplemented("Recv '{}': no copy from {} memory to {} memory in one process yet",
+                      args.node, tensor.device(), args.allocator->device());
+  }
+  done(s, s.ok() ? tensor : Tensor());
+}
+
+Status LocalRendezvous::Send(const RendezvousKey& key, const SendArgs& args, const Tensor& tensor) {
   DoneCallback done;
+  RecvArgs recv;
   {
     std::lock_guard lock(mu_);
     if (!aborted_.ok()) return aborted_;
-    Item& item = items_[key];
-    if (item.has_tensor) return FailedPrecondition("rendezvous key '{}' was sent twice", key);
+    auto [it, fresh] = items_.try_emplace(key);
+    Item& item = it->second;
+    if (item.has_tensor) {
+      return FailedPrecondition("rendezvous key {} was sent twice: by Send '{}', then by '{}'",
+                                key.ToString(), item.send_node, args.node);
+    }
     if (item.waiting) {
       done = std::move(item.waiting);
-      items_.erase(key);
+      recv = item.recv;
+      items_.erase(it);
     } else {
       item.has_tensor = true;
       item.tensor = tensor;
+      item.send_node = args.node;
     }
   }
-  if (done) done(Status::OK(), tensor);
+  if (done) Deliver(key, args.node, tensor, recv, done);
   return Status::OK();
 }
 
-void LocalRendezvous::RecvAsync(const std::string& key, DoneCallback done) {
+void LocalRendezvous::RecvAsync(const RendezvousKey& key, const RecvArgs& args, DoneCallback done) {
   Tensor tensor;
-  Status status;
+  std::string send_node;
   {
     std::lock_guard lock(mu_);
-    status = aborted_;
-    if (status.ok()) {
-      auto it = items_.find(key);
-      if (it == items_.end() || !it->second.has_tensor) {
-        Item& item = items_[key];
-        if (item.waiting) {
-          status = FailedPrecondition("rendezvous key '{}' is received twice", key);
-        } else {
-          item.waiting = std::move(done);
-          return;
-        }
-      } else {
-        tensor = std::move(it->second.tensor);
-        items_.erase(it);
-      }
+    if (!aborted_.ok()) {
+      Status why = aborted_;
+      done(why, Tensor());
+      return;
     }
+    auto [it, fresh] = items_.try_emplace(key);
+    Item& item = it->second;
+    if (!item.has_tensor) {
+      if (item.waiting) {
+        done(FailedPrecondition("rendezvous key {} is received twice: by Recv '{}', then by '{}'",
+                                key.ToString(), item.recv.node, args.node),
+             Tensor());
+        return;
+      }
+      item.waiting = std::move(done);
+      item.recv = args;
+      return;
+    }
+    tensor = std::move(item.tensor);
+    send_node = std::move(item.send_node);
+    items_.erase(it);
   }
-  done(status, tensor);
+  Deliver(key, send_node, tensor, args, done);
+}
+
+void LocalRendezvous::CancelRecv(const RendezvousKey& key, const Status& why) {
+  DoneCallback done;
+  {
+    std::lock_guard lock(mu_);
+    auto it = items_.find(key);
+    if (it == items_.end() || !it->second.waiting) return;
+    done = std::move(it->second.waiting);
+    items_.erase(it);
+  }
+  done(why.ok() ? Cancelled("receive of {} cancelled", key.ToString()) : why, Tensor());
 }
 
 void LocalRendezvous::Abort(const Status& status) {

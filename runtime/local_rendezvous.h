@@ -1,31 +1,47 @@
-// LocalRendezvous: the in-process Rendezvous. A Send stores the tensor (a reference: CPU buffers
-// change hands without a copy) or hands it to a Recv already waiting; Abort fails every waiting
-// and later Recv with its status.
+// LocalRendezvous: the in-process Rendezvous (framework/rendezvous.h). A Send stores the tensor (a
+// reference: host buffers change hands without a copy) or hands it to a Recv already waiting.
+// LocalRendezvousFactory makes one per step.
 #pragma once
 
 #include <mutex>
 #include <unordered_map>
 
-#include "ops/rendezvous.h"
+#include "framework/rendezvous.h"
 
 namespace dflow {
 
 class LocalRendezvous final : public Rendezvous {
  public:
+  // Fails every receive still waiting with Cancelled.
   ~LocalRendezvous() override;
-  Status Send(const std::string& key, const Tensor& tensor) override;
-  void RecvAsync(const std::string& key, DoneCallback done) override;
+  Status Send(const RendezvousKey& key, const SendArgs& args, const Tensor& tensor) override;
+  void RecvAsync(const RendezvousKey& key, const RecvArgs& args, DoneCallback done) override;
+  void CancelRecv(const RendezvousKey& key, const Status& why) override;
   void Abort(const Status& status) override;
 
  private:
   struct Item {
     bool has_tensor = false;
     Tensor tensor;
+    std::string send_node;
     DoneCallback waiting;  // set when a Recv came first
+    RecvArgs recv;         // the waiting Recv's expectations
   };
+  // Delivers `tensor` to a receive expecting `args`: the tensor itself when both sides are host
+  // memory, otherwise an error (copies between device memories come with those devices).
+  static void Deliver(const RendezvousKey& key, std::string_view send_node, const Tensor& tensor,
+                      const RecvArgs& args, const DoneCallback& done);
+
   std::mutex mu_;
-  std::unordered_map<std::string, Item> items_;  // GUARDED_BY(mu_)
-  Status aborted_;                               // GUARDED_BY(mu_)
+  std::unordered_map<RendezvousKey, Item, RendezvousKeyHash> items_;  // GUARDED_BY(mu_)
+  Status aborted_;                                                    // GUARDED_BY(mu_)
+};
+
+class LocalRendezvousFactory final : public RendezvousFactory {
+ public:
+  Result<std::unique_ptr<Rendezvous>> Create(int64_t step_id) override {
+    return std::unique_ptr<Rendezvous>(std::make_unique<LocalRendezvous>());
+  }
 };
 
 }  // namespace dflow

@@ -17,8 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "framework/kernel.h"
 #include "graph/allocator.h"
-#include "ops/kernel.h"
 
 namespace dflow {
 

@@ -1,26 +1,26 @@
 #include "ops/cpu/cpu_kernels.h"
 
-#include "ops/op_defs.h"
+#include "ops/cpu/register_cpu.h"
 
-namespace dflow::ops::internal {
+namespace dflow::cpu {
 
 Status RegisterCpuKernels() {
-  RETURN_IF_ERROR(cpu::RegisterArrayKernels());
-  RETURN_IF_ERROR(cpu::RegisterElementwiseKernels());
-  RETURN_IF_ERROR(cpu::RegisterMatMulKernels());
-  RETURN_IF_ERROR(cpu::RegisterReduceKernels());
-  RETURN_IF_ERROR(cpu::RegisterStateKernels());
-  RETURN_IF_ERROR(cpu::RegisterUnaryKernels());
-  RETURN_IF_ERROR(cpu::RegisterNnKernels());
-  RETURN_IF_ERROR(cpu::RegisterTrainingKernels());
-  RETURN_IF_ERROR(cpu::RegisterRandomKernels());
-  RETURN_IF_ERROR(cpu::RegisterConvKernels());
-  RETURN_IF_ERROR(cpu::RegisterPoolKernels());
-  RETURN_IF_ERROR(cpu::RegisterManipKernels());
-  RETURN_IF_ERROR(cpu::RegisterBatchNormKernels());
-  RETURN_IF_ERROR(cpu::RegisterFusedUpdateKernels());
-  RETURN_IF_ERROR(cpu::RegisterSendRecvKernels());
+  RETURN_IF_ERROR(RegisterArrayKernels());
+  RETURN_IF_ERROR(RegisterElementwiseKernels());
+  RETURN_IF_ERROR(RegisterMatMulKernels());
+  RETURN_IF_ERROR(RegisterReduceKernels());
+  RETURN_IF_ERROR(RegisterStateKernels());
+  RETURN_IF_ERROR(RegisterUnaryKernels());
+  RETURN_IF_ERROR(RegisterNnKernels());
+  RETURN_IF_ERROR(RegisterTrainingKernels());
+  RETURN_IF_ERROR(RegisterRandomKernels());
+  RETURN_IF_ERROR(RegisterConvKernels());
+  RETURN_IF_ERROR(RegisterPoolKernels());
+  RETURN_IF_ERROR(RegisterManipKernels());
+  RETURN_IF_ERROR(RegisterBatchNormKernels());
+  RETURN_IF_ERROR(RegisterFusedUpdateKernels());
+  RETURN_IF_ERROR(RegisterSendRecvKernels());
   return Status::OK();
 }
 
-}  // namespace dflow::ops::internal
+}  // namespace dflow::cpu

@@ -1,7 +1,7 @@
 // Internal: registration of the CPU kernels, one function per family.
 #pragma once
 
-#include "ops/kernel.h"
+#include "framework/kernel.h"
 
 namespace dflow::cpu {
 

@@ -1,41 +1,37 @@
-// CPU kernels of _Send and _Recv over the step's rendezvous.
+// CPU kernels of _Send and _Recv over the step's rendezvous (framework/rendezvous.h). Each
+// builds its key and the Recv's expectations once; a run only sets the step.
 #include "ops/cpu/cpu_kernels.h"
 
 namespace dflow::cpu {
 namespace {
 
-struct Key {
-  std::string src, dst, tensor;
-  int64_t incarnation;
-
-  explicit Key(const Node& n)
-      : src(std::get<std::string>(*n.FindAttr("send_device"))),
-        dst(std::get<std::string>(*n.FindAttr("recv_device"))),
-        tensor(std::get<std::string>(*n.FindAttr("tensor_name"))),
-        incarnation(std::get<int64_t>(*n.FindAttr("send_device_incarnation"))) {}
-
-  std::string For(const StepInfo& step) const {
-    return RendezvousKey(src, incarnation, dst, tensor, step.step_id);
-  }
-};
-
 class SendKernel : public OpKernel {
  public:
-  explicit SendKernel(const KernelInit& init) : key_(init.node) {}
+  explicit SendKernel(const KernelInit& init)
+      : key_(RendezvousKeyOf(init.node, 0)), node_(init.node.name()) {}
   Status Compute(KernelContext& ctx) override {
     if (ctx.step().rendezvous == nullptr) {
       return FailedPrecondition("a Send runs only in a partitioned step");
     }
-    return ctx.step().rendezvous->Send(key_.For(ctx.step()), ctx.input(0));
+    RendezvousKey key = key_;
+    key.step_id = ctx.step().step_id;
+    return ctx.step().rendezvous->Send(key, SendArgs{node_}, ctx.input(0));
   }
 
  private:
-  Key key_;
+  RendezvousKey key_;
+  std::string node_;
 };
 
 class RecvKernel : public OpKernel {
  public:
-  explicit RecvKernel(const KernelInit& init) : key_(init.node) {}
+  explicit RecvKernel(const KernelInit& init)
+      : key_(RendezvousKeyOf(init.node, 0)), node_(init.node.name()) {
+    args_.node = node_;
+    args_.dtype = init.node.output_dtype(0);
+    args_.shape = init.node.output_shape(0);
+    args_.allocator = init.allocator;
+  }
   Status Compute(KernelContext&) override {
     return Internal("Recv is asynchronous: ComputeAsync runs it");
   }
@@ -45,15 +41,19 @@ class RecvKernel : public OpKernel {
       done(FailedPrecondition("a Recv runs only in a partitioned step"));
       return;
     }
+    RendezvousKey key = key_;
+    key.step_id = ctx.step().step_id;
     ctx.step().rendezvous->RecvAsync(
-        key_.For(ctx.step()), [&ctx, done = std::move(done)](const Status& s, const Tensor& t) {
+        key, args_, [&ctx, done = std::move(done)](const Status& s, const Tensor& t) {
           if (s.ok()) ctx.set_output(0, t);
           done(s);
         });
   }
 
  private:
-  Key key_;
+  RendezvousKey key_;
+  std::string node_;
+  RecvArgs args_;
 };
 
 }  // namespace

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "ops/kernel.h"
+#include "framework/kernel.h"
 
 namespace dflow::cpu {
 

@@ -14,6 +14,7 @@
 #include "ops/math_ops.h"
 #include "ops/optimizers.h"
 #include "ops/unary_ops.h"
+#include "runtime/local_session.h"
 #include "test_util.h"
 
 namespace dflow {
@@ -50,7 +51,7 @@ std::map<std::string, int> ExpectSameWithFusion(const Scope& root, const Session
   for (bool fuse : {false, true}) {
     SessionOptions options;
     options.fuse_epilogues = fuse;
-    auto session = Session::Create(root, options);
+    auto session = LocalSession::Create(root, options);
     EXPECT_TRUE(session.ok()) << session.status().ToString();
     if (!session.ok()) return {};
     auto out = (*session)->Run(feeds, fetches);

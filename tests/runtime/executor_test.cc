@@ -8,6 +8,7 @@
 
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
+#include "runtime/local_session.h"
 #include "test_util.h"
 
 namespace dflow {
@@ -185,14 +186,14 @@ TEST(ExecutorTest, ReleasesValuesAfterLastConsumer) {
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{256 * 1024});
   Output y = x;
   for (int i = 0; i < 20; ++i) y = ops::Add(root, y, x);  // x has many readers: no in place
-  auto s = Session::Create(root);
+  auto s = LocalSession::Create(root);
   ASSERT_TRUE(s.ok());
   Tensor in(DType::kF32, Shape{256 * 1024});
   for (auto& v : in.flat<float>()) v = 1;
   auto out = (*s)->Run({{"x", in}}, {y.name()});
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->at(0).data<float>()[12345], 21.0f);
-  EXPECT_LE((*s)->device().cpu_allocator()->peak_bytes(), 2u * 1024 * 1024);
+  EXPECT_LE((*s)->device().memory().peak, 2u * 1024 * 1024);
 }
 
 }  // namespace

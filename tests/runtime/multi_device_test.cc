@@ -14,6 +14,7 @@
 #include "ops/optimizers.h"
 #include "ops/register.h"
 #include "ops/unary_ops.h"
+#include "runtime/local_session.h"
 #include "runtime/session.h"
 #include "test_util.h"
 
@@ -98,7 +99,7 @@ TEST(MultiDeviceTest, RandomGraphsMatchTheSingleDeviceRun) {
     ASSERT_TRUE(single.ok()) << single.status().ToString();
     auto want = (*single)->Run(feeds, fetches);
     ASSERT_TRUE(want.ok()) << want.status().ToString();
-    auto multi = Session::Create(root, Devices(devices));
+    auto multi = LocalSession::Create(root, Devices(devices));
     ASSERT_TRUE(multi.ok()) << "round " << round << ": " << multi.status().ToString();
     for (int rep = 0; rep < 2; ++rep) {  // the second run reuses the compiled partitions
       auto got = (*multi)->Run(feeds, fetches);
@@ -108,7 +109,7 @@ TEST(MultiDeviceTest, RandomGraphsMatchTheSingleDeviceRun) {
             << "round " << round << " fetch " << fetches[f];
       }
     }
-    auto plan = (*multi)->PartitionedPlanFor(feeds, fetches);
+    auto plan = (*multi)->PlanFor(feeds, fetches);
     ASSERT_TRUE(plan.ok());
     crossing += (*plan)->send_recv_pairs() > 0;
   }
@@ -129,14 +130,14 @@ TEST(MultiDeviceTest, OneSendRecvPairPerTensorAndDestination) {
   fetches.push_back(
       ops::Identity(root.WithOpName("after").WithDevice("cpu:2").WithControlDependencies({x}), x)
           .name());
-  auto session = Session::Create(root, Devices(3));
+  auto session = LocalSession::Create(root, Devices(3));
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   Session::Feeds feeds = {{"x", Tensor::FromVector<float>({0.5f, -1}, Shape{2})}};
   auto out = (*session)->Run(feeds, fetches);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_FLOAT_EQ(out->at(0).data<float>()[0], -std::tanh(0.5f));
   EXPECT_FLOAT_EQ(out->at(3).data<float>()[1], 0.f);
-  auto plan = (*session)->PartitionedPlanFor(feeds, fetches);
+  auto plan = (*session)->PlanFor(feeds, fetches);
   ASSERT_TRUE(plan.ok());
   // y to cpu:1 and to cpu:2, x to cpu:2 (data), x's control edge to cpu:2.
   EXPECT_EQ((*plan)->send_recv_pairs(), 4);
@@ -348,10 +349,16 @@ TEST(MultiDeviceTest, BadDeviceListsAreRefused) {
   Scope root = Scope::NewRootScope();
   ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2});
   SessionOptions o;
-  o.devices = {"cpu:1", "cpu:0"};
+  o.devices = {"cpu:1", "cpu:0"};  // any order
+  EXPECT_TRUE(Session::Create(root, o).ok());
+  o.devices = {"cpu:0", "/job:localhost/task:0/device:CPU:0"};  // one device spelled twice
   auto s = Session::Create(root, o);
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(MessageHas(s.status(), {"cpu:0 .. cpu:1", "'cpu:1'"}));
+  EXPECT_TRUE(MessageHas(s.status(), {"given twice", "/job:localhost/task:0/device:CPU:0"}))
+      << s.status().ToString();
+  o.devices = {"cpu:0", "tpu:0"};
+  auto t = Session::Create(root, o);
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << t.status().ToString();
   Scope pinned = Scope::NewRootScope();
   ops::Placeholder(pinned.WithOpName("x").WithDevice("cpu:5"), DType::kF32, Shape{2});
   auto p = Session::Create(pinned, Devices(2));

@@ -14,6 +14,7 @@
 #include "ops/manip_ops.h"
 #include "ops/math_ops.h"
 #include "ops/unary_ops.h"
+#include "runtime/local_session.h"
 #include "runtime/session.h"
 #include "serialization/file_util.h"
 #include "test_util.h"
@@ -52,9 +53,9 @@ std::map<std::string, const TracedNode*> ByName(const DeviceTrace& d) {
 
 TEST(StepTraceTest, EveryNodeOfEveryPartitionRanInEdgeOrder) {
   TwoDeviceGraph g;
-  auto session = Session::Create(g.root, Devices(2));
+  auto session = LocalSession::Create(g.root, Devices(2));
   ASSERT_TRUE(session.ok()) << session.status().ToString();
-  auto plan = (*session)->PartitionedPlanFor(g.Feeds(), {g.out.name()});
+  auto plan = (*session)->PlanFor(g.Feeds(), {g.out.name()});
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   StepTrace trace;
   Session::RunOptions options;
@@ -137,7 +138,7 @@ struct ParsedTrace {
 
 TEST(StepTraceTest, ChromeTraceHasDeviceTracksSlicesAndSendRecvFlows) {
   TwoDeviceGraph g;
-  auto session = Session::Create(g.root, Devices(2));
+  auto session = LocalSession::Create(g.root, Devices(2));
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   std::vector<StepTrace> steps(3);
   size_t traced = 0;
@@ -148,7 +149,7 @@ TEST(StepTraceTest, ChromeTraceHasDeviceTracksSlicesAndSendRecvFlows) {
     for (const auto& d : step.devices) traced += d.nodes.size();
   }
   EXPECT_EQ(steps[0].step + 2, steps[2].step);
-  auto plan = (*session)->PartitionedPlanFor(g.Feeds(), {g.out.name()});
+  auto plan = (*session)->PlanFor(g.Feeds(), {g.out.name()});
   ASSERT_TRUE(plan.ok());
 
   std::string path = ::testing::TempDir() + "/trace_test.json";
@@ -204,7 +205,7 @@ TEST(StepTraceTest, OneDeviceTraceHasEveryPlannedNodeAndNoFlows) {
     def.device.clear();
     ASSERT_TRUE(unpinned.AddNode(std::move(def)).ok());
   }
-  auto session = Session::Create(std::move(unpinned), one);
+  auto session = LocalSession::Create(std::move(unpinned), one);
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   auto planned = (*session)->PlannedGraph(g.Feeds(), {g.out.name()});
   ASSERT_TRUE(planned.ok());
@@ -226,7 +227,7 @@ TEST(StepTraceTest, AFailedStepKeepsWhatRan) {
   auto x = ops::Placeholder(root.WithOpName("x").WithDevice("cpu:0"), DType::kF32, Shape{2});
   auto checked = ops::CheckNumerics(root.WithOpName("check").WithDevice("cpu:0"), x, "input");
   auto far = ops::Tanh(root.WithOpName("far").WithDevice("cpu:1"), checked);
-  auto session = Session::Create(root, Devices(2));
+  auto session = LocalSession::Create(root, Devices(2));
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   StepTrace trace;
   Session::RunOptions options;

@@ -7,6 +7,7 @@
 #include "ops/array_ops.h"
 #include "ops/broadcast.h"
 #include "ops/math_ops.h"
+#include "runtime/local_session.h"
 #include "test_util.h"
 
 namespace dflow {
@@ -121,11 +122,11 @@ TEST(ElementwiseKernelTest, RunsInPlaceWhenLastReader) {
   auto a = ops::Add(root, x, ops::Const(root, 1.0f));
   auto r = ops::Relu(root, a);
   auto m = ops::Mul(root, r, ops::Const(root, 2.0f));
-  auto session = Session::Create(root);
+  auto session = LocalSession::Create(root);
   ASSERT_TRUE(session.ok());
   Tensor in = Tensor::FromVector<float>(RandomFloats(1024, 3), Shape{1024});
   Tensor keep = in.Clone();
-  auto& alloc = *(*session)->device().cpu_allocator();
+  auto& alloc = *static_cast<CpuDevice&>((*session)->device()).cpu_allocator();
   auto out = (*session)->Run({{"x", in}}, {m.name()});
   ASSERT_TRUE(out.ok());
   EXPECT_TRUE(in.BitwiseEquals(keep));  // the fed tensor is never overwritten

@@ -1,4 +1,4 @@
-#include "ops/kernel.h"
+#include "framework/kernel.h"
 
 #include <algorithm>
 
@@ -17,6 +17,10 @@ Result<Tensor*> KernelContext::AllocateOutput(int i, DType dtype, const Shape& s
   }
   ASSIGN_OR_RETURN(outputs_[i], Tensor::Allocate(allocator, dtype, shape));
   return &outputs_[i];
+}
+
+Result<Tensor> KernelContext::AllocateTemp(size_t bytes) {
+  return Tensor::Allocate(allocator_, DType::kU8, Shape{static_cast<int64_t>(bytes)});
 }
 
 bool KernelContext::IsLastUse(int i) const {

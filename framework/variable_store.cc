@@ -1,4 +1,4 @@
-#include "ops/variable_store.h"
+#include "framework/variable_store.h"
 
 namespace dflow {
 

@@ -1,4 +1,4 @@
-#include "runtime/device.h"
+#include "runtime/cpu_device.h"
 
 #include <gtest/gtest.h>
 

@@ -12,8 +12,9 @@
 
 #include "graph/graph.h"
 #include "graph/tensor.h"
-#include "ops/rendezvous.h"
-#include "ops/variable_store.h"
+#include "framework/device_context.h"
+#include "framework/rendezvous.h"
+#include "framework/variable_store.h"
 
 namespace dflow {
 
@@ -46,6 +47,12 @@ class KernelContext {
   void set_output(int i, Tensor t) { outputs_[i] = std::move(t); }
   const Tensor& output(int i) const { return outputs_[i]; }
   Allocator* allocator() const { return allocator_; }
+  // The device's context (a CUDA device's streams); null on the CPU.
+  DeviceContext* device_context() const { return device_context_; }
+  void set_device_context(DeviceContext* c) { device_context_ = c; }
+  // Scratch memory for the kernel's own use during Compute, from the device's allocator, so it
+  // counts against the device's memory limit. ResourceExhausted names the device and size.
+  Result<Tensor> AllocateTemp(size_t bytes);
 
   // True when this node is the last reader of input i's value in this run (and reads it once).
   bool IsLastUse(int i) const;
@@ -71,6 +78,7 @@ class KernelContext {
   int num_outputs_;
   Allocator* allocator_;
   const int32_t* remaining_uses_;  // per value slot; null: never forward
+  DeviceContext* device_context_ = nullptr;
   OutputMemory* output_memory_ = nullptr;
   int output_base_ = 0;
   const StepInfo* step_ = &kNoStep;
@@ -100,6 +108,7 @@ struct KernelInit {
   std::string device;        // canonical device name
   Allocator* allocator;      // the device's memory
   VariableStore* variables;  // the device's variables
+  DeviceContext* device_context = nullptr;
 };
 
 using KernelFactory = std::function<Result<std::unique_ptr<OpKernel>>(const KernelInit&)>;

@@ -1,0 +1,60 @@
+#include "runtime/device_factory.h"
+
+#include "ops/register.h"
+
+namespace dflow {
+
+DeviceFactory& DeviceFactory::Global() {
+  static DeviceFactory* factory = [] {
+    auto* f = new DeviceFactory;
+    Status s = f->Register("CPU",
+                           [](const DeviceName& name,
+                              const DeviceOptions& options) -> Result<std::unique_ptr<Device>> {
+                             ASSIGN_OR_RETURN(auto cpu, CpuDevice::Create(name, options.threads,
+                                                                          options.memory_limit));
+                             return std::unique_ptr<Device>(std::move(cpu));
+                           });
+    DFLOW_CHECK(s.ok());
+    return f;
+  }();
+  return *factory;
+}
+
+Status DeviceFactory::Register(const std::string& type, CreateFn create) {
+  std::lock_guard lock(mu_);
+  if (!factories_.emplace(type, std::move(create)).second) {
+    return InvalidArgument("device type '{}' is already registered", type);
+  }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<Device>> DeviceFactory::Create(const DeviceName& name,
+                                                      const DeviceOptions& options) const {
+  ops::RegisterStandardOps();  // the kernels of every built backend
+  DeviceName full = name.WithDefaults();
+  if (!full.type || !full.index) {
+    return InvalidArgument("device '{}' needs a type and an index, e.g. cpu:0", name.ToString());
+  }
+  CreateFn create;
+  {
+    std::lock_guard lock(mu_);
+    auto it = factories_.find(*full.type);
+    if (it == factories_.end()) {
+      std::string known;
+      for (const auto& [type, f] : factories_) known += (known.empty() ? "" : ", ") + type;
+      return NotFound("device '{}': no device type {} in this build (types: {})",
+                      name.ShortString(), *full.type, known);
+    }
+    create = it->second;
+  }
+  return create(full, options);
+}
+
+std::vector<std::string> DeviceFactory::types() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [type, f] : factories_) out.push_back(type);
+  return out;
+}
+
+}  // namespace dflow

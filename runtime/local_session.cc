@@ -1,0 +1,417 @@
+#include "runtime/local_session.h"
+
+#include <algorithm>
+
+#include "ops/register.h"
+#include "runtime/calibration.h"
+#include "runtime/device_factory.h"
+#include "serialization/checkpoint_file.h"
+
+namespace dflow {
+namespace {
+
+// The cache's key of a run signature: feed, fetch and target names.
+std::string SignatureKey(const Session::Feeds& feeds, const std::vector<std::string>& fetches,
+                         const std::vector<std::string>& targets) {
+  std::string key;
+  for (const auto& [name, t] : feeds) key += name + ',';
+  key += '|';
+  for (const auto& f : fetches) key += f + ',';
+  key += '|';
+  for (const auto& t : targets) key += t + ',';
+  return key;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Session>> Session::Create(Graph graph, const SessionOptions& options) {
+  ASSIGN_OR_RETURN(auto session, LocalSession::Create(std::move(graph), options));
+  return std::unique_ptr<Session>(std::move(session));
+}
+
+Result<std::unique_ptr<Session>> Session::Create(const Scope& scope,
+                                                 const SessionOptions& options) {
+  RETURN_IF_ERROR(scope.status());
+  return Create(scope.graph(), options);
+}
+
+Result<std::unique_ptr<LocalSession>> LocalSession::Create(Graph graph,
+                                                           const SessionOptions& options) {
+  ops::RegisterStandardOps();
+  RETURN_IF_ERROR(graph.Validate());
+  auto session = std::unique_ptr<LocalSession>(new LocalSession(std::move(graph), options));
+  RETURN_IF_ERROR(session->Init());
+  return session;
+}
+
+Result<std::unique_ptr<LocalSession>> LocalSession::Create(const Scope& scope,
+                                                           const SessionOptions& options) {
+  RETURN_IF_ERROR(scope.status());
+  return Create(scope.graph(), options);
+}
+
+LocalSession::~LocalSession() = default;
+
+Status LocalSession::Init() {
+  const bool several = !options_.devices.empty();
+  std::vector<std::string> names =
+      several ? options_.devices : std::vector<std::string>{options_.device};
+  const int n = static_cast<int>(names.size());
+  ASSIGN_OR_RETURN(auto split, options_.threads.Resolve());
+  DeviceOptions device_options;
+  device_options.threads =
+      several ? ThreadBudget{std::max(1, split.num_threads / n), 1} : options_.threads;
+  if (options_.device_memory_bytes < 0) {
+    return InvalidArgument("device_memory_bytes is {}; it must be >= 0",
+                           options_.device_memory_bytes);
+  }
+  device_options.memory_limit = static_cast<size_t>(options_.device_memory_bytes);
+  for (const auto& [name, spec] : options_.device_specs) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      return InvalidArgument("device_specs names '{}', which is not among the session's devices",
+                             name);
+    }
+  }
+  DeviceSpec base;
+  LinkDefaults links;
+  if (several && options_.calibrate_devices && n > 1) {
+    ASSIGN_OR_RETURN(CpuCalibration c, CachedCpuCalibration(device_options.threads.num_threads));
+    base = c.Apply(base);
+    links.same_process = c.same_process;
+  }
+  device_set_.set_link_defaults(links);
+  for (int i = 0; i < n; ++i) {
+    ASSIGN_OR_RETURN(DeviceName name, DeviceName::Parse(names[i]));
+    if (!name.index) name.index = 0;
+    size_t limit = device_options.memory_limit;
+    auto given = options_.device_specs.find(names[i]);
+    if (given != options_.device_specs.end() && given->second.memory_bytes > 0 && limit == 0) {
+      limit = static_cast<size_t>(given->second.memory_bytes);
+    }
+    DeviceOptions o = device_options;
+    o.memory_limit = limit;
+    ASSIGN_OR_RETURN(auto device, DeviceFactory::Global().Create(name, o));
+    DeviceSpec spec = base;
+    if (given != options_.device_specs.end()) spec = given->second;
+    spec.name = device->name();
+    spec.incarnation = device->incarnation();
+    spec.memory_bytes = static_cast<double>(device->memory().limit);
+    Status added = device_set_.Add(spec);
+    if (!added.ok()) {
+      return added.code() == StatusCode::kInvalidArgument && device_set_.Find(spec.name)
+                 ? InvalidArgument("device '{}' is given twice ({})", names[i],
+                                   device->canonical_name())
+                 : added;
+    }
+    devices_.push_back(std::move(device));
+  }
+  if (!several) {
+    const Device& device = *devices_[0];
+    for (int v = 0; v < graph_.num_nodes(); ++v) {
+      const Node& node = graph_.node(v);
+      if (node.requested_device().empty()) continue;
+      ASSIGN_OR_RETURN(DeviceName want, DeviceName::Parse(node.requested_device()));
+      if (!want.Matches(device.name())) {
+        return FailedPrecondition("node '{}' requests device '{}', but this session has only {}",
+                                  node.name(), node.requested_device(), device.canonical_name());
+      }
+    }
+    placement_.device_of.assign(graph_.num_nodes(), 0);
+    return Status::OK();
+  }
+  PlacerOptions placer = options_.placer;
+  MeasuredCosts measured;
+  if (!options_.cost_file.empty()) {
+    ASSIGN_OR_RETURN(measured, MeasuredCosts::Load(options_.cost_file));
+    placer.costs.measured = &measured;
+  }
+  placer.log_placement = placer.log_placement || options_.log_placement;
+  ASSIGN_OR_RETURN(placement_, Place(graph_, device_set_, placer));
+  if (options_.log_placement) {
+    fmt::print(stderr, "placement: {}\n", placement_.Summary(device_set_));
+    for (const auto& line : placement_.log) fmt::print(stderr, "  {}\n", line);
+  }
+  return Status::OK();
+}
+
+Status LocalSession::CheckFeed(const std::string& name, const Tensor& value, int* node) const {
+  ASSIGN_OR_RETURN(InputRef ref, ParseInputRef(name));
+  auto id = graph_.FindNode(ref.node);
+  if (!id) return NotFound("feed '{}': no node named '{}'", name, ref.node);
+  const Node& n = graph_.node(*id);
+  if (n.op() != "Placeholder") {
+    return InvalidArgument(
+        "feed '{}': node '{}' is a {}, not a Placeholder; only placeholders "
+        "can be fed",
+        name, n.name(), n.op());
+  }
+  if (ref.index != 0) return InvalidArgument("feed '{}': a placeholder has only output 0", name);
+  if (!value.valid()) return InvalidArgument("feed '{}': the tensor is empty", name);
+  if (value.dtype() != n.output_dtype(0)) {
+    return InvalidArgument("feed '{}': placeholder '{}' is {}, the fed tensor is {}", name,
+                           n.name(), n.output_dtype(0), value.dtype());
+  }
+  if (!n.output_shape(0).IsCompatibleWith(value.shape())) {
+    return InvalidArgument("feed '{}': placeholder '{}' has shape {}, the fed tensor has shape {}",
+                           name, n.name(), n.output_shape(0), value.shape());
+  }
+  if (!value.host_accessible()) {
+    return InvalidArgument("feed '{}': the tensor is in {} memory, not host memory", name,
+                           value.device());
+  }
+  *node = *id;
+  return Status::OK();
+}
+
+Result<PlanSpec> LocalSession::Spec(const Feeds& feeds, const std::vector<std::string>& fetches,
+                                    const std::vector<std::string>& targets) const {
+  PlanSpec spec;
+  for (const auto& [name, t] : feeds) {
+    ASSIGN_OR_RETURN(InputRef ref, ParseInputRef(name));
+    auto id = graph_.FindNode(ref.node);
+    if (!id) return NotFound("feed '{}': no node named '{}'", name, ref.node);
+    spec.feeds.push_back(*id);
+  }
+  for (const auto& f : fetches) {
+    ASSIGN_OR_RETURN(InputRef ref, ParseInputRef(f));
+    auto id = graph_.FindNode(ref.node);
+    if (!id) return NotFound("fetch '{}': no node named '{}'", f, ref.node);
+    const Node& n = graph_.node(*id);
+    if (ref.index >= n.num_outputs()) {
+      return InvalidArgument("fetch '{}': node '{}' ({}) has {} output{}", f, n.name(), n.op(),
+                             n.num_outputs(), n.num_outputs() == 1 ? "" : "s");
+    }
+    spec.fetches.push_back({*id, ref.index});
+  }
+  for (const auto& t : targets) {
+    auto id = graph_.FindNode(t);
+    if (!id) return NotFound("target '{}': no node named '{}'", t, t);
+    spec.targets.push_back(*id);
+  }
+  spec.plan_memory = options_.plan_memory;
+  return spec;
+}
+
+Result<const PartitionedPlan*> LocalSession::Compile(const Feeds& feeds,
+                                                     const std::vector<std::string>& fetches,
+                                                     const std::vector<std::string>& targets) {
+  std::string key = SignatureKey(feeds, fetches, targets);
+  std::shared_ptr<Compiled> entry;
+  {
+    std::lock_guard lock(mu_);
+    auto& slot = compiled_[key];
+    if (!slot) slot = std::make_shared<Compiled>();
+    entry = slot;
+  }
+  // Only runs of this signature wait here while it compiles.
+  std::lock_guard lock(entry->mu);
+  if (!entry->done) {
+    auto spec = Spec(feeds, fetches, targets);
+    if (!spec.ok()) {
+      entry->status = spec.status();
+    } else {
+      std::vector<Device*> devices;
+      for (auto& d : devices_) devices.push_back(d.get());
+      auto plan = PartitionedPlan::Compile(
+          graph_, placement_.device_of, device_set_, devices, *spec,
+          {.fuse_epilogues = options_.fuse_epilogues, .plan_memory = options_.plan_memory});
+      if (plan.ok()) {
+        entry->plan = std::move(plan).value();
+      } else {
+        entry->status = plan.status();
+      }
+    }
+    entry->done = true;
+  }
+  if (!entry->status.ok()) {
+    // A signature that failed to compile is not kept: the error may depend on the feeds given.
+    Status s = entry->status;
+    std::lock_guard session_lock(mu_);
+    auto it = compiled_.find(key);
+    if (it != compiled_.end() && it->second == entry) compiled_.erase(it);
+    return s;
+  }
+  return entry->plan.get();
+}
+
+Result<const PartitionedPlan*> LocalSession::PlanFor(const Feeds& feeds,
+                                                     const std::vector<std::string>& fetches,
+                                                     const std::vector<std::string>& targets) {
+  for (const auto& [name, t] : feeds) {
+    int node = -1;
+    RETURN_IF_ERROR(CheckFeed(name, t, &node));
+  }
+  return Compile(feeds, fetches, targets);
+}
+
+Result<const Graph*> LocalSession::PlannedGraph(const Feeds& feeds,
+                                                const std::vector<std::string>& fetches,
+                                                const std::vector<std::string>& targets) {
+  ASSIGN_OR_RETURN(const PartitionedPlan* plan, PlanFor(feeds, fetches, targets));
+  return &plan->partition_graph(0);
+}
+
+StepStats LocalSession::last_step_stats() const {
+  std::lock_guard lock(mu_);
+  return last_step_;
+}
+
+int LocalSession::num_plans() const {
+  std::lock_guard lock(mu_);
+  return static_cast<int>(compiled_.size());
+}
+
+Result<std::vector<Tensor>> LocalSession::Run(const Feeds& feeds,
+                                              const std::vector<std::string>& fetches,
+                                              const std::vector<std::string>& targets,
+                                              const RunOptions& run_options) {
+  if (fetches.empty() && targets.empty()) {
+    return InvalidArgument("Run needs at least one fetch or target");
+  }
+  std::vector<Tensor> values;
+  values.reserve(feeds.size());
+  std::vector<int> fed_nodes;
+  for (const auto& [name, t] : feeds) {
+    int node = -1;
+    RETURN_IF_ERROR(CheckFeed(name, t, &node));
+    if (std::find(fed_nodes.begin(), fed_nodes.end(), node) != fed_nodes.end()) {
+      return InvalidArgument("feed '{}': placeholder fed twice", name);
+    }
+    fed_nodes.push_back(node);
+    values.push_back(t);
+  }
+  ASSIGN_OR_RETURN(const PartitionedPlan* plan, Compile(feeds, fetches, targets));
+  const int64_t step = next_step_.fetch_add(1, std::memory_order_relaxed);
+  if (run_options.trace != nullptr) *run_options.trace = StepTrace{.step = step};
+  std::vector<std::vector<double>> seconds;
+  std::vector<std::vector<NodeSpan>> spans;
+  for (auto& d : devices_) d->ResetPeak();
+  PartitionedPlan::RunOptions options;
+  options.step_id = step;
+  options.rendezvous = &rendezvous_;
+  options.timeout = run_options.timeout;
+  options.cancellation = run_options.cancellation;
+  if (run_options.profile) options.node_seconds = &seconds;
+  if (run_options.trace != nullptr) options.node_spans = &spans;
+  std::vector<Tensor> out;
+  Status status = plan->Run(values, &out, options);
+  if (run_options.trace != nullptr) {
+    for (int i = 0; i < plan->num_partitions(); ++i) {
+      AddTrace(devices_[plan->partition_device(i)]->canonical_name(), plan->partition_graph(i),
+               spans[i], run_options.trace);
+    }
+  }
+  {
+    std::lock_guard lock(mu_);
+    last_step_ = {};
+    for (auto& d : devices_) {
+      last_step_.device_peak_bytes.push_back(d->memory().peak);
+      last_step_.peak_bytes += last_step_.device_peak_bytes.back();
+    }
+    last_step_.memory = plan->partition_plan(0).memory_stats();
+    if (run_options.profile && status.ok()) {
+      for (int i = 0; i < plan->num_partitions(); ++i) {
+        AddProfile(devices_[plan->partition_device(i)]->type(), plan->partition_graph(i),
+                   seconds[i]);
+      }
+    }
+  }
+  RETURN_IF_ERROR(status);
+  return out;
+}
+
+void LocalSession::AddTrace(const std::string& device, const Graph& graph,
+                            const std::vector<NodeSpan>& spans, StepTrace* trace) {
+  DeviceTrace& d = trace->devices.emplace_back();
+  d.device = device;
+  for (int v = 0; v < graph.num_nodes(); ++v) {
+    if (spans[v].start_ns < 0) continue;
+    const Node& node = graph.node(v);
+    TracedNode& t = d.nodes.emplace_back();
+    t.name = node.name();
+    t.op = node.op();
+    t.span = spans[v];
+    if (t.op == "_Send" || t.op == "_Recv") {
+      t.transfer = RendezvousKeyOf(node, trace->step).ToString();
+    }
+  }
+}
+
+void LocalSession::AddProfile(const std::string& type, const Graph& graph,
+                              const std::vector<double>& seconds) {
+  auto& nodes = profile_[type];
+  for (int v = 0; v < graph.num_nodes(); ++v) {
+    const std::string& op = graph.node(v).op();
+    if (op == "_Send" || op == "_Recv") continue;  // transfers: the cost model's links
+    auto& [total, runs] = nodes[graph.node(v).name()];
+    total += seconds[v];
+    ++runs;
+  }
+}
+
+MeasuredCosts LocalSession::MeasuredNodeCosts() const {
+  std::lock_guard lock(mu_);
+  MeasuredCosts out;
+  for (const auto& [type, nodes] : profile_) {
+    for (const auto& [name, entry] : nodes) out.seconds[type][name] = entry.first / entry.second;
+  }
+  return out;
+}
+
+VariableStore::Variable* LocalSession::FindVariable(int node, bool create) {
+  VariableStore* store = devices_[placement_.device_of[node]]->variables();
+  const std::string& name = graph_.node(node).name();
+  return create ? store->GetOrCreate(name) : store->Find(name);
+}
+
+Status LocalSession::SaveCheckpoint(const std::string& path) {
+  std::map<std::string, Tensor> values;
+  for (int v = 0; v < graph_.num_nodes(); ++v) {
+    const Node& node = graph_.node(v);
+    if (node.op() != "Variable") continue;
+    VariableStore::Variable* var = FindVariable(v, false);
+    Tensor value;
+    if (var != nullptr) {
+      std::lock_guard lock(var->mu);
+      value = var->value;
+    }
+    if (!value.valid()) {
+      return FailedPrecondition(
+          "cannot save checkpoint '{}': variable '{}' is uninitialised; run its initializer first",
+          path, node.name());
+    }
+    ASSIGN_OR_RETURN(Tensor host, devices_[placement_.device_of[v]]->CopyToHost(value));
+    values.emplace(node.name(), std::move(host));
+  }
+  return serialization::SaveCheckpoint(values, path);
+}
+
+Status LocalSession::RestoreCheckpoint(const std::string& path) {
+  ASSIGN_OR_RETURN(auto values, serialization::LoadCheckpoint(path));
+  std::vector<std::pair<int, Tensor>> restore;
+  for (int v = 0; v < graph_.num_nodes(); ++v) {
+    const Node& node = graph_.node(v);
+    if (node.op() != "Variable") continue;
+    auto it = values.find(node.name());
+    if (it == values.end()) {
+      return NotFound("checkpoint '{}' has no variable '{}'", path, node.name());
+    }
+    const Tensor& t = it->second;
+    if (t.dtype() != node.output_dtype(0) || !node.output_shape(0).IsCompatibleWith(t.shape())) {
+      return InvalidArgument(
+          "checkpoint '{}': variable '{}' is {}{} in the file but {}{} in the graph", path,
+          node.name(), DTypeName(t.dtype()), t.shape(), DTypeName(node.output_dtype(0)),
+          node.output_shape(0));
+    }
+    ASSIGN_OR_RETURN(Tensor on_device, devices_[placement_.device_of[v]]->CopyFromHost(t));
+    restore.emplace_back(v, std::move(on_device));
+  }
+  for (auto& [v, t] : restore) {
+    VariableStore::Variable* var = FindVariable(v, true);
+    std::lock_guard lock(var->mu);
+    var->value = std::move(t);
+  }
+  return Status::OK();
+}
+
+}  // namespace dflow

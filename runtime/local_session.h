@@ -1,0 +1,98 @@
+// LocalSession: the in-process Session. Its devices come from the DeviceFactory; a graph on
+// several devices is placed once, at creation. Each run signature is compiled once into a
+// PartitionedPlan (one device is one partition) and kept in one cache; every run takes the same
+// path: check feeds, find or compile the step, run it with a step id of the session's and a
+// LocalRendezvousFactory.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/device.h"
+#include "runtime/local_rendezvous.h"
+#include "runtime/partitioned_plan.h"
+#include "runtime/session.h"
+
+namespace dflow {
+
+class LocalSession final : public Session {
+ public:
+  static Result<std::unique_ptr<LocalSession>> Create(Graph graph,
+                                                      const SessionOptions& options = {});
+  static Result<std::unique_ptr<LocalSession>> Create(const Scope& scope,
+                                                      const SessionOptions& options = {});
+  ~LocalSession() override;
+
+  using Session::Run;
+  Result<std::vector<Tensor>> Run(const Feeds& feeds, const std::vector<std::string>& fetches,
+                                  const std::vector<std::string>& targets,
+                                  const RunOptions& options) override;
+  Status SaveCheckpoint(const std::string& path) override;
+  Status RestoreCheckpoint(const std::string& path) override;
+  MeasuredCosts MeasuredNodeCosts() const override;
+  const Graph& graph() const override { return graph_; }
+  const DeviceSet& device_set() const override { return device_set_; }
+  const PlacementReport& placement() const override { return placement_; }
+  StepStats last_step_stats() const override;
+  int num_plans() const override;
+
+  // For tests and tools.
+  int num_devices() const { return static_cast<int>(devices_.size()); }
+  Device& device(int i = 0) { return *devices_[i]; }
+  // The compiled step of a signature (compiling it if needed).
+  Result<const PartitionedPlan*> PlanFor(const Feeds& feeds,
+                                         const std::vector<std::string>& fetches,
+                                         const std::vector<std::string>& targets = {});
+  // The graph the first partition of a signature runs, after rewrites: on one device, the
+  // whole rewritten graph.
+  Result<const Graph*> PlannedGraph(const Feeds& feeds, const std::vector<std::string>& fetches,
+                                    const std::vector<std::string>& targets = {});
+
+ private:
+  // One cache entry: compiled once, by the first run that needs it, outside the session's lock.
+  struct Compiled {
+    std::mutex mu;
+    bool done = false;                      // GUARDED_BY(mu)
+    Status status;                          // GUARDED_BY(mu)
+    std::unique_ptr<PartitionedPlan> plan;  // GUARDED_BY(mu); immutable once done
+  };
+
+  LocalSession(Graph graph, const SessionOptions& options)
+      : graph_(std::move(graph)), options_(options) {}
+  Status Init();
+  Status CheckFeed(const std::string& name, const Tensor& value, int* node) const;
+  Result<PlanSpec> Spec(const Feeds& feeds, const std::vector<std::string>& fetches,
+                        const std::vector<std::string>& targets) const;
+  // Feeds checked, the compiled step of the signature.
+  Result<const PartitionedPlan*> Compile(const Feeds& feeds,
+                                         const std::vector<std::string>& fetches,
+                                         const std::vector<std::string>& targets);
+  VariableStore::Variable* FindVariable(int node, bool create);
+  // Appends the nodes of `graph` that ran on `device`, with their spans, to `trace`.
+  static void AddTrace(const std::string& device, const Graph& graph,
+                       const std::vector<NodeSpan>& spans, StepTrace* trace);
+  // Adds one profiled run of `graph` on a device of `type`.
+  void AddProfile(const std::string& type, const Graph& graph, const std::vector<double>& seconds);
+
+  const Graph graph_;  // validated once, at creation
+  const SessionOptions options_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  DeviceSet device_set_;
+  PlacementReport placement_;
+  LocalRendezvousFactory rendezvous_;
+  std::atomic<int64_t> next_step_{1};
+
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<Compiled>> compiled_;  // GUARDED_BY(mu_)
+  StepStats last_step_;                                                  // GUARDED_BY(mu_)
+  // Profiled runs: device type -> node -> (seconds, runs).
+  std::map<std::string, std::unordered_map<std::string, std::pair<double, int>>>
+      profile_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace dflow

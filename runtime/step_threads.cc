@@ -1,0 +1,70 @@
+#include "runtime/step_threads.h"
+
+#include <pthread.h>
+
+namespace dflow {
+
+StepThreads::StepThreads(std::string name, std::function<void()> on_start)
+    : name_(std::move(name)), on_start_(std::move(on_start)) {}
+
+StepThreads::~StepThreads() {
+  std::vector<std::unique_ptr<Worker>> workers;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    for (auto& w : workers_) w->cv.notify_all();
+    workers.swap(workers_);
+  }
+  for (auto& w : workers) w->thread.join();
+}
+
+void StepThreads::Run(std::function<void()> task, std::function<void()> then) {
+  std::unique_lock lock(mu_);
+  Worker* w = nullptr;
+  if (!idle_.empty()) {
+    w = idle_.back();
+    idle_.pop_back();
+  } else {
+    workers_.push_back(std::make_unique<Worker>());
+    w = workers_.back().get();
+    w->thread = std::thread([this, w] { Loop(w); });
+  }
+  w->task = std::move(task);
+  w->then = std::move(then);
+  w->idle = false;
+  lock.unlock();
+  w->cv.notify_one();
+}
+
+int StepThreads::num_threads() const {
+  std::lock_guard lock(mu_);
+  return static_cast<int>(workers_.size());
+}
+
+void StepThreads::Loop(Worker* w) {
+  // Thread names are limited to 15 characters.
+  pthread_setname_np(pthread_self(), name_.substr(0, 15).c_str());
+  if (on_start_) on_start_();
+  std::unique_lock lock(mu_);
+  for (;;) {
+    w->cv.wait(lock, [&] { return !w->idle || stopping_; });
+    if (w->idle) return;  // stopping with nothing to do
+    std::function<void()> task = std::move(w->task);
+    std::function<void()> then = std::move(w->then);
+    lock.unlock();
+    task();
+    task = nullptr;  // drop what it captured before the step may end
+    lock.lock();
+    w->idle = true;
+    idle_.push_back(w);
+    if (then) {
+      lock.unlock();
+      then();
+      then = nullptr;
+      lock.lock();
+    }
+    if (stopping_) return;
+  }
+}
+
+}  // namespace dflow

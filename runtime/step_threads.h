@@ -1,0 +1,53 @@
+// StepThreads: the persistent threads a device runs its partitions of steps on. A step hands a
+// partition to an idle thread; a new thread starts only when every thread is busy (concurrent
+// steps), and stays for later steps. So a sequence of steps creates no thread after the first,
+// and each thread keeps its OpenMP team warm. A partition waiting on a Recv holds its thread, so
+// partitions of concurrent steps never queue behind one another (no step can wait on a
+// partition that is queued behind it).
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dflow {
+
+class StepThreads {
+ public:
+  // `on_start` runs once on each new thread before its first task.
+  explicit StepThreads(std::string name, std::function<void()> on_start = nullptr);
+  // Waits for the running tasks, then joins the threads.
+  ~StepThreads();
+  StepThreads(const StepThreads&) = delete;
+  StepThreads& operator=(const StepThreads&) = delete;
+
+  // Runs `task` on an idle thread, starting one if none is idle, then `then` (when set) once
+  // the thread is idle again: a step that waits for `then` finds the thread free for its next
+  // step.
+  void Run(std::function<void()> task, std::function<void()> then = nullptr);
+  // Threads started so far.
+  int num_threads() const;
+
+ private:
+  struct Worker {
+    std::thread thread;
+    std::function<void()> task;  // GUARDED_BY(mu_)
+    std::function<void()> then;  // GUARDED_BY(mu_)
+    bool idle = true;            // GUARDED_BY(mu_)
+    std::condition_variable cv;
+  };
+  void Loop(Worker* w);
+
+  const std::string name_;
+  const std::function<void()> on_start_;
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<Worker>> workers_;  // GUARDED_BY(mu_)
+  std::vector<Worker*> idle_;                     // GUARDED_BY(mu_): last idle first
+  bool stopping_ = false;                         // GUARDED_BY(mu_)
+};
+
+}  // namespace dflow
