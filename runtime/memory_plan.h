@@ -56,6 +56,8 @@ class AllocationRecorder final : public Allocator, public OutputMemory {
   void* Allocate(size_t bytes, size_t alignment) override;
   void Deallocate(void* p, size_t bytes) override;
   const std::string& device() const override { return device_->device(); }
+  size_t limit() const override { return device_->limit(); }
+  size_t bytes_in_use() const override { return device_->bytes_in_use(); }
 
   // The pattern of what was recorded so far; later frees are no longer recorded.
   MemoryPattern Finish();
@@ -80,6 +82,8 @@ class ArenaAllocator final : public Allocator, public OutputMemory {
   void* Allocate(size_t bytes, size_t alignment) override;
   void Deallocate(void* p, size_t bytes) override;
   const std::string& device() const override { return device_->device(); }
+  size_t limit() const override { return device_->limit(); }
+  size_t bytes_in_use() const override { return device_->bytes_in_use(); }
 
   const MemoryPattern& pattern() const { return *pattern_; }
   // Buffers in the arena still alive.

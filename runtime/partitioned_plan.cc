@@ -55,13 +55,13 @@ Result<std::unique_ptr<PartitionedPlan>> PartitionedPlan::Compile(
     if (only < 0) only = device_of[id];
     one_device = device_of[id] == only;
   }
+  // A hand-built _Send or _Recv needs the step's rendezvous too.
+  for (int id = 0; id < n; ++id) {
+    const std::string& op = graph.node(id).op();
+    if (needed[id] && (op == "_Send" || op == "_Recv")) plan->send_recv_pairs_++;
+  }
   if (one_device) {
     if (only < 0) only = 0;
-    // A hand-built _Send or _Recv still needs the step's rendezvous.
-    for (int id = 0; id < n; ++id) {
-      const std::string& op = graph.node(id).op();
-      if (needed[id] && (op == "_Send" || op == "_Recv")) plan->send_recv_pairs_++;
-    }
     Part p{only, devices[only], nullptr, {}, {}};
     for (size_t i = 0; i < spec.feeds.size(); ++i) p.feeds.push_back(static_cast<int>(i));
     for (size_t i = 0; i < spec.fetches.size(); ++i) p.fetches.push_back(static_cast<int>(i));
@@ -79,7 +79,7 @@ Result<std::unique_ptr<PartitionedPlan>> PartitionedPlan::Compile(
   }
   RETURN_IF_ERROR(pruned.Validate());
   ASSIGN_OR_RETURN(PartitionedGraph parts, PartitionGraph(pruned, device_set, pruned_device));
-  plan->send_recv_pairs_ = parts.send_recv_pairs;
+  plan->send_recv_pairs_ += parts.send_recv_pairs;
   for (auto& part : parts.partitions) {
     Part p{part.device, devices[part.device], nullptr, {}, {}};
     PlanSpec local = LocalSpec(graph, part.graph, spec, &p.feeds, &p.fetches);

@@ -54,6 +54,7 @@ class PartitionedPlan {
              const RunOptions& options) const;
 
   int num_partitions() const { return static_cast<int>(parts_.size()); }
+  // Send/Recv pairs the partitioner added, plus any _Send or _Recv the graph had already.
   int send_recv_pairs() const { return send_recv_pairs_; }
   // The graph device partition i runs (after rewrites), its device index, and its plan.
   const Graph& partition_graph(int i) const { return parts_[i].plan->graph(); }

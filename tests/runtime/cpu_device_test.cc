@@ -4,6 +4,11 @@
 
 #include <thread>
 
+#include "ops/array_ops.h"
+#include "ops/unary_ops.h"
+#include "runtime/local_session.h"
+#include "test_util.h"
+
 namespace dflow {
 namespace {
 
@@ -49,6 +54,44 @@ TEST(CpuDeviceTest, CreatesPoolForExtraInterOpThreads) {
   EXPECT_EQ((*three)->canonical_name(), "/job:localhost/task:0/device:CPU:0");
   auto gpu = CpuDevice::Create(DeviceName::Full("localhost", 0, "GPU", 0), {});
   EXPECT_EQ(gpu.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dflow
+
+namespace dflow {
+namespace {
+
+// The limit the placer plans with is the one the allocator enforces: going over it is
+// ResourceExhausted naming the node, the device, the bytes asked and the limit.
+TEST(CpuDeviceMemoryTest, GoingOverTheLimitNamesNodeDeviceBytesAndLimit) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1});
+  auto big = ops::Tanh(root.WithOpName("big"), x);
+  SessionOptions options;
+  options.device_memory_bytes = 1 << 20;
+  auto session = LocalSession::Create(root, options);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  EXPECT_EQ((*session)->device().memory().limit, size_t{1} << 20);
+  EXPECT_EQ((*session)->device_set().device(0).memory_bytes, double{1 << 20});
+  Tensor small(DType::kF32, Shape{1024});
+  for (auto& v : small.flat<float>()) v = 0;
+  ASSERT_TRUE((*session)->Run({{"x", small}}, {big.name()}).ok());
+  Tensor large(DType::kF32, Shape{512 * 1024});  // 2 MiB
+  for (auto& v : large.flat<float>()) v = 0;
+  auto r = (*session)->Run({{"x", large}}, {big.name()});
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(testing::MessageHas(
+      r.status(), {"node 'big'", "/device:CPU:0", "2097152 bytes", "limit 1048576 bytes"}))
+      << r.status().ToString();
+  EXPECT_LE((*session)->last_step_stats().peak_bytes, size_t{1} << 20);
+}
+
+TEST(CpuDeviceMemoryTest, DefaultLimitIsThePhysicalMemory) {
+  auto d = CpuDevice::Create(DeviceName::Full("localhost", 0, "CPU", 0), {});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ((*d)->memory().limit, PhysicalMemoryBytes());
+  EXPECT_GT(PhysicalMemoryBytes(), size_t{1} << 28);
 }
 
 }  // namespace
