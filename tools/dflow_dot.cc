@@ -20,6 +20,7 @@
 #include "serialization/file_util.h"
 #include "serialization/graph_file.h"
 #include "tools/placement_flags.h"
+#include "tools/subprocess.h"
 
 using namespace dflow;
 
@@ -56,6 +57,30 @@ std::string TensorLabel(const Node& producer, int output) {
                                  : fmt::format(" {:.1f} MiB", bytes / (1 << 20));
   }
   return label;
+}
+
+// Runs Graphviz's dot (found on PATH, no shell: `out` is never interpreted) with the DOT text on
+// its stdin, and writes what it prints to `out` atomically.
+Status RenderWithGraphviz(const std::string& dot, const std::string& format,
+                          const std::string& out) {
+  auto ran = tools::RunProgram({"dot", "-T" + format}, dot);
+  if (!ran.ok()) {
+    if (ran.status().code() == StatusCode::kNotFound) {
+      return NotFound(
+          "writing {} needs Graphviz's dot program, which is not on PATH (apt install "
+          "graphviz); -o {}.dot writes DOT without it",
+          out, out.substr(0, out.rfind('.')));
+    }
+    return ran.status().WithPrefix("writing " + out + ": ");
+  }
+  if (ran->exit_code != 0) {
+    std::string why = ran->err.substr(0, ran->err.find('\n'));
+    std::string how = ran->exit_code >= 0 ? fmt::format("exit status {}", ran->exit_code)
+                                          : fmt::format("signal {}", ran->signal);
+    return Internal("writing {}: Graphviz's dot -T{} failed ({}){}{}", out, format, how,
+                    why.empty() ? "" : ": ", why);
+  }
+  return serialization::WriteFileAtomically(out, ran->out);
 }
 
 constexpr const char* kColours[] = {"#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f",
@@ -177,19 +202,8 @@ int main(int argc, char** argv) {
     std::fputs(dot.c_str(), stdout);
   } else if (format == "dot") {
     if (Status s = serialization::WriteFileAtomically(out, dot); !s.ok()) return Fail(s, 1);
-  } else {
-    if (std::system("command -v dot >/dev/null 2>&1") != 0) {
-      return Fail(NotFound("writing {} needs Graphviz's dot program, which is not installed "
-                           "(apt install graphviz); -o {}.dot writes DOT without it",
-                           out, out.substr(0, out.rfind('.'))),
-                  1);
-    }
-    std::string command = fmt::format("dot -T{} -o {}", format, Quote(out));
-    FILE* pipe = popen(command.c_str(), "w");
-    if (pipe == nullptr) return Fail(Internal("cannot run '{}'", command), 1);
-    std::fwrite(dot.data(), 1, dot.size(), pipe);
-    int rc = pclose(pipe);
-    if (rc != 0) return Fail(Internal("'{}' failed (status {})", command, rc), 1);
+  } else if (Status s = RenderWithGraphviz(dot, format, out); !s.ok()) {
+    return Fail(s, 1);
   }
   std::fprintf(stderr, "%d devices, %d nodes, %d cross-device edges\n",
                static_cast<int>(clusters.size()), graph.num_nodes(), crossing);
