@@ -5,8 +5,9 @@
 //
 // One cluster per device, nodes coloured by device. Edges that cross devices (a Send/Recv pair
 // at run time) are drawn bold and labelled with the tensor's type and bytes; control edges are
-// dashed. With --devices the graph is placed as dflow-run would place it; without, a node's
-// device is the one the file says it was assigned, else the one it requests, else "any".
+// dashed. With --devices the graph is placed as dflow-run would place it (the placement's summary
+// goes to stderr); without, a node's device is the one the file says it was assigned, else the
+// one it requests, else "any".
 // --collapse-scopes draws one box per name scope ("dense1/...") and device. Exit codes: 0
 // success, 1 an error while loading, placing or drawing, 2 a usage error; errors go to stderr
 // as one line "error: <Code>: <message>".
@@ -94,7 +95,9 @@ int main(int argc, char** argv) {
   tools::PlacementFlags placement;
   bool collapse = false;
   app.add_option("graph", graph_path, "The graph file (.dfg, or its JSON form)")->required();
-  placement.AddTo(app, "cpu:0,cpu:1,...: place the graph on these devices first");
+  placement.AddTo(app,
+                  "cpu:0,cpu:1,...: place the graph on these CPU devices first, cpu:0 .. cpu:N-1 "
+                  "in any order and spelling, as dflow-run would");
   app.add_flag("--collapse-scopes", collapse, "One box per name scope and device");
   app.add_option("-o,--output", out,
                  "OUT.dot, OUT.svg or OUT.png (SVG and PNG need Graphviz's dot); default: DOT "
@@ -105,6 +108,12 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fprintf(stderr, "error: InvalidArgument: %s (see --help)\n", e.what());
     return 2;
+  }
+  if (Status s = placement.Check(); !s.ok()) return Fail(s, 2);
+  if (placement.devices.empty() && placement.tunes_placer()) {
+    return Fail(InvalidArgument("--memory-limit and --assume-batch tune the placer; give "
+                                "--devices to place the graph"),
+                2);
   }
   std::string format = "dot";
   if (!out.empty()) {
@@ -126,6 +135,7 @@ int main(int argc, char** argv) {
     placement.ApplyTo(options);
     auto session = Session::Create(graph, options);
     if (!session.ok()) return Fail(session.status(), 1);
+    std::fprintf(stderr, "%s\n", tools::PlacementSummary(**session).c_str());
     for (int v = 0; v < graph.num_nodes(); ++v) {
       device_of[v] = (*session)->device_set().DisplayName((*session)->placement().device_of[v]);
     }

@@ -56,8 +56,11 @@ int Count(const std::string& text, const std::string& what) {
 
 TEST(DflowDotTest, OneClusterPerDeviceAndSendRecvEdges) {
   std::string path = SavedPinnedGraph();
-  Ran r = RunDot(path + " --devices cpu:0,cpu:1 -o " + Temp("pinned.dot"));
+  Ran r = RunDot(path + " --devices cpu:1,cpu:0 -o " + Temp("pinned.dot"));
   ASSERT_EQ(r.code, 0) << r.output;
+  // The placement's summary, as dflow-run prints it.
+  EXPECT_NE(r.output.find("placement on 2 devices: predicted step"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  cpu:1: 2 nodes, variables 0.00 MiB"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("2 devices, 6 nodes, 2 cross-device edges"), std::string::npos)
       << r.output;
   std::string dot = *serialization::ReadFile(Temp("pinned.dot"));
@@ -111,6 +114,16 @@ TEST(DflowDotTest, ExitCodesAndErrorLines) {
       {path + " --placer other", 2, "error: InvalidArgument:"},
       {Temp("nothing.dfg"), 1, "error: NotFound: cannot open"},
       {path + " --devices cpu:0", 1, "error: FailedPrecondition:"},
+      {path + " --devices cpu:1,CPU:1", 2,
+       "error: InvalidArgument: --devices 'cpu:1,CPU:1': 'cpu:1' and 'CPU:1' are the same "
+       "device, cpu:1"},
+      {path + " --memory-limit 1MiB", 2,
+       "error: InvalidArgument: --memory-limit and --assume-batch tune the placer; give "
+       "--devices"},
+      {path + " --devices cpu:0,cpu:1 --memory-limit 12XB", 2,
+       "error: InvalidArgument: --memory-limit: '12XB' is not a size"},
+      {path + " --devices cpu:0,cpu:1 --memory-limit 100B", 1,
+       "error: ResourceExhausted: no placement found whose variables and peak activations fit"},
   };
   for (const Case& c : cases) {
     Ran r = RunDot(c.args);
