@@ -2,8 +2,9 @@
 //
 //   dflow-run model.dfg --feed x=x.npy --fetch y=y.npy --fetch loss --target train --steps 100
 //
-// Feeds are NumPy .npy files; a fetch with a file is written there, one without is printed
-// (dtype, shape, values; long ones elided). With --steps N the run repeats N times with a
+// Feeds are NumPy .npy files (int64 values are converted for an int32 placeholder when they fit);
+// a fetch with a file is written there, one without is printed (dtype, shape, values; long ones
+// elided). With --steps N the run repeats N times with a
 // progress line and per-step time statistics. --trace writes a Chrome trace / Perfetto timeline
 // of every step (runtime/step_trace.h). Exit codes: 0 success, 1 an error while loading
 // or running, 2 a usage error. Errors go to stderr as one line "error: <Code>: <message>".
@@ -19,6 +20,7 @@
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
 #include "tools/device_list.h"
+#include "tools/feed_dtype.h"
 #include "tools/placement_flags.h"
 
 using namespace dflow;
@@ -104,7 +106,9 @@ int main(int argc, char** argv) {
   int steps = 1;
   bool log_placement = false;
   app.add_option("graph", graph_path, "The graph file")->required();
-  app.add_option("--feed", feed_args, "NAME=FILE.npy: feed placeholder NAME from a .npy file");
+  app.add_option("--feed", feed_args,
+                 "NAME=FILE.npy: feed placeholder NAME from a .npy file (int64 values "
+                 "for an int32 placeholder are converted when each fits)");
   app.add_option("--fetch", fetch_args,
                  "NAME[=FILE.npy]: fetch tensor NAME (\"node\" or \"node:1\"); written to the "
                  "file, or printed");
@@ -183,7 +187,9 @@ int main(int argc, char** argv) {
   for (const auto& [name, file] : feeds_from) {
     auto t = serialization::ReadNpy(file);
     if (!t.ok()) return Fail(t.status().WithPrefix("--feed " + name + ": "), kRunError);
-    feeds.emplace_back(name, std::move(*t));
+    auto matched = tools::MatchPlaceholderDType(*graph, name, file, std::move(*t));
+    if (!matched.ok()) return Fail(matched.status(), kRunError);
+    feeds.emplace_back(name, std::move(*matched));
   }
   auto session = Session::Create(std::move(*graph), options);
   if (!session.ok()) return Fail(session.status(), kRunError);

@@ -322,5 +322,39 @@ TEST(DflowRunTest, AssumedBatchSizesTheActivations) {
       << zero.output;
 }
 
+// Issue 11: NumPy writes integer labels as int64. They feed an int32 placeholder when every value
+// fits; otherwise the error names the feed, the file and the value's index.
+TEST(DflowRunTest, Int64LabelsFeedAnInt32PlaceholderWhenTheyFit) {
+  Scope root = Scope::NewRootScope();
+  auto labels = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
+  ops::Identity(root.WithOpName("seen"), labels);
+  ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1});
+  std::string graph = Temp("labels.dfg");
+  ASSERT_TRUE(serialization::SaveGraph(root.graph(), graph).ok());
+  ASSERT_TRUE(serialization::WriteNpy(Tensor::FromVector<int64_t>({3, 0, 9, -2}, Shape{4}),
+                                      Temp("labels64.npy"))
+                  .ok());
+  Ran ok = RunTool(graph + " --feed labels=" + Temp("labels64.npy") + " --fetch seen");
+  ASSERT_EQ(ok.code, 0) << ok.output;
+  EXPECT_EQ(ok.output, "seen: i32[4] [3, 0, 9, -2]\n");
+
+  ASSERT_TRUE(serialization::WriteNpy(Tensor::FromVector<int64_t>({1, 2, 4294967296LL}, Shape{3}),
+                                      Temp("big.npy"))
+                  .ok());
+  Ran big = RunTool(graph + " --feed labels=" + Temp("big.npy") + " --fetch seen");
+  EXPECT_EQ(big.code, 1) << big.output;
+  EXPECT_EQ(big.output, "error: InvalidArgument: --feed labels: " + Temp("big.npy") +
+                            " holds int64 values for placeholder 'labels' (i32); the value "
+                            "4294967296 at index [2] does not fit int32\n");
+
+  ASSERT_TRUE(
+      serialization::WriteNpy(Tensor::FromVector<double>({0.5}, Shape{1}), Temp("x64.npy")).ok());
+  Ran f64 = RunTool(graph + " --feed x=" + Temp("x64.npy") + " --fetch x");
+  EXPECT_EQ(f64.code, 1) << f64.output;
+  EXPECT_EQ(f64.output, "error: InvalidArgument: --feed x: " + Temp("x64.npy") +
+                            " holds f64 values, placeholder 'x' is f32: save the array as float32 "
+                            "('<f4') (dflow-run converts int64 to int32 only)\n");
+}
+
 }  // namespace
 }  // namespace dflow
