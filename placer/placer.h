@@ -36,7 +36,9 @@ struct PlacerOptions {
   // Merge chains of cheap single-consumer nodes into groups first (coarsen.h).
   bool merge_chains = true;
   // Graphs whose groups have at most this many assignments to their candidates are placed by
-  // trying them all (a 10-node graph on 2 devices has at most 1,024).
+  // trying them all (a 10-node graph on 2 devices has at most 1,024). 0 turns this exact search
+  // off, leaving the list schedule and local search, as on graphs too large to enumerate (the
+  // placement-quality test measures them alone this way).
   double exhaustive_max_placements = 4096;
   // Local search is skipped above this many nodes (it re-simulates the step per move).
   int local_search_max_nodes = 2000;

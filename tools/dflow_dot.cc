@@ -5,8 +5,9 @@
 //
 // One cluster per device, nodes coloured by device. Edges that cross devices (a Send/Recv pair
 // at run time) are drawn bold and labelled with the tensor's type and bytes; control edges are
-// dashed. With --devices the graph is placed as dflow-run would place it; without, a node's
-// device is the one the file says it was assigned, else the one it requests, else "any".
+// dashed. With --devices the graph is placed as dflow-run would place it (the placement's summary
+// goes to stderr); without, a node's device is the one the file says it was assigned, else the
+// one it requests, else "any".
 // --collapse-scopes draws one box per name scope ("dense1/...") and device. Exit codes: 0
 // success, 1 an error while loading, placing or drawing, 2 a usage error; errors go to stderr
 // as one line "error: <Code>: <message>".
@@ -20,6 +21,7 @@
 #include "serialization/file_util.h"
 #include "serialization/graph_file.h"
 #include "tools/placement_flags.h"
+#include "tools/subprocess.h"
 
 using namespace dflow;
 
@@ -58,6 +60,30 @@ std::string TensorLabel(const Node& producer, int output) {
   return label;
 }
 
+// Runs Graphviz's dot (found on PATH, no shell: `out` is never interpreted) with the DOT text on
+// its stdin, and writes what it prints to `out` atomically.
+Status RenderWithGraphviz(const std::string& dot, const std::string& format,
+                          const std::string& out) {
+  auto ran = tools::RunProgram({"dot", "-T" + format}, dot);
+  if (!ran.ok()) {
+    if (ran.status().code() == StatusCode::kNotFound) {
+      return NotFound(
+          "writing {} needs Graphviz's dot program, which is not on PATH (apt install "
+          "graphviz); -o {}.dot writes DOT without it",
+          out, out.substr(0, out.rfind('.')));
+    }
+    return ran.status().WithPrefix("writing " + out + ": ");
+  }
+  if (ran->exit_code != 0) {
+    std::string why = ran->err.substr(0, ran->err.find('\n'));
+    std::string how = ran->exit_code >= 0 ? fmt::format("exit status {}", ran->exit_code)
+                                          : fmt::format("signal {}", ran->signal);
+    return Internal("writing {}: Graphviz's dot -T{} failed ({}){}{}", out, format, how,
+                    why.empty() ? "" : ": ", why);
+  }
+  return serialization::WriteFileAtomically(out, ran->out);
+}
+
 constexpr const char* kColours[] = {"#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f",
                                     "#cab2d6", "#ffff99", "#1f78b4", "#33a02c"};
 
@@ -69,7 +95,9 @@ int main(int argc, char** argv) {
   tools::PlacementFlags placement;
   bool collapse = false;
   app.add_option("graph", graph_path, "The graph file (.dfg, or its JSON form)")->required();
-  placement.AddTo(app, "cpu:0,cpu:1,...: place the graph on these devices first");
+  placement.AddTo(app,
+                  "cpu:0,cpu:1,...: place the graph on these CPU devices first, cpu:0 .. cpu:N-1 "
+                  "in any order and spelling, as dflow-run would");
   app.add_flag("--collapse-scopes", collapse, "One box per name scope and device");
   app.add_option("-o,--output", out,
                  "OUT.dot, OUT.svg or OUT.png (SVG and PNG need Graphviz's dot); default: DOT "
@@ -80,6 +108,12 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fprintf(stderr, "error: InvalidArgument: %s (see --help)\n", e.what());
     return 2;
+  }
+  if (Status s = placement.Check(); !s.ok()) return Fail(s, 2);
+  if (placement.devices.empty() && placement.tunes_placer()) {
+    return Fail(InvalidArgument("--memory-limit and --assume-batch tune the placer; give "
+                                "--devices to place the graph"),
+                2);
   }
   std::string format = "dot";
   if (!out.empty()) {
@@ -101,6 +135,7 @@ int main(int argc, char** argv) {
     placement.ApplyTo(options);
     auto session = Session::Create(graph, options);
     if (!session.ok()) return Fail(session.status(), 1);
+    std::fprintf(stderr, "%s\n", tools::PlacementSummary(**session).c_str());
     for (int v = 0; v < graph.num_nodes(); ++v) {
       device_of[v] = (*session)->device_set().DisplayName((*session)->placement().device_of[v]);
     }
@@ -177,19 +212,8 @@ int main(int argc, char** argv) {
     std::fputs(dot.c_str(), stdout);
   } else if (format == "dot") {
     if (Status s = serialization::WriteFileAtomically(out, dot); !s.ok()) return Fail(s, 1);
-  } else {
-    if (std::system("command -v dot >/dev/null 2>&1") != 0) {
-      return Fail(NotFound("writing {} needs Graphviz's dot program, which is not installed "
-                           "(apt install graphviz); -o {}.dot writes DOT without it",
-                           out, out.substr(0, out.rfind('.'))),
-                  1);
-    }
-    std::string command = fmt::format("dot -T{} -o {}", format, Quote(out));
-    FILE* pipe = popen(command.c_str(), "w");
-    if (pipe == nullptr) return Fail(Internal("cannot run '{}'", command), 1);
-    std::fwrite(dot.data(), 1, dot.size(), pipe);
-    int rc = pclose(pipe);
-    if (rc != 0) return Fail(Internal("'{}' failed (status {})", command, rc), 1);
+  } else if (Status s = RenderWithGraphviz(dot, format, out); !s.ok()) {
+    return Fail(s, 1);
   }
   std::fprintf(stderr, "%d devices, %d nodes, %d cross-device edges\n",
                static_cast<int>(clusters.size()), graph.num_nodes(), crossing);

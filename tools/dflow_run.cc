@@ -2,8 +2,9 @@
 //
 //   dflow-run model.dfg --feed x=x.npy --fetch y=y.npy --fetch loss --target train --steps 100
 //
-// Feeds are NumPy .npy files; a fetch with a file is written there, one without is printed
-// (dtype, shape, values; long ones elided). With --steps N the run repeats N times with a
+// Feeds are NumPy .npy files (int64 values are converted for an int32 placeholder when they fit);
+// a fetch with a file is written there, one without is printed (dtype, shape, values; long ones
+// elided). With --steps N the run repeats N times with a
 // progress line and per-step time statistics. --trace writes a Chrome trace / Perfetto timeline
 // of every step (runtime/step_trace.h). Exit codes: 0 success, 1 an error while loading
 // or running, 2 a usage error. Errors go to stderr as one line "error: <Code>: <message>".
@@ -13,12 +14,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <set>
 
 #include "ops/register.h"
 #include "runtime/session.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
+#include "tools/device_list.h"
+#include "tools/feed_dtype.h"
 #include "tools/placement_flags.h"
 
 using namespace dflow;
@@ -104,14 +106,18 @@ int main(int argc, char** argv) {
   int steps = 1;
   bool log_placement = false;
   app.add_option("graph", graph_path, "The graph file")->required();
-  app.add_option("--feed", feed_args, "NAME=FILE.npy: feed placeholder NAME from a .npy file");
+  app.add_option("--feed", feed_args,
+                 "NAME=FILE.npy: feed placeholder NAME from a .npy file (int64 values "
+                 "for an int32 placeholder are converted when each fits)");
   app.add_option("--fetch", fetch_args,
                  "NAME[=FILE.npy]: fetch tensor NAME (\"node\" or \"node:1\"); written to the "
                  "file, or printed");
   app.add_option("--target", targets, "NAME: run node NAME for its effects (an update, an init)");
   placement.AddTo(app,
-                  "cpu:0,cpu:1,...: place the graph on several devices (default: the devices the "
-                  "graph's nodes request, or one CPU)");
+                  "cpu:0,cpu:1,...: place the graph on these CPU devices, cpu:0 .. cpu:N-1 in any "
+                  "order and spelling (CPU:1, /job:localhost/task:0/device:CPU:1). Default: cpu:0 "
+                  "up to the highest CPU a node of the graph requests (a graph pinned to cpu:3 "
+                  "gets cpu:0 .. cpu:3), or one CPU when none is requested");
   app.add_option("--cost-file", cost_file, "Measured per-node seconds (JSON) for the placer");
   app.add_option("--steps", steps, "Run the step N times and print time statistics")
       ->check(CLI::PositiveNumber);
@@ -129,6 +135,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: InvalidArgument: %s (see --help)\n", e.what());
     return kUsageError;
   }
+  if (Status s = placement.Check(); !s.ok()) return Fail(s, kUsageError);
 
   std::vector<std::pair<std::string, std::string>> feeds_from, fetches_to;
   for (const auto& f : feed_args) {
@@ -163,35 +170,34 @@ int main(int argc, char** argv) {
   placement.ApplyTo(options);
   if (placement.devices.empty()) {
     // Without --devices, the devices the graph's nodes request (a graph saved with devices
-    // pinned runs as it was built); one CPU when none are requested.
-    std::set<std::string> requested;
-    for (int v = 0; v < graph->num_nodes(); ++v) {
-      if (!graph->node(v).requested_device().empty()) {
-        requested.insert(graph->node(v).requested_device());
-      }
-    }
-    if (requested.size() > 1) {
-      options.devices.assign(requested.begin(), requested.end());
-      std::string list;
-      for (const auto& d : requested) list += (list.empty() ? "" : ",") + d;
-      std::fprintf(stderr, "devices (requested by the graph; --devices overrides): %s\n",
-                   list.c_str());
-    } else if (requested.size() == 1) {
-      options.device = *requested.begin();
+    // pinned runs as it was built); one CPU when none are requested. The placer's flags need
+    // a placed session, also on one device.
+    auto requested = tools::DevicesRequestedBy(*graph);
+    if (!requested.ok()) return Fail(requested.status(), kRunError);
+    if (requested->size() > 1 || placement.tunes_placer()) {
+      options.devices = *requested;
+      std::fprintf(stderr,
+                   "devices (cpu:0 up to the highest a node requests; --devices overrides): %s\n",
+                   tools::JoinDevices(*requested).c_str());
     }
   }
   options.cost_file = cost_file;
   options.log_placement = log_placement;
-  auto session = Session::Create(std::move(*graph), options);
-  if (!session.ok()) return Fail(session.status(), kRunError);
-  if (!restore.empty()) {
-    if (Status s = (*session)->RestoreCheckpoint(restore); !s.ok()) return Fail(s, kRunError);
-  }
   Session::Feeds feeds;
   for (const auto& [name, file] : feeds_from) {
     auto t = serialization::ReadNpy(file);
     if (!t.ok()) return Fail(t.status().WithPrefix("--feed " + name + ": "), kRunError);
-    feeds.emplace_back(name, std::move(*t));
+    auto matched = tools::MatchPlaceholderDType(*graph, name, file, std::move(*t));
+    if (!matched.ok()) return Fail(matched.status(), kRunError);
+    feeds.emplace_back(name, std::move(*matched));
+  }
+  auto session = Session::Create(std::move(*graph), options);
+  if (!session.ok()) return Fail(session.status(), kRunError);
+  if ((*session)->multi_device() && !log_placement) {
+    std::fprintf(stderr, "%s\n", tools::PlacementSummary(**session).c_str());
+  }
+  if (!restore.empty()) {
+    if (Status s = (*session)->RestoreCheckpoint(restore); !s.ok()) return Fail(s, kRunError);
   }
   std::vector<std::string> fetch_names;
   for (const auto& [name, file] : fetches_to) fetch_names.push_back(name);

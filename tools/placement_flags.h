@@ -1,12 +1,14 @@
 // The flags dflow-run and dflow-dot share for placing a graph, so both place a graph the same
-// way: --devices, --placer and --fixed-costs.
+// way: --devices, --placer, --fixed-costs, --memory-limit and --assume-batch.
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <sstream>
 #include <string>
+#include <vector>
 
 #include "runtime/session.h"
+#include "tools/device_list.h"
+#include "tools/size_flag.h"
 
 namespace dflow::tools {
 
@@ -14,6 +16,12 @@ struct PlacementFlags {
   std::string devices;  // "cpu:0,cpu:1"; empty: the tool's default
   std::string placer = "cost";
   bool fixed_costs = false;
+  std::string memory_limit;  // "72MiB"; empty: DeviceSpec's default
+  int64_t assume_batch = 0;  // 0: CostOptions' default
+
+  // Set by Check(): --devices canonical and sorted (device_list.h), --memory-limit in bytes.
+  std::vector<std::string> device_list;
+  int64_t memory_bytes = 0;
 
   void AddTo(CLI::App& app, const std::string& devices_help) {
     app.add_option("--devices", devices, devices_help);
@@ -22,19 +30,50 @@ struct PlacementFlags {
     app.add_flag("--fixed-costs", fixed_costs,
                  "Give the placer fixed device figures instead of measuring this machine (about "
                  "0.1 s): the same graph is then placed the same way on every run and machine");
+    app.add_option("--memory-limit", memory_limit,
+                   "SIZE: the memory each device offers the placer, e.g. 72MiB, 1.5GB or "
+                   "1048576 (bytes); variables plus peak activations must fit it, so a low "
+                   "limit spreads a model over the devices (default 8GiB)");
+    app.add_option("--assume-batch", assume_batch,
+                   "N: the size the placer's estimates give dimensions unknown until run time, "
+                   "usually the batch (default 32)")
+        ->check(CLI::PositiveNumber);
   }
 
-  // Sets the session's devices (when --devices was given), placer and calibration.
-  void ApplyTo(SessionOptions& options) const {
+  // After parsing: checks and canonicalises --devices and --memory-limit. InvalidArgument naming
+  // the flag and its text (a usage error).
+  Status Check() {
     if (!devices.empty()) {
-      options.devices.clear();
-      std::stringstream list(devices);
-      for (std::string d; std::getline(list, d, ',');) options.devices.push_back(d);
+      ASSIGN_OR_RETURN(device_list, ParseDeviceList(devices));
     }
+    if (!memory_limit.empty()) {
+      auto bytes = ParseByteSize(memory_limit);
+      if (!bytes.ok()) return bytes.status().WithPrefix("--memory-limit: ");
+      memory_bytes = *bytes;
+    }
+    return Status::OK();
+  }
+
+  // True when a flag that only matters to the placer was given.
+  bool tunes_placer() const { return !memory_limit.empty() || assume_batch > 0; }
+
+  // Sets the session's devices (when --devices was given), placer, calibration, memory and
+  // assumed batch. REQUIRES: Check() succeeded.
+  void ApplyTo(SessionOptions& options) const {
+    if (!device_list.empty()) options.devices = device_list;
     options.placer.kind =
         placer == "simple" ? PlacerOptions::Kind::kSimple : PlacerOptions::Kind::kCost;
     options.calibrate_devices = !fixed_costs;
+    if (memory_bytes > 0) options.device_memory_bytes = static_cast<double>(memory_bytes);
+    if (assume_batch > 0) options.placer.costs.unknown_dim = assume_batch;
   }
 };
+
+// The placement of a multi-device session in a few lines, for stderr.
+inline std::string PlacementSummary(const Session& session) {
+  int n = session.device_set().size();
+  return fmt::format("placement on {} device{}: {}", n, n == 1 ? "" : "s",
+                     session.placement().Summary(session.device_set()));
+}
 
 }  // namespace dflow::tools

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "ops/optimizers.h"
 #include "runtime/trainer.h"
 #include "serialization/graph_file.h"
+#include "serialization/npy.h"
 
 namespace dflow::examples {
 
@@ -52,25 +55,35 @@ inline int Fail(const Status& s) {
   return 1;
 }
 
-// --save: adds one NoOp "init" that runs every node of `init_names` (initialisers, optimizer
-// slots; none for an inference graph), validates the scope's graph and writes it to `path`
-// (.dfg, or .json for the JSON form). Returns the graph's node count.
-inline Result<int> SaveGraphWithInit(const Scope& root, const std::vector<std::string>& init_names,
-                                     const std::string& path) {
-  if (!init_names.empty()) {
-    std::vector<Output> inits;
-    for (const auto& name : init_names) {
-      auto id = root.graph().FindNode(name);
-      if (!id) return NotFound("no initialiser '{}' in the graph", name);
-      inits.push_back(root.OutputOf(*id));
-    }
-    ops::NoOp(root.WithOpName("init").WithControlDependencies(inits));
+// Adds one NoOp "init" that runs every node of `init_names` (initialisers, optimizer slots;
+// nothing for an inference graph, none named).
+inline Status AddInitOp(const Scope& root, const std::vector<std::string>& init_names) {
+  if (init_names.empty()) return Status::OK();
+  std::vector<Output> inits;
+  for (const auto& name : init_names) {
+    auto id = root.graph().FindNode(name);
+    if (!id) return NotFound("no initialiser '{}' in the graph", name);
+    inits.push_back(root.OutputOf(*id));
   }
+  ops::NoOp(root.WithOpName("init").WithControlDependencies(inits));
+  return root.status();
+}
+
+// --save: validates the scope's graph and writes it to `path` (.dfg, or .json for the JSON
+// form). Returns the graph's node count.
+inline Result<int> SaveScopeGraph(const Scope& root, const std::string& path) {
   RETURN_IF_ERROR(root.status());
   Graph graph = root.graph();
   RETURN_IF_ERROR(graph.Validate());
   RETURN_IF_ERROR(serialization::SaveGraph(graph, path));
   return graph.num_nodes();
+}
+
+// AddInitOp, then SaveScopeGraph.
+inline Result<int> SaveGraphWithInit(const Scope& root, const std::vector<std::string>& init_names,
+                                     const std::string& path) {
+  RETURN_IF_ERROR(AddInitOp(root, init_names));
+  return SaveScopeGraph(root, path);
 }
 
 // The command-line flags every training example takes.
@@ -84,6 +97,7 @@ struct TrainFlags {
   int threads = 0;
   std::string data_dir = kFashionMnistDir;
   std::string save_graph;  // write the training graph here and exit
+  std::string save_batch;  // write a batch's feeds as .npy files into this folder and exit
 
   explicit TrainFlags(int default_epochs) : epochs(default_epochs) {}
 
@@ -100,8 +114,52 @@ struct TrainFlags {
     app.add_option("--save", save_graph,
                    "Write the training graph to FILE.dfg (or .json) for dflow-run and dflow-dot, "
                    "then exit without training");
+    app.add_option("--save-batch", save_batch,
+                   "Write one batch of --batch-size training images and labels, as the graph's "
+                   "feeds, into the folder DIR (DIR/x.npy and DIR/labels.npy for dflow-run), "
+                   "then exit without training");
   }
 };
+
+// --save-batch: the first batch of --batch-size training examples (seeded shuffle) as the
+// feeds `feeds_of` makes of its images and labels, each written to DIR/NAME.npy. Prints what it
+// wrote. Errors name the file.
+inline Status SaveSampleBatch(
+    const TrainFlags& f,
+    const std::function<Session::Feeds(const Tensor& images, const Tensor& labels)>& feeds_of) {
+  ASSIGN_OR_RETURN(Dataset train, LoadFashionMnist(true, f.data_dir));
+  Batcher batches(train, f.batch_size, f.seed);
+  batches.StartEpoch(0);
+  Tensor images, labels;
+  if (!batches.Next(&images, &labels)) {
+    return InvalidArgument("--batch-size {} is larger than the training set ({} examples)",
+                           f.batch_size, train.size());
+  }
+  std::filesystem::path dir = f.save_batch;
+  for (const auto& [name, tensor] : feeds_of(images, labels)) {
+    std::string path = (dir / (name + ".npy")).string();
+    RETURN_IF_ERROR(serialization::WriteNpy(tensor, path));
+    fmt::print("wrote feed '{}' ({}{}) to {}\n", name, DTypeName(tensor.dtype()), tensor.shape(),
+               path);
+  }
+  return Status::OK();
+}
+
+// --check-split: FailedPrecondition naming the devices left without nodes when the placement of
+// a multi-device session did not use every device.
+inline Status CheckEveryDeviceHoldsNodes(const Session& session) {
+  const auto& device_of = session.placement().device_of;
+  std::string idle;
+  for (int d = 0; d < session.device_set().size(); ++d) {
+    if (std::find(device_of.begin(), device_of.end(), d) == device_of.end()) {
+      idle += (idle.empty() ? "" : ", ") + session.device_set().DisplayName(d);
+    }
+  }
+  if (idle.empty()) return Status::OK();
+  return FailedPrecondition("--check-split: the placer put all {} nodes on {} and none on {}",
+                            device_of.size(), session.device_set().DisplayName(device_of.at(0)),
+                            idle);
+}
 
 // A session on the scope's graph with the flags' thread budget, its variables initialised: the
 // parameters' initialisers and the optimizer's slots.
@@ -155,23 +213,35 @@ inline int TrainAndReport(Session& session, const Dataset& train, const Dataset&
 
 // The whole training program after the model: loads Fashion-MNIST, adds the mean cross-entropy
 // of `logits` (named "logits", fed by placeholders "x" and "labels") and Adam, creates the
-// session with `options`, calls `ready` (for a summary), prints `title` and trains with
+// session with `options`, calls `ready` (for a summary or a check; its error ends the program),
+// prints `title` and trains with
 // TrainAndReport. Returns the exit status.
 inline int TrainClassifier(const Scope& root, Params& p, Output logits, Output labels,
                            const TrainFlags& f, const std::string& title,
                            SessionOptions options = {},
-                           const std::function<void(Session&)>& ready = {}) {
+                           const std::function<Status(Session&)>& ready = {}) {
   auto xent = ops::SparseSoftmaxCrossEntropyWithLogits(root, logits, labels);
   auto loss = ops::ReduceMean(root.WithOpName("loss"), xent.loss);
   ops::Adam adam({.learning_rate = f.lr});
   auto step = adam.Minimize(root, loss, p.variables());
-  if (!f.save_graph.empty()) {
-    std::vector<std::string> names = adam.init_targets();
-    for (const auto& t : p.init_targets()) names.push_back(t);
-    auto nodes = SaveGraphWithInit(root, names, f.save_graph);
-    if (!nodes.ok()) return Fail(nodes.status());
-    std::printf("saved the training graph (%d nodes; targets 'init' and '%s', loss '%s') to %s\n",
-                *nodes, step.name().c_str(), loss.name().c_str(), f.save_graph.c_str());
+  // The session runs the graph --save writes, "init" included, so dflow-run places a saved graph
+  // as the example does.
+  std::vector<std::string> init_names = adam.init_targets();
+  for (const auto& t : p.init_targets()) init_names.push_back(t);
+  if (Status s = AddInitOp(root, init_names); !s.ok()) return Fail(s);
+  if (!f.save_graph.empty() || !f.save_batch.empty()) {
+    if (!f.save_graph.empty()) {
+      auto nodes = SaveScopeGraph(root, f.save_graph);
+      if (!nodes.ok()) return Fail(nodes.status());
+      std::printf("saved the training graph (%d nodes; targets 'init' and '%s', loss '%s') to %s\n",
+                  *nodes, step.name().c_str(), loss.name().c_str(), f.save_graph.c_str());
+    }
+    if (!f.save_batch.empty()) {
+      Status s = SaveSampleBatch(f, [](const Tensor& images, const Tensor& labels) {
+        return Session::Feeds{{"x", images}, {"labels", labels}};
+      });
+      if (!s.ok()) return Fail(s);
+    }
     return 0;
   }
   auto train = LoadFashionMnist(true, f.data_dir);
@@ -180,7 +250,9 @@ inline int TrainClassifier(const Scope& root, Params& p, Output logits, Output l
   if (!test.ok()) return Fail(test.status());
   auto session = CreateInitializedSession(root, f, p, adam, std::move(options));
   if (!session.ok()) return Fail(session.status());
-  if (ready) ready(**session);
+  if (ready) {
+    if (Status s = ready(**session); !s.ok()) return Fail(s);
+  }
   std::printf("%s: %lld training and %lld test images, batch %lld\n", title.c_str(),
               static_cast<long long>(train->size()), static_cast<long long>(test->size()),
               static_cast<long long>(f.batch_size));

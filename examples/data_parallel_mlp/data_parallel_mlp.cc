@@ -84,6 +84,18 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (flags.batch_size % 2 != 0) return Fail(InvalidArgument("--batch-size must be even"));
 
+  if (!flags.save_batch.empty()) {
+    // The replicated graph's feeds: half the batch for each replica.
+    int64_t half = flags.batch_size / 2;
+    Status s = examples::SaveSampleBatch(flags, [&](const Tensor& images, const Tensor& labels) {
+      return Session::Feeds{{"x0", Rows(images, 0, half)},
+                            {"labels0", Rows(labels, 0, half)},
+                            {"x1", Rows(images, half, half)},
+                            {"labels1", Rows(labels, half, half)}};
+    });
+    if (!s.ok()) return Fail(s);
+    if (flags.save_graph.empty()) return 0;
+  }
   if (!flags.save_graph.empty()) {
     // The replicated graph: replicas pinned to cpu:0 and cpu:1, the variables on cpu:0.
     Model replicated(2, flags.lr, flags.seed);

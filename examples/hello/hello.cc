@@ -1,5 +1,6 @@
 // y = relu(x·W + b), built with the builder API, run on the CPU and printed. With --save FILE.dfg
-// it writes the graph instead, for dflow-run and dflow-dot.
+// it writes the graph instead, for dflow-run and dflow-dot, and with --save-input FILE.npy the
+// input it feeds, for dflow-run --feed.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -7,15 +8,27 @@
 #include "ops/math_ops.h"
 #include "runtime/session.h"
 #include "serialization/graph_file.h"
+#include "serialization/npy.h"
 
 using namespace dflow;
 
 int main(int argc, char** argv) {
   CLI::App app("Builds y = relu(x·W + b), runs it on the CPU and checks it against plain loops");
-  std::string save;
+  std::string save, save_input;
   app.add_option("--save", save,
                  "Write the graph to FILE.dfg (or .json) for dflow-run and dflow-dot, then exit");
+  app.add_option("--save-input", save_input,
+                 "Write the input x (f32[2,3]) to FILE.npy for dflow-run --feed, then exit");
   CLI11_PARSE(app, argc, argv);
+  Tensor input = Tensor::FromVector<float>({1, 2, 3, -1, 0, 1}, Shape{2, 3});
+  if (!save_input.empty()) {
+    if (Status s = serialization::WriteNpy(input, save_input); !s.ok()) {
+      std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    std::printf("saved the input x (f32[2,3]) to %s\n", save_input.c_str());
+    if (save.empty()) return 0;
+  }
 
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 3});
@@ -41,7 +54,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", session.status().ToString().c_str());
     return 1;
   }
-  Tensor input = Tensor::FromVector<float>({1, 2, 3, -1, 0, 1}, Shape{2, 3});
   auto out = (*session)->Run({{"x", input}}, {y.name()});
   if (!out.ok()) {
     std::fprintf(stderr, "error: %s\n", out.status().ToString().c_str());

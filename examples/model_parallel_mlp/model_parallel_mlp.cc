@@ -5,7 +5,9 @@
 // must split it.
 // The placer splits the layers between cpu:0 and cpu:1; the session partitions the graph and
 // joins the halves with Send/Recv. Prints the placement summary, then trains on Fashion-MNIST.
+// --check-split (its ctest passes it) exits with status 1 unless every device holds nodes.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 
 #include "examples/common/example_util.h"
@@ -13,24 +15,53 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
+#include "tools/device_list.h"
 
 using namespace dflow;
 using examples::Fail;
+
+namespace {
+
+// --devices: a count N (cpu:0 .. cpu:N-1, N at most 16) or a list as dflow-run takes it.
+Result<std::vector<std::string>> DeviceListFlag(const std::string& text) {
+  if (!text.empty() && text.size() <= 2 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    int n = std::stoi(text);
+    if (n < 1 || n > 16) return InvalidArgument("--devices {}: give 1 to 16 devices", n);
+    std::vector<std::string> devices;
+    for (int i = 0; i < n; ++i) devices.push_back("cpu:" + std::to_string(i));
+    return devices;
+  }
+  return tools::ParseDeviceList(text);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app("Trains a wide MLP split by the placer across two CPU devices");
   examples::TrainFlags flags(1);
   int64_t width = 2048;
   double memory_mib = 72;
-  int devices = 2;
-  bool log_placement = false;
+  std::string devices = "2";
+  bool log_placement = false, check_split = false, fixed_costs = false;
+  std::string placer = "cost";
   flags.AddTo(app);
   app.add_option("--width", width, "Units in each hidden layer")->check(CLI::PositiveNumber);
   app.add_option("--device-memory-mib", memory_mib, "Memory each device offers the placer")
       ->check(CLI::PositiveNumber);
-  app.add_option("--devices", devices, "Number of CPU devices")->check(CLI::Range(1, 16));
+  app.add_option("--devices", devices,
+                 "N (cpu:0 .. cpu:N-1), or the list cpu:0,cpu:1,... as dflow-run takes it");
   app.add_flag("--log-placement", log_placement, "Print the device of every node");
+  app.add_option("--placer", placer, "cost (the cost model) or simple (one device, as TensorFlow)")
+      ->check(CLI::IsMember({"cost", "simple"}));
+  app.add_flag("--fixed-costs", fixed_costs,
+               "Give the placer fixed device figures instead of measuring this machine, as "
+               "dflow-run --fixed-costs does: the same placement on every run");
+  app.add_flag("--check-split", check_split,
+               "Exit with status 1 unless every device holds nodes (the model was split)");
   CLI11_PARSE(app, argc, argv);
+  auto device_list = DeviceListFlag(devices);
+  if (!device_list.ok()) return Fail(device_list.status());
 
   Scope root = Scope::NewRootScope();
   examples::Params p;
@@ -44,14 +75,20 @@ int main(int argc, char** argv) {
   auto logits =
       ops::Identity(root.WithOpName("logits"), dense("dense3", h2, width, 10, flags.seed + 2));
   SessionOptions options;
-  for (int i = 0; i < devices; ++i) options.devices.push_back("cpu:" + std::to_string(i));
+  options.devices = *device_list;
   options.device_memory_bytes = memory_mib * (1 << 20);
   options.placer.log_placement = log_placement;
+  options.calibrate_devices = !fixed_costs;
+  options.placer.kind =
+      placer == "simple" ? PlacerOptions::Kind::kSimple : PlacerOptions::Kind::kCost;
   options.placer.costs.unknown_dim = flags.batch_size;  // the placer's estimates use the batch
-  auto summary = [&](Session& session) {
-    std::printf("placement on %d devices of %.0f MiB each:\n%s\n", devices, memory_mib,
-                session.placement().Summary(session.device_set()).c_str());
+  auto summary = [&](Session& session) -> Status {
+    std::printf("placement on %zu devices of %.0f MiB each:\n%s\n", options.devices.size(),
+                memory_mib, session.placement().Summary(session.device_set()).c_str());
     for (const auto& line : session.placement().log) std::printf("  %s\n", line.c_str());
+    std::fflush(stdout);
+    if (check_split) return examples::CheckEveryDeviceHoldsNodes(session);
+    return Status::OK();
   };
   std::string title =
       "Fashion-MNIST, wide MLP 784-" + std::to_string(width) + "-" + std::to_string(width) + "-10";

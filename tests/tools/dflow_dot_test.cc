@@ -1,11 +1,10 @@
 // dflow-dot end to end: one cluster per device, Send/Recv edges drawn, SVG through Graphviz,
 // and the exit codes and error lines.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
-#include <regex>
 
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
@@ -13,6 +12,7 @@
 #include "serialization/file_util.h"
 #include "serialization/graph_file.h"
 #include "tools/run_tool.h"
+#include "tools/subprocess.h"
 
 namespace dflow {
 namespace {
@@ -21,6 +21,9 @@ using testing::Ran;
 using testing::Temp;
 
 Ran RunDot(const std::string& args) { return testing::RunBinary(DFLOW_DOT_BINARY, args); }
+Ran RunDot(const std::vector<std::string>& args) {
+  return testing::RunBinary(DFLOW_DOT_BINARY, args);
+}
 
 // Two layers pinned to cpu:0 and cpu:1: two tensors cross (h to the second layer, and y back
 // to "out" on cpu:0).
@@ -53,8 +56,11 @@ int Count(const std::string& text, const std::string& what) {
 
 TEST(DflowDotTest, OneClusterPerDeviceAndSendRecvEdges) {
   std::string path = SavedPinnedGraph();
-  Ran r = RunDot(path + " --devices cpu:0,cpu:1 -o " + Temp("pinned.dot"));
+  Ran r = RunDot(path + " --devices cpu:1,cpu:0 -o " + Temp("pinned.dot"));
   ASSERT_EQ(r.code, 0) << r.output;
+  // The placement's summary, as dflow-run prints it.
+  EXPECT_NE(r.output.find("placement on 2 devices: predicted step"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  cpu:1: 2 nodes, variables 0.00 MiB"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("2 devices, 6 nodes, 2 cross-device edges"), std::string::npos)
       << r.output;
   std::string dot = *serialization::ReadFile(Temp("pinned.dot"));
@@ -87,7 +93,7 @@ TEST(DflowDotTest, OneClusterPerDeviceAndSendRecvEdges) {
             std::string::npos)
       << collapsed.output;
   // SVG through Graphviz (installed by scripts/setup.sh).
-  if (std::system("command -v dot >/dev/null 2>&1") != 0) GTEST_SKIP() << "no Graphviz dot";
+  if (!tools::FindProgram("dot")) GTEST_SKIP() << "no Graphviz dot";
   Ran svg = RunDot(path + " --devices cpu:0,cpu:1 -o " + Temp("pinned.svg"));
   ASSERT_EQ(svg.code, 0) << svg.output;
   std::string text = *serialization::ReadFile(Temp("pinned.svg"));
@@ -108,6 +114,16 @@ TEST(DflowDotTest, ExitCodesAndErrorLines) {
       {path + " --placer other", 2, "error: InvalidArgument:"},
       {Temp("nothing.dfg"), 1, "error: NotFound: cannot open"},
       {path + " --devices cpu:0", 1, "error: FailedPrecondition:"},
+      {path + " --devices cpu:1,CPU:1", 2,
+       "error: InvalidArgument: --devices 'cpu:1,CPU:1': 'cpu:1' and 'CPU:1' are the same "
+       "device, cpu:1"},
+      {path + " --memory-limit 1MiB", 2,
+       "error: InvalidArgument: --memory-limit and --assume-batch tune the placer; give "
+       "--devices"},
+      {path + " --devices cpu:0,cpu:1 --memory-limit 12XB", 2,
+       "error: InvalidArgument: --memory-limit: '12XB' is not a size"},
+      {path + " --devices cpu:0,cpu:1 --memory-limit 100B", 1,
+       "error: ResourceExhausted: no placement found whose variables and peak activations fit"},
   };
   for (const Case& c : cases) {
     Ran r = RunDot(c.args);
@@ -115,6 +131,72 @@ TEST(DflowDotTest, ExitCodesAndErrorLines) {
     EXPECT_NE(r.output.find(c.words), std::string::npos) << r.output;
     EXPECT_EQ(Count(r.output, "\n"), 1) << r.output;
   }
+}
+
+// Issue 11: the output path went to a shell, so `-o 'x$(cmd).svg'` ran cmd. Now Graphviz runs
+// without one: the file gets exactly the name given and nothing in it runs.
+TEST(DflowDotTest, OutputPathIsNeverInterpretedByAShell) {
+  if (!tools::FindProgram("dot")) GTEST_SKIP() << "no Graphviz dot";
+  std::string graph = SavedPinnedGraph();
+  // A fresh working directory: the injected commands would create "marker" in it.
+  std::filesystem::path dir = Temp("dot_injection");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  for (std::string name :
+       {"x$(touch marker).svg", "x`touch marker`.png", "a \"b\" 'c' ;touch marker; $HOME.svg"}) {
+    Ran r = RunDot({graph, "--devices", "cpu:0,cpu:1", "-o", name});
+    EXPECT_EQ(r.code, 0) << name << "\n" << r.output;
+    EXPECT_TRUE(std::filesystem::exists(dir / name)) << name;
+    EXPECT_FALSE(std::filesystem::exists(dir / "marker")) << name;
+    auto written = serialization::ReadFile((dir / name).string());
+    ASSERT_TRUE(written.ok()) << written.status().ToString();
+    if (name.ends_with(".svg")) {
+      EXPECT_NE(written->find("<svg"), std::string::npos) << name;
+    } else {
+      EXPECT_EQ(written->substr(1, 3), "PNG") << name;
+    }
+  }
+  std::filesystem::current_path(cwd);
+}
+
+// The Graphviz errors: no dot on PATH, and a dot that fails. Each names the output file, and
+// no file is left behind.
+TEST(DflowDotTest, MissingOrFailingGraphvizNamesTheOutputFile) {
+  std::string graph = SavedPinnedGraph();
+  std::filesystem::path bin = Temp("fake_graphviz");
+  std::filesystem::remove_all(bin);
+  std::filesystem::create_directories(bin);
+  std::string out = Temp("never written.svg");
+  std::filesystem::remove(out);
+  auto run_with_path = [&](const std::string& path) {
+    auto ran = tools::RunProgram({"env", "PATH=" + path, DFLOW_DOT_BINARY, graph, "-o", out}, "",
+                                 /*merge_stderr=*/true);
+    EXPECT_TRUE(ran.ok()) << ran.status().ToString();
+    return ran.ok() ? Ran{ran->exit_code, ran->out} : Ran{-1, ""};
+  };
+  Ran missing = run_with_path(bin.string());  // an empty folder: no dot
+  EXPECT_EQ(missing.code, 1) << missing.output;
+  EXPECT_EQ(missing.output,
+            "error: NotFound: writing " + out +
+                " needs Graphviz's dot program, which is not on PATH (apt install graphviz); -o " +
+                Temp("never written") + ".dot writes DOT without it\n");
+  EXPECT_FALSE(std::filesystem::exists(out));
+
+  // A dot that reads part of its input, complains and exits 3.
+  {
+    std::ofstream fake(bin / "dot");
+    fake << "#!/bin/sh\nhead -c 10 >/dev/null\necho 'Error: <stdin>: syntax error in line 1' "
+            ">&2\necho 'second line' >&2\nexit 3\n";
+  }
+  std::filesystem::permissions(bin / "dot", std::filesystem::perms::owner_all);
+  Ran failing = run_with_path(bin.string() + ":/usr/bin:/bin");
+  EXPECT_EQ(failing.code, 1) << failing.output;
+  EXPECT_EQ(failing.output, "error: Internal: writing " + out +
+                                ": Graphviz's dot -Tsvg failed (exit status 3): Error: <stdin>: "
+                                "syntax error in line 1\n");
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 }  // namespace

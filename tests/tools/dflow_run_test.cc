@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
@@ -27,6 +28,9 @@ using testing::Ran;
 using testing::Temp;
 
 Ran RunTool(const std::string& args) { return testing::RunBinary(DFLOW_RUN_BINARY, args); }
+Ran RunTool(const std::vector<std::string>& args) {
+  return testing::RunBinary(DFLOW_RUN_BINARY, args);
+}
 
 // y = tanh(x @ w + 1), w a variable with an initializer; "bump" adds 1 to w.
 struct Saved {
@@ -97,8 +101,8 @@ TEST(DflowRunTest, TraceHasATrackPerDeviceAndSendRecvFlows) {
   // No --devices: the graph's requested devices are used, and said.
   Ran r = RunTool(graph + " --feed x=" + Temp("x8.npy") + " --fetch y --steps 2 --trace " + trace);
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("devices (requested by the graph; --devices overrides): "
-                          "/device:CPU:0,/device:CPU:1"),
+  EXPECT_NE(r.output.find("devices (cpu:0 up to the highest a node requests; --devices "
+                          "overrides): cpu:0,cpu:1\n"),
             std::string::npos)
       << r.output;
   auto text = serialization::ReadFile(trace);
@@ -165,11 +169,191 @@ TEST(DflowRunTest, ExitCodesAndErrorLines) {
   }
   Ran help = RunTool("--help");
   EXPECT_EQ(help.code, 0);
-  for (const char* flag :
-       {"--feed", "--fetch", "--target", "--devices", "--placer", "--cost-file", "--steps",
-        "--restore", "--save", "--trace", "--log-placement", "--fixed-costs"}) {
+  for (const char* flag : {"--feed", "--fetch", "--target", "--devices", "--placer", "--cost-file",
+                           "--steps", "--restore", "--save", "--trace", "--log-placement",
+                           "--fixed-costs", "--memory-limit", "--assume-batch"}) {
     EXPECT_NE(help.output.find(flag), std::string::npos) << flag;
   }
+}
+
+// Issue 11: the default device list sorted names as text (cpu:10 before cpu:2) and refused
+// three spellings of one device. Now it is cpu:0 up to the highest CPU a node requests, each
+// once.
+TEST(DflowRunTest, DefaultDevicesAreCanonicalNumericAndFilledUpToTheHighest) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x").WithDevice("cpu:0"), DType::kF32, Shape{2});
+  auto a = ops::Neg(root.WithOpName("a").WithDevice("cpu:1"), x);
+  auto b = ops::Neg(root.WithOpName("b").WithDevice("CPU:1"), a);
+  auto c = ops::Neg(root.WithOpName("c").WithDevice("/job:localhost/task:0/device:CPU:1"), b);
+  auto d = ops::Neg(root.WithOpName("d").WithDevice("cpu:10"), c);
+  ops::Neg(root.WithOpName("e").WithDevice("cpu:2"), d);
+  const std::string graph = Temp("spellings.dfg");
+  ASSERT_TRUE(serialization::SaveGraph(root.graph(), graph).ok());
+  ASSERT_TRUE(
+      serialization::WriteNpy(Tensor::FromVector<float>({1, -2}, Shape{2}), Temp("x2.npy")).ok());
+  Ran r = RunTool(graph + " --feed x=" + Temp("x2.npy") + " --fetch e --log-placement");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("devices (cpu:0 up to the highest a node requests; --devices "
+                          "overrides): cpu:0,cpu:1,cpu:2,cpu:3,cpu:4,cpu:5,cpu:6,cpu:7,cpu:8,"
+                          "cpu:9,cpu:10\n"),
+            std::string::npos)
+      << r.output;
+  for (const char* line : {"a (Neg) -> cpu:1", "b (Neg) -> cpu:1", "c (Neg) -> cpu:1",
+                           "d (Neg) -> cpu:10", "e (Neg) -> cpu:2"}) {
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+  }
+  EXPECT_NE(r.output.find("e: f32[2] [-1, 2]"), std::string::npos) << r.output;
+
+  // A graph pinned to cpu:3 alone runs on cpu:0 .. cpu:3.
+  Scope only3 = Scope::NewRootScope();
+  auto y = ops::Placeholder(only3.WithOpName("x"), DType::kF32, Shape{2});
+  ops::Neg(only3.WithOpName("n").WithDevice("cpu:3"), y);
+  ASSERT_TRUE(serialization::SaveGraph(only3.graph(), Temp("only3.dfg")).ok());
+  Ran three = RunTool(Temp("only3.dfg") + " --feed x=" + Temp("x2.npy") + " --fetch n " +
+                      "--log-placement");
+  ASSERT_EQ(three.code, 0) << three.output;
+  EXPECT_NE(three.output.find("overrides): cpu:0,cpu:1,cpu:2,cpu:3\n"), std::string::npos)
+      << three.output;
+  EXPECT_NE(three.output.find("n (Neg) -> cpu:3"), std::string::npos) << three.output;
+
+  // --devices in any order and spelling; the same device twice is a usage error naming it.
+  Ran spelled = RunTool(Temp("only3.dfg") + " --feed x=" + Temp("x2.npy") +
+                        " --fetch n --devices CPU:3,cpu:1,/job:localhost/task:0/device:CPU:0,"
+                        "cpu:2 --log-placement");
+  EXPECT_EQ(spelled.code, 0) << spelled.output;
+  EXPECT_NE(spelled.output.find("n (Neg) -> cpu:3"), std::string::npos) << spelled.output;
+  for (const auto& [devices, words] : std::vector<std::pair<std::string, std::string>>{
+           {"cpu:0,cpu:0", "'cpu:0' and 'cpu:0' are the same device, cpu:0"},
+           {"cpu:0,CPU:1,cpu:1", "'CPU:1' and 'cpu:1' are the same device, cpu:1"},
+           {"cpu:0,cpu:2", "cpu:1 is missing"},
+           {"cpu:0,gpu:0", "'gpu:0' is not a CPU device"}}) {
+    Ran bad = RunTool(graph + " --fetch e --devices " + devices);
+    EXPECT_EQ(bad.code, 2) << bad.output;
+    EXPECT_EQ(bad.output.find("error: InvalidArgument: --devices '" + devices + "': "), 0u)
+        << bad.output;
+    EXPECT_NE(bad.output.find(words), std::string::npos) << bad.output;
+    EXPECT_EQ(std::count(bad.output.begin(), bad.output.end(), '\n'), 1) << bad.output;
+  }
+}
+
+// A saved graph with two 1 MiB variables, each summed: one device of 1.5 MiB holds one of them.
+std::string TwoVariablesGraph() {
+  Scope root = Scope::NewRootScope();
+  std::vector<Output> inits, sums;
+  for (const char* name : {"v0", "v1"}) {
+    auto v =
+        ops::InitializedVariable(root.WithOpName(name), Shape{512, 512}, ops::Initializer::Zeros());
+    inits.push_back(v.init);
+    sums.push_back(ops::ReduceSum(root.WithOpName(std::string(name) + "_sum"), v.var));
+  }
+  ops::Add(root.WithOpName("total"), sums[0], sums[1]);
+  ops::NoOp(root.WithOpName("init").WithControlDependencies(inits));
+  std::string path = Temp("two_variables.dfg");
+  EXPECT_TRUE(serialization::SaveGraph(root.graph(), path).ok());
+  return path;
+}
+
+// --memory-limit is each device's memory for the placer; bad sizes are usage errors naming the
+// flag and the text.
+TEST(DflowRunTest, MemoryLimitSplitsVariablesAndBadSizesAreUsageErrors) {
+  std::string graph = TwoVariablesGraph();
+  Ran split = RunTool(graph +
+                      " --devices cpu:0,cpu:1 --memory-limit 1.5MiB --fixed-costs "
+                      "--target init --log-placement");
+  ASSERT_EQ(split.code, 0) << split.output;
+  // Summary lines "cpu:0: N nodes, variables 1.00 MiB, peak ...", one per device.
+  size_t first = split.output.find("variables 1.00 MiB");
+  ASSERT_NE(first, std::string::npos) << split.output;
+  EXPECT_NE(split.output.find("variables 1.00 MiB", first + 1), std::string::npos) << split.output;
+  auto device_of = [&](const std::string& node) {
+    size_t at = split.output.find(node + " (Variable) -> ");
+    if (at == std::string::npos) return std::string("?");
+    at = split.output.find("-> ", at) + 3;
+    return split.output.substr(at, split.output.find('\n', at) - at);
+  };
+  EXPECT_EQ(std::set<std::string>({device_of("v0"), device_of("v1")}),
+            std::set<std::string>({"cpu:0", "cpu:1"}))
+      << split.output;
+  // Without --devices the limit still holds: one device of 1.5 MiB cannot take 2 MiB.
+  Ran one = RunTool(graph + " --memory-limit 1.5MiB --target init");
+  EXPECT_EQ(one.code, 1) << one.output;
+  EXPECT_NE(one.output.find("error: ResourceExhausted: no device has room for the 1048576 bytes"),
+            std::string::npos)
+      << one.output;
+  EXPECT_NE(one.output.find("cpu:0: 1048576 of 1572864 bytes in use"), std::string::npos)
+      << one.output;
+  for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {"12XB", "unknown unit 'XB'; units are B, KB, MB, GB, TB, KiB, MiB, GiB and TiB"},
+           {"-5MiB", "a size has no sign"},
+           {"0", "it must be at least one byte"}}) {
+    Ran bad = RunTool({graph, "--target", "init", "--memory-limit=" + text});
+    EXPECT_EQ(bad.code, 2) << bad.output;
+    EXPECT_EQ(bad.output, "error: InvalidArgument: --memory-limit: '" + text + "' is not a size: " +
+                              why + " (expected e.g. 512MiB, 1.5GB or 1048576)\n");
+  }
+}
+
+// --assume-batch: the placer's estimate of activations uses it.
+TEST(DflowRunTest, AssumedBatchSizesTheActivations) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 1024});
+  auto w =
+      ops::InitializedVariable(root.WithOpName("w"), Shape{1024, 1024}, ops::Initializer::Zeros());
+  ops::MatMul(root.WithOpName("y"), x, w.var);
+  std::string graph = Temp("batch.dfg");
+  ASSERT_TRUE(serialization::SaveGraph(root.graph(), graph).ok());
+  // w is 4 MiB; a batch of 1024 makes x and y 4 MiB each.
+  Ran small =
+      RunTool(graph + " --memory-limit 10MiB --assume-batch 8 --target " + w.init.node_name());
+  EXPECT_EQ(small.code, 0) << small.output;
+  EXPECT_NE(small.output.find("cpu:0: 5 nodes, variables 4.00 MiB, peak 4.06 MiB"),
+            std::string::npos)
+      << small.output;
+  Ran large =
+      RunTool(graph + " --memory-limit 10MiB --assume-batch 1024 --target " + w.init.node_name());
+  EXPECT_EQ(large.code, 1) << large.output;
+  EXPECT_NE(large.output.find("error: ResourceExhausted: no placement found whose variables and "
+                              "peak activations fit"),
+            std::string::npos)
+      << large.output;
+  Ran zero = RunTool(graph + " --assume-batch 0 --target " + w.init.node_name());
+  EXPECT_EQ(zero.code, 2) << zero.output;
+  EXPECT_NE(zero.output.find("error: InvalidArgument: --assume-batch"), std::string::npos)
+      << zero.output;
+}
+
+// Issue 11: NumPy writes integer labels as int64. They feed an int32 placeholder when every value
+// fits; otherwise the error names the feed, the file and the value's index.
+TEST(DflowRunTest, Int64LabelsFeedAnInt32PlaceholderWhenTheyFit) {
+  Scope root = Scope::NewRootScope();
+  auto labels = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
+  ops::Identity(root.WithOpName("seen"), labels);
+  ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1});
+  std::string graph = Temp("labels.dfg");
+  ASSERT_TRUE(serialization::SaveGraph(root.graph(), graph).ok());
+  ASSERT_TRUE(serialization::WriteNpy(Tensor::FromVector<int64_t>({3, 0, 9, -2}, Shape{4}),
+                                      Temp("labels64.npy"))
+                  .ok());
+  Ran ok = RunTool(graph + " --feed labels=" + Temp("labels64.npy") + " --fetch seen");
+  ASSERT_EQ(ok.code, 0) << ok.output;
+  EXPECT_EQ(ok.output, "seen: i32[4] [3, 0, 9, -2]\n");
+
+  ASSERT_TRUE(serialization::WriteNpy(Tensor::FromVector<int64_t>({1, 2, 4294967296LL}, Shape{3}),
+                                      Temp("big.npy"))
+                  .ok());
+  Ran big = RunTool(graph + " --feed labels=" + Temp("big.npy") + " --fetch seen");
+  EXPECT_EQ(big.code, 1) << big.output;
+  EXPECT_EQ(big.output, "error: InvalidArgument: --feed labels: " + Temp("big.npy") +
+                            " holds int64 values for placeholder 'labels' (i32); the value "
+                            "4294967296 at index [2] does not fit int32\n");
+
+  ASSERT_TRUE(
+      serialization::WriteNpy(Tensor::FromVector<double>({0.5}, Shape{1}), Temp("x64.npy")).ok());
+  Ran f64 = RunTool(graph + " --feed x=" + Temp("x64.npy") + " --fetch x");
+  EXPECT_EQ(f64.code, 1) << f64.output;
+  EXPECT_EQ(f64.output, "error: InvalidArgument: --feed x: " + Temp("x64.npy") +
+                            " holds f64 values, placeholder 'x' is f32: save the array as float32 "
+                            "('<f4') (dflow-run converts int64 to int32 only)\n");
 }
 
 }  // namespace

@@ -1,0 +1,206 @@
+// PartitionGraph: one subgraph per device joined by Send/Recv pairs, one pair per (tensor,
+// destination device) however many nodes read the tensor there, control edges as pairs that
+// carry an empty tensor, the pairs' attributes, and the errors.
+#include "placer/partition.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "ops/array_ops.h"
+#include "ops/math_ops.h"
+#include "ops/unary_ops.h"
+#include "test_util.h"
+
+namespace dflow {
+namespace {
+
+using testing::MessageHas;
+
+std::string Cpu(int i) { return DeviceName::Full("localhost", 0, "CPU", i).ToString(); }
+
+// x, a on cpu:0; a read by b and c on cpu:1 and by d on cpu:2; e on cpu:1 adds b and c and
+// waits on x (a control edge across devices); out on cpu:0 adds e and a.
+struct Fixture {
+  Graph graph;
+  std::vector<int> device_of;
+
+  Fixture() {
+    Scope root = Scope::NewRootScope();
+    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{4, 8});
+    auto a = ops::Neg(root.WithOpName("a"), x);
+    auto b = ops::Tanh(root.WithOpName("b"), a);
+    auto c = ops::Neg(root.WithOpName("c"), a);
+    ops::Identity(root.WithOpName("d"), a);
+    auto e = ops::Add(root.WithOpName("e").WithControlDependencies({x}), b, c);
+    ops::Add(root.WithOpName("out"), e, a);
+    graph = root.graph();
+    EXPECT_TRUE(graph.Validate().ok());
+    device_of.assign(graph.num_nodes(), 0);
+    for (auto [name, device] : {std::pair{"b", 1}, {"c", 1}, {"e", 1}, {"d", 2}}) {
+      device_of[*graph.FindNode(name)] = device;
+    }
+  }
+};
+
+const Node& NodeIn(const GraphPartition& p, const std::string& name) {
+  auto id = p.graph.FindNode(name);
+  EXPECT_TRUE(id.has_value()) << name << " not in the partition for device " << p.device;
+  return p.graph.node(id.value_or(0));
+}
+
+std::vector<std::string> NodesOfOp(const GraphPartition& p, const std::string& op) {
+  std::vector<std::string> names;
+  for (int v = 0; v < p.graph.num_nodes(); ++v) {
+    if (p.graph.node(v).op() == op) names.push_back(p.graph.node(v).name());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::vector<std::string> InputNames(const GraphPartition& p, const Node& node) {
+  std::vector<std::string> names;
+  for (const Endpoint& e : node.inputs()) {
+    names.push_back(p.graph.node(e.node).name() + ":" + std::to_string(e.index));
+  }
+  return names;
+}
+
+TEST(PartitionTest, OnePairPerTensorAndDestinationDevice) {
+  Fixture f;
+  DeviceSet devices = DeviceSet::LocalCpus(3).value();
+  auto parts = PartitionGraph(f.graph, devices, f.device_of);
+  ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+  ASSERT_EQ(parts->partitions.size(), 3u);
+  const GraphPartition &p0 = parts->partitions[0], &p1 = parts->partitions[1],
+                       &p2 = parts->partitions[2];
+  EXPECT_EQ(p0.device, 0);
+  EXPECT_EQ(p1.device, 1);
+  EXPECT_EQ(p2.device, 2);
+  // a:0 to cpu:1 (read there by b and c: one pair) and to cpu:2; e:0 back to cpu:0; the
+  // control edge x -> e.
+  EXPECT_EQ(parts->send_recv_pairs, 4);
+  EXPECT_EQ(
+      NodesOfOp(p0, "_Send"),
+      (std::vector<std::string>{"a/_send_0_to_cpu1", "a/_send_0_to_cpu2", "x/_send_ctl_to_cpu1"}));
+  EXPECT_EQ(NodesOfOp(p0, "_Recv"), (std::vector<std::string>{"e/_recv_0_on_cpu0"}));
+  EXPECT_EQ(NodesOfOp(p1, "_Recv"),
+            (std::vector<std::string>{"a/_recv_0_on_cpu1", "x/_recv_ctl_on_cpu1"}));
+  EXPECT_EQ(NodesOfOp(p1, "_Send"), (std::vector<std::string>{"e/_send_0_to_cpu0"}));
+  EXPECT_EQ(NodesOfOp(p2, "_Recv"), (std::vector<std::string>{"a/_recv_0_on_cpu2"}));
+  EXPECT_TRUE(NodesOfOp(p2, "_Send").empty());
+  // Both readers on cpu:1 read the one Recv; local edges stay as they were.
+  EXPECT_EQ(InputNames(p1, NodeIn(p1, "b")), (std::vector<std::string>{"a/_recv_0_on_cpu1:0"}));
+  EXPECT_EQ(InputNames(p1, NodeIn(p1, "c")), (std::vector<std::string>{"a/_recv_0_on_cpu1:0"}));
+  EXPECT_EQ(InputNames(p1, NodeIn(p1, "e")), (std::vector<std::string>{"b:0", "c:0"}));
+  EXPECT_EQ(InputNames(p2, NodeIn(p2, "d")), (std::vector<std::string>{"a/_recv_0_on_cpu2:0"}));
+  EXPECT_EQ(InputNames(p0, NodeIn(p0, "out")),
+            (std::vector<std::string>{"e/_recv_0_on_cpu0:0", "a:0"}));
+  EXPECT_EQ(InputNames(p0, NodeIn(p0, "a/_send_0_to_cpu1")), (std::vector<std::string>{"a:0"}));
+  // Every original node is in exactly one partition, on its device's canonical name.
+  for (int v = 0; v < f.graph.num_nodes(); ++v) {
+    const std::string& name = f.graph.node(v).name();
+    int found = 0;
+    for (const auto& p : parts->partitions) {
+      if (auto id = p.graph.FindNode(name)) {
+        ++found;
+        EXPECT_EQ(p.device, f.device_of[v]) << name;
+        EXPECT_EQ(p.graph.node(*id).requested_device(), Cpu(p.device)) << name;
+      }
+    }
+    EXPECT_EQ(found, 1) << name;
+  }
+  for (const auto& p : parts->partitions) EXPECT_TRUE(p.graph.validated());
+}
+
+TEST(PartitionTest, PairsCarryTheirKeyShapeAndType) {
+  Fixture f;
+  DeviceSet devices = DeviceSet::LocalCpus(3).value();
+  auto parts = PartitionGraph(f.graph, devices, f.device_of, /*incarnation=*/7);
+  ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+  const GraphPartition &p0 = parts->partitions[0], &p1 = parts->partitions[1];
+  const Node& send = NodeIn(p0, "a/_send_0_to_cpu1");
+  const Node& recv = NodeIn(p1, "a/_recv_0_on_cpu1");
+  for (const Node* n : {&send, &recv}) {
+    EXPECT_EQ(n->GetAttr<std::string>("tensor_name").value(), "a:0") << n->name();
+    EXPECT_EQ(n->GetAttr<std::string>("send_device").value(), Cpu(0)) << n->name();
+    EXPECT_EQ(n->GetAttr<std::string>("recv_device").value(), Cpu(1)) << n->name();
+    EXPECT_EQ(n->GetAttr<int64_t>("send_device_incarnation").value(), 7) << n->name();
+    EXPECT_EQ(n->GetAttr<DType>("T").value(), DType::kF32) << n->name();
+  }
+  EXPECT_EQ(send.requested_device(), Cpu(0));
+  EXPECT_EQ(recv.requested_device(), Cpu(1));
+  EXPECT_EQ(recv.GetAttr<Shape>("shape").value(), (Shape{4, 8}));
+  EXPECT_EQ(recv.output_dtype(0), DType::kF32);
+  EXPECT_EQ(recv.output_shape(0), (Shape{4, 8}));
+  EXPECT_EQ(send.FindAttr("shape"), nullptr);
+  // The other destination gets its own key.
+  EXPECT_EQ(
+      NodeIn(parts->partitions[2], "a/_recv_0_on_cpu2").GetAttr<std::string>("recv_device").value(),
+      Cpu(2));
+}
+
+TEST(PartitionTest, ControlEdgesCrossAsEmptyTensors) {
+  Fixture f;
+  DeviceSet devices = DeviceSet::LocalCpus(3).value();
+  auto parts = PartitionGraph(f.graph, devices, f.device_of);
+  ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+  const GraphPartition &p0 = parts->partitions[0], &p1 = parts->partitions[1];
+  // On x's device: an empty Const made once x ran, sent.
+  const Node& empty = NodeIn(p0, "x/_ctl_cpu1");
+  EXPECT_EQ(empty.op(), "Const");
+  ASSERT_EQ(empty.control_inputs().size(), 1u);
+  EXPECT_EQ(p0.graph.node(empty.control_inputs()[0]).name(), "x");
+  EXPECT_EQ(empty.output_dtype(0), DType::kBool);
+  EXPECT_EQ(empty.output_shape(0), (Shape{0}));
+  const Node& send = NodeIn(p0, "x/_send_ctl_to_cpu1");
+  EXPECT_EQ(InputNames(p0, send), (std::vector<std::string>{"x/_ctl_cpu1:0"}));
+  // On e's device: e waits on the Recv instead of x.
+  const Node& recv = NodeIn(p1, "x/_recv_ctl_on_cpu1");
+  EXPECT_EQ(recv.GetAttr<std::string>("tensor_name").value(), "x:control");
+  EXPECT_EQ(recv.GetAttr<DType>("T").value(), DType::kBool);
+  EXPECT_EQ(recv.GetAttr<Shape>("shape").value(), (Shape{0}));
+  const Node& e = NodeIn(p1, "e");
+  ASSERT_EQ(e.control_inputs().size(), 1u);
+  EXPECT_EQ(p1.graph.node(e.control_inputs()[0]).name(), "x/_recv_ctl_on_cpu1");
+  // A control edge within a device stays one.
+  f.device_of[*f.graph.FindNode("e")] = 0;
+  f.device_of[*f.graph.FindNode("b")] = 0;
+  f.device_of[*f.graph.FindNode("c")] = 0;
+  auto local = PartitionGraph(f.graph, devices, f.device_of);
+  ASSERT_TRUE(local.ok()) << local.status().ToString();
+  const GraphPartition& only0 = local->partitions[0];
+  EXPECT_TRUE(NodesOfOp(only0, "Const").empty());
+  const Node& e0 = NodeIn(only0, "e");
+  ASSERT_EQ(e0.control_inputs().size(), 1u);
+  EXPECT_EQ(only0.graph.node(e0.control_inputs()[0]).name(), "x");
+  // Devices without nodes get no partition: cpu:1 is empty now.
+  ASSERT_EQ(local->partitions.size(), 2u);
+  EXPECT_EQ(local->partitions[1].device, 2);
+  EXPECT_EQ(local->send_recv_pairs, 1);  // a:0 to d on cpu:2
+}
+
+TEST(PartitionTest, ErrorsNameTheNodeAndTheSizes) {
+  Fixture f;
+  DeviceSet devices = DeviceSet::LocalCpus(3).value();
+  int n = f.graph.num_nodes();
+  auto short_placement = PartitionGraph(f.graph, devices, {0, 1});
+  EXPECT_EQ(short_placement.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(short_placement.status().message(),
+            fmt::format("placement covers 2 nodes, the graph has {}", n));
+  for (int bad : {3, -1}) {
+    std::vector<int> device_of = f.device_of;
+    device_of[*f.graph.FindNode("d")] = bad;
+    auto r = PartitionGraph(f.graph, devices, device_of);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message(),
+              fmt::format("node 'd' is placed on device {}, outside the set of 3", bad));
+  }
+  Graph unvalidated;
+  auto r = PartitionGraph(unvalidated, devices, {});
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(MessageHas(r.status(), {"validated"}));
+}
+
+}  // namespace
+}  // namespace dflow
