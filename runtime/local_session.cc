@@ -66,11 +66,22 @@ Status LocalSession::Init() {
                            options_.device_memory_bytes);
   }
   device_options.memory_limit = static_cast<size_t>(options_.device_memory_bytes);
+  // device_specs by canonical name, so "CPU:1" and "cpu:1" are one device.
+  std::vector<std::string> canonical;
+  for (const auto& name : names) {
+    ASSIGN_OR_RETURN(DeviceName parsed, DeviceName::Parse(name));
+    if (!parsed.index) parsed.index = 0;
+    canonical.push_back(parsed.WithDefaults().ToString());
+  }
+  std::map<std::string, const DeviceSpec*> specs;
   for (const auto& [name, spec] : options_.device_specs) {
-    if (std::find(names.begin(), names.end(), name) == names.end()) {
+    auto parsed = DeviceName::Parse(name);
+    std::string full = parsed.ok() ? parsed->WithDefaults().ToString() : name;
+    if (std::find(canonical.begin(), canonical.end(), full) == canonical.end()) {
       return InvalidArgument("device_specs names '{}', which is not among the session's devices",
                              name);
     }
+    specs[full] = &spec;
   }
   DeviceSpec base;
   LinkDefaults links;
@@ -84,15 +95,16 @@ Status LocalSession::Init() {
     ASSIGN_OR_RETURN(DeviceName name, DeviceName::Parse(names[i]));
     if (!name.index) name.index = 0;
     size_t limit = device_options.memory_limit;
-    auto given = options_.device_specs.find(names[i]);
-    if (given != options_.device_specs.end() && given->second.memory_bytes > 0 && limit == 0) {
-      limit = static_cast<size_t>(given->second.memory_bytes);
+    auto found = specs.find(canonical[i]);
+    const DeviceSpec* given = found == specs.end() ? nullptr : found->second;
+    if (given != nullptr && given->memory_bytes > 0 && limit == 0) {
+      limit = static_cast<size_t>(given->memory_bytes);
     }
     DeviceOptions o = device_options;
     o.memory_limit = limit;
     ASSIGN_OR_RETURN(auto device, DeviceFactory::Global().Create(name, o));
     DeviceSpec spec = base;
-    if (given != options_.device_specs.end()) spec = given->second;
+    if (given != nullptr) spec = *given;
     spec.name = device->name();
     spec.incarnation = device->incarnation();
     spec.memory_bytes = static_cast<double>(device->memory().limit);

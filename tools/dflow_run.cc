@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
   }
   auto session = Session::Create(std::move(*graph), options);
   if (!session.ok()) return Fail(session.status(), kRunError);
-  if ((*session)->multi_device() && !log_placement) {
+  if (!options.devices.empty() && !log_placement) {
     std::fprintf(stderr, "%s\n", tools::PlacementSummary(**session).c_str());
   }
   if (!restore.empty()) {

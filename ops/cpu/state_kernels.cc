@@ -40,8 +40,17 @@ class AssignKernel : public OpKernel {
     }
     std::lock_guard lock(ref_.var->mu);
     Tensor& cur = ref_.var->value;
-    if (!(CanUpdateInPlace(ctx, cur, 0) && cur.dtype() == value.dtype() &&
-          cur.shape() == value.shape())) {
+    const bool in_place = CanUpdateInPlace(ctx, cur, 0) && cur.dtype() == value.dtype() &&
+                          cur.shape() == value.shape();
+    if (!in_place && ctx.IsLastUse(1) && value.buffer_unique() &&
+        value.device() == ctx.allocator()->device()) {
+      // Nobody else will read the value: the variable takes its buffer, so assigning (an
+      // initializer, most often) needs no second copy of the variable's memory.
+      cur = value;
+      ctx.set_output(0, cur);
+      return Status::OK();
+    }
+    if (!in_place) {
       ASSIGN_OR_RETURN(cur, Tensor::Allocate(ctx.allocator(), value.dtype(), value.shape()));
     }
     if (value.num_bytes() > 0) std::memcpy(cur.raw_data(), value.raw_data(), value.num_bytes());

@@ -115,8 +115,13 @@ TEST(PartitionTest, OnePairPerTensorAndDestinationDevice) {
 
 TEST(PartitionTest, PairsCarryTheirKeyShapeAndType) {
   Fixture f;
-  DeviceSet devices = DeviceSet::LocalCpus(3).value();
-  auto parts = PartitionGraph(f.graph, devices, f.device_of, /*incarnation=*/7);
+  DeviceSet devices;  // each device's process incarnation goes into its Sends' keys
+  for (int i = 0; i < 3; ++i) {
+    DeviceSpec spec = DeviceSet::LocalCpus(3).value().device(i);
+    spec.incarnation = 7 + i;
+    ASSERT_TRUE(devices.Add(spec).ok());
+  }
+  auto parts = PartitionGraph(f.graph, devices, f.device_of);
   ASSERT_TRUE(parts.ok()) << parts.status().ToString();
   const GraphPartition &p0 = parts->partitions[0], &p1 = parts->partitions[1];
   const Node& send = NodeIn(p0, "a/_send_0_to_cpu1");
