@@ -5,6 +5,7 @@
 
 #include "placer/partition.h"
 #include "runtime/pipeline.h"
+#include "runtime/spin_wait.h"
 
 namespace dflow {
 namespace {
@@ -132,20 +133,27 @@ Status PartitionedPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor
     if (!s.ok()) control.Abort(s);
   };
 
+  // Partitions on step threads still running. The last one to finish notifies under the mutex,
+  // so the wait below never returns while a `then` still touches this frame.
   std::mutex mu;
   std::condition_variable cv;
-  size_t running = n - 1;  // GUARDED_BY(mu): partitions on step threads
+  std::atomic<size_t> running{n - 1};
+  bool all_done = n == 1;  // GUARDED_BY(mu)
   for (size_t i = 1; i < n; ++i) {
     parts_[i].runner->step_threads()->Run([&run_part, i] { run_part(i); },
                                           [&] {
                                             std::lock_guard lock(mu);
-                                            if (--running == 0) cv.notify_all();
+                                            if (running.fetch_sub(1) == 1) {
+                                              all_done = true;
+                                              cv.notify_all();
+                                            }
                                           });
   }
   run_part(0);
+  SpinFor([&] { return running.load(std::memory_order_acquire) == 0; });
   {
     std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return running == 0; });
+    cv.wait(lock, [&] { return all_done; });
   }
   if (options.cancellation != nullptr) options.cancellation->Unregister(cancel_id);
   Status status = control.status();

@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include "runtime/spin_wait.h"
+
 namespace dflow {
 
 StepThreads::StepThreads(std::string name, std::function<void()> on_start)
@@ -32,6 +34,7 @@ void StepThreads::Run(std::function<void()> task, std::function<void()> then) {
   w->task = std::move(task);
   w->then = std::move(then);
   w->idle = false;
+  w->has_task.store(true, std::memory_order_release);
   lock.unlock();
   w->cv.notify_one();
 }
@@ -47,6 +50,12 @@ void StepThreads::Loop(Worker* w) {
   if (on_start_) on_start_();
   std::unique_lock lock(mu_);
   for (;;) {
+    if (w->idle && !stopping_) {
+      // Steps come back to back: poll a little before sleeping.
+      lock.unlock();
+      SpinFor([w] { return w->has_task.load(std::memory_order_acquire); });
+      lock.lock();
+    }
     w->cv.wait(lock, [&] { return !w->idle || stopping_; });
     if (w->idle) return;  // stopping with nothing to do
     std::function<void()> task = std::move(w->task);
@@ -56,6 +65,7 @@ void StepThreads::Loop(Worker* w) {
     task = nullptr;  // drop what it captured before the step may end
     lock.lock();
     w->idle = true;
+    w->has_task.store(false, std::memory_order_relaxed);
     idle_.push_back(w);
     if (then) {
       lock.unlock();

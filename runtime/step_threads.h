@@ -6,6 +6,7 @@
 // partition that is queued behind it).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -38,6 +39,8 @@ class StepThreads {
     std::function<void()> task;  // GUARDED_BY(mu_)
     std::function<void()> then;  // GUARDED_BY(mu_)
     bool idle = true;            // GUARDED_BY(mu_)
+    // Mirrors !idle for the worker's polling before it sleeps (runtime/spin_wait.h).
+    std::atomic<bool> has_task{false};
     std::condition_variable cv;
   };
   void Loop(Worker* w);

@@ -64,6 +64,12 @@ for key, name in [("BM_ExecutorChain", "executor_chain_100k"),
                   ("BM_ExecutorAddChain", "executor_add_chain_100k")]:
     ns = ex[key]["ns_per_node"]
     print(f"bench {name}: overhead={ns:.1f}ns/node target=300ns/node ratio={ns / 300:.2f}")
+steps = {r["run_name"]: r for r in json.load(open(os.path.join(out, "executor_bench.json")))[
+    "benchmarks"] if r.get("aggregate_name") == "median"}
+one = steps["BM_PartitionedStepOverhead/1/min_time:1.000"]["real_time"]
+two = steps["BM_PartitionedStepOverhead/2/min_time:1.000"]["real_time"]
+print(f"bench partitioned_step_overhead_2dev: overhead={two:.1f}us target=20us "
+      f"ratio={two / 20:.2f} one_device={one:.1f}us")
 mlp = medians("models_bench.json")
 def peer(name):
     path = os.path.join(out, name)
@@ -90,11 +96,12 @@ for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_step_b128", "train_ms
             line += " onnxruntime=not-found"
     print(line)
 pl = {r["run_name"]: r for r in json.load(open(os.path.join(out, "placer_bench.json")))["benchmarks"]}
+targets = {"100000": 0.5, "1000000": 6}
 for n in ("10000", "100000", "1000000"):
     r = pl[f"BM_PlaceAndPartition/{n}/iterations:1"]
     line = f"bench place_partition_{int(n) // 1000}k: time={r['real_time'] / 1000:.3f}s"
-    if n == "100000":
-        line += f" target=1s ratio={r['real_time'] / 1000:.2f}"
+    if n in targets:
+        line += f" target={targets[n]}s ratio={r['real_time'] / 1000 / targets[n]:.2f}"
     print(line + f" send_recv_pairs={r['send_recv_pairs']:.0f}")
 se = {r["run_name"]: r for r in
       json.load(open(os.path.join(out, "serialization_bench.json")))["benchmarks"]}
