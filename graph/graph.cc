@@ -68,6 +68,17 @@ Result<int> Graph::AddNode(NodeDef def) {
   return id;
 }
 
+Result<int> Graph::AddValidatedCopy(const Node& node, NodeDef def) {
+  DFLOW_CHECK(node.op_def() != nullptr && def.op == node.op());
+  ASSIGN_OR_RETURN(int id, AddNode(std::move(def)));
+  Node& n = nodes_[id];
+  n.inferred_ = true;
+  n.op_def_ = node.op_def_;
+  n.output_dtypes_ = node.output_dtypes_;
+  n.output_shapes_ = node.output_shapes_;
+  return id;
+}
+
 Result<int> Graph::AddNodeChecked(NodeDef def) {
   ASSIGN_OR_RETURN(int id, AddNode(std::move(def)));
   Status s = CheckNode(nodes_[id]);
@@ -347,8 +358,12 @@ Status Graph::Validate() {
     }
   }
   if (order.size() != nodes_.size()) return FindCycle();
-  for (auto& n : nodes_) n.op_def_ = nullptr;
-  for (int id : order) RETURN_IF_ERROR(CheckNode(nodes_[id], /*resolved=*/true));
+  for (auto& n : nodes_) {
+    if (!n.inferred_) n.op_def_ = nullptr;
+  }
+  for (int id : order) {
+    if (!nodes_[id].inferred_) RETURN_IF_ERROR(CheckNode(nodes_[id], /*resolved=*/true));
+  }
   topo_order_ = std::move(order);
   validated_ = true;
   return Status::OK();

@@ -74,6 +74,7 @@ class Node {
  private:
   friend class Graph;
   int id_ = -1;
+  bool inferred_ = false;  // op and outputs copied from a validated node: not checked again
   NodeDef def_;
   const OpDef* op_def_ = nullptr;
   std::vector<Endpoint> inputs_;
@@ -97,6 +98,12 @@ class Graph {
   // Adds a node whose inputs all exist and checks it at once (op, arity, dtypes, attributes,
   // shapes), so a builder error names the node as it is added. On error the graph is unchanged.
   Result<int> AddNodeChecked(NodeDef def);
+  // Adds a node of another, validated graph under definition `def` (its inputs renamed, its
+  // device set; same op and attributes), keeping what validation inferred for `node` (op,
+  // output dtypes and shapes): Validate() resolves its inputs and orders it but does not check
+  // it again. For stages that rearrange a validated graph (the partitioner). REQUIRES: `node`
+  // is validated and `def` has its op, attributes and input dtypes.
+  Result<int> AddValidatedCopy(const Node& node, NodeDef def);
   // Adds control input `from` to node `to`.
   Status AddControlInput(int to, std::string_view from);
   // Sets the colocation group of a node (builder use).

@@ -71,20 +71,14 @@ Result<std::unique_ptr<PartitionedPlan>> PartitionedPlan::Compile(
     return plan;
   }
 
-  Graph pruned(&graph.registry());
-  std::vector<int> pruned_device;
-  for (int id = 0; id < n; ++id) {
-    if (!needed[id]) continue;
-    RETURN_IF_ERROR(pruned.AddNode(graph.node(id).def()).status());
-    pruned_device.push_back(device_of[id]);
-  }
-  RETURN_IF_ERROR(pruned.Validate());
-  ASSIGN_OR_RETURN(PartitionedGraph parts, PartitionGraph(pruned, device_set, pruned_device));
+  ASSIGN_OR_RETURN(PartitionedGraph parts, PartitionGraph(graph, device_set, device_of, &needed));
   plan->send_recv_pairs_ += parts.send_recv_pairs;
-  for (auto& part : parts.partitions) {
-    Part p{part.device, devices[part.device], nullptr, {}, {}};
-    PlanSpec local = LocalSpec(graph, part.graph, spec, &p.feeds, &p.fetches);
-    auto owned = std::make_shared<const Graph>(std::move(part.graph));
+  for (int i = 0; i < static_cast<int>(parts.partitions.size()); ++i) {
+    const int d = parts.partitions[i].device;
+    ASSIGN_OR_RETURN(Graph g, BuildPartitionGraph(graph, device_set, parts, i));
+    Part p{d, devices[d], nullptr, {}, {}};
+    PlanSpec local = LocalSpec(graph, g, spec, &p.feeds, &p.fetches);
+    auto owned = std::make_shared<const Graph>(std::move(g));
     ASSIGN_OR_RETURN(p.plan, CompileForDevice(std::move(owned), local, p.runner, compile));
     plan->parts_.push_back(std::move(p));
   }

@@ -43,13 +43,29 @@ struct Fixture {
   }
 };
 
-const Node& NodeIn(const GraphPartition& p, const std::string& name) {
+// A partition built into its own graph, as compiling one does.
+struct Built {
+  int device;
+  Graph graph;
+};
+std::vector<Built> BuildAll(const Graph& g, const DeviceSet& devices,
+                            const PartitionedGraph& parts) {
+  std::vector<Built> out;
+  for (int i = 0; i < static_cast<int>(parts.partitions.size()); ++i) {
+    auto built = BuildPartitionGraph(g, devices, parts, i);
+    EXPECT_TRUE(built.ok()) << built.status().ToString();
+    out.push_back({parts.partitions[i].device, built.ok() ? std::move(*built) : Graph()});
+  }
+  return out;
+}
+
+const Node& NodeIn(const Built& p, const std::string& name) {
   auto id = p.graph.FindNode(name);
   EXPECT_TRUE(id.has_value()) << name << " not in the partition for device " << p.device;
   return p.graph.node(id.value_or(0));
 }
 
-std::vector<std::string> NodesOfOp(const GraphPartition& p, const std::string& op) {
+std::vector<std::string> NodesOfOp(const Built& p, const std::string& op) {
   std::vector<std::string> names;
   for (int v = 0; v < p.graph.num_nodes(); ++v) {
     if (p.graph.node(v).op() == op) names.push_back(p.graph.node(v).name());
@@ -58,7 +74,7 @@ std::vector<std::string> NodesOfOp(const GraphPartition& p, const std::string& o
   return names;
 }
 
-std::vector<std::string> InputNames(const GraphPartition& p, const Node& node) {
+std::vector<std::string> InputNames(const Built& p, const Node& node) {
   std::vector<std::string> names;
   for (const Endpoint& e : node.inputs()) {
     names.push_back(p.graph.node(e.node).name() + ":" + std::to_string(e.index));
@@ -71,9 +87,9 @@ TEST(PartitionTest, OnePairPerTensorAndDestinationDevice) {
   DeviceSet devices = DeviceSet::LocalCpus(3).value();
   auto parts = PartitionGraph(f.graph, devices, f.device_of);
   ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+  std::vector<Built> built = BuildAll(f.graph, devices, *parts);
   ASSERT_EQ(parts->partitions.size(), 3u);
-  const GraphPartition &p0 = parts->partitions[0], &p1 = parts->partitions[1],
-                       &p2 = parts->partitions[2];
+  const Built &p0 = built[0], &p1 = built[1], &p2 = built[2];
   EXPECT_EQ(p0.device, 0);
   EXPECT_EQ(p1.device, 1);
   EXPECT_EQ(p2.device, 2);
@@ -101,7 +117,7 @@ TEST(PartitionTest, OnePairPerTensorAndDestinationDevice) {
   for (int v = 0; v < f.graph.num_nodes(); ++v) {
     const std::string& name = f.graph.node(v).name();
     int found = 0;
-    for (const auto& p : parts->partitions) {
+    for (const auto& p : built) {
       if (auto id = p.graph.FindNode(name)) {
         ++found;
         EXPECT_EQ(p.device, f.device_of[v]) << name;
@@ -110,7 +126,11 @@ TEST(PartitionTest, OnePairPerTensorAndDestinationDevice) {
     }
     EXPECT_EQ(found, 1) << name;
   }
-  for (const auto& p : parts->partitions) EXPECT_TRUE(p.graph.validated());
+  for (const auto& p : built) EXPECT_TRUE(p.graph.validated());
+  // The partitions list the original nodes by id, without copying them.
+  EXPECT_EQ(
+      parts->partitions[1].nodes,
+      (std::vector<int>{*f.graph.FindNode("b"), *f.graph.FindNode("c"), *f.graph.FindNode("e")}));
 }
 
 TEST(PartitionTest, PairsCarryTheirKeyShapeAndType) {
@@ -123,7 +143,8 @@ TEST(PartitionTest, PairsCarryTheirKeyShapeAndType) {
   }
   auto parts = PartitionGraph(f.graph, devices, f.device_of);
   ASSERT_TRUE(parts.ok()) << parts.status().ToString();
-  const GraphPartition &p0 = parts->partitions[0], &p1 = parts->partitions[1];
+  std::vector<Built> built = BuildAll(f.graph, devices, *parts);
+  const Built &p0 = built[0], &p1 = built[1];
   const Node& send = NodeIn(p0, "a/_send_0_to_cpu1");
   const Node& recv = NodeIn(p1, "a/_recv_0_on_cpu1");
   for (const Node* n : {&send, &recv}) {
@@ -140,9 +161,8 @@ TEST(PartitionTest, PairsCarryTheirKeyShapeAndType) {
   EXPECT_EQ(recv.output_shape(0), (Shape{4, 8}));
   EXPECT_EQ(send.FindAttr("shape"), nullptr);
   // The other destination gets its own key.
-  EXPECT_EQ(
-      NodeIn(parts->partitions[2], "a/_recv_0_on_cpu2").GetAttr<std::string>("recv_device").value(),
-      Cpu(2));
+  EXPECT_EQ(NodeIn(built[2], "a/_recv_0_on_cpu2").GetAttr<std::string>("recv_device").value(),
+            Cpu(2));
 }
 
 TEST(PartitionTest, ControlEdgesCrossAsEmptyTensors) {
@@ -150,7 +170,8 @@ TEST(PartitionTest, ControlEdgesCrossAsEmptyTensors) {
   DeviceSet devices = DeviceSet::LocalCpus(3).value();
   auto parts = PartitionGraph(f.graph, devices, f.device_of);
   ASSERT_TRUE(parts.ok()) << parts.status().ToString();
-  const GraphPartition &p0 = parts->partitions[0], &p1 = parts->partitions[1];
+  std::vector<Built> built = BuildAll(f.graph, devices, *parts);
+  const Built &p0 = built[0], &p1 = built[1];
   // On x's device: an empty Const made once x ran, sent.
   const Node& empty = NodeIn(p0, "x/_ctl_cpu1");
   EXPECT_EQ(empty.op(), "Const");
@@ -174,7 +195,8 @@ TEST(PartitionTest, ControlEdgesCrossAsEmptyTensors) {
   f.device_of[*f.graph.FindNode("c")] = 0;
   auto local = PartitionGraph(f.graph, devices, f.device_of);
   ASSERT_TRUE(local.ok()) << local.status().ToString();
-  const GraphPartition& only0 = local->partitions[0];
+  std::vector<Built> built_local = BuildAll(f.graph, devices, *local);
+  const Built& only0 = built_local[0];
   EXPECT_TRUE(NodesOfOp(only0, "Const").empty());
   const Node& e0 = NodeIn(only0, "e");
   ASSERT_EQ(e0.control_inputs().size(), 1u);
@@ -201,6 +223,14 @@ TEST(PartitionTest, ErrorsNameTheNodeAndTheSizes) {
     EXPECT_EQ(r.status().message(),
               fmt::format("node 'd' is placed on device {}, outside the set of 3", bad));
   }
+  // A node mask that leaves out an input of an included node.
+  std::vector<bool> include(n, true);
+  include[*f.graph.FindNode("a")] = false;
+  auto masked = PartitionGraph(f.graph, devices, f.device_of, &include);
+  EXPECT_EQ(masked.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(masked.status(), {"node 'b' reads node 'a'", "leaves out"}));
+  auto out_of_range = BuildPartitionGraph(f.graph, devices, PartitionedGraph{}, 0);
+  EXPECT_EQ(out_of_range.status().code(), StatusCode::kInvalidArgument);
   Graph unvalidated;
   auto r = PartitionGraph(unvalidated, devices, {});
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
