@@ -9,7 +9,9 @@
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
 #include "ops/unary_ops.h"
-#include "runtime/session.h"
+#include "runtime/device_factory.h"
+#include "runtime/local_rendezvous.h"
+#include "runtime/partitioned_plan.h"
 
 namespace dflow {
 namespace {
@@ -18,24 +20,72 @@ double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Best of `runs` timed runs of a session (after one warm-up run).
-Result<double> BestRun(Session& session, const std::string& fetch, int runs) {
-  RETURN_IF_ERROR(session.Run({}, {fetch}).status());
+// Best of `runs` timed calls of `run` (after one warm-up call).
+Result<double> BestRun(const std::function<Status()>& run, int runs) {
+  RETURN_IF_ERROR(run());
   double best = 1e30;
   for (int i = 0; i < runs; ++i) {
     auto start = std::chrono::steady_clock::now();
-    RETURN_IF_ERROR(session.Run({}, {fetch}).status());
+    RETURN_IF_ERROR(run());
     best = std::min(best, Seconds(start));
   }
   return best;
 }
 
-SessionOptions Plain(int threads) {
-  SessionOptions options;
-  options.threads = {threads, 1};
-  options.calibrate_devices = false;  // no calibration inside calibration
-  options.plan_memory = false;
-  return options;
+// Calibration times compiled plans directly, on devices of its own: no session, no placer.
+struct Bench {
+  std::vector<std::unique_ptr<Device>> devices;
+  DeviceSet set;
+  Graph graph;
+  std::unique_ptr<PartitionedPlan> plan;
+  LocalRendezvousFactory rendezvous;
+  int64_t step = 0;
+
+  // Compiles the scope's graph with every node on the device its scope requested (cpu:N).
+  static Result<std::unique_ptr<Bench>> Make(const Scope& root, int num_devices, int threads,
+                                             const std::string& fetch) {
+    auto b = std::make_unique<Bench>();
+    RETURN_IF_ERROR(root.status());
+    b->graph = root.graph();
+    RETURN_IF_ERROR(b->graph.Validate());
+    std::vector<Device*> raw;
+    for (int i = 0; i < num_devices; ++i) {
+      ASSIGN_OR_RETURN(auto d,
+                       DeviceFactory::Global().Create(DeviceName::Full("localhost", 0, "CPU", i),
+                                                      {.threads = {threads, 1}}));
+      DeviceSpec spec;
+      spec.name = d->name();
+      spec.incarnation = d->incarnation();
+      RETURN_IF_ERROR(b->set.Add(spec));
+      raw.push_back(d.get());
+      b->devices.push_back(std::move(d));
+    }
+    std::vector<int> device_of(b->graph.num_nodes(), 0);
+    for (int v = 0; v < b->graph.num_nodes(); ++v) {
+      const std::string& want = b->graph.node(v).requested_device();
+      if (want.empty()) continue;
+      ASSIGN_OR_RETURN(DeviceName name, DeviceName::Parse(want));
+      device_of[v] = name.index.value_or(0);
+    }
+    PlanSpec spec;
+    spec.fetches = {{*b->graph.FindNode(fetch), 0}};
+    spec.plan_memory = false;
+    ASSIGN_OR_RETURN(b->plan, PartitionedPlan::Compile(b->graph, device_of, b->set, raw, spec,
+                                                       {.plan_memory = false}));
+    return b;
+  }
+  Status Run() {
+    std::vector<Tensor> out;
+    PartitionedPlan::RunOptions options;
+    options.step_id = ++step;
+    options.rendezvous = &rendezvous;
+    return plan->Run({}, &out, options);
+  }
+};
+
+Result<double> Time(const Scope& root, int num_devices, int threads, const std::string& fetch) {
+  ASSIGN_OR_RETURN(auto bench, Bench::Make(root, num_devices, threads, fetch));
+  return BestRun([&] { return bench->Run(); }, 4);
 }
 
 }  // namespace
@@ -58,8 +108,7 @@ Result<CpuCalibration> CalibrateCpu(int threads) {
     Tensor a(DType::kF32, Shape{kN, kN});
     for (int64_t i = 0; i < a.num_elements(); ++i) a.data<float>()[i] = (i % 7) * 0.125f;
     ops::MatMul(root.WithOpName("y"), ops::Const(root, a), ops::Const(root, a));
-    ASSIGN_OR_RETURN(auto session, Session::Create(root, Plain(threads)));
-    ASSIGN_OR_RETURN(double t, BestRun(*session, "y", 4));
+    ASSIGN_OR_RETURN(double t, Time(root, 1, threads, "y"));
     c.peak_flops = 2.0 * kN * kN * kN / t;
   }
   {  // A copy.
@@ -80,8 +129,7 @@ Result<CpuCalibration> CalibrateCpu(int threads) {
     Output x = ops::Const(root, 1.0f);
     for (int i = 0; i < kChain; ++i) x = ops::Neg(root, x);
     ops::Identity(root.WithOpName("out"), x);
-    ASSIGN_OR_RETURN(auto session, Session::Create(root, Plain(threads)));
-    ASSIGN_OR_RETURN(double t, BestRun(*session, "out", 4));
+    ASSIGN_OR_RETURN(double t, Time(root, 1, threads, "out"));
     c.launch_overhead_s = t / kChain;
   }
   {  // Link latency: a scalar bounced between two devices.
@@ -90,11 +138,7 @@ Result<CpuCalibration> CalibrateCpu(int threads) {
     Output x = ops::Const(root.WithDevice("cpu:0"), 1.0f);
     for (int i = 0; i < kHops; ++i) x = ops::Neg(root.WithDevice(i % 2 ? "cpu:0" : "cpu:1"), x);
     ops::Identity(root.WithOpName("out").WithDevice(kHops % 2 ? "cpu:1" : "cpu:0"), x);
-    SessionOptions options = Plain(2 * threads);
-    options.devices = {"cpu:0", "cpu:1"};
-    options.placer.merge_chains = false;
-    ASSIGN_OR_RETURN(auto session, Session::Create(root, options));
-    ASSIGN_OR_RETURN(double t, BestRun(*session, "out", 4));
+    ASSIGN_OR_RETURN(double t, Time(root, 2, threads, "out"));
     double per_hop = t / kHops - 3 * c.launch_overhead_s;
     c.same_process.latency_s = std::max(per_hop, 0.1e-6);
     c.same_process.bandwidth = c.memory_bandwidth / 2;

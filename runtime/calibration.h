@@ -9,7 +9,8 @@
 //                      hop beyond the three nodes it runs (Send, Recv, Neg), and the copy's
 //                      bandwidth (a hand-off copies nothing; a copy is the worst case)
 //
-// It takes about a tenth of a second. CachedCpuCalibration measures once per thread count and
+// It times compiled plans directly on devices of its own (no session, no placer), in about a
+// tenth of a second. CachedCpuCalibration measures once per thread count and
 // process and hands out the same figures after.
 #pragma once
 

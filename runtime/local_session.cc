@@ -3,8 +3,7 @@
 #include <algorithm>
 
 #include "ops/register.h"
-#include "runtime/calibration.h"
-#include "runtime/device_factory.h"
+#include "runtime/pipeline.h"
 #include "serialization/checkpoint_file.h"
 
 namespace dflow {
@@ -53,96 +52,10 @@ Result<std::unique_ptr<LocalSession>> LocalSession::Create(const Scope& scope,
 LocalSession::~LocalSession() = default;
 
 Status LocalSession::Init() {
-  const bool several = !options_.devices.empty();
-  std::vector<std::string> names =
-      several ? options_.devices : std::vector<std::string>{options_.device};
-  const int n = static_cast<int>(names.size());
-  ASSIGN_OR_RETURN(auto split, options_.threads.Resolve());
-  DeviceOptions device_options;
-  device_options.threads =
-      several ? ThreadBudget{std::max(1, split.num_threads / n), 1} : options_.threads;
-  if (options_.device_memory_bytes < 0) {
-    return InvalidArgument("device_memory_bytes is {}; it must be >= 0",
-                           options_.device_memory_bytes);
-  }
-  device_options.memory_limit = static_cast<size_t>(options_.device_memory_bytes);
-  // device_specs by canonical name, so "CPU:1" and "cpu:1" are one device.
-  std::vector<std::string> canonical;
-  for (const auto& name : names) {
-    ASSIGN_OR_RETURN(DeviceName parsed, DeviceName::Parse(name));
-    if (!parsed.index) parsed.index = 0;
-    canonical.push_back(parsed.WithDefaults().ToString());
-  }
-  std::map<std::string, const DeviceSpec*> specs;
-  for (const auto& [name, spec] : options_.device_specs) {
-    auto parsed = DeviceName::Parse(name);
-    std::string full = parsed.ok() ? parsed->WithDefaults().ToString() : name;
-    if (std::find(canonical.begin(), canonical.end(), full) == canonical.end()) {
-      return InvalidArgument("device_specs names '{}', which is not among the session's devices",
-                             name);
-    }
-    specs[full] = &spec;
-  }
-  DeviceSpec base;
-  LinkDefaults links;
-  if (several && options_.calibrate_devices && n > 1) {
-    ASSIGN_OR_RETURN(CpuCalibration c, CachedCpuCalibration(device_options.threads.num_threads));
-    base = c.Apply(base);
-    links.same_process = c.same_process;
-  }
-  device_set_.set_link_defaults(links);
-  for (int i = 0; i < n; ++i) {
-    ASSIGN_OR_RETURN(DeviceName name, DeviceName::Parse(names[i]));
-    if (!name.index) name.index = 0;
-    size_t limit = device_options.memory_limit;
-    auto found = specs.find(canonical[i]);
-    const DeviceSpec* given = found == specs.end() ? nullptr : found->second;
-    if (given != nullptr && given->memory_bytes > 0 && limit == 0) {
-      limit = static_cast<size_t>(given->memory_bytes);
-    }
-    DeviceOptions o = device_options;
-    o.memory_limit = limit;
-    ASSIGN_OR_RETURN(auto device, DeviceFactory::Global().Create(name, o));
-    DeviceSpec spec = base;
-    if (given != nullptr) spec = *given;
-    spec.name = device->name();
-    spec.incarnation = device->incarnation();
-    spec.memory_bytes = static_cast<double>(device->memory().limit);
-    Status added = device_set_.Add(spec);
-    if (!added.ok()) {
-      return added.code() == StatusCode::kInvalidArgument && device_set_.Find(spec.name)
-                 ? InvalidArgument("device '{}' is given twice ({})", names[i],
-                                   device->canonical_name())
-                 : added;
-    }
-    devices_.push_back(std::move(device));
-  }
-  if (!several) {
-    const Device& device = *devices_[0];
-    for (int v = 0; v < graph_.num_nodes(); ++v) {
-      const Node& node = graph_.node(v);
-      if (node.requested_device().empty()) continue;
-      ASSIGN_OR_RETURN(DeviceName want, DeviceName::Parse(node.requested_device()));
-      if (!want.Matches(device.name())) {
-        return FailedPrecondition("node '{}' requests device '{}', but this session has only {}",
-                                  node.name(), node.requested_device(), device.canonical_name());
-      }
-    }
-    placement_.device_of.assign(graph_.num_nodes(), 0);
-    return Status::OK();
-  }
-  PlacerOptions placer = options_.placer;
-  MeasuredCosts measured;
-  if (!options_.cost_file.empty()) {
-    ASSIGN_OR_RETURN(measured, MeasuredCosts::Load(options_.cost_file));
-    placer.costs.measured = &measured;
-  }
-  placer.log_placement = placer.log_placement || options_.log_placement;
-  ASSIGN_OR_RETURN(placement_, Place(graph_, device_set_, placer));
-  if (options_.log_placement) {
-    fmt::print(stderr, "placement: {}\n", placement_.Summary(device_set_));
-    for (const auto& line : placement_.log) fmt::print(stderr, "  {}\n", line);
-  }
+  ASSIGN_OR_RETURN(SessionDevices created, CreateSessionDevices(options_));
+  devices_ = std::move(created.devices);
+  device_set_ = std::move(created.set);
+  ASSIGN_OR_RETURN(placement_, PlaceForSession(graph_, device_set_, options_));
   return Status::OK();
 }
 

@@ -1,6 +1,11 @@
 #include "runtime/pipeline.h"
 
+#include <algorithm>
+#include <map>
+
 #include "ops/fusion.h"
+#include "runtime/calibration.h"
+#include "runtime/device_factory.h"
 
 namespace dflow {
 namespace {
@@ -39,6 +44,107 @@ Result<std::unique_ptr<ExecutionPlan>> CompileForDevice(const Graph& graph, cons
   ASSIGN_OR_RETURN(auto rewritten, Rewrite(graph, &local, options));
   if (rewritten) return ExecutionPlan::Compile(std::move(rewritten), local, device);
   return ExecutionPlan::Compile(graph, local, device);
+}
+
+Result<SessionDevices> CreateSessionDevices(const SessionOptions& options) {
+  SessionDevices out;
+  const bool several = !options.devices.empty();
+  std::vector<std::string> names =
+      several ? options.devices : std::vector<std::string>{options.device};
+  const int n = static_cast<int>(names.size());
+  ASSIGN_OR_RETURN(auto split, options.threads.Resolve());
+  DeviceOptions device_options;
+  device_options.threads =
+      several ? ThreadBudget{std::max(1, split.num_threads / n), 1} : options.threads;
+  if (options.device_memory_bytes < 0) {
+    return InvalidArgument("device_memory_bytes is {}; it must be >= 0",
+                           options.device_memory_bytes);
+  }
+  device_options.memory_limit = static_cast<size_t>(options.device_memory_bytes);
+  // device_specs by canonical name, so "CPU:1" and "cpu:1" are one device.
+  std::vector<std::string> canonical;
+  for (const auto& name : names) {
+    ASSIGN_OR_RETURN(DeviceName parsed, DeviceName::Parse(name));
+    if (!parsed.index) parsed.index = 0;
+    canonical.push_back(parsed.WithDefaults().ToString());
+  }
+  std::map<std::string, const DeviceSpec*> specs;
+  for (const auto& [name, spec] : options.device_specs) {
+    auto parsed = DeviceName::Parse(name);
+    std::string full = parsed.ok() ? parsed->WithDefaults().ToString() : name;
+    if (std::find(canonical.begin(), canonical.end(), full) == canonical.end()) {
+      return InvalidArgument("device_specs names '{}', which is not among the session's devices",
+                             name);
+    }
+    specs[full] = &spec;
+  }
+  DeviceSpec base;
+  LinkDefaults links;
+  if (several && options.calibrate_devices && n > 1) {
+    ASSIGN_OR_RETURN(CpuCalibration c, CachedCpuCalibration(device_options.threads.num_threads));
+    base = c.Apply(base);
+    links.same_process = c.same_process;
+  }
+  out.set.set_link_defaults(links);
+  for (int i = 0; i < n; ++i) {
+    ASSIGN_OR_RETURN(DeviceName name, DeviceName::Parse(names[i]));
+    if (!name.index) name.index = 0;
+    size_t limit = device_options.memory_limit;
+    auto found = specs.find(canonical[i]);
+    const DeviceSpec* given = found == specs.end() ? nullptr : found->second;
+    if (given != nullptr && given->memory_bytes > 0 && limit == 0) {
+      limit = static_cast<size_t>(given->memory_bytes);
+    }
+    DeviceOptions o = device_options;
+    o.memory_limit = limit;
+    ASSIGN_OR_RETURN(auto device, DeviceFactory::Global().Create(name, o));
+    DeviceSpec spec = base;
+    if (given != nullptr) spec = *given;
+    spec.name = device->name();
+    spec.incarnation = device->incarnation();
+    spec.memory_bytes = static_cast<double>(device->memory().limit);
+    Status added = out.set.Add(spec);
+    if (!added.ok()) {
+      return added.code() == StatusCode::kInvalidArgument && out.set.Find(spec.name)
+                 ? InvalidArgument("device '{}' is given twice ({})", names[i],
+                                   device->canonical_name())
+                 : added;
+    }
+    out.devices.push_back(std::move(device));
+  }
+  return out;
+}
+
+Result<PlacementReport> PlaceForSession(const Graph& graph, const DeviceSet& devices,
+                                        const SessionOptions& options) {
+  PlacementReport placement;
+  if (options.devices.empty()) {
+    const DeviceName& device = devices.device(0).name;
+    for (int v = 0; v < graph.num_nodes(); ++v) {
+      const Node& node = graph.node(v);
+      if (node.requested_device().empty()) continue;
+      ASSIGN_OR_RETURN(DeviceName want, DeviceName::Parse(node.requested_device()));
+      if (!want.Matches(device)) {
+        return FailedPrecondition("node '{}' requests device '{}', but this session has only {}",
+                                  node.name(), node.requested_device(), device.ToString());
+      }
+    }
+    placement.device_of.assign(graph.num_nodes(), 0);
+    return placement;
+  }
+  PlacerOptions placer = options.placer;
+  MeasuredCosts measured;
+  if (!options.cost_file.empty()) {
+    ASSIGN_OR_RETURN(measured, MeasuredCosts::Load(options.cost_file));
+    placer.costs.measured = &measured;
+  }
+  placer.log_placement = placer.log_placement || options.log_placement;
+  ASSIGN_OR_RETURN(placement, Place(graph, devices, placer));
+  if (options.log_placement) {
+    fmt::print(stderr, "placement: {}\n", placement.Summary(devices));
+    for (const auto& line : placement.log) fmt::print(stderr, "  {}\n", line);
+  }
+  return placement;
 }
 
 }  // namespace dflow

@@ -1,7 +1,8 @@
 // The stages from a validated graph to a compiled step, each a function of the previous stage's
 // output (docs/architecture.md draws them):
 //
-//   Place(graph, devices, options)        -> PlacementReport   placer/placer.h
+//   CreateSessionDevices(options)         -> devices and their DeviceSet (below)
+//   PlaceForSession(graph, set, options)  -> PlacementReport  (below; Place in placer/placer.h)
 //   PartitionGraph(graph, devices, device_of) -> PartitionedGraph   placer/partition.h
 //   CompileForDevice(partition, spec, device) -> ExecutionPlan   (below; rewrites inside)
 //   PartitionedPlan::Compile(...)         -> PartitionedPlan   runtime/partitioned_plan.h:
@@ -14,10 +15,30 @@
 #include <memory>
 
 #include "graph/graph.h"
+#include "placer/placer.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
+#include "runtime/session.h"
 
 namespace dflow {
+
+// The devices a session's options name, made through the DeviceFactory, and the DeviceSet the
+// placer sees: `devices` (or the one `device`), each with an equal share of the thread budget
+// when there are several, its memory limit (device_memory_bytes, else the device's default) as
+// the placer's memory, calibrated figures for several CPU devices (calibrate_devices), and
+// device_specs by canonical name. InvalidArgument names a device given twice or a device_specs
+// entry that names no device; NotFound a device type not built.
+struct SessionDevices {
+  std::vector<std::unique_ptr<Device>> devices;
+  DeviceSet set;
+};
+Result<SessionDevices> CreateSessionDevices(const SessionOptions& options);
+
+// Places validated `graph` as a session with `options` does: with `devices` given, the placer
+// with the options' placer settings, cost file and logging; on the one `device`, every node on
+// it after checking the nodes' requests (FailedPrecondition naming node and device).
+Result<PlacementReport> PlaceForSession(const Graph& graph, const DeviceSet& devices,
+                                        const SessionOptions& options);
 
 struct CompileOptions {
   // Rewrite with epilogue fusion (ops/fusion.h) before compiling; fed, fetched and target nodes

@@ -17,6 +17,7 @@
 #include <set>
 
 #include "ops/register.h"
+#include "runtime/pipeline.h"
 #include "runtime/session.h"
 #include "serialization/file_util.h"
 #include "serialization/graph_file.h"
@@ -131,13 +132,17 @@ int main(int argc, char** argv) {
   Graph graph = std::move(*loaded);
   std::vector<std::string> device_of(graph.num_nodes());
   if (!placement.devices.empty()) {
+    // The pipeline's first stages, as a session would run them, without making one.
     SessionOptions options;
     placement.ApplyTo(options);
-    auto session = Session::Create(graph, options);
-    if (!session.ok()) return Fail(session.status(), 1);
-    std::fprintf(stderr, "%s\n", tools::PlacementSummary(**session).c_str());
+    if (Status s = graph.Validate(); !s.ok()) return Fail(s, 1);
+    auto devices = CreateSessionDevices(options);
+    if (!devices.ok()) return Fail(devices.status(), 1);
+    auto placed = PlaceForSession(graph, devices->set, options);
+    if (!placed.ok()) return Fail(placed.status(), 1);
+    std::fprintf(stderr, "%s\n", tools::PlacementSummary(devices->set, *placed).c_str());
     for (int v = 0; v < graph.num_nodes(); ++v) {
-      device_of[v] = (*session)->device_set().DisplayName((*session)->placement().device_of[v]);
+      device_of[v] = devices->set.DisplayName(placed->device_of[v]);
     }
   } else {
     for (int v = 0; v < graph.num_nodes(); ++v) {

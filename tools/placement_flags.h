@@ -70,10 +70,13 @@ struct PlacementFlags {
 };
 
 // The placement of a multi-device session in a few lines, for stderr.
-inline std::string PlacementSummary(const Session& session) {
-  int n = session.device_set().size();
+inline std::string PlacementSummary(const DeviceSet& devices, const PlacementReport& placement) {
+  int n = devices.size();
   return fmt::format("placement on {} device{}: {}", n, n == 1 ? "" : "s",
-                     session.placement().Summary(session.device_set()));
+                     placement.Summary(devices));
+}
+inline std::string PlacementSummary(const Session& session) {
+  return PlacementSummary(session.device_set(), session.placement());
 }
 
 }  // namespace dflow::tools
