@@ -153,16 +153,20 @@ std::shared_ptr<const BnPrim> Primitive(Mode mode, const Shape& x, double eps) {
 }
 
 // Runs `p` with the given (argument, pointer) pairs; vectors are [C], the rest are data tensors.
-void Execute(const BnPrim& p, std::initializer_list<std::pair<int, const void*>> data_args,
-             std::initializer_list<std::pair<int, const void*>> vector_args) {
+Status Execute(KernelContext& ctx, const BnPrim& p,
+               std::initializer_list<std::pair<int, const void*>> data_args,
+               std::initializer_list<std::pair<int, const void*>> vector_args) {
   const auto& e = CpuEngine();
   std::unordered_map<int, memory> args;
   for (auto [arg, ptr] : data_args) args.emplace(arg, memory(p.data, e, const_cast<void*>(ptr)));
   for (auto [arg, ptr] : vector_args) args.emplace(arg, memory(p.stats, e, const_cast<void*>(ptr)));
-  args.emplace(DNNL_ARG_SCRATCHPAD, memory(p.scratch, e, ThreadScratchpad(p.scratch.get_size())));
+  TempBuffers temp(ctx.allocator());
+  ASSIGN_OR_RETURN(void* scratch, temp.Get(p.scratch.get_size()));
+  args.emplace(DNNL_ARG_SCRATCHPAD, memory(p.scratch, e, scratch));
   dnnl::stream& s = ThreadStream();
   p.prim.execute(s, args);
   s.wait();
+  return Status::OK();
 }
 
 class BatchNormKernel : public OpKernel {
@@ -184,12 +188,12 @@ class BatchNormKernel : public OpKernel {
     ASSIGN_OR_RETURN(Tensor * mean, ctx.AllocateOutput(1, t, Shape{d.c}));
     ASSIGN_OR_RETURN(Tensor * var, ctx.AllocateOutput(2, t, Shape{d.c}));
     if (t == DType::kF32) {
-      Execute(*Primitive(Mode::kTraining, x.shape(), eps_),
-              {{DNNL_ARG_SRC, x.raw_data()}, {DNNL_ARG_DST, y->raw_data()}},
-              {{DNNL_ARG_SCALE, ctx.input(1).raw_data()},
-               {DNNL_ARG_SHIFT, ctx.input(2).raw_data()},
-               {DNNL_ARG_MEAN, mean->raw_data()},
-               {DNNL_ARG_VARIANCE, var->raw_data()}});
+      return Execute(ctx, *Primitive(Mode::kTraining, x.shape(), eps_),
+                     {{DNNL_ARG_SRC, x.raw_data()}, {DNNL_ARG_DST, y->raw_data()}},
+                     {{DNNL_ARG_SCALE, ctx.input(1).raw_data()},
+                      {DNNL_ARG_SHIFT, ctx.input(2).raw_data()},
+                      {DNNL_ARG_MEAN, mean->raw_data()},
+                      {DNNL_ARG_VARIANCE, var->raw_data()}});
       return Status::OK();
     }
     return DispatchFloat(t, [&]<typename T>() -> Status {
@@ -218,12 +222,12 @@ class BatchNormInferenceKernel : public OpKernel {
     ASSIGN_OR_RETURN(Tensor * y, ctx.ForwardOrAllocateOutput(0, 0, t, x.shape()));
     if (x.num_elements() == 0) return Status::OK();
     if (t == DType::kF32) {
-      Execute(*Primitive(Mode::kInference, x.shape(), eps_),
-              {{DNNL_ARG_SRC, x.raw_data()}, {DNNL_ARG_DST, y->raw_data()}},
-              {{DNNL_ARG_SCALE, ctx.input(1).raw_data()},
-               {DNNL_ARG_SHIFT, ctx.input(2).raw_data()},
-               {DNNL_ARG_MEAN, ctx.input(3).raw_data()},
-               {DNNL_ARG_VARIANCE, ctx.input(4).raw_data()}});
+      return Execute(ctx, *Primitive(Mode::kInference, x.shape(), eps_),
+                     {{DNNL_ARG_SRC, x.raw_data()}, {DNNL_ARG_DST, y->raw_data()}},
+                     {{DNNL_ARG_SCALE, ctx.input(1).raw_data()},
+                      {DNNL_ARG_SHIFT, ctx.input(2).raw_data()},
+                      {DNNL_ARG_MEAN, ctx.input(3).raw_data()},
+                      {DNNL_ARG_VARIANCE, ctx.input(4).raw_data()}});
       return Status::OK();
     }
     return DispatchFloat(t, [&]<typename T>() -> Status {
@@ -264,16 +268,16 @@ class BatchNormGradKernel : public OpKernel {
     if (t == DType::kF32) {
       // oneDNN 2.6 asks for the shift too though the gradients do not depend on it.
       std::vector<float> unused_shift(d.c, 0.f);
-      Execute(*Primitive(Mode::kBackward, x.shape(), eps_),
-              {{DNNL_ARG_SRC, x.raw_data()},
-               {DNNL_ARG_DIFF_DST, dy.raw_data()},
-               {DNNL_ARG_DIFF_SRC, dx->raw_data()}},
-              {{DNNL_ARG_SCALE, ctx.input(2).raw_data()},
-               {DNNL_ARG_SHIFT, unused_shift.data()},
-               {DNNL_ARG_MEAN, ctx.input(3).raw_data()},
-               {DNNL_ARG_VARIANCE, ctx.input(4).raw_data()},
-               {DNNL_ARG_DIFF_SCALE, dscale->raw_data()},
-               {DNNL_ARG_DIFF_SHIFT, doffset->raw_data()}});
+      return Execute(ctx, *Primitive(Mode::kBackward, x.shape(), eps_),
+                     {{DNNL_ARG_SRC, x.raw_data()},
+                      {DNNL_ARG_DIFF_DST, dy.raw_data()},
+                      {DNNL_ARG_DIFF_SRC, dx->raw_data()}},
+                     {{DNNL_ARG_SCALE, ctx.input(2).raw_data()},
+                      {DNNL_ARG_SHIFT, unused_shift.data()},
+                      {DNNL_ARG_MEAN, ctx.input(3).raw_data()},
+                      {DNNL_ARG_VARIANCE, ctx.input(4).raw_data()},
+                      {DNNL_ARG_DIFF_SCALE, dscale->raw_data()},
+                      {DNNL_ARG_DIFF_SHIFT, doffset->raw_data()}});
       return Status::OK();
     }
     return DispatchFloat(t, [&]<typename T>() -> Status {

@@ -113,16 +113,20 @@ class DnnlConv {
 
   // Runs the pass on (x, w, y): for the forward pass x, w in and y out; backward data dy (in y),
   // w in, dx out (in x); backward filter x, dy (in y) in, dw out (in w).
-  void Run(Pass pass, void* x, void* w, void* y, const void* bias = nullptr) const {
+  // Scratch space and staged copies come from `temp` (the device's memory).
+  Status Run(TempBuffers& temp, Pass pass, void* x, void* w, void* y,
+             const void* bias = nullptr) const {
     const auto& e = CpuEngine();
     dnnl::stream& s = ThreadStream();
     // Which of x, w, y the pass writes; the others it reads.
     bool x_out = pass == Pass::kBackwardData, w_out = pass == Pass::kBackwardFilter,
          y_out = pass == Pass::kForward;
     memory px(plain_src_, e, x), pw(plain_wts_, e, w), py(plain_dst_, e, y);
-    memory xm = Stage(px, src_, x_out, s), wm = Stage(pw, wts_, w_out, s),
-           ym = Stage(py, dst_, y_out, s);
-    memory sm(scratch_, e, ThreadScratchpad(scratch_.get_size()));
+    ASSIGN_OR_RETURN(memory xm, Stage(temp, px, src_, x_out, s));
+    ASSIGN_OR_RETURN(memory wm, Stage(temp, pw, wts_, w_out, s));
+    ASSIGN_OR_RETURN(memory ym, Stage(temp, py, dst_, y_out, s));
+    ASSIGN_OR_RETURN(void* scratch, temp.Get(scratch_.get_size()));
+    memory sm(scratch_, e, scratch);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SCRATCHPAD, sm}};
     if (pass == Pass::kForward) {
       args.insert({{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}});
@@ -138,6 +142,7 @@ class DnnlConv {
     if (w_out && wm != pw) dnnl::reorder(wm, pw).execute(s, wm, pw);
     if (y_out && ym != py) dnnl::reorder(ym, py).execute(s, ym, py);
     s.wait();
+    return Status::OK();
   }
 
  private:
@@ -150,10 +155,11 @@ class DnnlConv {
 
   // `plain` itself when the primitive takes that layout; otherwise a buffer in the primitive's
   // layout, filled from `plain` when it is an input.
-  static memory Stage(const memory& plain, const memory::desc& want, bool is_output,
-                      dnnl::stream& s) {
+  static Result<memory> Stage(TempBuffers& temp, const memory& plain, const memory::desc& want,
+                              bool is_output, dnnl::stream& s) {
     if (plain.get_desc() == want) return plain;
-    memory staged(want, CpuEngine());
+    ASSIGN_OR_RETURN(void* data, temp.Get(want.get_size()));
+    memory staged(want, CpuEngine(), data);
     if (!is_output) dnnl::reorder(plain, staged).execute(s, const_cast<memory&>(plain), staged);
     return staged;
   }
@@ -222,15 +228,15 @@ class ConvKernel : public OpKernel {
     std::shared_ptr<const DnnlConv> conv = PrimitiveCache::Global().GetOrCreate<DnnlConv>(
         CacheKey(g, kPass, bias_, relu_),
         [&] { return std::make_shared<const DnnlConv>(g, kPass, bias_, relu_); });
+    TempBuffers temp(ctx.allocator());
     if (kPass == Pass::kForward) {
-      conv->Run(kPass, in0.raw_data(), in1.raw_data(), out->raw_data(),
-                bias_ ? ctx.input(2).raw_data() : nullptr);
-    } else if (kPass == Pass::kBackwardData) {
-      conv->Run(kPass, out->raw_data(), in1.raw_data(), in0.raw_data());
-    } else {
-      conv->Run(kPass, in0.raw_data(), out->raw_data(), in1.raw_data());
+      return conv->Run(temp, kPass, in0.raw_data(), in1.raw_data(), out->raw_data(),
+                       bias_ ? ctx.input(2).raw_data() : nullptr);
     }
-    return Status::OK();
+    if (kPass == Pass::kBackwardData) {
+      return conv->Run(temp, kPass, out->raw_data(), in1.raw_data(), in0.raw_data());
+    }
+    return conv->Run(temp, kPass, in0.raw_data(), out->raw_data(), in1.raw_data());
   }
 
  private:

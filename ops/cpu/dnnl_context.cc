@@ -15,17 +15,12 @@ dnnl::stream& ThreadStream() {
   return stream;
 }
 
-void* ThreadScratchpad(size_t bytes) {
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
-  thread_local std::unique_ptr<void, Free> buffer;
-  thread_local size_t capacity = 0;
-  if (bytes > capacity) {
-    capacity = (bytes + 4095) / 4096 * 4096;
-    buffer.reset(std::aligned_alloc(64, capacity));
-  }
-  return buffer.get();
+Result<void*> TempBuffers::Get(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  ASSIGN_OR_RETURN(Tensor t,
+                   Tensor::Allocate(allocator_, DType::kU8, Shape{static_cast<int64_t>(bytes)}));
+  held_.push_back(std::move(t));
+  return held_.back().raw_data();
 }
 
 }  // namespace dflow::cpu

@@ -53,7 +53,9 @@ class MatMulApplySGDKernel : public OpKernel {
       memory am(Desc(m, k, ta_), e, a.raw_data()), bm(Desc(k, n, tb_), e, b.raw_data());
       memory cm(Desc(m, n, false), e, dst.raw_data());
       memory sm(memory::desc({1}, memory::data_type::f32, memory::format_tag::x), e, &scale);
-      memory scratch(p->scratch, e, ThreadScratchpad(p->scratch.get_size()));
+      TempBuffers temp(ctx.allocator());
+      ASSIGN_OR_RETURN(void* scratch_data, temp.Get(p->scratch.get_size()));
+      memory scratch(p->scratch, e, scratch_data);
       dnnl::stream& s = ThreadStream();
       p->prim.execute(s, {{DNNL_ARG_SRC, am},
                           {DNNL_ARG_WEIGHTS, bm},

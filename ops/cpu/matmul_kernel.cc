@@ -1,7 +1,7 @@
 // CPU MatMul on oneDNN's matmul primitive. Transposes are expressed as strides, so no data is
 // moved before the multiply. Primitives live in the shared PrimitiveCache. Scratchpads are
-// user-managed (one buffer per thread): oneDNN's default library scratchpad is shared and unsafe
-// for concurrent runs.
+// user-managed (one per call, from the device's allocator, so they count against its memory
+// limit): oneDNN's default library scratchpad is shared and unsafe for concurrent runs.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -79,7 +79,9 @@ class MatMulKernel : public OpKernel {
     dnnl::memory am(Desc(batch, m, k, ta_), CpuEngine(), a.raw_data());
     dnnl::memory bm(Desc(batch, k, n, tb_), CpuEngine(), b.raw_data());
     dnnl::memory cm(Desc(batch, m, n, false), CpuEngine(), out->raw_data());
-    dnnl::memory scratch(scratch_desc, CpuEngine(), ThreadScratchpad(scratch_desc.get_size()));
+    TempBuffers temp(ctx.allocator());
+    ASSIGN_OR_RETURN(void* scratch_data, temp.Get(scratch_desc.get_size()));
+    dnnl::memory scratch(scratch_desc, CpuEngine(), scratch_data);
     dnnl::stream& stream = ThreadStream();
     std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, am},
                                                   {DNNL_ARG_WEIGHTS, bm},

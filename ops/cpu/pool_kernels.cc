@@ -82,8 +82,7 @@ class PoolKernel : public WindowKernel {
     if constexpr (!kGrad) {
       if (x.dtype() == DType::kF32 && ys.num_elements() > 0) {
         ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), ys));
-        RunDnnl(xs, ys, x.raw_data(), out->raw_data());
-        return Status::OK();
+        return RunDnnl(ctx, xs, ys, x.raw_data(), out->raw_data());
       }
     }
     return DispatchFloat(x.dtype(), [&]<typename T>() -> Status {
@@ -138,7 +137,7 @@ class PoolKernel : public WindowKernel {
   };
 
   // oneDNN's forward pooling for f32, from the shared PrimitiveCache.
-  void RunDnnl(const Shape& xs, const Shape& ys, void* x, void* y) {
+  Status RunDnnl(KernelContext& ctx, const Shape& xs, const Shape& ys, void* x, void* y) {
     using dnnl::memory;
     memory::desc src(xs.dim_vector(), memory::data_type::f32, memory::format_tag::nchw);
     memory::desc dst(ys.dim_vector(), memory::data_type::f32, memory::format_tag::nchw);
@@ -159,10 +158,13 @@ class PoolKernel : public WindowKernel {
     });
     const memory::desc& scratch = p->scratch;
     const auto& e = CpuEngine();
-    memory xm(src, e, x), ym(dst, e, y), sm(scratch, e, ThreadScratchpad(scratch.get_size()));
+    TempBuffers temp(ctx.allocator());
+    ASSIGN_OR_RETURN(void* scratch_data, temp.Get(scratch.get_size()));
+    memory xm(src, e, x), ym(dst, e, y), sm(scratch, e, scratch_data);
     dnnl::stream& stream = ThreadStream();
     p->prim.execute(stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_SCRATCHPAD, sm}});
     stream.wait();
+    return Status::OK();
   }
 };
 
