@@ -28,6 +28,12 @@ Status DeviceFactory::Register(const std::string& type, CreateFn create) {
   return Status::OK();
 }
 
+Status DeviceFactory::Unregister(const std::string& type) {
+  std::lock_guard lock(mu_);
+  if (factories_.erase(type) == 0) return NotFound("device type '{}' is not registered", type);
+  return Status::OK();
+}
+
 Result<std::unique_ptr<Device>> DeviceFactory::Create(const DeviceName& name,
                                                       const DeviceOptions& options) const {
   ops::RegisterStandardOps();  // the kernels of every built backend

@@ -1,0 +1,123 @@
+// The device seam: a session runs on any device type registered with the DeviceFactory. A
+// stand-in "GPU" whose memory is host memory (the null-device idea: the real CPU kernels
+// registered under another type) shows what a new device type needs and nothing more.
+#include "runtime/device_factory.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/array_ops.h"
+#include "ops/math_ops.h"
+#include "ops/register.h"
+#include "ops/unary_ops.h"
+#include "runtime/local_session.h"
+#include "test_util.h"
+
+namespace dflow {
+namespace {
+
+using testing::MessageHas;
+
+class StandInGpu final : public Device {
+ public:
+  explicit StandInGpu(const DeviceName& name)
+      : Device(name), allocator_(MakeAllocator<CpuAllocator>(name.ToString())) {
+    allocator_->set_limit(size_t{64} << 20);
+  }
+  Allocator* allocator() override { return allocator_.get(); }
+  MemoryStats memory() const override {
+    return {allocator_->limit(), allocator_->bytes_in_use(), allocator_->peak_bytes()};
+  }
+  void ResetPeak() override { allocator_->ResetPeak(); }
+  Result<Tensor> CopyFromHost(const Tensor& host) override { return host; }
+  Result<Tensor> CopyToHost(const Tensor& t) override { return t; }
+  DeviceContext* context() override { return &context_; }
+  int runs_entered = 0;
+  int EnterRun() override { return ++runs_entered; }
+
+ private:
+  AllocatorPtr<CpuAllocator> allocator_;
+  DeviceContext context_;
+};
+
+// Registers the stand-in "GPU" type and a few of its kernels (the CPU ones) for one test.
+class StandInGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ops::RegisterStandardOps();
+    ASSERT_TRUE(DeviceFactory::Global()
+                    .Register("GPU",
+                              [this](const DeviceName& name,
+                                     const DeviceOptions&) -> Result<std::unique_ptr<Device>> {
+                                auto d = std::make_unique<StandInGpu>(name);
+                                made_ = d.get();
+                                return std::unique_ptr<Device>(std::move(d));
+                              })
+                    .ok());
+    static bool kernels = [] {
+      for (const char* op : {"Neg", "Tanh", "_Send", "_Recv"}) {
+        const KernelFactory* cpu = KernelRegistry::Global().Find(op, "CPU");
+        if (cpu == nullptr || !KernelRegistry::Global().Register(op, "GPU", *cpu).ok()) {
+          return false;
+        }
+      }
+      return true;
+    }();
+    ASSERT_TRUE(kernels);
+  }
+  void TearDown() override { EXPECT_TRUE(DeviceFactory::Global().Unregister("GPU").ok()); }
+  StandInGpu* made_ = nullptr;
+};
+
+TEST_F(StandInGpuTest, ASessionRunsOnAnyRegisteredDeviceType) {
+  EXPECT_EQ(DeviceFactory::Global().types(), (std::vector<std::string>{"CPU", "GPU"}));
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x").WithDevice("cpu:0"), DType::kF32, Shape{3});
+  auto y = ops::Neg(root.WithOpName("y").WithDevice("gpu:0"), x);
+  auto z = ops::Tanh(root.WithOpName("z").WithDevice("gpu:0"), y);
+  auto w = ops::Mul(root.WithOpName("w").WithDevice("cpu:0"), z, x);
+  SessionOptions options;
+  options.devices = {"cpu:0", "gpu:0"};
+  options.calibrate_devices = false;
+  auto session = LocalSession::Create(root, options);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ASSERT_NE(made_, nullptr);
+  EXPECT_EQ((*session)->device_set().device(1).memory_bytes, double{64 << 20});
+  std::vector<float> in = {0.5f, -1, 2};
+  auto out = (*session)->Run({{"x", Tensor::FromVector<float>(in, Shape{3})}}, {w.name()});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FLOAT_EQ(out->at(0).data<float>()[i], std::tanh(-in[i]) * in[i]);
+  }
+  EXPECT_EQ(made_->runs_entered, 1);  // its partition ran inside EnterRun/LeaveRun
+  auto plan = (*session)->PlanFor({{"x", Tensor::FromVector<float>(in, Shape{3})}}, {w.name()});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ((*plan)->num_partitions(), 2);
+}
+
+TEST_F(StandInGpuTest, AnOpWithoutAKernelOfTheTypeNamesOpAndDevice) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x").WithDevice("cpu:0"), DType::kF32, Shape{3});
+  ops::Exp(root.WithOpName("e").WithDevice("gpu:0"), x);  // no GPU kernel for Exp
+  SessionOptions options;
+  options.devices = {"cpu:0", "gpu:0"};
+  options.calibrate_devices = false;
+  auto session = Session::Create(root, options);
+  ASSERT_FALSE(session.ok());
+  EXPECT_TRUE(MessageHas(session.status(), {"'e'", "GPU"})) << session.status().ToString();
+}
+
+TEST(DeviceFactoryTest, UnknownTypesAndDuplicatesAreRefused) {
+  auto gpu = DeviceFactory::Global().Create(*DeviceName::Parse("gpu:1"), {});
+  EXPECT_EQ(gpu.status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(MessageHas(gpu.status(), {"'gpu:1'", "types: CPU"}));
+  auto again = DeviceFactory::Global().Register("CPU", nullptr);
+  EXPECT_EQ(again.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(DeviceFactory::Global().Unregister("TPU").code(), StatusCode::kNotFound);
+  auto partial = DeviceFactory::Global().Create(*DeviceName::Parse("cpu"), {});
+  EXPECT_EQ(partial.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dflow
