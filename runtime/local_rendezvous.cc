@@ -45,31 +45,36 @@ Status LocalRendezvous::Send(const RendezvousKey& key, const SendArgs& args, con
 }
 
 void LocalRendezvous::RecvAsync(const RendezvousKey& key, const RecvArgs& args, DoneCallback done) {
+  // Callbacks run outside the lock: a callback may use the rendezvous again.
   Tensor tensor;
   std::string send_node;
+  Status failed;
   {
     std::lock_guard lock(mu_);
     if (!aborted_.ok()) {
-      Status why = aborted_;
-      done(why, Tensor());
-      return;
-    }
-    auto [it, fresh] = items_.try_emplace(key);
-    Item& item = it->second;
-    if (!item.has_tensor) {
-      if (item.waiting) {
-        done(FailedPrecondition("rendezvous key {} is received twice: by Recv '{}', then by '{}'",
-                                key.ToString(), item.recv.node, args.node),
-             Tensor());
-        return;
+      failed = aborted_;
+    } else {
+      auto [it, fresh] = items_.try_emplace(key);
+      Item& item = it->second;
+      if (!item.has_tensor) {
+        if (!item.waiting) {
+          item.waiting = std::move(done);
+          item.recv = args;
+          return;
+        }
+        failed =
+            FailedPrecondition("rendezvous key {} is received twice: by Recv '{}', then by '{}'",
+                               key.ToString(), item.recv.node, args.node);
+      } else {
+        tensor = std::move(item.tensor);
+        send_node = std::move(item.send_node);
+        items_.erase(it);
       }
-      item.waiting = std::move(done);
-      item.recv = args;
-      return;
     }
-    tensor = std::move(item.tensor);
-    send_node = std::move(item.send_node);
-    items_.erase(it);
+  }
+  if (!failed.ok()) {
+    done(failed, Tensor());
+    return;
   }
   Deliver(key, send_node, tensor, args, done);
 }

@@ -318,6 +318,32 @@ TEST_P(RendezvousConformance, ConcurrentSendersAndReceiversStress) {
   EXPECT_EQ(wrong.load(), 0);
 }
 
+// A callback may use the rendezvous again (a Recv's completion starts the next Send), whether
+// it runs at once or later, and whether it carries a tensor or an error.
+TEST_P(RendezvousConformance, CallbacksMayUseTheRendezvousAgain) {
+  RecvResult chained, after_dup;
+  Rendezvous* r = rendezvous_.get();
+  rendezvous_->RecvAsync(Key("a:0"), Expect(DType::kF32, Shape{1}),
+                         [&, r](const Status& s, const Tensor& t) {
+                           ASSERT_TRUE(s.ok());
+                           EXPECT_TRUE(r->Send(Key("b:0"), {"relay"}, t).ok());
+                           r->RecvAsync(Key("b:0"), Expect(DType::kF32, Shape{1}),
+                                        chained.Callback());
+                         });
+  ASSERT_TRUE(rendezvous_->Send(Key("a:0"), {"send_a"}, Values({5})).ok());
+  ASSERT_TRUE(chained.Wait());
+  EXPECT_EQ(chained.tensor().ToVector<float>(), (std::vector<float>{5}));
+  RecvResult first;
+  rendezvous_->RecvAsync(Key("c:0"), Expect(DType::kF32, Shape{1}), first.Callback());
+  rendezvous_->RecvAsync(Key("c:0"), Expect(DType::kF32, Shape{1}),
+                         [&, r](const Status& s, const Tensor&) {
+                           EXPECT_FALSE(s.ok());  // received twice: refused at once
+                           r->CancelRecv(Key("c:0"), Cancelled("relay gave up"));
+                         });
+  ASSERT_TRUE(first.Wait());
+  EXPECT_EQ(first.status(), Cancelled("relay gave up"));
+}
+
 TEST_P(RendezvousConformance, AbortRacingWithSendsAndReceivesCallsEachDoneOnce) {
   constexpr int kKeys = 500;
   std::vector<std::unique_ptr<RecvResult>> results(kKeys);
