@@ -1,0 +1,382 @@
+// The op conformance harness: every case of op_cases.h on every registered device type. On the
+// CPU each case is held to its plain-loop reference and its gradient to central finite
+// differences (in double precision where the op takes f64); on any other device type both are
+// held to the CPU kernel's results. A device type without a kernel for the case's op skips it,
+// naming op and type, so a new backend's run lists exactly the ops it lacks.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <tuple>
+
+#include "framework/kernel.h"
+#include "graph/gradients.h"
+#include "graph/op_registry.h"
+#include "op_cases.h"
+#include "ops/array_ops.h"
+#include "ops/math_ops.h"
+#include "runtime/device_factory.h"
+#include "runtime/session.h"
+
+namespace dflow::conformance {
+namespace {
+
+constexpr const char* kReferenceType = "CPU";
+
+SessionOptions OptionsFor(const std::string& type) {
+  SessionOptions o;
+  std::string lower = type;
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  o.device = lower + ":0";
+  o.fuse_epilogues = false;  // the node under test runs as itself
+  o.calibrate_devices = false;
+  return o;
+}
+
+// A case's graph on placeholders in0, in1, ... fed with `inputs`.
+struct CaseRun {
+  Scope root = Scope::NewRootScope();
+  std::vector<Output> placeholders;
+  CaseGraph graph;
+  Session::Feeds feeds;
+};
+
+// Builds `c` on `inputs` (which may differ in float dtype from c.inputs). Fails when the scope
+// records an error or the graph lacks a node of c.op.
+Status Build(const OpCase& c, const std::vector<Tensor>& inputs, CaseRun& run) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::string name = "in" + std::to_string(i);
+    run.placeholders.push_back(
+        ops::Placeholder(run.root.WithOpName(name), inputs[i].dtype(), inputs[i].shape()));
+    run.feeds.push_back({name, inputs[i]});
+  }
+  run.graph = c.build(run.root, run.placeholders);
+  if (!run.root.ok()) return run.root.status();
+  const Graph& g = run.root.graph();
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    if (g.node(id).op() == c.op) return Status::OK();
+  }
+  return InvalidArgument("case {} builds no {} node", c.name, c.op);
+}
+
+// Creates a session on `type` and runs the case's init targets once.
+Result<std::unique_ptr<Session>> Start(const CaseRun& run, const std::string& type) {
+  ASSIGN_OR_RETURN(auto session, Session::Create(run.root, OptionsFor(type)));
+  if (!run.graph.init_targets.empty()) {
+    RETURN_IF_ERROR(session->Run(run.feeds, {}, run.graph.init_targets).status());
+  }
+  return session;
+}
+
+std::vector<std::string> Names(const std::vector<Output>& outputs) {
+  std::vector<std::string> names;
+  for (const auto& o : outputs) names.push_back(o.name());
+  return names;
+}
+
+Result<std::vector<Tensor>> RunForward(const OpCase& c, const std::string& type) {
+  CaseRun run;
+  RETURN_IF_ERROR(Build(c, c.inputs, run));
+  ASSIGN_OR_RETURN(auto session, Start(run, type));
+  return session->Run(run.feeds, Names(run.graph.outputs));
+}
+
+// Relative tolerance of a dtype, times the case's factor; also the absolute floor.
+double Tolerance(DType dtype, double scale) {
+  return (dtype == DType::kF64 ? 1e-10 : 1e-5) * scale;
+}
+
+// Same dtype and shape, and values within tolerance (exact for integers and bools; NaN matches
+// NaN, an infinity the same infinity).
+::testing::AssertionResult AllClose(const Tensor& got, const Tensor& want, double tol,
+                                    const std::string& what) {
+  if (got.dtype() != want.dtype() || got.shape() != want.shape()) {
+    return ::testing::AssertionFailure()
+           << what << ": got " << DTypeName(got.dtype()) << got.shape().ToString() << ", want "
+           << DTypeName(want.dtype()) << want.shape().ToString();
+  }
+  bool exact = !IsFloatingPoint(want.dtype());
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    double g = ElementAsDouble(got, i), w = ElementAsDouble(want, i);
+    bool ok = exact           ? g == w
+              : std::isnan(w) ? std::isnan(g)
+              : std::isinf(w) ? g == w
+                              : std::abs(g - w) <= tol * (1 + std::abs(w));
+    if (!ok && bad++ == 0) first = i;
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  std::string coords;
+  for (int64_t x : Unravel(want.shape(), first))
+    coords += fmt::format("{}{}", coords.empty() ? "" : ",", x);
+  return ::testing::AssertionFailure()
+         << what << ": " << bad << " of " << want.num_elements() << " elements differ; first at ["
+         << coords << "]: got " << ElementAsDouble(got, first) << ", want "
+         << ElementAsDouble(want, first) << " (tolerance " << tol << ")";
+}
+
+void ExpectOutputsClose(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double tol,
+                        const std::string& against) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TRUE(AllClose(got[i], want[i], Tolerance(want[i].dtype(), tol),
+                         "output " + std::to_string(i) + " against " + against));
+  }
+}
+
+// ---- Gradients ----
+
+bool IsFloat(DType d) { return d == DType::kF32 || d == DType::kF64; }
+
+std::vector<int> GradInputs(const OpCase& c) {
+  if (!c.grad_inputs.empty()) return c.grad_inputs;
+  std::vector<int> out;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (IsFloat(c.inputs[i].dtype())) out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+std::vector<int> GradOutputs(const OpCase& c, const std::vector<Tensor>& outputs) {
+  if (!c.grad_outputs.empty()) return c.grad_outputs;
+  std::vector<int> out;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (IsFloat(outputs[i].dtype())) out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+bool HasGradient(const OpCase& c) {
+  const OpDef* def = OpRegistry::Global().Find(c.op);
+  if (!def || !def->grad_fn || !c.no_gradient.empty()) return false;
+  if (GradInputs(c).empty()) return false;
+  return !GradOutputs(c, c.reference(c.inputs)).empty();
+}
+
+// The inputs with every floating-point one converted to `dtype`.
+std::vector<Tensor> WithFloatType(const std::vector<Tensor>& inputs, DType dtype) {
+  std::vector<Tensor> out;
+  for (const auto& t : inputs) out.push_back(IsFloat(t.dtype()) ? CastTo(t, dtype) : t.Clone());
+  return out;
+}
+
+// The case's graph with loss = sum_i ReduceSum(y_i * weights_i) over the gradient outputs.
+struct LossRun {
+  CaseRun run;
+  Output loss;
+  std::vector<Output> grads;
+};
+
+Status BuildLoss(const OpCase& c, const std::vector<Tensor>& inputs,
+                 const std::vector<Tensor>& weights, bool with_gradients, LossRun& lr) {
+  RETURN_IF_ERROR(Build(c, inputs, lr.run));
+  const Scope& s = lr.run.root;
+  std::vector<Output> terms;
+  std::vector<int> outs = GradOutputs(c, weights);
+  for (size_t k = 0; k < outs.size(); ++k) {
+    Output y = lr.run.graph.outputs[outs[k]];
+    Tensor w = CastTo(weights[outs[k]], y.dtype());
+    terms.push_back(ops::ReduceSum(s, ops::Mul(s, y, ops::Const(s, w))));
+  }
+  lr.loss = terms.size() == 1 ? terms[0] : ops::AddN(s, terms);
+  if (!s.ok()) return s.status();
+  if (!with_gradients) return Status::OK();
+  std::vector<Output> xs;
+  for (int i : GradInputs(c)) xs.push_back(lr.run.placeholders[i]);
+  ASSIGN_OR_RETURN(lr.grads, Gradients(s, lr.loss, xs));
+  return Status::OK();
+}
+
+Result<std::vector<Tensor>> RunGradients(const OpCase& c, const std::vector<Tensor>& weights,
+                                         const std::string& type) {
+  LossRun lr;
+  RETURN_IF_ERROR(BuildLoss(c, c.inputs, weights, true, lr));
+  ASSIGN_OR_RETURN(auto session, Start(lr.run, type));
+  return session->Run(lr.run.feeds, Names(lr.grads));
+}
+
+// Checks `analytic` (the gradients of the gradient inputs) against central differences of the
+// loss on the CPU, in double precision when the op takes f64 and in the case's own precision
+// otherwise, element by element (a random sample of the elements when there are many).
+void ExpectMatchesFiniteDifferences(const OpCase& c, const std::vector<Tensor>& weights,
+                                    const std::vector<Tensor>& analytic, uint32_t seed) {
+  LossRun lr;
+  DType fd_type = DType::kF64;
+  double eps = 1e-6, tol = (c.inputs[GradInputs(c)[0]].dtype() == DType::kF64 ? 1e-6 : 2e-4);
+  std::vector<Tensor> inputs = WithFloatType(c.inputs, DType::kF64);
+  // The double-precision graph must compute the loss in double precision too (a Cast to f32
+  // inside would not).
+  if (!BuildLoss(c, inputs, weights, false, lr).ok() || lr.loss.dtype() != DType::kF64) {
+    lr = LossRun();
+    fd_type = c.inputs[GradInputs(c)[0]].dtype();
+    eps = 1e-3;
+    tol = 1e-2;
+    inputs = WithFloatType(c.inputs, fd_type);
+    Status s = BuildLoss(c, inputs, weights, false, lr);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  tol *= c.tolerance;
+  auto session = Start(lr.run, kReferenceType);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto loss_at = [&]() -> double {
+    auto out = (*session)->Run(lr.run.feeds, {lr.loss.name()});
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    return out.ok() ? ElementAsDouble(out->at(0), 0) : 0.0;
+  };
+  std::vector<int> gi = GradInputs(c);
+  // Every element of the gradient inputs, or a random sample of them when there are many.
+  std::vector<std::pair<size_t, int64_t>> elements;
+  for (size_t k = 0; k < gi.size(); ++k) {
+    for (int64_t j = 0; j < inputs[gi[k]].num_elements(); ++j) elements.push_back({k, j});
+  }
+  constexpr size_t kMaxElements = 512;
+  if (elements.size() > kMaxElements) {
+    std::mt19937 gen(seed);
+    std::shuffle(elements.begin(), elements.end(), gen);
+    elements.resize(kMaxElements / 2);
+  }
+  for (const auto& [k, j] : elements) {
+    // The feeds share the inputs' buffers: perturb in place, then restore.
+    Tensor& fed = lr.run.feeds[gi[k]].second;
+    double saved = ElementAsDouble(fed, j);
+    auto set = [&](double v) {
+      Tensor one = FromDoubles(fd_type, Shape{}, {v});
+      std::memcpy(static_cast<char*>(fed.raw_data()) + j * DTypeSize(fd_type), one.raw_data(),
+                  DTypeSize(fd_type));
+    };
+    set(saved + eps);
+    double up = loss_at();
+    set(saved - eps);
+    double down = loss_at();
+    set(saved);
+    double numeric = (up - down) / (2 * eps);
+    double got = ElementAsDouble(analytic[k], j);
+    ASSERT_NEAR(got, numeric, tol * std::max({1.0, std::abs(got), std::abs(numeric)}))
+        << "d loss / d input " << gi[k] << " at flat index " << j
+        << " against central differences in " << DTypeName(fd_type);
+  }
+}
+
+// ---- The tests ----
+
+using Param = std::tuple<std::string, size_t>;  // device type, case index
+
+std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
+  return std::get<0>(info.param) + "_" + AllOpCases()[std::get<1>(info.param)].name;
+}
+
+std::vector<size_t> AllIndices() {
+  std::vector<size_t> out(AllOpCases().size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = i;
+  return out;
+}
+
+std::vector<size_t> GradientIndices() {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < AllOpCases().size(); ++i) {
+    const OpCase& c = AllOpCases()[i];
+    if (c.build && HasGradient(c) && c.reference(c.inputs).size() > 0) {
+      CaseRun probe;
+      if (Build(c, c.inputs, probe).ok() && probe.graph.init_targets.empty()) out.push_back(i);
+    }
+  }
+  return out;
+}
+
+class OpConformanceTest : public ::testing::TestWithParam<Param> {
+ protected:
+  const std::string& type() const { return std::get<0>(GetParam()); }
+  const OpCase& op_case() const { return AllOpCases()[std::get<1>(GetParam())]; }
+  bool SkipWithoutKernel() {
+    return KernelRegistry::Global().Find(op_case().op, type()) == nullptr;
+  }
+};
+
+TEST_P(OpConformanceTest, Forward) {
+  const OpCase& c = op_case();
+  if (SkipWithoutKernel()) GTEST_SKIP() << "no " << type() << " kernel for " << c.op;
+  auto got = RunForward(c, type());
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  if (type() == kReferenceType) {
+    ExpectOutputsClose(*got, c.reference(c.inputs), c.tolerance, "the plain-loop reference");
+  } else {
+    auto want = RunForward(c, kReferenceType);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    ExpectOutputsClose(*got, *want, c.tolerance, "the CPU kernel");
+  }
+}
+
+class OpGradientConformanceTest : public OpConformanceTest {};
+
+TEST_P(OpGradientConformanceTest, Gradient) {
+  const OpCase& c = op_case();
+  if (SkipWithoutKernel()) GTEST_SKIP() << "no " << type() << " kernel for " << c.op;
+  // Random weights make every output element count in the loss.
+  CaseRng rng(static_cast<uint32_t>(std::hash<std::string>()(c.name)));
+  std::vector<Tensor> weights;
+  for (const auto& y : c.reference(c.inputs)) {
+    weights.push_back(IsFloat(y.dtype()) ? rng.Uniform(y.dtype(), y.shape(), -1, 1, 0) : y);
+  }
+  auto got = RunGradients(c, weights, type());
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  std::vector<int> gi = GradInputs(c);
+  ASSERT_EQ(got->size(), gi.size());
+  for (size_t k = 0; k < gi.size(); ++k) {
+    ASSERT_EQ(got->at(k).shape(), c.inputs[gi[k]].shape()) << "gradient of input " << gi[k];
+  }
+  if (type() == kReferenceType) {
+    ExpectMatchesFiniteDifferences(c, weights, *got, static_cast<uint32_t>(rng.gen()()));
+  } else {
+    auto want = RunGradients(c, weights, kReferenceType);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    ExpectOutputsClose(*got, *want, 10 * c.tolerance, "the CPU gradient");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, OpConformanceTest,
+                         ::testing::Combine(::testing::ValuesIn(DeviceFactory::Global().types()),
+                                            ::testing::ValuesIn(AllIndices())),
+                         ParamName);
+
+INSTANTIATE_TEST_SUITE_P(AllOps, OpGradientConformanceTest,
+                         ::testing::Combine(::testing::ValuesIn(DeviceFactory::Global().types()),
+                                            ::testing::ValuesIn(GradientIndices())),
+                         ParamName);
+
+// An op cannot be half-added: each one with a kernel has a case or a reason for having none.
+TEST(OpConformanceCoverageTest, EveryKernelHasACaseOrAReason) {
+  std::set<std::string> with_case;
+  for (const auto& c : AllOpCases()) with_case.insert(c.op);
+  const auto& reasons = NotCoveredOps();
+  for (const auto& op : OpRegistry::Global().OpNames()) {
+    std::vector<std::string> types = KernelRegistry::Global().DeviceTypesFor(op);
+    if (types.empty()) continue;
+    std::string list;
+    for (const auto& t : types) list += fmt::format("{}{}", list.empty() ? "" : ", ", t);
+    bool has_case = with_case.count(op) > 0, has_reason = reasons.count(op) > 0;
+    EXPECT_TRUE(has_case || has_reason)
+        << "op " << op << " has kernels for " << list
+        << " but no conformance case (op_cases.h) and no reason in NotCoveredOps()";
+    EXPECT_FALSE(has_case && has_reason)
+        << "op " << op << " has cases: drop its NotCoveredOps entry";
+    EXPECT_TRUE(has_reason || KernelRegistry::Global().Find(op, kReferenceType) != nullptr)
+        << "op " << op << " has kernels for " << list << " but none for the CPU, the reference";
+  }
+  for (const auto& [op, why] : reasons) {
+    EXPECT_FALSE(why.empty()) << op;
+    EXPECT_FALSE(KernelRegistry::Global().DeviceTypesFor(op).empty())
+        << "NotCoveredOps lists " << op << ", which has no kernel";
+  }
+  for (const auto& op : with_case) {
+    EXPECT_NE(KernelRegistry::Global().Find(op, kReferenceType), nullptr)
+        << "cases of " << op << " have no CPU kernel to hold other devices to";
+  }
+}
+
+}  // namespace
+}  // namespace dflow::conformance

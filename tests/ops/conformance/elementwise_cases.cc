@@ -1,0 +1,333 @@
+// Cases for the element-wise ops: binary arithmetic and comparisons with broadcasting, Select,
+// BiasAdd, the unary ops, the activation gradients and Cast.
+#include <cmath>
+
+#include "op_cases.h"
+#include "ops/grad_ops.h"
+#include "ops/logic_ops.h"
+#include "ops/math_ops.h"
+#include "ops/unary_ops.h"
+
+namespace dflow::conformance {
+namespace {
+
+using BinaryOp = Output (*)(const Scope&, Output, Output);
+using UnaryOp = Output (*)(const Scope&, Output);
+using BinaryFn = double (*)(double, double);
+using UnaryFn = double (*)(double);
+
+const double kSqrt2 = std::sqrt(2.0);
+
+// out[i] = f(a[i'], b[i'']) over the broadcast shape; `out_dtype` kInvalid: a's dtype.
+Tensor BroadcastRef(const Tensor& a, const Tensor& b, BinaryFn f,
+                    DType out_dtype = DType::kInvalid) {
+  Shape s = Broadcast(a.shape(), b.shape());
+  std::vector<double> v(s.num_elements());
+  for (int64_t i = 0; i < s.num_elements(); ++i) {
+    v[i] = f(ElementAsDouble(a, BroadcastIndex(a.shape(), s, i)),
+             ElementAsDouble(b, BroadcastIndex(b.shape(), s, i)));
+  }
+  return FromDoubles(out_dtype == DType::kInvalid ? a.dtype() : out_dtype, s, v);
+}
+
+Tensor MapRef(const Tensor& x, UnaryFn f, DType out_dtype = DType::kInvalid) {
+  std::vector<double> v = ToDoubles(x);
+  for (auto& e : v) e = f(e);
+  return FromDoubles(out_dtype == DType::kInvalid ? x.dtype() : out_dtype, x.shape(), v);
+}
+
+struct ShapePair {
+  Shape a, b;
+};
+// Broadcasting in each direction, scalars, odd and empty sizes.
+const std::vector<ShapePair> kF32Pairs = {
+    {Shape{3, 1, 5}, Shape{4, 5}},
+    {Shape{}, Shape{7}},
+    {Shape{33}, Shape{}},
+    {Shape{257}, Shape{257}},
+    {Shape{0, 3}, Shape{3}},
+    {Shape{1}, Shape{1}},
+    {Shape{2, 1, 3, 1}, Shape{4, 1, 2}},
+};
+
+struct BinarySpec {
+  const char* op;
+  BinaryOp build;
+  BinaryFn ref;
+  bool integers;
+};
+
+void AddArithmetic(CaseRng& rng, std::vector<OpCase>& cases) {
+  const std::vector<BinarySpec> specs = {
+      {"Add", ops::Add, [](double a, double b) { return a + b; }, true},
+      {"Sub", ops::Sub, [](double a, double b) { return a - b; }, true},
+      {"Mul", ops::Mul, [](double a, double b) { return a * b; }, true},
+      {"Div", ops::Div, [](double a, double b) { return a / b; }, true},
+      {"Maximum", ops::Maximum, [](double a, double b) { return a > b ? a : b; }, true},
+      {"Minimum", ops::Minimum, [](double a, double b) { return a < b ? a : b; }, true},
+      {"Pow", ops::Pow, [](double a, double b) { return std::pow(a, b); }, false},
+  };
+  for (const auto& spec : specs) {
+    std::string op = spec.op;
+    auto make = [&](DType dt, const ShapePair& p) {
+      OpCase c{.op = op};
+      if (op == "Pow") {
+        c.inputs = {rng.Uniform(dt, p.a, 0.5, 2), rng.Uniform(dt, p.b, -1.5, 1.5)};
+      } else if (IsInteger(dt)) {
+        c.inputs = {rng.Ints(dt, p.a, -50, 50),
+                    op == "Div" ? rng.Uniform(dt, p.b, -9, 9, 1) : rng.Ints(dt, p.b, -50, 50)};
+      } else {
+        c.inputs = {rng.Uniform(dt, p.a), rng.Uniform(dt, p.b, -2, 2, op == "Div" ? 0.5 : 0.1)};
+      }
+      BinaryOp b = spec.build;
+      BinaryFn f = spec.ref;
+      c.build =
+          One([b](const Scope& s, const std::vector<Output>& in) { return b(s, in[0], in[1]); });
+      // Integer division truncates toward zero, as C++ does, and so does FromDoubles.
+      c.reference =
+          One([f](const std::vector<Tensor>& in) { return BroadcastRef(in[0], in[1], f); });
+      cases.push_back(std::move(c));
+    };
+    for (const auto& p : kF32Pairs) make(DType::kF32, p);
+    make(DType::kF64, {Shape{3, 1, 5}, Shape{4, 5}});
+    if (spec.integers) {
+      make(DType::kI32, {Shape{2, 1, 3, 1}, Shape{4, 1, 2}});
+      make(DType::kI64, {Shape{33}, Shape{}});
+    }
+  }
+}
+
+void AddComparisons(CaseRng& rng, std::vector<OpCase>& cases) {
+  const std::vector<BinarySpec> specs = {
+      {"Equal", ops::Equal, [](double a, double b) { return double(a == b); }, true},
+      {"NotEqual", ops::NotEqual, [](double a, double b) { return double(a != b); }, true},
+      {"Less", ops::Less, [](double a, double b) { return double(a < b); }, true},
+      {"LessEqual", ops::LessEqual, [](double a, double b) { return double(a <= b); }, true},
+      {"Greater", ops::Greater, [](double a, double b) { return double(a > b); }, true},
+      {"GreaterEqual", ops::GreaterEqual, [](double a, double b) { return double(a >= b); }, true},
+  };
+  const std::vector<std::pair<DType, ShapePair>> shapes = {
+      {DType::kF32, {Shape{3, 1, 5}, Shape{4, 5}}},
+      {DType::kF32, {Shape{}, Shape{7}}},
+      {DType::kF32, {Shape{0, 3}, Shape{3}}},
+      {DType::kF64, {Shape{33}, Shape{33}}},
+      {DType::kI32, {Shape{2, 1, 3, 1}, Shape{4, 1, 2}}},
+      {DType::kI64, {Shape{257}, Shape{1}}},
+  };
+  for (const auto& spec : specs) {
+    for (const auto& [dt, p] : shapes) {
+      BinaryOp b = spec.build;
+      BinaryFn f = spec.ref;
+      // Small integers make ties, so equality is exercised.
+      cases.push_back(OpCase{.op = spec.op,
+                             .inputs = {rng.Ints(dt, p.a, -2, 2), rng.Ints(dt, p.b, -2, 2)},
+                             .build = One([b](const Scope& s, const std::vector<Output>& in) {
+                               return b(s, in[0], in[1]);
+                             }),
+                             .reference = One([f](const std::vector<Tensor>& in) {
+                               return BroadcastRef(in[0], in[1], f, DType::kBool);
+                             }),
+                             .no_gradient = "bool output"});
+    }
+  }
+}
+
+void AddSelectAndBiasAdd(CaseRng& rng, std::vector<OpCase>& cases) {
+  struct Triple {
+    DType dt;
+    Shape cond, a, b;
+  };
+  const std::vector<Triple> triples = {
+      {DType::kF32, Shape{2, 3}, Shape{2, 3}, Shape{2, 3}},
+      {DType::kF32, Shape{4, 1}, Shape{3, 1, 5}, Shape{5}},
+      {DType::kF32, Shape{}, Shape{7}, Shape{7}},
+      {DType::kF32, Shape{33}, Shape{}, Shape{33}},
+      {DType::kF64, Shape{3, 1}, Shape{1, 4}, Shape{3, 4}},
+      {DType::kI32, Shape{2, 3}, Shape{3}, Shape{2, 1}},
+  };
+  for (const auto& t : triples) {
+    cases.push_back(
+        OpCase{.op = "Select",
+               .inputs = {rng.Bools(t.cond), rng.Uniform(t.dt, t.a, -50, 50),
+                          rng.Uniform(t.dt, t.b, -50, 50)},
+               .build = One([](const Scope& s, const std::vector<Output>& in) {
+                 return ops::Select(s, in[0], in[1], in[2]);
+               }),
+               .reference = One([](const std::vector<Tensor>& in) {
+                 Shape s = Broadcast(Broadcast(in[0].shape(), in[1].shape()), in[2].shape());
+                 std::vector<double> v(s.num_elements());
+                 for (int64_t i = 0; i < s.num_elements(); ++i) {
+                   v[i] = ElementAsDouble(in[0], BroadcastIndex(in[0].shape(), s, i)) != 0
+                              ? ElementAsDouble(in[1], BroadcastIndex(in[1].shape(), s, i))
+                              : ElementAsDouble(in[2], BroadcastIndex(in[2].shape(), s, i));
+                 }
+                 return FromDoubles(in[1].dtype(), s, v);
+               })});
+  }
+  const std::vector<std::pair<DType, ShapePair>> bias = {
+      {DType::kF32, {Shape{4, 3}, Shape{3}}},   {DType::kF32, {Shape{2, 3, 7}, Shape{7}}},
+      {DType::kF32, {Shape{1}, Shape{1}}},      {DType::kF32, {Shape{0, 5}, Shape{5}}},
+      {DType::kF32, {Shape{257, 2}, Shape{2}}}, {DType::kF64, {Shape{3, 5}, Shape{5}}},
+      {DType::kI64, {Shape{3, 5}, Shape{5}}},
+  };
+  for (const auto& [dt, p] : bias) {
+    cases.push_back(OpCase{.op = "BiasAdd",
+                           .inputs = {rng.Uniform(dt, p.a, -50, 50), rng.Uniform(dt, p.b, -50, 50)},
+                           .build = One([](const Scope& s, const std::vector<Output>& in) {
+                             return ops::BiasAdd(s, in[0], in[1]);
+                           }),
+                           .reference = One([](const std::vector<Tensor>& in) {
+                             return BroadcastRef(in[0], in[1],
+                                                 [](double a, double b) { return a + b; });
+                           })});
+  }
+}
+
+double Phi(double x) { return 0.5 * (1 + std::erf(x / kSqrt2)); }
+
+void AddUnary(CaseRng& rng, std::vector<OpCase>& cases) {
+  struct Spec {
+    const char* op;
+    UnaryOp build;
+    UnaryFn ref;
+    double lo, hi;
+    bool integers;
+  };
+  const std::vector<Spec> specs = {
+      {"Neg", ops::Neg, [](double x) { return -x; }, -3, 3, true},
+      {"Exp", ops::Exp, [](double x) { return std::exp(x); }, -3, 3, false},
+      {"Log", ops::Log, [](double x) { return std::log(x); }, 0.2, 3, false},
+      {"Sqrt", ops::Sqrt, [](double x) { return std::sqrt(x); }, 0.2, 3, false},
+      {"Rsqrt", ops::Rsqrt, [](double x) { return 1 / std::sqrt(x); }, 0.2, 3, false},
+      {"Square", ops::Square, [](double x) { return x * x; }, -3, 3, true},
+      {"Relu", ops::Relu, [](double x) { return x > 0 ? x : 0; }, -3, 3, true},
+      {"Sigmoid", ops::Sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, -3, 3, false},
+      {"Tanh", ops::Tanh, [](double x) { return std::tanh(x); }, -3, 3, false},
+      {"Gelu", ops::Gelu, [](double x) { return x * Phi(x); }, -3, 3, false},
+  };
+  const std::vector<std::pair<DType, Shape>> shapes = {
+      {DType::kF32, Shape{257}},  {DType::kF32, Shape{3, 7}}, {DType::kF32, Shape{}},
+      {DType::kF32, Shape{0, 4}}, {DType::kF64, Shape{3, 7}}, {DType::kI32, Shape{2, 9}},
+      {DType::kI64, Shape{5}},
+  };
+  for (const auto& spec : specs) {
+    for (const auto& [dt, s] : shapes) {
+      if (IsInteger(dt) && !spec.integers) continue;
+      UnaryOp b = spec.build;
+      UnaryFn f = spec.ref;
+      cases.push_back(OpCase{
+          .op = spec.op,
+          .inputs = {IsInteger(dt) ? rng.Ints(dt, s, -20, 20)
+                                   : rng.Uniform(dt, s, spec.lo, spec.hi)},
+          .build =
+              One([b](const Scope& sc, const std::vector<Output>& in) { return b(sc, in[0]); }),
+          .reference = One([f](const std::vector<Tensor>& in) { return MapRef(in[0], f); })});
+    }
+  }
+  for (double alpha : {0.2, 0.01}) {
+    for (const auto& [dt, s] : std::vector<std::pair<DType, Shape>>{
+             {DType::kF32, Shape{257}}, {DType::kF32, Shape{3, 7}}, {DType::kF64, Shape{4}}}) {
+      cases.push_back(OpCase{.op = "LeakyRelu",
+                             .tag = alpha == 0.2 ? "alpha0_2" : "alpha0_01",
+                             .inputs = {rng.Uniform(dt, s, -3, 3)},
+                             .build = One([alpha](const Scope& sc, const std::vector<Output>& in) {
+                               return ops::LeakyRelu(sc, in[0], alpha);
+                             }),
+                             .reference = One([alpha](const std::vector<Tensor>& in) {
+                               std::vector<double> v = ToDoubles(in[0]);
+                               for (auto& x : v) x = x > 0 ? x : alpha * x;
+                               return FromDoubles(in[0].dtype(), in[0].shape(), v);
+                             })});
+    }
+  }
+}
+
+void AddActivationGrads(CaseRng& rng, std::vector<OpCase>& cases) {
+  using Fn = double (*)(double g, double x);
+  struct Spec {
+    const char* op;
+    Fn ref;
+  };
+  const std::vector<Spec> specs = {
+      {"ReluGrad", [](double g, double x) { return x > 0 ? g : 0; }},
+      {"LeakyReluGrad", [](double g, double x) { return x > 0 ? g : 0.3 * g; }},
+      {"GeluGrad",
+       [](double g, double x) {
+         return g * (Phi(x) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI));
+       }},
+  };
+  for (const auto& spec : specs) {
+    std::string op = spec.op;
+    for (const auto& [dt, s] : std::vector<std::pair<DType, Shape>>{{DType::kF32, Shape{257}},
+                                                                    {DType::kF32, Shape{3, 7}},
+                                                                    {DType::kF32, Shape{}},
+                                                                    {DType::kF64, Shape{2, 5}}}) {
+      Fn f = spec.ref;
+      cases.push_back(OpCase{.op = op,
+                             .inputs = {rng.Uniform(dt, s, -3, 3), rng.Uniform(dt, s, -3, 3)},
+                             .build = One([op](const Scope& sc, const std::vector<Output>& in) {
+                               if (op == "ReluGrad") return ops::ReluGrad(sc, in[0], in[1]);
+                               if (op == "LeakyReluGrad")
+                                 return ops::LeakyReluGrad(sc, in[0], in[1], 0.3);
+                               return ops::GeluGrad(sc, in[0], in[1]);
+                             }),
+                             .reference = One([f](const std::vector<Tensor>& in) {
+                               std::vector<double> g = ToDoubles(in[0]), x = ToDoubles(in[1]);
+                               for (size_t i = 0; i < g.size(); ++i) g[i] = f(g[i], x[i]);
+                               return FromDoubles(in[0].dtype(), in[0].shape(), g);
+                             })});
+    }
+  }
+}
+
+void AddCasts(CaseRng& rng, std::vector<OpCase>& cases) {
+  struct Spec {
+    DType from, to;
+    Shape shape;
+  };
+  const std::vector<Spec> specs = {
+      {DType::kF32, DType::kF64, Shape{3, 7}},  {DType::kF32, DType::kI32, Shape{33}},
+      {DType::kF32, DType::kI64, Shape{}},      {DType::kF32, DType::kU8, Shape{2, 5}},
+      {DType::kF32, DType::kBool, Shape{0, 2}}, {DType::kF32, DType::kBool, Shape{9}},
+      {DType::kF64, DType::kF32, Shape{257}},   {DType::kI32, DType::kF32, Shape{4, 3}},
+      {DType::kI32, DType::kBool, Shape{7}},    {DType::kI64, DType::kI32, Shape{5}},
+      {DType::kBool, DType::kF32, Shape{6}},    {DType::kBool, DType::kI32, Shape{2, 2}},
+      {DType::kU8, DType::kF32, Shape{8}},      {DType::kF32, DType::kF32, Shape{3}},
+  };
+  for (const auto& spec : specs) {
+    Tensor x;
+    if (spec.from == DType::kBool) {
+      x = rng.Bools(spec.shape);
+    } else if (spec.to == DType::kU8 || spec.from == DType::kU8) {
+      x = rng.Uniform(spec.from, spec.shape, 0, 250, 0);
+    } else if (spec.to == DType::kBool) {
+      x = rng.Ints(spec.from, spec.shape, -2, 2);  // zeros among them
+    } else if (IsFloatingPoint(spec.from) && IsFloatingPoint(spec.to)) {
+      x = rng.Uniform(spec.from, spec.shape);  // small: finite differences in f32 stay accurate
+    } else {
+      x = rng.Uniform(spec.from, spec.shape, -100, 100);
+    }
+    DType to = spec.to;
+    cases.push_back(OpCase{
+        .op = "Cast",
+        .tag = "to_" + std::string(DTypeName(to)),
+        .inputs = {x},
+        .build = One([to](const Scope& sc, const std::vector<Output>& in) {
+          return ops::Cast(sc, in[0], to);
+        }),
+        .reference = One([to](const std::vector<Tensor>& in) { return CastTo(in[0], to); })});
+  }
+}
+
+}  // namespace
+
+void AddElementwiseCases(CaseRng& rng, std::vector<OpCase>& cases) {
+  AddArithmetic(rng, cases);
+  AddComparisons(rng, cases);
+  AddSelectAndBiasAdd(rng, cases);
+  AddUnary(rng, cases);
+  AddActivationGrads(rng, cases);
+  AddCasts(rng, cases);
+}
+
+}  // namespace dflow::conformance

@@ -1,0 +1,91 @@
+#include "op_cases.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <set>
+
+#include "ops/register.h"
+
+namespace dflow::conformance {
+namespace {
+
+std::string ShapeTag(const Shape& s) {
+  if (s.rank() == 0) return "s";
+  std::string out;
+  for (int d = 0; d < s.rank(); ++d) out += fmt::format("{}{}", d ? "x" : "", s[d]);
+  return out;
+}
+
+// "Add_f32_3x1x5_4x5_tag": the op, the first input's dtype, the input shapes and the tag.
+std::string CaseName(const OpCase& c) {
+  std::string name = c.op;
+  if (!c.inputs.empty()) name += fmt::format("_{}", DTypeName(c.inputs[0].dtype()));
+  for (const auto& t : c.inputs) name += fmt::format("_{}", ShapeTag(t.shape()));
+  if (!c.tag.empty()) name += fmt::format("_{}", c.tag);
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return name;
+}
+
+}  // namespace
+
+std::function<CaseGraph(const Scope&, const std::vector<Output>&)> One(SingleBuild build) {
+  return [build = std::move(build)](const Scope& s, const std::vector<Output>& in) {
+    return CaseGraph{{build(s, in)}, {}};
+  };
+}
+
+std::function<std::vector<Tensor>(const std::vector<Tensor>&)> One(SingleReference ref) {
+  return [ref = std::move(ref)](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ref(in)};
+  };
+}
+
+const std::vector<OpCase>& AllOpCases() {
+  static const std::vector<OpCase>* cases = [] {
+    ops::RegisterStandardOps();
+    auto* all = new std::vector<OpCase>;
+    CaseRng rng(20240611);
+    AddElementwiseCases(rng, *all);
+    AddMathCases(rng, *all);
+    AddArrayCases(rng, *all);
+    AddNnCases(rng, *all);
+    AddStateCases(rng, *all);
+    std::set<std::string> seen;
+    for (auto& c : *all) {
+      std::string base = CaseName(c);
+      c.name = base;
+      for (int n = 2; !seen.insert(c.name).second; ++n) c.name = fmt::format("{}_{}", base, n);
+    }
+    return all;
+  }();
+  return *cases;
+}
+
+const std::map<std::string, std::string>& NotCoveredOps() {
+  static const std::map<std::string, std::string> kNotCovered = {
+      {"NoOp",
+       "no inputs or outputs, nothing to compare; every run with a grouping target executes it "
+       "(runtime_tests)"},
+      {"RandomUniform",
+       "values come from the device's generator, not a loop: distribution and seeding tests in "
+       "ops_tests"},
+      {"RandomNormal",
+       "values come from the device's generator, not a loop: distribution and seeding tests in "
+       "ops_tests"},
+      {"Dropout",
+       "the mask comes from the device's generator: DropoutTest (rate, scaling, replay, gradient "
+       "is the mask) in ops_tests"},
+      {"_Send",
+       "moves tensors between devices through a rendezvous: the rendezvous conformance suite "
+       "and the multi-device tests in runtime_tests"},
+      {"_Recv",
+       "moves tensors between devices through a rendezvous: the rendezvous conformance suite "
+       "and the multi-device tests in runtime_tests"},
+  };
+  return kNotCovered;
+}
+
+}  // namespace dflow::conformance
