@@ -1,6 +1,11 @@
 # Helpers that give every dflow target the same flags.
 
 set(DFLOW_WARNINGS -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers)
+# Clang checks the lock annotations (graph/thread_annotations.h): touching guarded state without
+# its mutex fails the build.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  list(APPEND DFLOW_WARNINGS -Wthread-safety -Werror=thread-safety)
+endif()
 if(DFLOW_SANITIZE)
   set(DFLOW_SANITIZER_FLAGS -fsanitize=address,undefined -fno-omit-frame-pointer
                             -fno-sanitize-recover=undefined)

@@ -3,10 +3,10 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "graph/mutex.h"
 #include "graph/tensor.h"
 
 namespace dflow {
@@ -14,19 +14,19 @@ namespace dflow {
 class VariableStore {
  public:
   struct Variable {
-    std::mutex mu;
-    Tensor value;  // GUARDED_BY(mu); empty until first assigned
+    Mutex mu;
+    Tensor value DFLOW_GUARDED_BY(mu);  // empty until first assigned
   };
 
   // The variable called `name`, created empty on first use. The pointer stays valid for the
   // store's life.
-  Variable* GetOrCreate(const std::string& name);
+  Variable* GetOrCreate(const std::string& name) DFLOW_EXCLUDES(mu_);
   // Null when no variable has that name.
-  Variable* Find(const std::string& name);
+  Variable* Find(const std::string& name) DFLOW_EXCLUDES(mu_);
 
  private:
-  std::mutex mu_;
-  std::unordered_map<std::string, std::unique_ptr<Variable>> vars_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<Variable>> vars_ DFLOW_GUARDED_BY(mu_);
 };
 
 }  // namespace dflow

@@ -20,7 +20,7 @@ size_t CpuAllocator::BlockSize(size_t bytes, size_t alignment) {
 }
 
 size_t CpuAllocator::cached_bytes() const {
-  std::lock_guard lock(cache_mu_);
+  MutexLock lock(cache_mu_);
   return cached_;
 }
 
@@ -35,7 +35,7 @@ void* CpuAllocator::Allocate(size_t bytes, size_t alignment) {
   }
   void* p = nullptr;
   if (block >= kMinCachedBlock && alignment <= 4096) {
-    std::lock_guard lock(cache_mu_);
+    MutexLock lock(cache_mu_);
     auto it = cache_.find(block);
     if (it != cache_.end()) {
       p = it->second;
@@ -59,7 +59,7 @@ void* CpuAllocator::Allocate(size_t bytes, size_t alignment) {
 }
 
 void CpuAllocator::ReleaseCacheOver(size_t keep) {
-  std::lock_guard lock(cache_mu_);
+  MutexLock lock(cache_mu_);
   while (cached_ > keep && !cache_.empty()) {
     auto it = std::prev(cache_.end());  // largest first
     cached_ -= it->first;
@@ -73,7 +73,7 @@ void CpuAllocator::Deallocate(void* p, size_t bytes) {
   in_use_.fetch_sub(bytes, std::memory_order_relaxed);
   size_t block = BlockSize(bytes, kCpuAlignment);
   if (block >= kMinCachedBlock) {
-    std::lock_guard lock(cache_mu_);
+    MutexLock lock(cache_mu_);
     if (cached_ + block <= kMaxCachedBytes) {
       cache_.emplace(block, p);
       cached_ += block;

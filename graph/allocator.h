@@ -10,9 +10,9 @@
 #include <cstddef>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "graph/mutex.h"
 #include "graph/status.h"
 
 namespace dflow {
@@ -88,20 +88,20 @@ class CpuAllocator final : public Allocator {
   size_t bytes_in_use() const override { return in_use_.load(std::memory_order_relaxed); }
   size_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
   void ResetPeak() { peak_.store(bytes_in_use(), std::memory_order_relaxed); }
-  size_t cached_bytes() const;
+  size_t cached_bytes() const DFLOW_EXCLUDES(cache_mu_);
 
  private:
   static size_t BlockSize(size_t bytes, size_t alignment);
   // Frees cached blocks, largest first, until at most `keep` bytes stay cached.
-  void ReleaseCacheOver(size_t keep);
+  void ReleaseCacheOver(size_t keep) DFLOW_EXCLUDES(cache_mu_);
 
   std::string device_;
   size_t limit_ = 0;
   std::atomic<size_t> in_use_{0};
   std::atomic<size_t> peak_{0};
-  mutable std::mutex cache_mu_;
-  std::multimap<size_t, void*> cache_;  // GUARDED_BY(cache_mu_): block size -> block
-  size_t cached_ = 0;                   // GUARDED_BY(cache_mu_)
+  mutable Mutex cache_mu_;
+  std::multimap<size_t, void*> cache_ DFLOW_GUARDED_BY(cache_mu_);  // block size -> block
+  size_t cached_ DFLOW_GUARDED_BY(cache_mu_) = 0;
 };
 
 }  // namespace dflow

@@ -7,7 +7,7 @@ namespace dflow {
 void CancellationToken::Cancel(const Status& why) {
   // The callbacks run under the lock, so a run that unregisters afterwards knows none of them
   // is still touching its state.
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (cancelled_.load(std::memory_order_relaxed)) return;
   why_ = why.ok() ? Cancelled("the run was cancelled") : why;
   cancelled_.store(true, std::memory_order_release);
@@ -18,7 +18,7 @@ void CancellationToken::Cancel(const Status& why) {
 int64_t CancellationToken::Register(std::function<void(const Status&)> on_cancel) {
   Status why;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!cancelled_.load(std::memory_order_relaxed)) {
       int64_t id = next_id_++;
       waiting_.emplace(id, std::move(on_cancel));
@@ -31,13 +31,13 @@ int64_t CancellationToken::Register(std::function<void(const Status&)> on_cancel
 }
 
 void CancellationToken::Unregister(int64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   waiting_.erase(id);
 }
 
 bool StepControl::Abort(const Status& status) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!status_.ok()) return false;
     status_ = status.ok() ? Cancelled("the step was aborted") : status;
     aborted_.store(true, std::memory_order_release);
@@ -61,7 +61,7 @@ void StepControl::Expire() {
 }
 
 Status StepControl::status() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return status_;
 }
 

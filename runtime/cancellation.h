@@ -10,10 +10,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 
 #include "framework/rendezvous.h"
+#include "graph/mutex.h"
 #include "graph/status.h"
 
 namespace dflow {
@@ -23,21 +23,21 @@ namespace dflow {
 class CancellationToken {
  public:
   // Aborts every run using the token with `why` (Cancelled when OK).
-  void Cancel(const Status& why = Status::OK());
+  void Cancel(const Status& why = Status::OK()) DFLOW_EXCLUDES(mu_);
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
 
   // For the runtime: calls `on_cancel` now (returning 0) when already cancelled; otherwise
   // registers it and returns an id for Unregister. Once Unregister returns, `on_cancel` is not
   // running and will not run. `on_cancel` must not call back into the token.
-  int64_t Register(std::function<void(const Status&)> on_cancel);
-  void Unregister(int64_t id);
+  int64_t Register(std::function<void(const Status&)> on_cancel) DFLOW_EXCLUDES(mu_);
+  void Unregister(int64_t id) DFLOW_EXCLUDES(mu_);
 
  private:
   std::atomic<bool> cancelled_{false};
-  std::mutex mu_;
-  Status why_;                                                     // GUARDED_BY(mu_)
-  int64_t next_id_ = 1;                                            // GUARDED_BY(mu_)
-  std::map<int64_t, std::function<void(const Status&)>> waiting_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  Status why_ DFLOW_GUARDED_BY(mu_);
+  int64_t next_id_ DFLOW_GUARDED_BY(mu_) = 1;
+  std::map<int64_t, std::function<void(const Status&)>> waiting_ DFLOW_GUARDED_BY(mu_);
 };
 
 // What the partitions of one step share: the first error, the abort flag every executor checks
@@ -60,13 +60,13 @@ class StepControl {
   // The first call keeps `status` as the step's error, sets the abort flag and aborts the
   // rendezvous (failing every pending Recv); later calls change nothing. Returns true for the
   // first call.
-  bool Abort(const Status& status);
+  bool Abort(const Status& status) DFLOW_EXCLUDES(mu_);
   // True once aborted. Also aborts with DeadlineExceeded when the deadline has passed (checked
   // against the clock only every few calls, so it stays cheap per node).
   bool ShouldStop();
   // Aborts with DeadlineExceeded (a waiter saw the deadline pass).
   void Expire();
-  Status status() const;
+  Status status() const DFLOW_EXCLUDES(mu_);
 
  private:
   const int64_t step_id_;
@@ -75,8 +75,8 @@ class StepControl {
   Rendezvous* const rendezvous_;
   std::atomic<bool> aborted_{false};
   std::atomic<uint32_t> checks_{0};  // spaces out clock reads
-  mutable std::mutex mu_;
-  Status status_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  Status status_ DFLOW_GUARDED_BY(mu_);
 };
 
 }  // namespace dflow

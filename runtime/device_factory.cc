@@ -21,7 +21,7 @@ DeviceFactory& DeviceFactory::Global() {
 }
 
 Status DeviceFactory::Register(const std::string& type, CreateFn create) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!factories_.emplace(type, std::move(create)).second) {
     return InvalidArgument("device type '{}' is already registered", type);
   }
@@ -43,7 +43,7 @@ Result<std::unique_ptr<Device>> DeviceFactory::Create(const DeviceName& name,
   }
   CreateFn create;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = factories_.find(*full.type);
     if (it == factories_.end()) {
       std::string known;
@@ -57,7 +57,7 @@ Result<std::unique_ptr<Device>> DeviceFactory::Create(const DeviceName& name,
 }
 
 std::vector<std::string> DeviceFactory::types() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> out;
   for (const auto& [type, f] : factories_) out.push_back(type);
   return out;

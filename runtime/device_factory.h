@@ -9,10 +9,10 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "graph/mutex.h"
 #include "runtime/cpu_device.h"
 #include "runtime/device.h"
 
@@ -43,8 +43,8 @@ class DeviceFactory {
   std::vector<std::string> types() const;
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::string, CreateFn> factories_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<std::string, CreateFn> factories_ DFLOW_GUARDED_BY(mu_);
 };
 
 }  // namespace dflow

@@ -1,7 +1,6 @@
 #include "runtime/executor.h"
 
 #include <chrono>
-#include <condition_variable>
 #include <unordered_map>
 
 namespace dflow {
@@ -17,10 +16,10 @@ struct ExecutionPlan::RunState {
   std::vector<Tensor> values;
   std::atomic<int> outstanding{0};  // Process calls started and not finished
   std::atomic<bool> aborted{false};
-  std::mutex mu;
-  std::condition_variable done_cv;
-  bool done = false;  // GUARDED_BY(mu)
-  Status status;      // GUARDED_BY(mu): the first error
+  Mutex mu;
+  CondVar done_cv;
+  bool done DFLOW_GUARDED_BY(mu) = false;
+  Status status DFLOW_GUARDED_BY(mu);  // the first error
 
   // Output memory of the run: a recorder on a signature's first run, then its arena (kept
   // across runs of the same signature while no buffer outlives a run).
@@ -31,13 +30,20 @@ struct ExecutionPlan::RunState {
   OutputMemory* output_memory = nullptr;
 
   // Asynchronous nodes that finished, with their status: the run's own thread completes them.
-  std::vector<std::pair<int, Status>> inbox;  // GUARDED_BY(mu)
+  std::vector<std::pair<int, Status>> inbox DFLOW_GUARDED_BY(mu);
   const ExecutionPlan::RunOptions* options = nullptr;
 
-  void Fail(const Status& s) {
+  // Clears the outcome of the previous run. REQUIRES: no other thread can reach the state (it
+  // is between runs, owned by AcquireState). Not analysed: nothing is locked, as nothing needs
+  // to be, and this runs on every step.
+  void ResetOutcome() DFLOW_NO_THREAD_SAFETY_ANALYSIS {
+    done = false;
+    status = Status::OK();
+  }
+  void Fail(const Status& s) DFLOW_EXCLUDES(mu) {
     bool first = false;
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       first = status.ok();
       if (first) status = s;
       aborted.store(true, std::memory_order_release);
@@ -220,7 +226,7 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Compile(const Graph& graph
 std::unique_ptr<ExecutionPlan::RunState> ExecutionPlan::AcquireState() const {
   std::unique_ptr<RunState> s;
   {
-    std::lock_guard lock(states_mu_);
+    MutexLock lock(states_mu_);
     if (!free_states_.empty()) {
       s = std::move(free_states_.back());
       free_states_.pop_back();
@@ -234,8 +240,7 @@ std::unique_ptr<ExecutionPlan::RunState> ExecutionPlan::AcquireState() const {
   s->uses = initial_uses_;
   s->outstanding.store(1, std::memory_order_relaxed);
   s->aborted.store(false, std::memory_order_relaxed);
-  s->done = false;
-  s->status = Status::OK();
+  s->ResetOutcome();
   return s;
 }
 
@@ -251,7 +256,7 @@ void ExecutionPlan::PrepareMemory(RunState* s, const std::vector<Tensor>& feeds)
   }
   std::shared_ptr<const MemoryPattern> pattern;
   {
-    std::lock_guard lock(memory_mu_);
+    MutexLock lock(memory_mu_);
     auto it = patterns_.find(key);
     if (it != patterns_.end()) {
       pattern = it->second;
@@ -281,11 +286,11 @@ void ExecutionPlan::FinishMemory(RunState* s, bool ok) const {
     auto pattern = std::make_shared<const MemoryPattern>(s->recorder->Finish());
     s->recorder.reset();
     if (ok) {
-      std::lock_guard lock(memory_mu_);
+      MutexLock lock(memory_mu_);
       if (patterns_.emplace(s->memory_key, pattern).second) memory_stats_.patterns++;
     }
   } else if (s->arena != nullptr && s->output_memory == s->arena.get()) {
-    std::lock_guard lock(memory_mu_);
+    MutexLock lock(memory_mu_);
     memory_stats_.arena_bytes = s->arena->pattern().arena_bytes;
     memory_stats_.unplanned_sum = s->arena->pattern().sum_bytes;
     memory_stats_.live_bound = s->arena->pattern().live_bytes;
@@ -299,12 +304,12 @@ void ExecutionPlan::FinishMemory(RunState* s, bool ok) const {
 }
 
 PlanMemoryStats ExecutionPlan::memory_stats() const {
-  std::lock_guard lock(memory_mu_);
+  MutexLock lock(memory_mu_);
   return memory_stats_;
 }
 
 void ExecutionPlan::ReleaseState(std::unique_ptr<RunState> s) const {
-  std::lock_guard lock(states_mu_);  // Run cleared the values
+  MutexLock lock(states_mu_);  // Run cleared the values
   free_states_.push_back(std::move(s));
 }
 
@@ -322,6 +327,7 @@ Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>*
   StepControl* control = options.control;
 
   if (roots_.empty()) {
+    MutexLock lock(state->mu);  // uncontended: no other thread has the state
     state->done = true;
   } else {
     // Roots are handed out like any newly ready node: the first stays on this thread, extra
@@ -338,12 +344,12 @@ Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>*
     std::vector<std::pair<int, Status>> finished;
     bool expired = false;
     {
-      std::unique_lock lock(state->mu);
-      auto ready = [&] { return state->done || !state->inbox.empty(); };
+      MutexLock lock(state->mu);
+      auto ready = [&]() DFLOW_REQUIRES(state->mu) { return state->done || !state->inbox.empty(); };
       if (control != nullptr && control->deadline()) {
-        expired = !state->done_cv.wait_until(lock, *control->deadline(), ready);
+        expired = !state->done_cv.WaitUntil(state->mu, *control->deadline(), ready);
       } else {
-        state->done_cv.wait(lock, ready);
+        state->done_cv.Wait(state->mu, ready);
       }
       if (!expired) {
         if (state->inbox.empty()) break;
@@ -370,7 +376,7 @@ Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>*
 
   Status status;
   {
-    std::lock_guard lock(state->mu);
+    MutexLock lock(state->mu);
     status = state->status;
   }
   // A partition that stopped only because its step was aborted elsewhere reports the step's
@@ -464,9 +470,9 @@ void ExecutionPlan::Process(RunState* s, std::vector<int> local) const {
     Complete(s, id, local);
   }
   if (s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    std::lock_guard lock(s->mu);
+    MutexLock lock(s->mu);
     s->done = true;
-    s->done_cv.notify_all();
+    s->done_cv.NotifyAll();
   }
 }
 
@@ -486,9 +492,9 @@ void ExecutionPlan::StartAsync(RunState* s, int id) const {
   }
   n.kernel->ComputeAsync(*ctx, [s, id, ctx, span](Status st) {
     if (span != nullptr) span->end_ns = TraceClockNs();
-    std::lock_guard lock(s->mu);
+    MutexLock lock(s->mu);
     s->inbox.push_back({id, std::move(st)});
-    s->done_cv.notify_all();
+    s->done_cv.NotifyAll();
   });
 }
 

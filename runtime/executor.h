@@ -14,13 +14,13 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "framework/kernel.h"
 #include "graph/graph.h"
+#include "graph/mutex.h"
 #include "runtime/cancellation.h"
 #include "runtime/device.h"
 #include "runtime/memory_plan.h"
@@ -88,7 +88,7 @@ class ExecutionPlan {
   }
 
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
-  PlanMemoryStats memory_stats() const;
+  PlanMemoryStats memory_stats() const DFLOW_EXCLUDES(memory_mu_);
   // The graph the plan runs (after any rewrite).
   const Graph& graph() const { return *graph_; }
 
@@ -116,12 +116,13 @@ class ExecutionPlan {
   // After node `id` ran: releases inputs read for the last time and readies successors.
   void Complete(RunState* state, int id, std::vector<int>& local) const;
   Status NodeError(const PlanNode& n, const Status& s) const;
-  std::unique_ptr<RunState> AcquireState() const;
+  std::unique_ptr<RunState> AcquireState() const DFLOW_EXCLUDES(states_mu_);
   // Sets up the run's output memory: the arena of the feed shapes' pattern, or a recorder.
-  void PrepareMemory(RunState* state, const std::vector<Tensor>& feeds) const;
+  void PrepareMemory(RunState* state, const std::vector<Tensor>& feeds) const
+      DFLOW_EXCLUDES(memory_mu_);
   // Learns the pattern from a recording run; retires an arena that buffers outlived.
-  void FinishMemory(RunState* state, bool ok) const;
-  void ReleaseState(std::unique_ptr<RunState> state) const;
+  void FinishMemory(RunState* state, bool ok) const DFLOW_EXCLUDES(memory_mu_);
+  void ReleaseState(std::unique_ptr<RunState> state) const DFLOW_EXCLUDES(states_mu_);
 
   const Graph* graph_ = nullptr;
   std::shared_ptr<const Graph> owned_graph_;  // set when the plan owns its graph
@@ -139,13 +140,13 @@ class ExecutionPlan {
 
   bool plan_memory_ = true;
   static constexpr size_t kMaxPatterns = 8;
-  mutable std::mutex memory_mu_;
-  mutable std::unordered_map<std::string, std::shared_ptr<const MemoryPattern>>
-      patterns_;                          // GUARDED_BY(memory_mu_)
-  mutable PlanMemoryStats memory_stats_;  // GUARDED_BY(memory_mu_)
+  mutable Mutex memory_mu_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const MemoryPattern>> patterns_
+      DFLOW_GUARDED_BY(memory_mu_);
+  mutable PlanMemoryStats memory_stats_ DFLOW_GUARDED_BY(memory_mu_);
 
-  mutable std::mutex states_mu_;
-  mutable std::vector<std::unique_ptr<RunState>> free_states_;  // GUARDED_BY(states_mu_)
+  mutable Mutex states_mu_;
+  mutable std::vector<std::unique_ptr<RunState>> free_states_ DFLOW_GUARDED_BY(states_mu_);
 };
 
 }  // namespace dflow

@@ -22,7 +22,7 @@ Status LocalRendezvous::Send(const RendezvousKey& key, const SendArgs& args, con
   DoneCallback done;
   RecvArgs recv;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!aborted_.ok()) return aborted_;
     auto [it, fresh] = items_.try_emplace(key);
     Item& item = it->second;
@@ -50,7 +50,7 @@ void LocalRendezvous::RecvAsync(const RendezvousKey& key, const RecvArgs& args, 
   std::string send_node;
   Status failed;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!aborted_.ok()) {
       failed = aborted_;
     } else {
@@ -82,7 +82,7 @@ void LocalRendezvous::RecvAsync(const RendezvousKey& key, const RecvArgs& args, 
 void LocalRendezvous::CancelRecv(const RendezvousKey& key, const Status& why) {
   DoneCallback done;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = items_.find(key);
     if (it == items_.end() || !it->second.waiting) return;
     done = std::move(it->second.waiting);
@@ -95,7 +95,7 @@ void LocalRendezvous::Abort(const Status& status) {
   std::vector<DoneCallback> waiting;
   Status why;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!aborted_.ok()) return;
     aborted_ = status.ok() ? Cancelled("rendezvous aborted") : status;
     why = aborted_;

@@ -3,10 +3,10 @@
 // LocalRendezvousFactory makes one per step.
 #pragma once
 
-#include <mutex>
 #include <unordered_map>
 
 #include "framework/rendezvous.h"
+#include "graph/mutex.h"
 
 namespace dflow {
 
@@ -14,10 +14,12 @@ class LocalRendezvous final : public Rendezvous {
  public:
   // Fails every receive still waiting with Cancelled.
   ~LocalRendezvous() override;
-  Status Send(const RendezvousKey& key, const SendArgs& args, const Tensor& tensor) override;
-  void RecvAsync(const RendezvousKey& key, const RecvArgs& args, DoneCallback done) override;
-  void CancelRecv(const RendezvousKey& key, const Status& why) override;
-  void Abort(const Status& status) override;
+  Status Send(const RendezvousKey& key, const SendArgs& args, const Tensor& tensor) override
+      DFLOW_EXCLUDES(mu_);
+  void RecvAsync(const RendezvousKey& key, const RecvArgs& args, DoneCallback done) override
+      DFLOW_EXCLUDES(mu_);
+  void CancelRecv(const RendezvousKey& key, const Status& why) override DFLOW_EXCLUDES(mu_);
+  void Abort(const Status& status) override DFLOW_EXCLUDES(mu_);
 
  private:
   struct Item {
@@ -32,9 +34,9 @@ class LocalRendezvous final : public Rendezvous {
   static void Deliver(const RendezvousKey& key, std::string_view send_node, const Tensor& tensor,
                       const RecvArgs& args, const DoneCallback& done);
 
-  std::mutex mu_;
-  std::unordered_map<RendezvousKey, Item, RendezvousKeyHash> items_;  // GUARDED_BY(mu_)
-  Status aborted_;                                                    // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::unordered_map<RendezvousKey, Item, RendezvousKeyHash> items_ DFLOW_GUARDED_BY(mu_);
+  Status aborted_ DFLOW_GUARDED_BY(mu_);
 };
 
 class LocalRendezvousFactory final : public RendezvousFactory {

@@ -123,13 +123,13 @@ Result<const PartitionedPlan*> LocalSession::Compile(const Feeds& feeds,
   std::string key = SignatureKey(feeds, fetches, targets);
   std::shared_ptr<Compiled> entry;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto& slot = compiled_[key];
     if (!slot) slot = std::make_shared<Compiled>();
     entry = slot;
   }
   // Only runs of this signature wait here while it compiles.
-  std::lock_guard lock(entry->mu);
+  MutexLock lock(entry->mu);
   if (!entry->done) {
     auto spec = Spec(feeds, fetches, targets);
     if (!spec.ok()) {
@@ -151,7 +151,7 @@ Result<const PartitionedPlan*> LocalSession::Compile(const Feeds& feeds,
   if (!entry->status.ok()) {
     // A signature that failed to compile is not kept: the error may depend on the feeds given.
     Status s = entry->status;
-    std::lock_guard session_lock(mu_);
+    MutexLock session_lock(mu_);
     auto it = compiled_.find(key);
     if (it != compiled_.end() && it->second == entry) compiled_.erase(it);
     return s;
@@ -177,12 +177,12 @@ Result<const Graph*> LocalSession::PlannedGraph(const Feeds& feeds,
 }
 
 StepStats LocalSession::last_step_stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return last_step_;
 }
 
 int LocalSession::num_plans() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return static_cast<int>(compiled_.size());
 }
 
@@ -227,7 +227,7 @@ Result<std::vector<Tensor>> LocalSession::Run(const Feeds& feeds,
     }
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     last_step_ = {};
     for (auto& d : devices_) {
       last_step_.device_peak_bytes.push_back(d->memory().peak);
@@ -275,7 +275,7 @@ void LocalSession::AddProfile(const std::string& type, const Graph& graph,
 }
 
 MeasuredCosts LocalSession::MeasuredNodeCosts() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   MeasuredCosts out;
   for (const auto& [type, nodes] : profile_) {
     for (const auto& [name, entry] : nodes) out.seconds[type][name] = entry.first / entry.second;
@@ -297,7 +297,7 @@ Status LocalSession::SaveCheckpoint(const std::string& path) {
     VariableStore::Variable* var = FindVariable(v, false);
     Tensor value;
     if (var != nullptr) {
-      std::lock_guard lock(var->mu);
+      MutexLock lock(var->mu);
       value = var->value;
     }
     if (!value.valid()) {
@@ -333,7 +333,7 @@ Status LocalSession::RestoreCheckpoint(const std::string& path) {
   }
   for (auto& [v, t] : restore) {
     VariableStore::Variable* var = FindVariable(v, true);
-    std::lock_guard lock(var->mu);
+    MutexLock lock(var->mu);
     var->value = std::move(t);
   }
   return Status::OK();

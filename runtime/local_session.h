@@ -8,11 +8,11 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "graph/mutex.h"
 #include "runtime/device.h"
 #include "runtime/local_rendezvous.h"
 #include "runtime/partitioned_plan.h"
@@ -38,8 +38,8 @@ class LocalSession final : public Session {
   const Graph& graph() const override { return graph_; }
   const DeviceSet& device_set() const override { return device_set_; }
   const PlacementReport& placement() const override { return placement_; }
-  StepStats last_step_stats() const override;
-  int num_plans() const override;
+  StepStats last_step_stats() const override DFLOW_EXCLUDES(mu_);
+  int num_plans() const override DFLOW_EXCLUDES(mu_);
 
   // For tests and tools.
   int num_devices() const { return static_cast<int>(devices_.size()); }
@@ -56,10 +56,10 @@ class LocalSession final : public Session {
  private:
   // One cache entry: compiled once, by the first run that needs it, outside the session's lock.
   struct Compiled {
-    std::mutex mu;
-    bool done = false;                      // GUARDED_BY(mu)
-    Status status;                          // GUARDED_BY(mu)
-    std::unique_ptr<PartitionedPlan> plan;  // GUARDED_BY(mu); immutable once done
+    Mutex mu;
+    bool done DFLOW_GUARDED_BY(mu) = false;
+    Status status DFLOW_GUARDED_BY(mu);
+    std::unique_ptr<PartitionedPlan> plan DFLOW_GUARDED_BY(mu);  // immutable once done
   };
 
   LocalSession(Graph graph, const SessionOptions& options)
@@ -71,13 +71,15 @@ class LocalSession final : public Session {
   // Feeds checked, the compiled step of the signature.
   Result<const PartitionedPlan*> Compile(const Feeds& feeds,
                                          const std::vector<std::string>& fetches,
-                                         const std::vector<std::string>& targets);
+                                         const std::vector<std::string>& targets)
+      DFLOW_EXCLUDES(mu_);
   VariableStore::Variable* FindVariable(int node, bool create);
   // Appends the nodes of `graph` that ran on `device`, with their spans, to `trace`.
   static void AddTrace(const std::string& device, const Graph& graph,
                        const std::vector<NodeSpan>& spans, StepTrace* trace);
-  // Adds one profiled run of `graph` on a device of `type`.
-  void AddProfile(const std::string& type, const Graph& graph, const std::vector<double>& seconds);
+  // Adds one profiled run of `graph` on a device of `type`. REQUIRES: mu_ held.
+  void AddProfile(const std::string& type, const Graph& graph, const std::vector<double>& seconds)
+      DFLOW_REQUIRES(mu_);
 
   const Graph graph_;  // validated once, at creation
   const SessionOptions options_;
@@ -87,12 +89,12 @@ class LocalSession final : public Session {
   LocalRendezvousFactory rendezvous_;
   std::atomic<int64_t> next_step_{1};
 
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<Compiled>> compiled_;  // GUARDED_BY(mu_)
-  StepStats last_step_;                                                  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<Compiled>> compiled_ DFLOW_GUARDED_BY(mu_);
+  StepStats last_step_ DFLOW_GUARDED_BY(mu_);
   // Profiled runs: device type -> node -> (seconds, runs).
-  std::map<std::string, std::unordered_map<std::string, std::pair<double, int>>>
-      profile_;  // GUARDED_BY(mu_)
+  std::map<std::string, std::unordered_map<std::string, std::pair<double, int>>> profile_
+      DFLOW_GUARDED_BY(mu_);
 };
 
 }  // namespace dflow

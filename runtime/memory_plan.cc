@@ -76,7 +76,7 @@ void* AllocationRecorder::Allocate(size_t bytes, size_t alignment) {
   int slot = t_slot;
   t_slot = -1;
   if (p == nullptr || slot < 0) return p;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (finished_) return p;
   by_ptr_[p] = buffers_.size();
   buffers_.push_back({slot, bytes, clock_++, -1});
@@ -85,7 +85,7 @@ void* AllocationRecorder::Allocate(size_t bytes, size_t alignment) {
 
 void AllocationRecorder::Deallocate(void* p, size_t bytes) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = by_ptr_.find(p);
     if (it != by_ptr_.end()) {
       if (!finished_) buffers_[it->second].freed = clock_++;
@@ -96,7 +96,7 @@ void AllocationRecorder::Deallocate(void* p, size_t bytes) {
 }
 
 MemoryPattern AllocationRecorder::Finish() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   finished_ = true;
   return MakeMemoryPattern(buffers_);
 }
@@ -124,7 +124,7 @@ Allocator* ArenaAllocator::ForOutput(int slot, size_t bytes) {
   const MemoryPattern::Slot& s = it->second;
   size_t end = s.offset + AlignUp(s.bytes);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     bool clash = s.bytes != bytes;
     for (const auto& [lo, hi] : live_) clash = clash || (lo < end && s.offset < hi);
     if (clash) {
@@ -151,7 +151,7 @@ void ArenaAllocator::Deallocate(void* p, size_t bytes) {
     return;
   }
   size_t offset = static_cast<size_t>(c - base_);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (size_t i = 0; i < live_.size(); ++i) {
     if (live_[i].first == offset) {
       live_[i] = live_.back();
@@ -162,7 +162,7 @@ void ArenaAllocator::Deallocate(void* p, size_t bytes) {
 }
 
 int ArenaAllocator::live() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return static_cast<int>(live_.size());
 }
 

@@ -13,12 +13,12 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "framework/kernel.h"
 #include "graph/allocator.h"
+#include "graph/mutex.h"
 
 namespace dflow {
 
@@ -64,11 +64,11 @@ class AllocationRecorder final : public Allocator, public OutputMemory {
 
  private:
   Allocator* device_;
-  std::mutex mu_;
-  int64_t clock_ = 0;  // GUARDED_BY(mu_), as are the members below
-  bool finished_ = false;
-  std::vector<RecordedBuffer> buffers_;
-  std::unordered_map<void*, size_t> by_ptr_;  // live recorded buffer -> index
+  Mutex mu_;
+  int64_t clock_ DFLOW_GUARDED_BY(mu_) = 0;
+  bool finished_ DFLOW_GUARDED_BY(mu_) = false;
+  std::vector<RecordedBuffer> buffers_ DFLOW_GUARDED_BY(mu_);
+  std::unordered_map<void*, size_t> by_ptr_ DFLOW_GUARDED_BY(mu_);  // live recorded buffer -> index
 };
 
 // Serves planned outputs from one block of the device's memory.
@@ -97,8 +97,8 @@ class ArenaAllocator final : public Allocator, public OutputMemory {
   Allocator* device_;
   std::shared_ptr<const MemoryPattern> pattern_;
   char* base_;
-  mutable std::mutex mu_;
-  std::vector<std::pair<size_t, size_t>> live_;  // GUARDED_BY(mu_): [offset, end) in use
+  mutable Mutex mu_;
+  std::vector<std::pair<size_t, size_t>> live_ DFLOW_GUARDED_BY(mu_);  // [offset, end) in use
   std::atomic<int64_t> planned_{0}, fallbacks_{0};
 };
 

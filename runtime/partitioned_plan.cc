@@ -1,8 +1,6 @@
 #include "runtime/partitioned_plan.h"
 
-#include <condition_variable>
-#include <mutex>
-
+#include "graph/mutex.h"
 #include "placer/partition.h"
 #include "runtime/pipeline.h"
 #include "runtime/spin_wait.h"
@@ -128,26 +126,29 @@ Status PartitionedPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor
   };
 
   // Partitions on step threads still running. The last one to finish notifies under the mutex,
-  // so the wait below never returns while a `then` still touches this frame.
-  std::mutex mu;
-  std::condition_variable cv;
+  // so the wait below never returns while a `then` still touches this frame. (A struct, as only
+  // members can carry DFLOW_GUARDED_BY.)
+  struct {
+    Mutex mu;
+    CondVar cv;
+    bool all_done DFLOW_GUARDED_BY(mu);
+  } finish{.all_done = n == 1};
   std::atomic<size_t> running{n - 1};
-  bool all_done = n == 1;  // GUARDED_BY(mu)
   for (size_t i = 1; i < n; ++i) {
     parts_[i].runner->step_threads()->Run([&run_part, i] { run_part(i); },
                                           [&] {
-                                            std::lock_guard lock(mu);
+                                            MutexLock lock(finish.mu);
                                             if (running.fetch_sub(1) == 1) {
-                                              all_done = true;
-                                              cv.notify_all();
+                                              finish.all_done = true;
+                                              finish.cv.NotifyAll();
                                             }
                                           });
   }
   run_part(0);
   SpinFor([&] { return running.load(std::memory_order_acquire) == 0; });
   {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return all_done; });
+    MutexLock lock(finish.mu);
+    finish.cv.Wait(finish.mu, [&]() DFLOW_REQUIRES(finish.mu) { return finish.all_done; });
   }
   if (options.cancellation != nullptr) options.cancellation->Unregister(cancel_id);
   Status status = control.status();

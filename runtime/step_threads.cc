@@ -12,16 +12,16 @@ StepThreads::StepThreads(std::string name, std::function<void()> on_start)
 StepThreads::~StepThreads() {
   std::vector<std::unique_ptr<Worker>> workers;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
-    for (auto& w : workers_) w->cv.notify_all();
+    for (auto& w : workers_) w->cv.NotifyAll();
     workers.swap(workers_);
   }
   for (auto& w : workers) w->thread.join();
 }
 
 void StepThreads::Run(std::function<void()> task, std::function<void()> then) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   Worker* w = nullptr;
   if (!idle_.empty()) {
     w = idle_.back();
@@ -35,12 +35,12 @@ void StepThreads::Run(std::function<void()> task, std::function<void()> then) {
   w->then = std::move(then);
   w->idle = false;
   w->has_task.store(true, std::memory_order_release);
-  lock.unlock();
-  w->cv.notify_one();
+  lock.Unlock();
+  w->cv.NotifyOne();
 }
 
 int StepThreads::num_threads() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return static_cast<int>(workers_.size());
 }
 
@@ -48,30 +48,30 @@ void StepThreads::Loop(Worker* w) {
   // Thread names are limited to 15 characters.
   pthread_setname_np(pthread_self(), name_.substr(0, 15).c_str());
   if (on_start_) on_start_();
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
     if (w->idle && !stopping_) {
       // Steps come back to back: poll a little before sleeping.
-      lock.unlock();
+      lock.Unlock();
       SpinFor([w] { return w->has_task.load(std::memory_order_acquire); });
-      lock.lock();
+      lock.Lock();
     }
-    w->cv.wait(lock, [&] { return !w->idle || stopping_; });
+    w->cv.Wait(mu_, [&]() DFLOW_REQUIRES(mu_) { return !w->idle || stopping_; });
     if (w->idle) return;  // stopping with nothing to do
     std::function<void()> task = std::move(w->task);
     std::function<void()> then = std::move(w->then);
-    lock.unlock();
+    lock.Unlock();
     task();
     task = nullptr;  // drop what it captured before the step may end
-    lock.lock();
+    lock.Lock();
     w->idle = true;
     w->has_task.store(false, std::memory_order_relaxed);
     idle_.push_back(w);
     if (then) {
-      lock.unlock();
+      lock.Unlock();
       then();
       then = nullptr;
-      lock.lock();
+      lock.Lock();
     }
     if (stopping_) return;
   }

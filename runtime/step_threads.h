@@ -7,13 +7,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "graph/mutex.h"
 
 namespace dflow {
 
@@ -29,28 +29,31 @@ class StepThreads {
   // Runs `task` on an idle thread, starting one if none is idle, then `then` (when set) once
   // the thread is idle again: a step that waits for `then` finds the thread free for its next
   // step.
-  void Run(std::function<void()> task, std::function<void()> then = nullptr);
+  void Run(std::function<void()> task, std::function<void()> then = nullptr) DFLOW_EXCLUDES(mu_);
   // Threads started so far.
-  int num_threads() const;
+  int num_threads() const DFLOW_EXCLUDES(mu_);
 
  private:
+  // The fields marked are guarded by StepThreads::mu_. Clang cannot check that: an attribute in
+  // a nested struct cannot name a member of the enclosing object (Clang 14 takes it as the
+  // Worker's own).
   struct Worker {
     std::thread thread;
-    std::function<void()> task;  // GUARDED_BY(mu_)
-    std::function<void()> then;  // GUARDED_BY(mu_)
-    bool idle = true;            // GUARDED_BY(mu_)
+    std::function<void()> task;  // guarded by StepThreads::mu_
+    std::function<void()> then;  // guarded by StepThreads::mu_
+    bool idle = true;            // guarded by StepThreads::mu_
     // Mirrors !idle for the worker's polling before it sleeps (runtime/spin_wait.h).
     std::atomic<bool> has_task{false};
-    std::condition_variable cv;
+    CondVar cv;
   };
-  void Loop(Worker* w);
+  void Loop(Worker* w) DFLOW_EXCLUDES(mu_);
 
   const std::string name_;
   const std::function<void()> on_start_;
-  mutable std::mutex mu_;
-  std::vector<std::unique_ptr<Worker>> workers_;  // GUARDED_BY(mu_)
-  std::vector<Worker*> idle_;                     // GUARDED_BY(mu_): last idle first
-  bool stopping_ = false;                         // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::vector<std::unique_ptr<Worker>> workers_ DFLOW_GUARDED_BY(mu_);
+  std::vector<Worker*> idle_ DFLOW_GUARDED_BY(mu_);  // last idle first
+  bool stopping_ DFLOW_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace dflow

@@ -10,19 +10,19 @@ ThreadPool::ThreadPool(int num_threads, std::function<void()> on_start) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (auto& t : threads_) t.join();
 }
 
 void ThreadPool::Schedule(std::function<void()> fn) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     queue_.push_back(std::move(fn));
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 void ThreadPool::WorkerLoop(const std::function<void()>& on_start) {
@@ -30,8 +30,8 @@ void ThreadPool::WorkerLoop(const std::function<void()>& on_start) {
   while (true) {
     std::function<void()> fn;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(mu_);
+      cv_.Wait(mu_, [this]() DFLOW_REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;
       fn = std::move(queue_.front());
       queue_.pop_front();

@@ -2,12 +2,12 @@
 // expensive ready nodes only; cheap nodes never pay a hand-off.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "graph/mutex.h"
 
 namespace dflow {
 
@@ -20,16 +20,16 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  void Schedule(std::function<void()> fn);
+  void Schedule(std::function<void()> fn) DFLOW_EXCLUDES(mu_);
   int num_threads() const { return static_cast<int>(threads_.size()); }
 
  private:
-  void WorkerLoop(const std::function<void()>& on_start);
+  void WorkerLoop(const std::function<void()>& on_start) DFLOW_EXCLUDES(mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;                    // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> queue_ DFLOW_GUARDED_BY(mu_);
+  bool stopping_ DFLOW_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

@@ -33,7 +33,7 @@ class MatMulApplySGDKernel : public OpKernel {
     }
     int64_t m = a.shape()[ta_ ? 1 : 0], k = a.shape()[ta_ ? 0 : 1];
     int64_t kb = b.shape()[tb_ ? 1 : 0], n = b.shape()[tb_ ? 0 : 1];
-    std::lock_guard lock(var_.var->mu);
+    MutexLock lock(var_.var->mu);
     RETURN_IF_ERROR(CheckInitialized(var_));
     Tensor& cur = var_.var->value;
     if (k != kb || cur.shape() != Shape{m, n} || cur.dtype() != DType::kF32) {

@@ -18,7 +18,7 @@ PrimitiveCache& PrimitiveCache::Global() {
 }
 
 std::shared_ptr<const void> PrimitiveCache::Find(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = index_.find(key);
   if (it == index_.end()) {
     ++stats_.misses;
@@ -31,7 +31,7 @@ std::shared_ptr<const void> PrimitiveCache::Find(const std::string& key) {
 
 std::shared_ptr<const void> PrimitiveCache::Insert(const std::string& key,
                                                    std::shared_ptr<const void> value) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (capacity_ == 0) return value;
   auto it = index_.find(key);
   if (it != index_.end()) return it->second->second;  // another thread made it first
@@ -50,13 +50,13 @@ void PrimitiveCache::EvictToCapacity() {
 }
 
 void PrimitiveCache::SetCapacity(size_t capacity) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   capacity_ = capacity;
   EvictToCapacity();
 }
 
 PrimitiveCache::Stats PrimitiveCache::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Stats s = stats_;
   s.size = lru_.size();
   s.capacity = capacity_;
@@ -64,7 +64,7 @@ PrimitiveCache::Stats PrimitiveCache::stats() const {
 }
 
 void PrimitiveCache::Clear() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   lru_.clear();
   index_.clear();
 }

@@ -9,10 +9,11 @@
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
+
+#include "graph/mutex.h"
 
 namespace dflow::cpu {
 
@@ -43,21 +44,22 @@ class PrimitiveCache {
   }
 
   // Capacity 0 disables caching (every lookup makes a fresh entry). Shrinking evicts at once.
-  void SetCapacity(size_t capacity);
-  Stats stats() const;
-  void Clear();
+  void SetCapacity(size_t capacity) DFLOW_EXCLUDES(mu_);
+  Stats stats() const DFLOW_EXCLUDES(mu_);
+  void Clear() DFLOW_EXCLUDES(mu_);
 
  private:
-  std::shared_ptr<const void> Find(const std::string& key);
-  std::shared_ptr<const void> Insert(const std::string& key, std::shared_ptr<const void> value);
-  void EvictToCapacity();  // REQUIRES: mu_ held
+  std::shared_ptr<const void> Find(const std::string& key) DFLOW_EXCLUDES(mu_);
+  std::shared_ptr<const void> Insert(const std::string& key, std::shared_ptr<const void> value)
+      DFLOW_EXCLUDES(mu_);
+  void EvictToCapacity() DFLOW_REQUIRES(mu_);  // REQUIRES: mu_ held
 
   using Entry = std::pair<std::string, std::shared_ptr<const void>>;
-  mutable std::mutex mu_;
-  size_t capacity_;       // GUARDED_BY(mu_), as are the members below
-  std::list<Entry> lru_;  // most recently used first
-  std::unordered_map<std::string, std::list<Entry>::iterator> index_;
-  Stats stats_;
+  mutable Mutex mu_;
+  size_t capacity_ DFLOW_GUARDED_BY(mu_);
+  std::list<Entry> lru_ DFLOW_GUARDED_BY(mu_);  // most recently used first
+  std::unordered_map<std::string, std::list<Entry>::iterator> index_ DFLOW_GUARDED_BY(mu_);
+  Stats stats_ DFLOW_GUARDED_BY(mu_);
 };
 
 }  // namespace dflow::cpu

@@ -16,7 +16,7 @@ class VariableKernel : public OpKernel {
   // Outputs the current value, or nothing when uninitialised: the executor then tells the
   // reading node that the variable is uninitialised (Assign alone may take it so).
   Status Compute(KernelContext& ctx) override {
-    std::lock_guard lock(var_->mu);
+    MutexLock lock(var_->mu);
     ctx.set_output(0, var_->value);
     return Status::OK();
   }
@@ -38,7 +38,7 @@ class AssignKernel : public OpKernel {
       return InvalidArgument("cannot assign a value of shape {} to variable '{}' of shape {}",
                              value.shape(), ref_.name, declared_);
     }
-    std::lock_guard lock(ref_.var->mu);
+    MutexLock lock(ref_.var->mu);
     Tensor& cur = ref_.var->value;
     const bool in_place = CanUpdateInPlace(ctx, cur, 0) && cur.dtype() == value.dtype() &&
                           cur.shape() == value.shape();

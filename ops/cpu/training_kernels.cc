@@ -1,8 +1,7 @@
 // CPU kernels of the optimizer updates: ApplySGD, ApplyMomentum (with Nesterov) and ApplyAdam
-// (with AdamW's decoupled weight decay). Each locks the variables it updates (std::scoped_lock,
+// (with AdamW's decoupled weight decay). Each locks the variables it updates (MutexLocks,
 // deadlock-free across several) and writes in place when that is safe (variable_update.h).
 #include <cmath>
-#include <mutex>
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
@@ -12,8 +11,10 @@
 namespace dflow::cpu {
 namespace {
 
-Status CheckGrad(const VarRef& ref, const Tensor& grad, const Tensor& lr) {
-  const Tensor& cur = ref.var->value;
+// REQUIRES: ref.var->mu held.
+Status CheckGrad(const VarRef& ref, const Tensor& grad, const Tensor& lr)
+    DFLOW_REQUIRES(ref.var->mu) {
+  const Tensor& cur = Value(ref);
   if (grad.shape() != cur.shape() || grad.dtype() != cur.dtype()) {
     return InvalidArgument("gradient {}{} does not match variable '{}' {}{}", grad.dtype(),
                            grad.shape(), ref.name, cur.dtype(), cur.shape());
@@ -31,11 +32,11 @@ class ApplySGDKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     const Tensor& lr = ctx.input(1);
     const Tensor& grad = ctx.input(2);
-    std::lock_guard lock(var_.var->mu);
+    MutexLock lock(var_.var->mu);
     RETURN_IF_ERROR(CheckInitialized(var_));
     RETURN_IF_ERROR(CheckGrad(var_, grad, lr));
     ASSIGN_OR_RETURN(Tensor dst, UpdateTarget(ctx, var_));
-    Tensor& cur = var_.var->value;
+    Tensor& cur = Value(var_);
     RETURN_IF_ERROR(DispatchFloat(cur.dtype(), [&]<typename T>() -> Status {
       T rate = lr.data<T>()[0];
       const T* src = cur.data<T>();
@@ -66,15 +67,15 @@ class ApplyMomentumKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     const Tensor& lr = ctx.input(2);
     const Tensor& grad = ctx.input(3);
-    std::scoped_lock lock(var_.var->mu, accum_.var->mu);
+    MutexLocks lock(var_.var->mu, accum_.var->mu);
     RETURN_IF_ERROR(CheckInitialized(var_));
     RETURN_IF_ERROR(CheckInitialized(accum_));
     RETURN_IF_ERROR(CheckGrad(var_, grad, lr));
     RETURN_IF_ERROR(CheckGrad(accum_, grad, lr));
     ASSIGN_OR_RETURN(Tensor var_dst, UpdateTarget(ctx, var_));
     ASSIGN_OR_RETURN(Tensor acc_dst, UpdateTarget(ctx, accum_));
-    Tensor& var = var_.var->value;
-    Tensor& acc = accum_.var->value;
+    Tensor& var = Value(var_);
+    Tensor& acc = Value(accum_);
     RETURN_IF_ERROR(DispatchFloat(var.dtype(), [&]<typename T>() -> Status {
       T rate = lr.data<T>()[0], mu = static_cast<T>(momentum_);
       const T* g = grad.data<T>();
@@ -118,8 +119,12 @@ class ApplyAdamKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     const Tensor& lr = ctx.input(4);
     const Tensor& grad = ctx.input(5);
-    std::scoped_lock lock(var_.var->mu, m_.var->mu, v_.var->mu, step_.var->mu);
-    for (const VarRef* r : {&var_, &m_, &v_, &step_}) RETURN_IF_ERROR(CheckInitialized(*r));
+    MutexLocks lock(var_.var->mu, m_.var->mu, v_.var->mu, step_.var->mu);
+    // One call each, not a loop over pointers: the analysis checks each variable's lock.
+    RETURN_IF_ERROR(CheckInitialized(var_));
+    RETURN_IF_ERROR(CheckInitialized(m_));
+    RETURN_IF_ERROR(CheckInitialized(v_));
+    RETURN_IF_ERROR(CheckInitialized(step_));
     RETURN_IF_ERROR(CheckGrad(var_, grad, lr));
     RETURN_IF_ERROR(CheckGrad(m_, grad, lr));
     RETURN_IF_ERROR(CheckGrad(v_, grad, lr));
@@ -130,9 +135,9 @@ class ApplyAdamKernel : public OpKernel {
     int64_t t = step_.var->value.data<int64_t>()[0] + 1;
     step_dst.data<int64_t>()[0] = t;
     step_.var->value = step_dst;
-    Tensor& var = var_.var->value;
-    Tensor& m = m_.var->value;
-    Tensor& v = v_.var->value;
+    Tensor& var = Value(var_);
+    Tensor& m = Value(m_);
+    Tensor& v = Value(v_);
     double correction =
         std::sqrt(1 - std::pow(beta2_, double(t))) / (1 - std::pow(beta1_, double(t)));
     RETURN_IF_ERROR(DispatchFloat(var.dtype(), [&]<typename T>() -> Status {

@@ -28,16 +28,24 @@ inline bool CanUpdateInPlace(const KernelContext& ctx, const Tensor& cur, int in
   return cur.SharesBufferWith(ctx.input(input)) && cur.buffer_refs() == 2 && ctx.IsLastUse(input);
 }
 
+// The variable's value, valid while the caller holds the lock. Kernels hold this reference
+// rather than one bound to `ref.var->value` directly: the lock analysis follows such a binding
+// into the lambdas that compute the update (where it cannot see the caller's lock) and, in
+// Clang 14, loses its base through a reference parameter. REQUIRES: ref.var->mu held.
+inline Tensor& Value(const VarRef& ref) DFLOW_REQUIRES(ref.var->mu) { return ref.var->value; }
+
 // Where to write the new value of `ref`: its current buffer when that is safe, else a fresh one.
 // The caller computes new values from the current ones and stores the result in the variable.
 // REQUIRES: ref.var->mu held and the value initialised.
-inline Result<Tensor> UpdateTarget(const KernelContext& ctx, const VarRef& ref) {
-  const Tensor& cur = ref.var->value;
+inline Result<Tensor> UpdateTarget(const KernelContext& ctx, const VarRef& ref)
+    DFLOW_REQUIRES(ref.var->mu) {
+  const Tensor& cur = Value(ref);
   if (CanUpdateInPlace(ctx, cur, ref.input)) return cur;
   return Tensor::Allocate(ctx.allocator(), cur.dtype(), cur.shape());
 }
 
-inline Status CheckInitialized(const VarRef& ref) {
+// REQUIRES: ref.var->mu held.
+inline Status CheckInitialized(const VarRef& ref) DFLOW_REQUIRES(ref.var->mu) {
   if (!ref.var->value.valid()) {
     return FailedPrecondition("variable '{}' is uninitialised: run an Assign to it first",
                               ref.name);
