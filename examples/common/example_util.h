@@ -193,7 +193,10 @@ inline int TrainAndReport(Session& session, const Dataset& train, const Dataset&
                         .train_target = t.train_target,
                         .max_steps_per_epoch = f.max_steps},
                        [&](const EpochStats& e) -> Status {
-                         ASSIGN_OR_RETURN(accuracy, Accuracy(session, test, "x", t.logits));
+                         // Test batches of the training batch's size: the placement (and a
+                         // device's memory limit) was sized for it.
+                         ASSIGN_OR_RETURN(accuracy, Accuracy(session, test, "x", t.logits,
+                                                             f.batch_size));
                          std::printf(
                              "epoch %d: loss %.4f, test accuracy %.2f%%, %.1f s, "
                              "%.0f examples/s, median step %.2f ms\n",
