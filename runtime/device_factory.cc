@@ -29,7 +29,7 @@ Status DeviceFactory::Register(const std::string& type, CreateFn create) {
 }
 
 Status DeviceFactory::Unregister(const std::string& type) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (factories_.erase(type) == 0) return NotFound("device type '{}' is not registered", type);
   return Status::OK();
 }

@@ -34,7 +34,7 @@ class DeviceFactory {
   // InvalidArgument when `type` is already registered.
   Status Register(const std::string& type, CreateFn create);
   // Removes a type (for tests that register a stand-in device); NotFound when absent.
-  Status Unregister(const std::string& type);
+  Status Unregister(const std::string& type) DFLOW_EXCLUDES(mu_);
   // A device named `name` (type and index given; job and task default to this process).
   // NotFound naming the type and the registered ones when no factory has it.
   Result<std::unique_ptr<Device>> Create(const DeviceName& name,
