@@ -3,6 +3,8 @@
 #include <chrono>
 #include <unordered_map>
 
+#include "runtime/spin_wait.h"
+
 namespace dflow {
 namespace {
 // Nodes whose estimated work (FLOPs plus bytes moved) is below this run inline on the thread
@@ -16,6 +18,9 @@ struct ExecutionPlan::RunState {
   std::vector<Tensor> values;
   std::atomic<int> outstanding{0};  // Process calls started and not finished
   std::atomic<bool> aborted{false};
+  // Bumped (under mu) with every inbox arrival and when the run is done: what the run's thread
+  // polls for before it sleeps (runtime/spin_wait.h).
+  std::atomic<uint64_t> events{0};
   Mutex mu;
   CondVar done_cv;
   bool done DFLOW_GUARDED_BY(mu) = false;
@@ -346,6 +351,13 @@ Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>*
     {
       MutexLock lock(state->mu);
       auto ready = [&]() DFLOW_REQUIRES(state->mu) { return state->done || !state->inbox.empty(); };
+      if (!ready()) {
+        // A Recv's tensor often arrives within microseconds: poll before sleeping.
+        const uint64_t seen = state->events.load(std::memory_order_relaxed);
+        lock.Unlock();
+        SpinFor([&] { return state->events.load(std::memory_order_acquire) != seen; });
+        lock.Lock();
+      }
       if (control != nullptr && control->deadline()) {
         expired = !state->done_cv.WaitUntil(state->mu, *control->deadline(), ready);
       } else {
@@ -472,6 +484,7 @@ void ExecutionPlan::Process(RunState* s, std::vector<int> local) const {
   if (s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     MutexLock lock(s->mu);
     s->done = true;
+    s->events.fetch_add(1, std::memory_order_release);
     s->done_cv.NotifyAll();
   }
 }
@@ -494,6 +507,7 @@ void ExecutionPlan::StartAsync(RunState* s, int id) const {
     if (span != nullptr) span->end_ns = TraceClockNs();
     MutexLock lock(s->mu);
     s->inbox.push_back({id, std::move(st)});
+    s->events.fetch_add(1, std::memory_order_release);
     s->done_cv.NotifyAll();
   });
 }
