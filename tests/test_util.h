@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "ops/register.h"
 #include "runtime/session.h"
 
 namespace dflow::testing {
@@ -27,6 +28,20 @@ inline SessionOptions Devices(int n) {
   SessionOptions o;
   for (int i = 0; i < n; ++i) o.devices.push_back("cpu:" + std::to_string(i));
   return o;
+}
+
+// A _Recv on cpu:1 of a tensor that no Send ever sends (from cpu:0): a step that needs it waits
+// until it is aborted, by a deadline or a cancellation.
+inline Output OrphanRecv(const Scope& root) {
+  ops::RegisterStandardOps();  // a raw AddNode needs the registry
+  int id = root.WithOpName("orphan").WithDevice("cpu:1").AddNode(
+      "_Recv", {},
+      {{"T", DType::kF32},
+       {"shape", Shape{2}},
+       {"tensor_name", std::string("nobody:0")},
+       {"send_device", std::string("/job:localhost/task:0/device:CPU:0")},
+       {"recv_device", std::string("/job:localhost/task:0/device:CPU:1")}});
+  return id >= 0 ? root.OutputOf(id) : Output();  // on failure the scope keeps the error
 }
 
 // Uniform values in [lo, hi) from a fixed seed.

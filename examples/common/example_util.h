@@ -187,24 +187,24 @@ inline int TrainAndReport(Session& session, const Dataset& train, const Dataset&
                           const TrainFlags& f, const TrainTargets& t) {
   Batcher batches(train, f.batch_size, f.seed);
   double accuracy = 0;
-  Status s = TrainLoop(session, batches,
-                       {.epochs = f.epochs,
-                        .loss = t.loss,
-                        .train_target = t.train_target,
-                        .max_steps_per_epoch = f.max_steps},
-                       [&](const EpochStats& e) -> Status {
-                         // Test batches of the training batch's size: the placement (and a
-                         // device's memory limit) was sized for it.
-                         ASSIGN_OR_RETURN(accuracy, Accuracy(session, test, "x", t.logits,
-                                                             f.batch_size));
-                         std::printf(
-                             "epoch %d: loss %.4f, test accuracy %.2f%%, %.1f s, "
-                             "%.0f examples/s, median step %.2f ms\n",
-                             e.epoch, e.mean_loss, 100 * accuracy, e.seconds, e.examples_per_second,
-                             e.median_step_ms);
-                         std::fflush(stdout);
-                         return Status::OK();
-                       });
+  Status s =
+      TrainLoop(session, batches,
+                {.epochs = f.epochs,
+                 .loss = t.loss,
+                 .train_target = t.train_target,
+                 .max_steps_per_epoch = f.max_steps},
+                [&](const EpochStats& e) -> Status {
+                  // Test batches of the training batch's size: the placement (and a
+                  // device's memory limit) was sized for it.
+                  ASSIGN_OR_RETURN(accuracy, Accuracy(session, test, "x", t.logits, f.batch_size));
+                  std::printf(
+                      "epoch %d: loss %.4f, test accuracy %.2f%%, %.1f s, "
+                      "%.0f examples/s, median step %.2f ms\n",
+                      e.epoch, e.mean_loss, 100 * accuracy, e.seconds, e.examples_per_second,
+                      e.median_step_ms);
+                  std::fflush(stdout);
+                  return Status::OK();
+                });
   if (!s.ok()) return Fail(s);
   if (accuracy < f.min_accuracy) {
     std::fprintf(stderr, "error: test accuracy %.2f%% is below the required %.2f%%\n",

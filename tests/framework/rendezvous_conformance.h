@@ -323,13 +323,12 @@ TEST_P(RendezvousConformance, ConcurrentSendersAndReceiversStress) {
 TEST_P(RendezvousConformance, CallbacksMayUseTheRendezvousAgain) {
   RecvResult chained, after_dup;
   Rendezvous* r = rendezvous_.get();
-  rendezvous_->RecvAsync(Key("a:0"), Expect(DType::kF32, Shape{1}),
-                         [&, r](const Status& s, const Tensor& t) {
-                           ASSERT_TRUE(s.ok());
-                           EXPECT_TRUE(r->Send(Key("b:0"), {"relay"}, t).ok());
-                           r->RecvAsync(Key("b:0"), Expect(DType::kF32, Shape{1}),
-                                        chained.Callback());
-                         });
+  rendezvous_->RecvAsync(
+      Key("a:0"), Expect(DType::kF32, Shape{1}), [&, r](const Status& s, const Tensor& t) {
+        ASSERT_TRUE(s.ok());
+        EXPECT_TRUE(r->Send(Key("b:0"), {"relay"}, t).ok());
+        r->RecvAsync(Key("b:0"), Expect(DType::kF32, Shape{1}), chained.Callback());
+      });
   ASSERT_TRUE(rendezvous_->Send(Key("a:0"), {"send_a"}, Values({5})).ok());
   ASSERT_TRUE(chained.Wait());
   EXPECT_EQ(chained.tensor().ToVector<float>(), (std::vector<float>{5}));

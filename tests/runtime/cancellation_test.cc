@@ -127,17 +127,10 @@ TEST(SessionCancelTest, ARunIsCancelledFromAnotherThread) {
 
 // A Recv waits for a Send that never comes; cancelling ends the step.
 TEST(SessionCancelTest, CancellingEndsAStepWaitingOnARecv) {
-  ops::RegisterStandardOps();
   Scope root = Scope::NewRootScope();
-  int id = root.WithOpName("orphan").WithDevice("cpu:1").AddNode(
-      "_Recv", {},
-      {{"T", DType::kF32},
-       {"shape", Shape{2}},
-       {"tensor_name", std::string("nobody:0")},
-       {"send_device", std::string("/job:localhost/task:0/device:CPU:0")},
-       {"recv_device", std::string("/job:localhost/task:0/device:CPU:1")}});
-  ASSERT_GE(id, 0) << root.status().ToString();
-  auto y = ops::Neg(root.WithOpName("y").WithDevice("cpu:1"), root.OutputOf(id));
+  Output orphan = testing::OrphanRecv(root);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  auto y = ops::Neg(root.WithOpName("y").WithDevice("cpu:1"), orphan);
   auto z = ops::Const(root.WithOpName("z").WithDevice("cpu:0"), 1.0f);
   auto session = Session::Create(root, Devices(2));
   ASSERT_TRUE(session.ok()) << session.status().ToString();

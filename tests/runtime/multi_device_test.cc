@@ -176,17 +176,10 @@ TEST(MultiDeviceTest, AnErrorOnOneDeviceAbortsTheOthers) {
 
 // A Recv nobody sends to: the deadline ends the step.
 TEST(MultiDeviceTest, TheDeadlineEndsAStepThatWouldWaitForever) {
-  ops::RegisterStandardOps();  // the raw AddNode below needs the registry
   Scope root = Scope::NewRootScope();
-  int id = root.WithOpName("orphan").WithDevice("cpu:1").AddNode(
-      "_Recv", {},
-      {{"T", DType::kF32},
-       {"shape", Shape{2}},
-       {"tensor_name", std::string("nobody:0")},
-       {"send_device", std::string("/job:localhost/task:0/device:CPU:0")},
-       {"recv_device", std::string("/job:localhost/task:0/device:CPU:1")}});
-  ASSERT_GE(id, 0) << root.status().ToString();
-  auto y = ops::Neg(root.WithOpName("y").WithDevice("cpu:1"), root.OutputOf(id));
+  Output orphan = testing::OrphanRecv(root);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  auto y = ops::Neg(root.WithOpName("y").WithDevice("cpu:1"), orphan);
   auto session = Session::Create(root, Devices(2));
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   Session::RunOptions options;
