@@ -1,7 +1,8 @@
 // Model steps at batch 128, f32, timed after warm-up; scripts/bench.sh compares them with
 // PyTorch (and ONNX Runtime for inference):
 //   the MLP 784-512-512-10: a training step (forward, backward, SGD update) and inference;
-//   the CNN of examples/fashion_mnist_cnn: a training step with SGD.
+//   the CNN of examples/fashion_mnist_cnn: a training step with SGD;
+//   one Adam update of a 2048x2048 variable (the model-parallel MLP's largest), gradient fed.
 // Training steps also report their peak memory (counters peak_bytes, arena_bytes).
 #include <benchmark/benchmark.h>
 
@@ -144,9 +145,44 @@ void BM_CnnTrainStep(benchmark::State& state) {
   ReportMemory(state, **session);
 }
 
+// Exposes the update an optimizer adds for one variable, without a loss to differentiate.
+class BenchAdam : public ops::Adam {
+ public:
+  using Adam::Adam;
+  Output UpdateOf(const Scope& scope, Output var, Output grad) { return Update(scope, var, grad); }
+};
+
+void BM_AdamUpdate(benchmark::State& state) {
+  Scope root = Scope::NewRootScope();
+  Shape shape{2048, 2048};
+  auto grad = ops::Placeholder(root.WithOpName("grad"), DType::kF32, shape);
+  auto w = ops::InitializedVariable(root, shape, ops::Initializer::GlorotUniform(1));
+  BenchAdam adam(ops::Adam::Options{});
+  auto update = adam.UpdateOf(root, w.var, grad);
+  auto session = Session::Create(root);
+  if (!session.ok()) std::abort();
+  std::vector<std::string> init = adam.init_targets();
+  init.push_back(w.init.node_name());
+  if (!(*session)->Run({}, {}, init).ok()) std::abort();
+  Tensor g(DType::kF32, shape);
+  std::mt19937 gen(1);
+  std::normal_distribution<float> normal(0, 1e-3f);
+  for (float& v : g.flat<float>()) v = normal(gen);
+  Session::Feeds feeds = {{"grad", g}};
+  for (int i = 0; i < 5; ++i) {
+    if (!(*session)->Run(feeds, {}, {update.node_name()}).ok()) std::abort();
+  }
+  for (auto _ : state) {
+    auto out = (*session)->Run(feeds, {}, {update.node_name()});
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetItemsProcessed(state.iterations() * shape.num_elements());
+}
+
 BENCHMARK(BM_CnnTrainStep)->Unit(benchmark::kMillisecond)->MinTime(3.0);
 BENCHMARK(BM_MlpTrainStep)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_MlpInference)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_AdamUpdate)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 }  // namespace
 }  // namespace dflow

@@ -80,10 +80,11 @@ def best(result, key):
     return t, result[f"{key}_{t}t"]
 for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_step_b128", "train_ms"),
                             ("BM_MlpInference", "mlp_inference_b128", "infer_ms"),
-                            ("BM_CnnTrainStep", "cnn_train_step_b128", "cnn_train_ms")]:
+                            ("BM_CnnTrainStep", "cnn_train_step_b128", "cnn_train_ms"),
+                            ("BM_AdamUpdate", "adam_update_2048x2048", "adam_ms")]:
     ours = mlp[key]["real_time"]  # ms
     line = f"bench {name}: step={ours:.3f}ms"
-    if torch:
+    if torch and f"{peer_key}_1t" in torch:
         t, ms = best(torch, peer_key)
         line += f" pytorch{torch['version'].split('+')[0]}_{t}t={ms:.3f}ms ratio={ours / ms:.2f}"
     else:

@@ -1,6 +1,7 @@
 """PyTorch peer of bench/models_bench.cc: the same MLP (SGD training step and inference) and CNN
-(SGD training step), batch 128, f32, median milliseconds over timed runs after warm-up, for 1
-and 2 threads. Prints one JSON object. Run with Debian's /usr/bin/python3 (python3-torch)."""
+(SGD training step), batch 128, f32, and an Adam update of a 2048x2048 parameter; median
+milliseconds over timed runs after warm-up, for 1 and 2 threads. Prints one JSON object. Run
+with Debian's /usr/bin/python3 (python3-torch)."""
 import json
 import statistics
 import sys
@@ -71,6 +72,12 @@ def main():
         loss.backward()
         cnn_opt.step()
 
+    # One Adam update of a 2048x2048 parameter with its gradient set (torch.optim.Adam's default
+    # implementation on the CPU).
+    param = torch.nn.Parameter(torch.rand(2048, 2048))
+    param.grad = torch.randn(2048, 2048) * 1e-3
+    adam = torch.optim.Adam([param], lr=1e-3)
+
     result = {"version": torch.__version__,
               "train_peak_bytes": peak_step_bytes(model, train_step),
               "cnn_train_peak_bytes": peak_step_bytes(cnn, cnn_step)}
@@ -79,6 +86,7 @@ def main():
         result[f"train_ms_{threads}t"] = median_ms(train_step)
         result[f"infer_ms_{threads}t"] = median_ms(infer)
         result[f"cnn_train_ms_{threads}t"] = median_ms(cnn_step, warmup=5, runs=40)
+        result[f"adam_ms_{threads}t"] = median_ms(adam.step, warmup=5, runs=100)
     json.dump(result, sys.stdout)
 
 
