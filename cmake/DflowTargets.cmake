@@ -12,6 +12,10 @@ if(DFLOW_SANITIZE)
   add_compile_options(${DFLOW_SANITIZER_FLAGS})
   add_link_options(${DFLOW_SANITIZER_FLAGS})
 endif()
+if(DFLOW_TSAN)
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+endif()
 # Fuzzing: every target gets libFuzzer's coverage instrumentation and ASan + UBSan; the fuzz
 # targets link libFuzzer itself (tests/fuzz/CMakeLists.txt).
 if(DFLOW_FUZZ)

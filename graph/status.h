@@ -26,7 +26,9 @@ enum class StatusCode : int {
   kDeadlineExceeded,
   kInternal,
   kUnimplemented,
+  kPermissionDenied,  // e.g. a peer that presented the wrong cluster token
 };
+inline constexpr int kMaxStatusCode = static_cast<int>(StatusCode::kPermissionDenied);
 
 // "InvalidArgument", "NotFound", ...
 std::string_view StatusCodeName(StatusCode code);
@@ -75,6 +77,7 @@ DFLOW_STATUS_FACTORY(Cancelled)
 DFLOW_STATUS_FACTORY(DeadlineExceeded)
 DFLOW_STATUS_FACTORY(Internal)
 DFLOW_STATUS_FACTORY(Unimplemented)
+DFLOW_STATUS_FACTORY(PermissionDenied)
 #undef DFLOW_STATUS_FACTORY
 
 // A value of type T or the Status saying why there is none. Never holds an OK Status.

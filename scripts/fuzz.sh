@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes the file loaders (graph files in both forms, checkpoints, .npy arrays) with libFuzzer,
+# Fuzzes the file loaders (graph files in both forms, checkpoints, .npy arrays) and the decoders
+# of the messages between processes (transport/wire.h) with libFuzzer,
 # for a bounded time per target.
 #
 #   scripts/fuzz.sh [SECONDS]      # per target; default 60
@@ -9,8 +10,9 @@
 #
 # Builds tests/fuzz with clang, ASan and UBSan in build-fuzz/, writes the seed corpus, then runs
 # each target on its corpus (build-fuzz/corpus/, kept between runs so coverage accumulates).
-# It also compiles runtime/, which no fuzz target links, so that this clang build checks every
-# lock annotation (-Wthread-safety, graph/thread_annotations.h): a violation fails the build.
+# It also compiles runtime/ and transport/, which no fuzz target links, so that this clang build
+# checks every lock annotation (-Wthread-safety, graph/thread_annotations.h): a violation fails
+# the build.
 # A crash, a leak, a single allocation over 1 GiB, an input taking over 10 s, or a broken
 # contract (a refusal that is not an InvalidArgument naming the file, an accepted file that does
 # not round-trip) stops the target, leaves the input in build-fuzz/crashes/ and exits 1.
@@ -19,7 +21,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 check=0
 if [ "$seconds" = "--check" ]; then check=1; seconds=0; fi
-targets=${FUZZ_TARGETS:-"graph_file checkpoint_file npy"}
+targets=${FUZZ_TARGETS:-"graph_file checkpoint_file npy wire"}
 if [ $check = 0 ] && ! [[ "$seconds" =~ ^[1-9][0-9]*$ ]]; then
   echo "fuzz: SECONDS must be a positive integer or --check, not '$seconds'" >&2
   exit 2
@@ -31,23 +33,28 @@ fi
 
 out=build-fuzz
 cmake -S . -B "$out" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DDFLOW_FUZZ=ON -DDFLOW_WITH_CUDA=OFF -DDFLOW_WITH_UCX=OFF \
+  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DDFLOW_FUZZ=ON -DDFLOW_WITH_CUDA=OFF -DDFLOW_WITH_UCX=AUTO \
   -DDFLOW_BUILD_TESTS=OFF -DDFLOW_BUILD_BENCH=OFF -DDFLOW_BUILD_EXAMPLES=OFF \
   -DCMAKE_OPTIMIZE_DEPENDENCIES=ON >"$out.configure.log" || { cat "$out.configure.log" >&2; exit 1; }
 # dflow_runtime: its own objects only (CMAKE_OPTIMIZE_DEPENDENCIES: a static library does not
 # wait for the libraries it links), for the lock analysis.
-cmake --build "$out" -j "$(nproc)" --target fuzzers dflow_runtime >"$out.build.log" \
+analysed=dflow_runtime
+# The UCX transport too, where UCX is found.
+if cmake --build "$out" --target help 2>/dev/null | grep -q "^dflow_transport:"; then
+  analysed+=" dflow_transport"
+fi
+cmake --build "$out" -j "$(nproc)" --target fuzzers $analysed >"$out.build.log" \
   || { tail -40 "$out.build.log" >&2; exit 1; }
 
 rm -rf "$out/seeds"
 "$out/bin/fuzz_seeds" "$out/seeds"
 mkdir -p "$out/crashes"
-declare -A seeds=([graph_file]=graph [checkpoint_file]=checkpoint [npy]=npy)
+declare -A seeds=([graph_file]=graph [checkpoint_file]=checkpoint [npy]=npy [wire]=wire)
 
 status=0
 for t in $targets; do
   if [ -z "${seeds[$t]:-}" ]; then
-    echo "fuzz: unknown target '$t' (graph_file, checkpoint_file, npy)" >&2
+    echo "fuzz: unknown target '$t' (graph_file, checkpoint_file, npy, wire)" >&2
     exit 2
   fi
   corpus="$out/corpus/$t"

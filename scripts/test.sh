@@ -23,3 +23,9 @@ fi
 if [ "${DFLOW_SKIP_FUZZ:-0}" != "1" ]; then
   scripts/fuzz.sh --check
 fi
+
+# The rendezvous conformance suite over UCX and the transport tests under ThreadSanitizer
+# (clang; skip with DFLOW_SKIP_TSAN=1).
+if [ "${DFLOW_SKIP_TSAN:-0}" != "1" ]; then
+  scripts/tsan.sh
+fi

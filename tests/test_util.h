@@ -7,6 +7,7 @@
 
 #include "ops/register.h"
 #include "runtime/session.h"
+#include "status_matchers.h"
 
 namespace dflow::testing {
 
@@ -51,17 +52,6 @@ inline std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1, f
   std::vector<float> v(n);
   for (auto& x : v) x = dist(gen);
   return v;
-}
-
-// The status message contains every string in `parts`.
-inline ::testing::AssertionResult MessageHas(const Status& s,
-                                             const std::vector<std::string>& parts) {
-  for (const auto& p : parts) {
-    if (s.message().find(p) == std::string::npos) {
-      return ::testing::AssertionFailure() << "'" << p << "' not in: " << s.ToString();
-    }
-  }
-  return ::testing::AssertionSuccess();
 }
 
 }  // namespace dflow::testing

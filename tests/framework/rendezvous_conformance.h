@@ -25,7 +25,8 @@
 #include <vector>
 
 #include "framework/rendezvous.h"
-#include "test_util.h"
+#include "graph/allocator.h"
+#include "status_matchers.h"
 
 namespace dflow::testing {
 

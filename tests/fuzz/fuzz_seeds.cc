@@ -1,7 +1,8 @@
 // Writes the seed corpus of the fuzz targets: valid graph files (binary and JSON, a training
-// graph, a convolution, assigned devices), checkpoints and .npy arrays of every dtype.
+// graph, a convolution, assigned devices), checkpoints, .npy arrays of every dtype, and one
+// header of each message between processes (prefixed with the byte that picks its decoder).
 //
-//   fuzz_seeds DIR   # fills DIR/graph, DIR/checkpoint and DIR/npy
+//   fuzz_seeds DIR   # fills DIR/graph, DIR/checkpoint, DIR/npy and DIR/wire
 #include <cstdio>
 #include <filesystem>
 
@@ -17,6 +18,7 @@
 #include "serialization/file_util.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
+#include "transport/wire.h"
 
 using namespace dflow;
 
@@ -72,7 +74,7 @@ Result<Graph> ConvGraph() {
 }
 
 Status WriteSeeds(const std::filesystem::path& dir) {
-  for (const char* sub : {"graph", "checkpoint", "npy"}) {
+  for (const char* sub : {"graph", "checkpoint", "npy", "wire"}) {
     std::filesystem::create_directories(dir / sub);
   }
   ASSIGN_OR_RETURN(Graph training, TrainingGraph());
@@ -107,6 +109,30 @@ Status WriteSeeds(const std::filesystem::path& dir) {
     auto bytes = serialization::EncodeNpy(Filled(a.dtype, a.shape));
     if (!bytes.ok()) continue;  // a dtype NumPy has no name for
     RETURN_IF_ERROR(Write(dir / "npy" / (std::string(a.name) + ".npy"), *bytes));
+  }
+
+  using namespace transport;
+  TensorHeader tensor;
+  tensor.key.src_device = "/job:worker/task:0/device:CPU:0";
+  tensor.key.src_incarnation = 3;
+  tensor.key.dst_device = "/job:worker/task:1/device:CPU:0";
+  tensor.key.tensor = "h:0";
+  tensor.key.step_id = 4;
+  tensor.send_node = "h/_send";
+  tensor.dtype = DType::kF32;
+  tensor.shape = Shape{2, 3};
+  tensor.bytes = 24;
+  std::vector<Result<std::string>> messages = {
+      Encode(Hello{kProtocolVersion, "/job:master/task:0", 1, "token", "/job:worker/task:1"}),
+      Encode(HelloReply{kProtocolVersion, false, "/job:worker/task:1", 2, "wrong token"}),
+      Encode(tensor),
+      Encode(AbortStep{4, Unavailable("lost task 1")}),
+      Encode(CallRequest{9, 2}),
+      Encode(CallResponse{9, NotFound("no such partition")})};
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (!messages[i].ok()) return messages[i].status();
+    RETURN_IF_ERROR(Write(dir / "wire" / ("message" + std::to_string(i)),
+                          std::string(1, static_cast<char>(i)) + *messages[i]));
   }
   return Status::OK();
 }

@@ -1,7 +1,8 @@
-// What every file loader promises on any bytes, checked by the fuzz targets (tests/fuzz) and by
-// the regression corpus test (tests/serialization/fuzz_regressions_test.cc): either a value
-// that encodes and decodes back to the same bytes, or an InvalidArgument that names the source.
-// Each check returns "" when the promise holds, else what broke.
+// What every file loader (and the decoder of every message between processes) promises on any
+// bytes, checked by the fuzz targets (tests/fuzz) and by the regression corpus test
+// (tests/serialization/fuzz_regressions_test.cc): either a value that encodes and decodes back to
+// the same bytes, or an InvalidArgument that names the source. Each check returns "" when the
+// promise holds, else what broke.
 #pragma once
 
 #include <string>
@@ -10,6 +11,7 @@
 #include "serialization/checkpoint_file.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
+#include "transport/wire.h"
 
 namespace dflow::fuzz {
 
@@ -76,6 +78,51 @@ inline std::string NpyProblem(std::string_view bytes) {
   return "";
 }
 
+// The messages between processes (transport/wire.h): the first byte picks the decoder, the rest
+// is the header. A refusal is an InvalidArgument naming the message; an accepted header encodes
+// back to the same bytes.
+inline std::string WireProblem(std::string_view bytes) {
+  if (bytes.empty()) return "";
+  using namespace transport;
+  const int which = static_cast<unsigned char>(bytes[0]) % 6;
+  bytes.remove_prefix(1);
+  const char* names[] = {"Hello",     "HelloReply",  "Tensor",
+                         "AbortStep", "CallRequest", "CallResponse"};
+  Result<std::string> again = std::string();
+  Status refused;
+  auto check = [&](auto decoded) {
+    if (!decoded.ok()) {
+      refused = decoded.status();
+    } else {
+      again = Encode(*decoded);
+    }
+  };
+  switch (which) {
+    case 0:
+      check(DecodeHello(bytes));
+      break;
+    case 1:
+      check(DecodeHelloReply(bytes));
+      break;
+    case 2:
+      check(DecodeTensorHeader(bytes));
+      break;
+    case 3:
+      check(DecodeAbortStep(bytes));
+      break;
+    case 4:
+      check(DecodeCallRequest(bytes));
+      break;
+    default:
+      check(DecodeCallResponse(bytes));
+      break;
+  }
+  if (!refused.ok()) return RefusalProblem(refused, names[which]);
+  if (!again.ok()) return "an accepted header does not encode: " + again.status().ToString();
+  if (*again != bytes) return "an accepted header does not round-trip to the same bytes";
+  return "";
+}
+
 // The check of a fuzz target by its name: "graph_file", "checkpoint_file" or "npy" (the
 // fuzzers' names and the prefixes of the kept regression inputs); nullptr for another name.
 using ProblemCheck = std::string (*)(std::string_view bytes);
@@ -83,6 +130,7 @@ inline ProblemCheck ProblemCheckFor(std::string_view target) {
   if (target == "graph_file") return GraphFileProblem;
   if (target == "checkpoint_file") return CheckpointProblem;
   if (target == "npy") return NpyProblem;
+  if (target == "wire") return WireProblem;
   return nullptr;
 }
 

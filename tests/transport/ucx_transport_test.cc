@@ -1,0 +1,446 @@
+#include "transport/ucx_transport.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include "framework/rendezvous_conformance.h"
+#include "status_matchers.h"
+
+extern char** environ;
+
+namespace dflow::transport {
+namespace {
+
+using testing::MessageHas;
+using testing::RecvResult;
+
+constexpr char kToken[] = "test-cluster-token";
+
+std::unique_ptr<UcxTransport> MakeTransport(const std::string& task, bool listen,
+                                            std::vector<std::string>* log = nullptr,
+                                            std::string token = kToken) {
+  UcxTransportOptions o;
+  o.task = task;
+  o.token = std::move(token);
+  if (listen) o.listen_address = "127.0.0.1:0";
+  o.connect_timeout = std::chrono::seconds(5);
+  if (log != nullptr) {
+    auto mu = std::make_shared<std::mutex>();
+    o.log = [log, mu](std::string_view line) {
+      std::lock_guard lock(*mu);
+      log->emplace_back(line);
+    };
+  } else {
+    o.log = [](std::string_view) {};
+  }
+  auto t = UcxTransport::Create(std::move(o));
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? std::move(t).value() : nullptr;
+}
+
+// Two transports in this process, joined over loopback: the sender is task 1, the receiver
+// task 0 (the conformance suite's keys go to /job:localhost/task:0).
+struct Pair {
+  std::unique_ptr<UcxTransport> receiver = MakeTransport("/job:localhost/task:0", true);
+  std::unique_ptr<UcxTransport> sender = MakeTransport("/job:localhost/task:1", false);
+  Pair() {
+    auto peer = sender->Connect(receiver->listen_address());
+    EXPECT_TRUE(peer.ok()) << peer.status().ToString();
+  }
+};
+
+// Sends go in through the sender's rendezvous, receives through the receiver's: every tensor
+// crosses UCX.
+class PairRendezvous final : public Rendezvous {
+ public:
+  PairRendezvous(std::unique_ptr<Rendezvous> send, std::unique_ptr<Rendezvous> recv)
+      : send_(std::move(send)), recv_(std::move(recv)) {}
+  Status Send(const RendezvousKey& key, const SendArgs& args, const Tensor& tensor) override {
+    return send_->Send(key, args, tensor);
+  }
+  void RecvAsync(const RendezvousKey& key, const RecvArgs& args, DoneCallback done) override {
+    recv_->RecvAsync(key, args, std::move(done));
+  }
+  void CancelRecv(const RendezvousKey& key, const Status& why) override {
+    recv_->CancelRecv(key, why);
+  }
+  void Abort(const Status& status) override {
+    recv_->Abort(status);
+    send_->Abort(status);
+  }
+
+ private:
+  std::unique_ptr<Rendezvous> send_, recv_;
+};
+
+class PairFactory final : public RendezvousFactory {
+ public:
+  Result<std::unique_ptr<Rendezvous>> Create(int64_t step) override {
+    ASSIGN_OR_RETURN(auto s, pair_.sender->Create(step));
+    ASSIGN_OR_RETURN(auto r, pair_.receiver->Create(step));
+    return std::unique_ptr<Rendezvous>(
+        std::make_unique<PairRendezvous>(std::move(s), std::move(r)));
+  }
+
+ private:
+  Pair pair_;
+};
+
+using testing::RendezvousConformance;
+using testing::RendezvousUnderTest;
+INSTANTIATE_TEST_SUITE_P(Ucx, RendezvousConformance,
+                         ::testing::Values(RendezvousUnderTest{
+                             "UcxLoopback", [] { return std::make_unique<PairFactory>(); }}),
+                         [](const auto& info) { return info.param.name; });
+
+RendezvousKey KeyTo(const std::string& tensor, int64_t step, int dst_task = 0) {
+  RendezvousKey k;
+  k.src_device = "/job:localhost/task:1/device:CPU:0";
+  k.src_incarnation = 7;
+  k.dst_device = fmt::format("/job:localhost/task:{}/device:CPU:0", dst_task);
+  k.tensor = tensor;
+  k.step_id = step;
+  return k;
+}
+
+RecvArgs Expect(DType dtype, const Shape& shape, Allocator* allocator) {
+  RecvArgs a;
+  a.node = "recv";
+  a.dtype = dtype;
+  a.shape = shape;
+  a.allocator = allocator;
+  return a;
+}
+
+// Large tensors take UCX's rendezvous protocol and land in the Recv's allocator, whether the
+// Recv or the tensor comes first.
+TEST(UcxTransportTest, LargeTensorsArriveExactlyInTheRecvsAllocator) {
+  Pair pair;
+  CpuAllocator device_memory("/job:localhost/task:0/device:CPU:0");
+  int64_t step = 1;
+  for (int64_t n : {1, 1000, 16 * 1024, 1 << 20, 16 << 20}) {
+    for (bool recv_first : {true, false}) {
+      ++step;
+      auto s = pair.sender->Create(step).value();
+      auto r = pair.receiver->Create(step).value();
+      Tensor t(DType::kF32, Shape{n});
+      for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = static_cast<float>(i % 9973) * 0.5f;
+      RecvResult got;
+      RendezvousKey key = KeyTo("x:0", step);
+      if (recv_first)
+        r->RecvAsync(key, Expect(DType::kF32, Shape{n}, &device_memory), got.Callback());
+      ASSERT_TRUE(s->Send(key, {"send_x"}, t).ok());
+      if (!recv_first) {
+        // Let it arrive before the Recv asks.
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        r->RecvAsync(key, Expect(DType::kF32, Shape{n}, &device_memory), got.Callback());
+      }
+      ASSERT_TRUE(got.Wait()) << n << " elements";
+      ASSERT_TRUE(got.status().ok()) << got.status().ToString();
+      Tensor out = got.tensor();
+      ASSERT_EQ(out.shape(), Shape{n});
+      ASSERT_EQ(std::memcmp(out.raw_data(), t.raw_data(), t.num_bytes()), 0) << n;
+      if (n >= (1 << 20) || recv_first) {
+        // Pulled straight into the Recv's memory (small eager tensors that came first wait in
+        // host memory, which is the same memory on a CPU).
+        EXPECT_EQ(out.device(), device_memory.device()) << n << " recv_first=" << recv_first;
+      }
+    }
+  }
+  TransportStats st = pair.receiver->stats();
+  EXPECT_EQ(st.tensors_received, 10u);
+  EXPECT_EQ(pair.sender->stats().tensors_sent, 10u);
+  EXPECT_EQ(st.messages_dropped, 0u);
+}
+
+TEST(UcxTransportTest, AWrongTokenIsRefusedOnBothSides) {
+  std::vector<std::string> server_log;
+  auto server = MakeTransport("/job:worker/task:0", true, &server_log);
+  auto client = MakeTransport("/job:worker/task:1", false, nullptr, "not-the-token");
+  auto r = client->Connect(server->listen_address());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(MessageHas(r.status(), {"/job:worker/task:0", server->listen_address(), "refused",
+                                      "wrong cluster token"}))
+      << r.status().ToString();
+  EXPECT_TRUE(server->peers().empty());
+  ASSERT_FALSE(server_log.empty());
+  EXPECT_NE(server_log[0].find("refused a connection"), std::string::npos) << server_log[0];
+  EXPECT_NE(server_log[0].find("wrong cluster token"), std::string::npos) << server_log[0];
+  // The server goes on serving: the right token still gets in.
+  auto good = MakeTransport("/job:worker/task:2", false);
+  auto ok = good->Connect(server->listen_address());
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(*ok, "/job:worker/task:0");
+}
+
+TEST(UcxTransportTest, ConnectingWhereNobodyListensIsUnavailable) {
+  auto listener = MakeTransport("/job:worker/task:0", true);
+  std::string address = listener->listen_address();
+  listener.reset();  // the port is free again
+  auto client = MakeTransport("/job:worker/task:1", false);
+  auto r = client->Connect(address);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(MessageHas(r.status(), {address})) << r.status().ToString();
+}
+
+TEST(UcxTransportTest, BadOptionsAndAddressesAreInvalidArguments) {
+  UcxTransportOptions o;
+  o.task = "worker:1";
+  EXPECT_EQ(UcxTransport::Create(o).status().code(), StatusCode::kInvalidArgument);
+  o.task = "/job:worker/task:1";
+  o.listen_address = "127.0.0.1";
+  auto r = UcxTransport::Create(o);
+  EXPECT_TRUE(MessageHas(r.status(), {"127.0.0.1", "HOST:PORT"})) << r.status().ToString();
+  o.listen_address = "";
+  auto t = UcxTransport::Create(o).value();
+  EXPECT_TRUE(MessageHas(t->Connect("127.0.0.1:99999").status(), {"port over 65535"}));
+}
+
+TEST(UcxTransportTest, SendToATaskNotConnectedIsUnavailableNamingIt) {
+  Pair pair;
+  auto s = pair.sender->Create(1).value();
+  Status st = s->Send(KeyTo("x:0", 1, /*dst_task=*/7), {"send_x"}, Tensor(DType::kF32, Shape{2}));
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(MessageHas(st, {"/job:localhost/task:7", "send_x"})) << st.ToString();
+}
+
+// Aborting a step in one task fails the same step's receives in the other, with the first
+// error unchanged.
+TEST(UcxTransportTest, AbortCrossesToThePeer) {
+  Pair pair;
+  auto s = pair.sender->Create(5).value();
+  auto r = pair.receiver->Create(5).value();
+  RecvResult got;
+  r->RecvAsync(KeyTo("x:0", 5), Expect(DType::kF32, Shape{1}, CpuAllocator::Default()),
+               got.Callback());
+  s->Abort(Internal("node 'boom' on task 1 failed"));
+  ASSERT_TRUE(got.Wait(std::chrono::seconds(2)));
+  EXPECT_EQ(got.status(), Internal("node 'boom' on task 1 failed"));
+  // Later receives of the step fail the same way.
+  RecvResult later;
+  r->RecvAsync(KeyTo("y:0", 5), Expect(DType::kF32, Shape{1}, CpuAllocator::Default()),
+               later.Callback());
+  ASSERT_TRUE(later.Wait());
+  EXPECT_EQ(later.status(), Internal("node 'boom' on task 1 failed"));
+}
+
+TEST(UcxTransportTest, ATensorForAFinishedStepIsDropped) {
+  Pair pair;
+  pair.receiver->Create(9).value().reset();  // step 9 begins and ends on the receiver
+  auto s = pair.sender->Create(9).value();
+  ASSERT_TRUE(s->Send(KeyTo("x:0", 9), {"late_send"}, Tensor(DType::kF32, Shape{4})).ok());
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (pair.receiver->stats().messages_dropped == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(pair.receiver->stats().messages_dropped, 1u);
+  EXPECT_EQ(pair.receiver->stats().tensors_received, 0u);
+}
+
+// A peer that closes (here: its transport is destroyed) fails the steps waiting on it.
+TEST(UcxTransportTest, APeerGoingAwayFailsWaitingReceivesNamingIt) {
+  Pair pair;
+  auto r = pair.receiver->Create(3).value();
+  RecvResult got;
+  r->RecvAsync(KeyTo("x:0", 3), Expect(DType::kF32, Shape{1}, CpuAllocator::Default()),
+               got.Callback());
+  pair.sender.reset();
+  ASSERT_TRUE(got.Wait(std::chrono::seconds(2)));
+  EXPECT_EQ(got.status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(MessageHas(got.status(), {"/job:localhost/task:1"})) << got.status().ToString();
+  EXPECT_TRUE(pair.receiver->peers().empty());
+}
+
+// The child half of the kill test: run by the test below in a fresh process of this binary.
+TEST(UcxTransportChild, ConnectAndWait) {
+  const char* address = std::getenv("DFLOW_UCX_TEST_CONNECT");
+  if (address == nullptr) GTEST_SKIP() << "run by KilledPeerFailsTheStepWithinTwoSeconds";
+  auto t = MakeTransport("/job:worker/task:1", false);
+  ASSERT_TRUE(t->Connect(address).ok());
+  std::this_thread::sleep_for(std::chrono::seconds(30));  // killed long before
+}
+
+TEST(UcxTransportTest, KilledPeerFailsTheStepWithinTwoSeconds) {
+  auto server = MakeTransport("/job:worker/task:0", true);
+  std::string env = "DFLOW_UCX_TEST_CONNECT=" + server->listen_address();
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  envp.push_back(env.data());
+  envp.push_back(nullptr);
+  std::string filter = "--gtest_filter=UcxTransportChild.ConnectAndWait";
+  char self[] = "/proc/self/exe";
+  char* argv[] = {self, filter.data(), nullptr};
+  pid_t child;
+  ASSERT_EQ(posix_spawn(&child, "/proc/self/exe", nullptr, nullptr, argv, envp.data()), 0);
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (server->peers().empty() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(server->peers(), std::vector<std::string>{"/job:worker/task:1"});
+  auto r = server->Create(4).value();
+  RecvResult got;
+  RendezvousKey key = KeyTo("x:0", 4);
+  key.src_device = "/job:worker/task:1/device:CPU:0";
+  key.dst_device = "/job:worker/task:0/device:CPU:0";
+  r->RecvAsync(key, Expect(DType::kF32, Shape{1}, CpuAllocator::Default()), got.Callback());
+  auto killed = std::chrono::steady_clock::now();
+  kill(child, SIGKILL);
+  bool failed = got.Wait(std::chrono::seconds(2));
+  auto took = std::chrono::steady_clock::now() - killed;
+  int wstatus = 0;
+  waitpid(child, &wstatus, 0);
+  ASSERT_TRUE(failed) << "the Recv still waits 2 s after the peer was killed";
+  EXPECT_EQ(got.status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(MessageHas(got.status(), {"/job:worker/task:1"})) << got.status().ToString();
+  std::printf("peer loss noticed %.1f ms after kill -9\n",
+              std::chrono::duration<double, std::milli>(took).count());
+}
+
+// --- requests ---------------------------------------------------------------------------------
+
+std::string Pattern(size_t n, int seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 31 + seed) & 0xff);
+  return s;
+}
+
+TEST(UcxTransportCallTest, RequestsReachTheHandlerAndRepliesComeBack) {
+  Pair pair;
+  pair.receiver->SetCallHandler(
+      [](const UcxTransport::CallInfo& call, std::string payload, UcxTransport::Reply reply) {
+        // Answers with the method, the caller and the payload reversed.
+        std::reverse(payload.begin(), payload.end());
+        reply(fmt::format("{}|{}|", call.method, call.from_task) + payload);
+      });
+  // Small (eager) and large (UCX rendezvous) both ways.
+  for (size_t n : {size_t{0}, size_t{10}, size_t{100} << 10, size_t{8} << 20}) {
+    std::string payload = Pattern(n, 3);
+    auto r = pair.sender->Call("/job:localhost/task:0", 42, payload, std::chrono::seconds(10));
+    ASSERT_TRUE(r.ok()) << n << ": " << r.status().ToString();
+    std::string want = payload;
+    std::reverse(want.begin(), want.end());
+    EXPECT_EQ(*r, "42|/job:localhost/task:1|" + want) << n;
+  }
+}
+
+TEST(UcxTransportCallTest, AHandlersErrorReachesTheCallerUnchanged) {
+  Pair pair;
+  pair.receiver->SetCallHandler(
+      [](const UcxTransport::CallInfo&, std::string, UcxTransport::Reply reply) {
+        reply(FailedPrecondition("partition 'p3' names unknown op 'Frob'"));
+      });
+  auto r = pair.sender->Call("/job:localhost/task:0", 1, "x", std::chrono::seconds(5));
+  EXPECT_EQ(r.status(), FailedPrecondition("partition 'p3' names unknown op 'Frob'"));
+}
+
+TEST(UcxTransportCallTest, ATaskWithNoHandlerAnswersUnimplemented) {
+  Pair pair;
+  auto r = pair.sender->Call("/job:localhost/task:0", 7, "x", std::chrono::seconds(5));
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(MessageHas(r.status(), {"/job:localhost/task:0", "method 7"}))
+      << r.status().ToString();
+}
+
+TEST(UcxTransportCallTest, ASlowReplyIsDeadlineExceededAndLaterCallsStillWork) {
+  Pair pair;
+  std::atomic<int> calls{0};
+  pair.receiver->SetCallHandler(
+      [&](const UcxTransport::CallInfo&, std::string p, UcxTransport::Reply reply) {
+        if (calls++ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+        reply(p);
+      });
+  auto slow = pair.sender->Call("/job:localhost/task:0", 1, "a", std::chrono::milliseconds(100));
+  EXPECT_EQ(slow.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(MessageHas(slow.status(), {"/job:localhost/task:0", "100 ms"}))
+      << slow.status().ToString();
+  auto next = pair.sender->Call("/job:localhost/task:0", 1, "b", std::chrono::seconds(5));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(*next, "b");
+}
+
+TEST(UcxTransportCallTest, ACallToAPeerThatGoesAwayIsUnavailable) {
+  Pair pair;
+  std::vector<UcxTransport::Reply> kept;  // never answered
+  std::mutex mu;
+  pair.receiver->SetCallHandler(
+      [&](const UcxTransport::CallInfo&, std::string, UcxTransport::Reply reply) {
+        std::lock_guard lock(mu);
+        kept.push_back(std::move(reply));
+      });
+  std::thread closer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    pair.receiver.reset();
+  });
+  auto start = std::chrono::steady_clock::now();
+  auto r = pair.sender->Call("/job:localhost/task:0", 1, "x", std::chrono::seconds(20));
+  closer.join();
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(MessageHas(r.status(), {"/job:localhost/task:0"})) << r.status().ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(
+      pair.sender->Call("/job:localhost/task:0", 1, "x", std::chrono::seconds(1)).status().code(),
+      StatusCode::kUnavailable);
+}
+
+// A worker started without a name takes the one the first master gives it.
+TEST(UcxTransportTest, AMasterNamesAnUnnamedWorker) {
+  auto worker = MakeTransport("", true);
+  EXPECT_EQ(worker->task(), "");
+  auto master = MakeTransport("/job:master/task:0", false);
+  auto unnamed = master->Connect(worker->listen_address());
+  EXPECT_EQ(unnamed.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(MessageHas(unnamed.status(), {"no task name"})) << unnamed.status().ToString();
+  auto named = master->Connect(worker->listen_address(), "/job:worker/task:3");
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  EXPECT_EQ(*named, "/job:worker/task:3");
+  EXPECT_EQ(worker->task(), "/job:worker/task:3");
+  auto other = MakeTransport("/job:master/task:1", false);
+  auto renamed = other->Connect(worker->listen_address(), "/job:worker/task:4");
+  EXPECT_EQ(renamed.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(MessageHas(renamed.status(), {"is task /job:worker/task:3, not /job:worker/task:4"}))
+      << renamed.status().ToString();
+  auto plain = other->Connect(worker->listen_address());
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(*plain, "/job:worker/task:3");
+  // The named worker's tensors now route by its name.
+  auto s = master->Create(1).value();
+  auto r = worker->Create(1).value();
+  RendezvousKey key;
+  key.src_device = "/job:master/task:0/device:CPU:0";
+  key.dst_device = "/job:worker/task:3/device:CPU:0";
+  key.tensor = "x:0";
+  key.step_id = 1;
+  ASSERT_TRUE(s->Send(key, {"send_x"}, Tensor::FromVector<float>({1, 2}, Shape{2})).ok());
+  RecvResult got;
+  r->RecvAsync(key, Expect(DType::kF32, Shape{2}, CpuAllocator::Default()), got.Callback());
+  ASSERT_TRUE(got.Wait());
+  ASSERT_TRUE(got.status().ok()) << got.status().ToString();
+  EXPECT_EQ(got.tensor().ToVector<float>(), (std::vector<float>{1, 2}));
+}
+
+// An idle transport sleeps on its event fd.
+TEST(UcxTransportTest, IdleTransportsUseAlmostNoCpu) {
+  Pair pair;
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  timespec a, b;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+  double cpu_ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+  // Two transports, each with its progress thread (and UCX's own): under 1% of a core each.
+  EXPECT_LT(cpu_ms, 20.0);
+  std::printf("two idle transports used %.2f ms of CPU in 1 s\n", cpu_ms);
+}
+
+}  // namespace
+}  // namespace dflow::transport

@@ -1,0 +1,200 @@
+#include "transport/wire.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "status_matchers.h"
+
+namespace dflow::transport {
+namespace {
+
+using testing::MessageHas;
+
+TensorHeader SampleTensor() {
+  TensorHeader h;
+  h.key.src_device = "/job:worker/task:0/device:CPU:0";
+  h.key.src_incarnation = 77;
+  h.key.dst_device = "/job:worker/task:1/device:CPU:0";
+  h.key.tensor = "dense/MatMul:0";
+  h.key.step_id = 12;
+  h.send_node = "dense/MatMul/_send_1";
+  h.dtype = DType::kF32;
+  h.shape = Shape{128, 2048};
+  h.bytes = 128 * 2048 * 4;
+  return h;
+}
+
+TEST(WireTest, EveryMessageRoundTrips) {
+  Hello hello{kProtocolVersion, "/job:worker/task:1", 99, "secret"};
+  auto h = DecodeHello(Encode(hello).value());
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(h->task, hello.task);
+  EXPECT_EQ(h->incarnation, 99u);
+  EXPECT_EQ(h->token, "secret");
+  EXPECT_EQ(h->version, kProtocolVersion);
+
+  HelloReply reply{kProtocolVersion, false, "/job:worker/task:0", 5, "wrong cluster token"};
+  auto r = DecodeHelloReply(Encode(reply).value());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->accepted);
+  EXPECT_EQ(r->task, reply.task);
+  EXPECT_EQ(r->incarnation, 5u);
+  EXPECT_EQ(r->reason, reply.reason);
+
+  TensorHeader t = SampleTensor();
+  auto d = DecodeTensorHeader(Encode(t).value());
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->key, t.key);
+  EXPECT_EQ(d->send_node, t.send_node);
+  EXPECT_EQ(d->dtype, DType::kF32);
+  EXPECT_EQ(d->shape, t.shape);
+  EXPECT_EQ(d->bytes, t.bytes);
+
+  // A scalar and an empty tensor.
+  t.shape = Shape{};
+  t.bytes = 4;
+  EXPECT_TRUE(DecodeTensorHeader(Encode(t).value()).ok());
+  t.shape = Shape{0, 5};
+  t.bytes = 0;
+  EXPECT_TRUE(DecodeTensorHeader(Encode(t).value()).ok());
+
+  Hello named{kProtocolVersion, "/job:master/task:0", 1, "t", "/job:worker/task:2"};
+  EXPECT_EQ(DecodeHello(Encode(named).value())->assign, "/job:worker/task:2");
+
+  auto req = DecodeCallRequest(Encode(CallRequest{1234567890123, 9}).value());
+  ASSERT_TRUE(req.ok()) << req.status().ToString();
+  EXPECT_EQ(req->call_id, 1234567890123u);
+  EXPECT_EQ(req->method, 9);
+  auto ok = DecodeCallResponse(Encode(CallResponse{5, Status::OK()}).value());
+  ASSERT_TRUE(ok.ok());
+  EXPECT_TRUE(ok->status.ok());
+  auto err = DecodeCallResponse(Encode(CallResponse{6, NotFound("no variable 'w'")}).value());
+  ASSERT_TRUE(err.ok());
+  EXPECT_EQ(err->call_id, 6u);
+  EXPECT_EQ(err->status, NotFound("no variable 'w'"));
+
+  AbortStep abort{7, Internal("node 'boom' failed")};
+  auto a = DecodeAbortStep(Encode(abort).value());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->step_id, 7);
+  EXPECT_EQ(a->status, Internal("node 'boom' failed"));
+}
+
+TEST(WireTest, EveryTruncationIsRefusedNamingTheField) {
+  std::string full = Encode(SampleTensor()).value();
+  for (size_t n = 0; n < full.size(); ++n) {
+    auto d = DecodeTensorHeader(std::string_view(full).substr(0, n));
+    ASSERT_FALSE(d.ok()) << "prefix of " << n << " bytes";
+    EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_TRUE(MessageHas(d.status(), {"Tensor message"})) << d.status().ToString();
+  }
+  std::string hello = Encode(Hello{kProtocolVersion, "/job:w/task:0", 1, "t"}).value();
+  for (size_t n = 0; n < hello.size(); ++n) {
+    EXPECT_FALSE(DecodeHello(std::string_view(hello).substr(0, n)).ok());
+  }
+  auto trailing = DecodeTensorHeader(full + "x");
+  EXPECT_TRUE(MessageHas(trailing.status(), {"1 bytes trail"})) << trailing.status().ToString();
+}
+
+TEST(WireTest, BadFieldsAreRefusedWithTheReason) {
+  std::string good = Encode(SampleTensor()).value();
+  auto refuse = [](std::string bytes, std::vector<std::string> words) {
+    auto d = DecodeTensorHeader(bytes);
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_TRUE(MessageHas(d.status(), words)) << d.status().ToString();
+  };
+  std::string bad = good;
+  bad[0] = 'X';
+  refuse(bad, {"not a dflow message"});
+  bad = good;
+  bad[4] = 9;  // protocol version 9
+  refuse(bad, {"protocol version 9"});
+
+  // Fields after the key: find them from the end (u64 payload, 2 dims, rank, dtype).
+  size_t dims_at = good.size() - 8 - 16;
+  size_t rank_at = dims_at - 1;
+  size_t dtype_at = rank_at - 1;
+  bad = good;
+  bad[dtype_at] = 0;
+  refuse(bad, {"unknown dtype 0"});
+  bad = good;
+  bad[dtype_at] = static_cast<char>(kNumDTypes);
+  refuse(bad, {"unknown dtype"});
+  bad = good;
+  bad[rank_at] = 9;
+  refuse(bad, {"rank 9"});
+  bad = good;
+  bad[dims_at + 7] = static_cast<char>(0x80);  // first dim negative
+  refuse(bad, {"dimension 0"});
+  bad = good;
+  bad[dims_at + 6] = 0x7f;  // a huge first dim: the product is bounded
+  refuse(bad, {"elements"});
+  bad = good;
+  bad[good.size() - 8] ^= 1;  // payload bytes off by one
+  refuse(bad, {"payload bytes", "f32[128,2048]"});
+
+  // A string length beyond the message.
+  std::string hello = Encode(Hello{kProtocolVersion, "/job:w/task:0", 1, "t"}).value();
+  hello[6] = static_cast<char>(0xff);
+  hello[7] = static_cast<char>(0x07);
+  auto h = DecodeHello(hello);
+  EXPECT_TRUE(MessageHas(h.status(), {"task name"})) << h.status().ToString();
+
+  std::string abort = Encode(AbortStep{1, Internal("x")}).value();
+  abort[6 + 8] = 0;  // status code OK
+  EXPECT_TRUE(MessageHas(DecodeAbortStep(abort).status(), {"not an error"}));
+  abort[6 + 8] = static_cast<char>(kMaxStatusCode + 1);
+  EXPECT_FALSE(DecodeAbortStep(abort).ok());
+}
+
+TEST(WireTest, OversizedFieldsAreRefusedOnBothSides) {
+  Hello hello{kProtocolVersion, "/job:w/task:0", 1, std::string(kMaxTokenBytes + 1, 'k')};
+  auto e = Encode(hello);
+  EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(e.status(), {"cluster token", "1025"})) << e.status().ToString();
+  TensorHeader t = SampleTensor();
+  t.key.tensor = std::string(4000, 'n');
+  t.key.dst_device = std::string(3000, 'd');
+  EXPECT_TRUE(MessageHas(Encode(t).status(), {"over the limit"}));
+  std::string huge(kMaxHeaderBytes + 1, 'x');
+  EXPECT_TRUE(MessageHas(DecodeTensorHeader(huge).status(), {"over the limit"}));
+  // An abort's long message is cut, not refused.
+  auto a = DecodeAbortStep(Encode(AbortStep{3, Internal("{}", std::string(5000, 'm'))}).value());
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->status.message().size(), kMaxTextBytes);
+}
+
+// Random bytes and random mutations of valid messages: every decoder returns (never crashes or
+// over-reads; the ASan build checks the latter).
+TEST(WireTest, GarbageNeverCrashesADecoder) {
+  std::mt19937 gen(7);
+  std::vector<std::string> valid = {
+      Encode(SampleTensor()).value(),
+      Encode(Hello{kProtocolVersion, "/job:w/task:0", 1, "t"}).value(),
+      Encode(HelloReply{kProtocolVersion, true, "/job:w/task:1", 2, ""}).value(),
+      Encode(AbortStep{4, Unavailable("gone")}).value(),
+      Encode(CallRequest{3, 2}).value(),
+      Encode(CallResponse{3, Internal("x")}).value()};
+  int decoded = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string bytes;
+    if (i % 2 == 0) {
+      bytes.resize(gen() % 96);
+      for (char& c : bytes) c = static_cast<char>(gen());
+    } else {
+      bytes = valid[gen() % valid.size()];
+      int flips = 1 + gen() % 4;
+      for (int f = 0; f < flips; ++f) bytes[gen() % bytes.size()] = static_cast<char>(gen());
+    }
+    decoded += DecodeTensorHeader(bytes).ok() + DecodeHello(bytes).ok() +
+               DecodeHelloReply(bytes).ok() + DecodeAbortStep(bytes).ok() +
+               DecodeCallRequest(bytes).ok() + DecodeCallResponse(bytes).ok();
+  }
+  // Some mutations leave a valid message (a changed name byte); most do not.
+  EXPECT_LT(decoded, 40000);
+}
+
+}  // namespace
+}  // namespace dflow::transport

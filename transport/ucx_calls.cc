@@ -1,0 +1,255 @@
+// Requests and responses between tasks, and the service thread that runs the call handler
+// (ucx_impl.h).
+#include <fmt/format.h>
+
+#include "transport/ucx_impl.h"
+
+namespace dflow::transport {
+
+using namespace internal;
+
+void UcxTransport::Impl::SetCallHandler(UcxTransport::CallHandler handler) {
+  MutexLock lock(service_mu_);
+  handler_ = std::move(handler);
+}
+
+void UcxTransport::Impl::ServiceLoop() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      MutexLock lock(service_mu_);
+      service_cv_.Wait(service_mu_, [&]() DFLOW_REQUIRES(service_mu_) {
+        return service_stop_ || !service_queue_.empty();
+      });
+      if (service_stop_) return;
+      job = std::move(service_queue_.front());
+      service_queue_.pop_front();
+    }
+    job();
+  }
+}
+
+Result<std::string> UcxTransport::Impl::Call(const std::string& task, uint16_t method,
+                                             std::string payload,
+                                             std::chrono::milliseconds timeout) {
+  if (payload.size() > kMaxCallBytes) {
+    return InvalidArgument("a request to task {} of {} bytes is over the limit of {}", task,
+                           payload.size(), kMaxCallBytes);
+  }
+  auto pending = std::make_shared<PendingCall>();
+  uint64_t id;
+  Peer* peer;
+  {
+    MutexLock lock(mu_);
+    peer = ReadyPeer(task);
+    if (peer == nullptr) return Unavailable("no connection to task {} for a request", task);
+    id = next_call_id_++;
+    pending->peer = peer;
+    calls_[id] = pending;
+  }
+  auto header = Encode(CallRequest{id, method});
+  if (!header.ok()) {
+    MutexLock lock(mu_);
+    calls_.erase(id);
+    return header.status();
+  }
+  auto* op = new SendOp;
+  op->impl = this;
+  op->peer = peer;
+  op->type = MessageType::kCallRequest;
+  op->header = std::move(header).value();
+  op->bytes = std::move(payload);
+  op->call_id = id;
+  op->what = fmt::format("{} (method {}) to task {}", id, method, task);
+  Post([this, op] { StartSend(op); });
+
+  MutexLock lock(mu_);
+  bool done =
+      calls_changed_.WaitFor(mu_, timeout, [&]() DFLOW_REQUIRES(mu_) { return pending->done; });
+  calls_.erase(id);
+  if (!done) {
+    return DeadlineExceeded("task {} did not answer request {} (method {}) within {} ms", task, id,
+                            method, timeout.count());
+  }
+  return std::move(pending->result);
+}
+
+void UcxTransport::Impl::FailCall(uint64_t call_id, const Status& why) {
+  MutexLock lock(mu_);
+  auto it = calls_.find(call_id);
+  if (it == calls_.end() || it->second->done) return;
+  it->second->done = true;
+  it->second->result = why;
+  calls_changed_.NotifyAll();
+}
+
+void UcxTransport::Impl::FailCalls(Peer* peer, const Status& why) {
+  MutexLock lock(mu_);
+  for (auto& [id, call] : calls_) {
+    if (call->peer == peer && !call->done) {
+      call->done = true;
+      call->result = why;
+    }
+  }
+  calls_changed_.NotifyAll();
+}
+
+ucs_status_t UcxTransport::Impl::TakePayload(void* data, size_t length,
+                                             const ucp_am_recv_param_t* param,
+                                             std::function<void(Status, std::string)> then) {
+  if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+    then(Status::OK(), std::string(static_cast<const char*>(data), length));
+    return UCS_OK;
+  }
+  auto* blob = new Blob;
+  blob->impl = this;
+  blob->bytes.resize(length);
+  blob->then = std::move(then);
+  // Pulled outside UCX's callback.
+  deferred_.push_back([this, blob, data, length] {
+    ucp_request_param_t p{};
+    p.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    p.cb.recv_am = &BlobDone;
+    p.user_data = blob;
+    void* r = ucp_am_recv_data_nbx(worker_, data, blob->bytes.data(), length, &p);
+    if (UCS_PTR_IS_ERR(r)) {
+      std::unique_ptr<Blob> owned(blob);
+      blob->then(UcxError("receiving a message", UCS_PTR_STATUS(r)), std::string());
+    } else if (r == nullptr) {
+      std::unique_ptr<Blob> owned(blob);
+      blob->then(Status::OK(), std::move(blob->bytes));
+    }
+  });
+  return UCS_INPROGRESS;
+}
+
+void UcxTransport::Impl::BlobDone(void* request, ucs_status_t status, size_t length,
+                                  void* user_data) {
+  std::unique_ptr<Blob> blob(static_cast<Blob*>(user_data));
+  if (status == UCS_OK) {
+    blob->then(Status::OK(), std::move(blob->bytes));
+  } else {
+    blob->then(UcxError("receiving a message", status), std::string());
+  }
+  ucp_request_free(request);
+}
+
+ucs_status_t UcxTransport::Impl::OnRequest(void* arg, const void* header, size_t header_length,
+                                           void* data, size_t length,
+                                           const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Impl*>(arg);
+  Peer* peer = self->PeerOf(param);
+  std::string from;
+  {
+    MutexLock lock(self->mu_);
+    if (peer != nullptr && peer->state == Peer::State::kReady) from = peer->task;
+  }
+  if (from.empty()) return self->Drop("a request from an endpoint that did not shake hands");
+  auto request = DecodeCallRequest({static_cast<const char*>(header), header_length});
+  if (!request.ok()) {
+    return self->Drop(
+        fmt::format("a malformed request from task {}: {}", from, request.status().message()));
+  }
+  if (length > kMaxCallBytes) {
+    self->Respond(
+        peer, request->call_id,
+        InvalidArgument("a request of {} bytes is over the limit of {}", length, kMaxCallBytes));
+    return UCS_OK;  // drops the data
+  }
+  CallRequest r = *request;
+  return self->TakePayload(data, length, param, [self, peer, from, r](Status s, std::string bytes) {
+    if (!s.ok()) {
+      self->Respond(peer, r.call_id, s);
+      return;
+    }
+    self->Serve(from, r, std::move(bytes), peer);
+  });
+}
+
+void UcxTransport::Impl::Serve(const std::string& from, CallRequest request, std::string payload,
+                               Peer* peer) {
+  auto job = [this, from, request, peer, payload = std::move(payload)]() mutable {
+    UcxTransport::CallHandler handler;
+    {
+      MutexLock lock(service_mu_);
+      handler = handler_;
+    }
+    if (!handler) {
+      Respond(
+          peer, request.call_id,
+          Unimplemented("task {} serves no requests (method {} asked)", task(), request.method));
+      return;
+    }
+    uint64_t id = request.call_id;
+    auto replied = std::make_shared<std::atomic<bool>>(false);
+    handler(UcxTransport::CallInfo{from, request.method}, std::move(payload),
+            [this, peer, id, replied](Result<std::string> result) {
+              if (replied->exchange(true)) return;  // exactly once
+              Respond(peer, id, std::move(result));
+            });
+  };
+  {
+    MutexLock lock(service_mu_);
+    service_queue_.push_back(std::move(job));
+  }
+  service_cv_.NotifyOne();
+}
+
+void UcxTransport::Impl::Respond(Peer* peer, uint64_t call_id, Result<std::string> result) {
+  if (result.ok() && result->size() > kMaxCallBytes) {
+    result =
+        Internal("the reply of {} bytes is over the limit of {}", result->size(), kMaxCallBytes);
+  }
+  CallResponse response;
+  response.call_id = call_id;
+  if (!result.ok()) response.status = result.status();
+  auto header = Encode(response);
+  if (!header.ok()) return;
+  auto* op = new SendOp;
+  op->impl = this;
+  op->peer = peer;
+  op->type = MessageType::kCallResponse;
+  op->header = std::move(header).value();
+  if (result.ok()) op->bytes = std::move(result).value();
+  op->what = fmt::format("the reply to request {}", call_id);
+  Post([this, op] { StartSend(op); });
+}
+
+ucs_status_t UcxTransport::Impl::OnResponse(void* arg, const void* header, size_t header_length,
+                                            void* data, size_t length,
+                                            const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Impl*>(arg);
+  Peer* peer = self->PeerOf(param);
+  auto response = DecodeCallResponse({static_cast<const char*>(header), header_length});
+  if (peer == nullptr || !response.ok()) {
+    return self->Drop("a malformed response or one from an unknown endpoint");
+  }
+  {
+    // Only the task asked may answer.
+    MutexLock lock(self->mu_);
+    auto it = self->calls_.find(response->call_id);
+    if (it == self->calls_.end() || it->second->peer != peer) {
+      lock.Unlock();
+      return self->Drop(
+          fmt::format("a response to request {} nobody waits for", response->call_id));
+    }
+  }
+  CallResponse r = std::move(response).value();
+  return self->TakePayload(data, length, param, [self, r](Status s, std::string bytes) {
+    MutexLock lock(self->mu_);
+    auto it = self->calls_.find(r.call_id);
+    if (it == self->calls_.end() || it->second->done) return;
+    it->second->done = true;
+    if (!s.ok()) {
+      it->second->result = s;
+    } else if (!r.status.ok()) {
+      it->second->result = r.status;
+    } else {
+      it->second->result = std::move(bytes);
+    }
+    self->calls_changed_.NotifyAll();
+  });
+}
+
+}  // namespace dflow::transport

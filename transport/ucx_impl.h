@@ -1,0 +1,260 @@
+// Internal to transport/: the state behind UcxTransport, shared by its source files:
+//   ucx_transport.cc   start and stop, the progress thread, peers and their handshakes
+//   ucx_rendezvous.cc  tensors of Send/Recv, step boxes, aborts
+//   ucx_calls.cc       requests and responses, the service thread
+// Threads: the progress thread owns the UCX worker (every ucp_* call but ucp_worker_signal runs
+// there); mu_ guards the peers, step boxes, calls and figures; callbacks run outside mu_.
+#pragma once
+
+#include <sys/socket.h>
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "graph/mutex.h"
+#include "graph/thread_annotations.h"
+#include "transport/ucx_transport.h"
+#include "transport/wire.h"
+
+namespace dflow::transport {
+namespace internal {
+
+Status UcxError(std::string_view what, ucs_status_t status);
+
+struct SocketAddress {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+};
+// "host:port" or "[v6]:port"; the host may be a name (resolved here).
+Result<SocketAddress> ParseAddress(std::string_view address);
+std::string FormatAddress(const sockaddr_storage& s);
+// "/job:NAME/task:N".
+bool IsTaskName(const std::string& task);
+// Compares without stopping at the first difference.
+bool SameToken(std::string_view a, std::string_view b);
+
+}  // namespace internal
+
+class UcxTransport::Impl {
+ public:
+  struct Peer {
+    Impl* impl = nullptr;
+    ucp_ep_h ep = nullptr;  // progress thread only
+    std::string address;
+    bool outgoing = false;
+    enum class State { kConnecting, kReady, kFailed, kClosed };
+    State state = State::kConnecting;  // guarded by impl->mu_
+    std::string task;                  // guarded by impl->mu_, set by the handshake
+    uint64_t incarnation = 0;
+    Status failure;  // guarded by impl->mu_: why kFailed
+  };
+
+  struct StepBox;
+
+  // One send in flight: the header must live until UCX is done with it, and the tensor holds
+  // the payload's memory.
+  struct SendOp {
+    Impl* impl = nullptr;
+    Peer* peer = nullptr;
+    MessageType type = MessageType::kTensor;
+    std::string header;
+    Tensor tensor;
+    std::string bytes;  // a request's or response's payload
+    int64_t step = 0;
+    uint64_t call_id = 0;  // of a request
+    std::string what;      // for messages: "KEY of Send 'n'"
+  };
+
+  // One tensor on its way into a Recv's buffer through UCX's rendezvous protocol.
+  struct RecvOp {
+    Impl* impl = nullptr;
+    std::shared_ptr<StepBox> box;
+    RendezvousKey key;
+    std::string send_node;
+    std::string from_task;
+    Tensor tensor;
+    RecvArgs recv;
+    Rendezvous::DoneCallback done;
+  };
+
+  struct Slot {
+    bool arrived = false;
+    Tensor tensor;          // arrived in memory
+    void* desc = nullptr;   // arrived as a UCX rendezvous, not yet pulled
+    TensorHeader header;    // what a desc holds
+    std::string send_node;  // of the arrival
+    std::string from_task;
+    Rendezvous::DoneCallback waiting;  // a Recv came first
+    RecvArgs recv;
+  };
+
+  struct StepBox {
+    Status aborted;
+    std::unordered_map<RendezvousKey, Slot, RendezvousKeyHash> slots;
+    // Keys this process sent to other tasks in the step, with their Send node.
+    std::unordered_map<RendezvousKey, std::string, RendezvousKeyHash> sent;
+  };
+
+  explicit Impl(UcxTransportOptions options) : options_(std::move(options)), task_(options_.task) {}
+  ~Impl();
+
+  Status Start();
+  Result<std::string> Connect(const std::string& address, const std::string& assign_task);
+  std::string task() const DFLOW_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return task_;
+  }
+  std::vector<std::string> peers() const;
+  TransportStats stats() const {
+    MutexLock lock(mu_);
+    return stats_;
+  }
+
+  // Rendezvous operations (any thread).
+  Status Send(const RendezvousKey& key, const SendArgs& args, const Tensor& tensor);
+  void RecvAsync(const RendezvousKey& key, const RecvArgs& args, Rendezvous::DoneCallback done);
+  void CancelRecv(const RendezvousKey& key, const Status& why);
+  // Fails the step here; `tell_peers`: and in every connected task.
+  void AbortStep(int64_t step, const Status& status, bool tell_peers);
+  // The step's rendezvous is gone: forget it, and drop what still arrives for it.
+  void ReleaseStep(int64_t step);
+  void AttachStep(int64_t step);
+
+  const UcxTransportOptions& options() const { return options_; }
+
+  // Requests (ucx_calls.cc).
+  void SetCallHandler(UcxTransport::CallHandler handler) DFLOW_EXCLUDES(service_mu_);
+  Result<std::string> Call(const std::string& task, uint16_t method, std::string payload,
+                           std::chrono::milliseconds timeout) DFLOW_EXCLUDES(mu_);
+  uint64_t incarnation() const { return incarnation_; }
+  std::string listen_address() const { return bound_address_; }
+
+ private:
+  void Log(std::string_view line) {
+    if (options_.log) {
+      options_.log(line);
+    } else {
+      std::string me = task();
+      std::fprintf(stderr, "dflow transport [%s]: %.*s\n", me.empty() ? "unnamed" : me.c_str(),
+                   static_cast<int>(line.size()), line.data());
+    }
+  }
+  // Runs `fn` on the progress thread.
+  void Post(std::function<void()> fn) DFLOW_EXCLUDES(queue_mu_);
+  void Loop();
+  bool RunPosted() DFLOW_EXCLUDES(queue_mu_);
+  void RunDeferred();
+  void ShutdownOnThread();
+
+  // Progress thread.
+  void StartSend(SendOp* op);
+  static void SendDone(void* request, ucs_status_t status, void* user_data);
+  void FinishSend(SendOp* op, ucs_status_t status);
+  Status SendControl(Peer* peer, MessageType type, std::string header);
+  void StartRecv(RecvOp* op, void* desc, size_t length);
+  static void RecvDone(void* request, ucs_status_t status, size_t length, void* user_data);
+  void FinishRecv(RecvOp* op, ucs_status_t status);
+  void ReleaseDesc(void* desc) { ucp_am_data_release(worker_, desc); }
+  void CloseEndpoint(Peer* peer);
+  void PeerFailed(Peer* peer, ucs_status_t status);
+  Peer* PeerOf(const ucp_am_recv_param_t* param) DFLOW_EXCLUDES(mu_);
+
+  static void OnConnRequest(ucp_conn_request_h request, void* arg);
+  void Accept(ucp_conn_request_h request) DFLOW_EXCLUDES(mu_);
+  static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  static ucs_status_t OnHello(void* arg, const void* header, size_t header_length, void* data,
+                              size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t OnHelloReply(void* arg, const void* header, size_t header_length, void* data,
+                                   size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t OnTensor(void* arg, const void* header, size_t header_length, void* data,
+                               size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t OnAbortStep(void* arg, const void* header, size_t header_length, void* data,
+                                  size_t length, const ucp_am_recv_param_t* param);
+  ucs_status_t ReceiveTensor(std::string_view header, void* data, size_t length,
+                             const ucp_am_recv_param_t* param);
+  ucs_status_t Drop(std::string_view why) DFLOW_EXCLUDES(mu_);
+
+  // Requests and responses: payloads arrive eagerly or are pulled into a string.
+  struct Blob {
+    Impl* impl = nullptr;
+    std::string bytes;
+    std::function<void(Status, std::string)> then;  // runs on the progress thread
+  };
+  static ucs_status_t OnRequest(void* arg, const void* header, size_t header_length, void* data,
+                                size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t OnResponse(void* arg, const void* header, size_t header_length, void* data,
+                                 size_t length, const ucp_am_recv_param_t* param);
+  // Hands the payload to `then` (now, or once pulled); UCS_INPROGRESS when pulled later.
+  ucs_status_t TakePayload(void* data, size_t length, const ucp_am_recv_param_t* param,
+                           std::function<void(Status, std::string)> then);
+  static void BlobDone(void* request, ucs_status_t status, size_t length, void* user_data);
+  void Serve(const std::string& from, CallRequest request, std::string payload, Peer* peer);
+  void Respond(Peer* peer, uint64_t call_id, Result<std::string> result);
+  void FailCalls(Peer* peer, const Status& why) DFLOW_EXCLUDES(mu_);
+  void FailCall(uint64_t call_id, const Status& why) DFLOW_EXCLUDES(mu_);
+  void ServiceLoop() DFLOW_EXCLUDES(service_mu_);
+
+  // The step's box, made when missing; null when the step is finished here.
+  std::shared_ptr<StepBox> Box(int64_t step) DFLOW_REQUIRES(mu_);
+  Peer* ReadyPeer(const std::string& task) DFLOW_REQUIRES(mu_);
+  static void Deliver(const RendezvousKey& key, std::string_view send_node, const Tensor& tensor,
+                      const RecvArgs& args, const Rendezvous::DoneCallback& done);
+
+  UcxTransportOptions options_;
+  std::string task_ DFLOW_GUARDED_BY(mu_);  // options_.task, or the name a master assigned
+  uint64_t incarnation_ = ProcessIncarnation();
+  std::string bound_address_;
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;  // the progress thread's, once it runs
+  ucp_listener_h listener_ = nullptr;
+  int efd_ = -1;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::function<void()>> deferred_;  // progress thread only
+
+  Mutex queue_mu_;
+  std::vector<std::function<void()>> queue_ DFLOW_GUARDED_BY(queue_mu_);
+  std::atomic<bool> posted_{false};
+  bool closed_ DFLOW_GUARDED_BY(queue_mu_) = false;  // the progress thread has ended
+
+  mutable Mutex mu_;
+  CondVar peers_changed_;
+  std::vector<std::unique_ptr<Peer>> all_peers_ DFLOW_GUARDED_BY(mu_);  // kept until the end
+  std::unordered_map<ucp_ep_h, Peer*> peer_of_ep_ DFLOW_GUARDED_BY(mu_);
+  std::unordered_map<std::string, Peer*> peer_of_task_ DFLOW_GUARDED_BY(mu_);
+  std::unordered_map<int64_t, std::shared_ptr<StepBox>> boxes_ DFLOW_GUARDED_BY(mu_);
+  std::unordered_set<int64_t> finished_ DFLOW_GUARDED_BY(mu_);
+  std::deque<int64_t> finished_order_ DFLOW_GUARDED_BY(mu_);
+  TransportStats stats_ DFLOW_GUARDED_BY(mu_);
+
+  // Calls this process waits on, by id.
+  struct PendingCall {
+    Peer* peer = nullptr;
+    bool done = false;
+    Result<std::string> result = std::string();
+  };
+  uint64_t next_call_id_ DFLOW_GUARDED_BY(mu_) = 1;
+  std::unordered_map<uint64_t, std::shared_ptr<PendingCall>> calls_ DFLOW_GUARDED_BY(mu_);
+  CondVar calls_changed_;
+
+  // The service thread runs the call handler, so a slow handler never stalls progress.
+  Mutex service_mu_;
+  CondVar service_cv_;
+  UcxTransport::CallHandler handler_ DFLOW_GUARDED_BY(service_mu_);
+  std::deque<std::function<void()>> service_queue_ DFLOW_GUARDED_BY(service_mu_);
+  bool service_stop_ DFLOW_GUARDED_BY(service_mu_) = false;
+  std::thread service_;
+};
+
+}  // namespace dflow::transport

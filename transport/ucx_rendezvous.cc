@@ -1,0 +1,610 @@
+// Tensors between tasks: Send/Recv through per-step boxes (ucx_impl.h).
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "transport/ucx_impl.h"
+
+namespace dflow::transport {
+namespace {
+
+// Steps remembered as finished, so that a tensor arriving late for one is dropped instead of
+// waiting for a rendezvous that will never come.
+constexpr size_t kFinishedStepsKept = 4096;
+
+}  // namespace
+
+using namespace internal;
+
+// --- sending ----------------------------------------------------------------------------------
+
+Status UcxTransport::Impl::SendControl(Peer* peer, MessageType type, std::string header) {
+  auto* op = new SendOp;
+  op->impl = this;
+  op->peer = peer;
+  op->type = type;
+  op->header = std::move(header);
+  op->what = fmt::format("a control message ({})", static_cast<int>(type));
+  StartSend(op);
+  return Status::OK();
+}
+
+void UcxTransport::Impl::StartSend(SendOp* op) {
+  if (op->peer->ep == nullptr) {
+    FinishSend(op, UCS_ERR_NOT_CONNECTED);
+    return;
+  }
+  ucp_request_param_t param{};
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = UCP_AM_SEND_FLAG_REPLY;
+  param.cb.send = &SendDone;
+  param.user_data = op;
+  size_t bytes = op->tensor.dtype() == DType::kInvalid ? op->bytes.size() : op->tensor.num_bytes();
+  const void* payload = bytes == 0 ? nullptr
+                                   : (op->tensor.dtype() == DType::kInvalid
+                                          ? static_cast<const void*>(op->bytes.data())
+                                          : op->tensor.raw_data());
+  void* r = ucp_am_send_nbx(op->peer->ep, static_cast<unsigned>(op->type), op->header.data(),
+                            op->header.size(), payload, bytes, &param);
+  if (r == nullptr) {
+    FinishSend(op, UCS_OK);
+  } else if (UCS_PTR_IS_ERR(r)) {
+    FinishSend(op, UCS_PTR_STATUS(r));
+  }
+}
+
+void UcxTransport::Impl::SendDone(void* request, ucs_status_t status, void* user_data) {
+  auto* op = static_cast<SendOp*>(user_data);
+  op->impl->FinishSend(op, status);
+  ucp_request_free(request);
+}
+
+void UcxTransport::Impl::FinishSend(SendOp* op, ucs_status_t status) {
+  std::unique_ptr<SendOp> owned(op);
+  if (op->type == MessageType::kCallRequest && status != UCS_OK) {
+    FailCall(op->call_id,
+             Unavailable("sending request {} failed: {}", op->what, ucs_status_string(status)));
+  }
+  if (op->type == MessageType::kTensor) {
+    if (status == UCS_OK) {
+      MutexLock lock(mu_);
+      stats_.tensors_sent++;
+      stats_.bytes_sent += op->tensor.num_bytes();
+    } else {
+      std::string task;
+      {
+        MutexLock lock(mu_);
+        task = op->peer->task;
+      }
+      AbortStep(op->step,
+                Unavailable("sending {} to task {} failed: {}", op->what, task,
+                            ucs_status_string(status)),
+                true);
+    }
+  }
+}
+
+Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
+                                const Tensor& tensor) {
+  ASSIGN_OR_RETURN(std::string dst_task, TaskOfDevice(key.dst_device));
+  if (dst_task == task()) {
+    // Both ends in this process: hand the tensor over.
+    Rendezvous::DoneCallback done;
+    RecvArgs recv;
+    {
+      MutexLock lock(mu_);
+      std::shared_ptr<StepBox> box = Box(key.step_id);
+      if (box == nullptr) {
+        return FailedPrecondition("Send '{}': step {} has finished", args.node, key.step_id);
+      }
+      if (!box->aborted.ok()) return box->aborted;
+      Slot& slot = box->slots[key];
+      if (slot.arrived) {
+        return FailedPrecondition("rendezvous key {} was sent twice: by Send '{}', then by '{}'",
+                                  key.ToString(), slot.send_node, args.node);
+      }
+      if (slot.waiting) {
+        done = std::move(slot.waiting);
+        recv = slot.recv;
+        box->slots.erase(key);
+      } else {
+        slot.arrived = true;
+        slot.tensor = tensor;
+        slot.send_node = args.node;
+        slot.from_task = dst_task;
+      }
+    }
+    if (done) Deliver(key, args.node, tensor, recv, done);
+    return Status::OK();
+  }
+  if (!tensor.host_accessible()) {
+    return Unimplemented("Send '{}': only host memory travels between processes yet ({} given)",
+                         args.node, tensor.device());
+  }
+  TensorHeader h;
+  h.key = key;
+  h.send_node = args.node;
+  h.dtype = tensor.dtype();
+  h.shape = tensor.shape();
+  h.bytes = tensor.num_bytes();
+  ASSIGN_OR_RETURN(std::string header, Encode(h));
+  auto* op = new SendOp;
+  op->impl = this;
+  op->type = MessageType::kTensor;
+  op->header = std::move(header);
+  op->tensor = tensor;
+  op->step = key.step_id;
+  {
+    MutexLock lock(mu_);
+    std::shared_ptr<StepBox> box = Box(key.step_id);
+    Status refused;
+    if (box == nullptr) {
+      refused = FailedPrecondition("Send '{}': step {} has finished", args.node, key.step_id);
+    } else if (!box->aborted.ok()) {
+      refused = box->aborted;
+    } else if (auto [it, fresh] = box->sent.try_emplace(key, args.node); !fresh) {
+      refused = FailedPrecondition("rendezvous key {} was sent twice: by Send '{}', then by '{}'",
+                                   key.ToString(), it->second, args.node);
+    } else if ((op->peer = ReadyPeer(dst_task)) == nullptr) {
+      refused = Unavailable("Send '{}': no connection to task {}, the destination of {}", args.node,
+                            dst_task, key.ToString());
+    }
+    if (!refused.ok()) {
+      delete op;
+      return refused;
+    }
+  }
+  op->what = fmt::format("{} of Send '{}'", key.ToString(), args.node);
+  Post([this, op] { StartSend(op); });
+  return Status::OK();
+}
+
+// --- receiving --------------------------------------------------------------------------------
+
+void UcxTransport::Impl::Deliver(const RendezvousKey& key, std::string_view send_node,
+                                 const Tensor& tensor, const RecvArgs& args,
+                                 const Rendezvous::DoneCallback& done) {
+  Status s = CheckReceived(key, send_node, tensor, args);
+  if (s.ok() && args.allocator != nullptr &&
+      !(tensor.host_accessible() && args.allocator->host_accessible())) {
+    s = Unimplemented("Recv '{}': no copy from {} memory to {} memory yet", args.node,
+                      tensor.device(), args.allocator->device());
+  }
+  done(s, s.ok() ? tensor : Tensor());
+}
+
+std::shared_ptr<UcxTransport::Impl::StepBox> UcxTransport::Impl::Box(int64_t step) {
+  auto it = boxes_.find(step);
+  if (it != boxes_.end()) return it->second;
+  if (finished_.count(step)) return nullptr;
+  auto box = std::make_shared<StepBox>();
+  boxes_.emplace(step, box);
+  return box;
+}
+
+ucs_status_t UcxTransport::Impl::Drop(std::string_view why) {
+  {
+    MutexLock lock(mu_);
+    stats_.messages_dropped++;
+  }
+  Log(fmt::format("dropped {}", why));
+  // For a rendezvous message, UCS_OK drops the data too (the sender completes normally).
+  return UCS_OK;
+}
+
+ucs_status_t UcxTransport::Impl::OnTensor(void* arg, const void* header, size_t header_length,
+                                          void* data, size_t length,
+                                          const ucp_am_recv_param_t* param) {
+  return static_cast<Impl*>(arg)->ReceiveTensor({static_cast<const char*>(header), header_length},
+                                                data, length, param);
+}
+
+ucs_status_t UcxTransport::Impl::ReceiveTensor(std::string_view header, void* data, size_t length,
+                                               const ucp_am_recv_param_t* param) {
+  Peer* peer = PeerOf(param);
+  std::string from_task;
+  {
+    MutexLock lock(mu_);
+    if (peer != nullptr && peer->state == Peer::State::kReady) from_task = peer->task;
+  }
+  if (from_task.empty()) return Drop("a tensor from an endpoint that did not shake hands");
+  auto decoded = DecodeTensorHeader(header);
+  if (!decoded.ok()) {
+    return Drop(fmt::format("a malformed tensor message from task {}: {}", from_task,
+                            decoded.status().message()));
+  }
+  TensorHeader& h = *decoded;
+  if (length != h.bytes) {
+    return Drop(fmt::format("a tensor message from task {} for {}: {} bytes came for {}", from_task,
+                            h.key.ToString(), length, h.bytes));
+  }
+  auto dst_task = TaskOfDevice(h.key.dst_device);
+  if (!dst_task.ok() || *dst_task != task()) {
+    return Drop(fmt::format("a tensor from task {} for {}, not a device of this task", from_task,
+                            h.key.ToString()));
+  }
+  bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+  Rendezvous::DoneCallback done;
+  RecvArgs recv;
+  Tensor tensor;
+  RecvOp* pull = nullptr;
+  {
+    MutexLock lock(mu_);
+    std::shared_ptr<StepBox> box = Box(h.key.step_id);
+    if (box == nullptr || !box->aborted.ok()) {
+      lock.Unlock();
+      return Drop(
+          fmt::format("{} from task {}: its step is over here", h.key.ToString(), from_task));
+    }
+    Slot& slot = box->slots[h.key];
+    if (slot.arrived) {
+      lock.Unlock();
+      return Drop(fmt::format("{} from task {}: sent twice", h.key.ToString(), from_task));
+    }
+    if (rndv) {
+      if (slot.waiting) {
+        // The Recv waits: pull straight into a buffer of its allocator.
+        pull = new RecvOp;
+        pull->impl = this;
+        pull->box = box;
+        pull->key = h.key;
+        pull->send_node = h.send_node;
+        pull->from_task = from_task;
+        pull->recv = slot.recv;
+        pull->done = std::move(slot.waiting);
+        box->slots.erase(h.key);
+      } else {
+        slot.arrived = true;
+        slot.desc = data;
+        slot.header = std::move(h);
+        slot.send_node = slot.header.send_node;
+        slot.from_task = from_task;
+        return UCS_INPROGRESS;
+      }
+    } else {
+      Allocator* allocator = slot.waiting && slot.recv.allocator != nullptr
+                                 ? slot.recv.allocator
+                                 : CpuAllocator::Default();
+      auto t = Tensor::Allocate(allocator, h.dtype, h.shape);
+      if (!t.ok() && allocator != CpuAllocator::Default()) {
+        t = Tensor::Allocate(CpuAllocator::Default(), h.dtype, h.shape);
+      }
+      if (!t.ok()) {
+        Status s = t.status();
+        lock.Unlock();
+        AbortStep(h.key.step_id, s, true);
+        return UCS_OK;
+      }
+      tensor = std::move(t).value();
+      if (length > 0) std::memcpy(tensor.raw_data(), data, length);
+      stats_.tensors_received++;
+      stats_.bytes_received += length;
+      if (slot.waiting) {
+        done = std::move(slot.waiting);
+        recv = slot.recv;
+        box->slots.erase(h.key);
+      } else {
+        slot.arrived = true;
+        slot.tensor = tensor;
+        slot.send_node = h.send_node;
+        slot.from_task = from_task;
+      }
+    }
+  }
+  if (pull != nullptr) {
+    auto t = Tensor::Allocate(
+        pull->recv.allocator != nullptr ? pull->recv.allocator : CpuAllocator::Default(), h.dtype,
+        h.shape);
+    if (!t.ok()) {
+      pull->done(t.status(), Tensor());
+      delete pull;
+      return UCS_OK;  // drops the data; the sender completes
+    }
+    pull->tensor = std::move(t).value();
+    deferred_.push_back([this, pull, data, length] { StartRecv(pull, data, length); });
+    return UCS_INPROGRESS;
+  }
+  if (done) Deliver(h.key, h.send_node, tensor, recv, done);
+  return UCS_OK;
+}
+
+void UcxTransport::Impl::StartRecv(RecvOp* op, void* desc, size_t length) {
+  ucp_request_param_t param{};
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  param.cb.recv_am = &RecvDone;
+  param.user_data = op;
+  void* r = ucp_am_recv_data_nbx(worker_, desc, op->tensor.raw_data(), length, &param);
+  if (UCS_PTR_IS_ERR(r)) {
+    FinishRecv(op, UCS_PTR_STATUS(r));
+  } else if (r == nullptr) {
+    FinishRecv(op, UCS_OK);
+  }
+}
+
+void UcxTransport::Impl::RecvDone(void* request, ucs_status_t status, size_t length,
+                                  void* user_data) {
+  auto* op = static_cast<RecvOp*>(user_data);
+  op->impl->FinishRecv(op, status);
+  ucp_request_free(request);
+}
+
+void UcxTransport::Impl::FinishRecv(RecvOp* op, ucs_status_t status) {
+  std::unique_ptr<RecvOp> owned(op);
+  Status aborted;
+  {
+    MutexLock lock(mu_);
+    aborted = op->box->aborted;
+    if (status == UCS_OK) {
+      stats_.tensors_received++;
+      stats_.bytes_received += op->tensor.num_bytes();
+    }
+  }
+  if (status != UCS_OK) {
+    Status s = Unavailable("receiving {} from task {} for Recv '{}' failed: {}", op->key.ToString(),
+                           op->from_task, op->recv.node, ucs_status_string(status));
+    op->done(s, Tensor());
+    AbortStep(op->key.step_id, s, true);
+    return;
+  }
+  if (!aborted.ok()) {
+    op->done(aborted, Tensor());
+    return;
+  }
+  Deliver(op->key, op->send_node, op->tensor, op->recv, op->done);
+}
+
+void UcxTransport::Impl::RecvAsync(const RendezvousKey& key, const RecvArgs& args,
+                                   Rendezvous::DoneCallback done) {
+  Status failed;
+  Tensor tensor;
+  std::string send_node;
+  RecvOp* pull = nullptr;
+  void* desc = nullptr;
+  size_t length = 0;
+  {
+    MutexLock lock(mu_);
+    std::shared_ptr<StepBox> box = Box(key.step_id);
+    if (box == nullptr) {
+      failed = FailedPrecondition("Recv '{}': step {} has finished", args.node, key.step_id);
+    } else if (!box->aborted.ok()) {
+      failed = box->aborted;
+    } else {
+      Slot& slot = box->slots[key];
+      if (slot.waiting) {
+        failed =
+            FailedPrecondition("rendezvous key {} is received twice: by Recv '{}', then by '{}'",
+                               key.ToString(), slot.recv.node, args.node);
+      } else if (!slot.arrived) {
+        slot.waiting = std::move(done);
+        slot.recv = args;
+        return;
+      } else if (slot.desc == nullptr) {
+        tensor = std::move(slot.tensor);
+        send_node = std::move(slot.send_node);
+        box->slots.erase(key);
+      } else {
+        pull = new RecvOp;
+        pull->impl = this;
+        pull->box = box;
+        pull->key = key;
+        pull->send_node = slot.send_node;
+        pull->from_task = slot.from_task;
+        pull->recv = args;
+        pull->done = std::move(done);
+        desc = slot.desc;
+        length = slot.header.bytes;
+        auto t =
+            Tensor::Allocate(args.allocator != nullptr ? args.allocator : CpuAllocator::Default(),
+                             slot.header.dtype, slot.header.shape);
+        box->slots.erase(key);
+        if (!t.ok()) {
+          failed = t.status();
+          done = std::move(pull->done);
+          delete pull;
+          pull = nullptr;
+        } else {
+          pull->tensor = std::move(t).value();
+        }
+      }
+    }
+  }
+  if (pull != nullptr) {
+    Post([this, pull, desc, length] { StartRecv(pull, desc, length); });
+    return;
+  }
+  if (desc != nullptr) Post([this, desc] { ReleaseDesc(desc); });
+  if (!failed.ok()) {
+    done(failed, Tensor());
+    return;
+  }
+  Deliver(key, send_node, tensor, args, done);
+}
+
+void UcxTransport::Impl::CancelRecv(const RendezvousKey& key, const Status& why) {
+  Rendezvous::DoneCallback done;
+  {
+    MutexLock lock(mu_);
+    auto b = boxes_.find(key.step_id);
+    if (b == boxes_.end()) return;
+    auto it = b->second->slots.find(key);
+    if (it == b->second->slots.end() || !it->second.waiting) return;
+    done = std::move(it->second.waiting);
+    b->second->slots.erase(it);
+  }
+  done(why.ok() ? Cancelled("receive of {} cancelled", key.ToString()) : why, Tensor());
+}
+
+void UcxTransport::Impl::AbortStep(int64_t step, const Status& status, bool tell_peers) {
+  std::vector<Rendezvous::DoneCallback> waiting;
+  std::vector<void*> descs;
+  std::vector<Peer*> peers;
+  Status why;
+  {
+    MutexLock lock(mu_);
+    std::shared_ptr<StepBox> box = Box(step);
+    if (box == nullptr || !box->aborted.ok()) return;
+    box->aborted = status.ok() ? Cancelled("step {} aborted", step) : status;
+    why = box->aborted;
+    for (auto& [key, slot] : box->slots) {
+      if (slot.waiting) waiting.push_back(std::move(slot.waiting));
+      if (slot.desc != nullptr) descs.push_back(slot.desc);
+    }
+    box->slots.clear();
+    if (tell_peers) {
+      for (auto& [task, peer] : peer_of_task_) {
+        if (peer->state == Peer::State::kReady) peers.push_back(peer);
+      }
+    }
+  }
+  if (!descs.empty()) {
+    Post([this, descs] {
+      for (void* d : descs) ReleaseDesc(d);
+    });
+  }
+  if (!peers.empty()) {
+    transport::AbortStep m;
+    m.step_id = step;
+    m.status = why;
+    auto header = Encode(m);
+    if (header.ok()) {
+      Post([this, peers, h = std::move(header).value()] {
+        for (Peer* p : peers) (void)SendControl(p, MessageType::kAbortStep, h);
+      });
+    }
+  }
+  for (auto& done : waiting) done(why, Tensor());
+}
+
+ucs_status_t UcxTransport::Impl::OnAbortStep(void* arg, const void* header, size_t header_length,
+                                             void* data, size_t length,
+                                             const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Impl*>(arg);
+  Peer* peer = self->PeerOf(param);
+  std::string from;
+  {
+    MutexLock lock(self->mu_);
+    if (peer != nullptr && peer->state == Peer::State::kReady) from = peer->task;
+  }
+  if (from.empty()) return self->Drop("an abort from an endpoint that did not shake hands");
+  auto m = DecodeAbortStep({static_cast<const char*>(header), header_length});
+  if (!m.ok()) {
+    return self->Drop(
+        fmt::format("a malformed abort from task {}: {}", from, m.status().message()));
+  }
+  // The first error of the step, unchanged, so every task reports the same cause.
+  self->AbortStep(m->step_id, m->status, false);
+  return UCS_OK;
+}
+
+void UcxTransport::Impl::AttachStep(int64_t step) {
+  MutexLock lock(mu_);
+  (void)Box(step);
+}
+
+void UcxTransport::Impl::ReleaseStep(int64_t step) {
+  std::vector<Rendezvous::DoneCallback> waiting;
+  std::vector<void*> descs;
+  {
+    MutexLock lock(mu_);
+    auto it = boxes_.find(step);
+    if (it != boxes_.end()) {
+      for (auto& [key, slot] : it->second->slots) {
+        if (slot.waiting) waiting.push_back(std::move(slot.waiting));
+        if (slot.desc != nullptr) descs.push_back(slot.desc);
+      }
+      if (it->second->aborted.ok()) {
+        it->second->aborted = Cancelled("the rendezvous of step {} was destroyed", step);
+      }
+      boxes_.erase(it);
+    }
+    if (finished_.insert(step).second) {
+      finished_order_.push_back(step);
+      if (finished_order_.size() > kFinishedStepsKept) {
+        finished_.erase(finished_order_.front());
+        finished_order_.pop_front();
+      }
+    }
+  }
+  if (!descs.empty()) {
+    Post([this, descs] {
+      for (void* d : descs) ReleaseDesc(d);
+    });
+  }
+  for (auto& done : waiting) {
+    done(Cancelled("the rendezvous of step {} was destroyed", step), Tensor());
+  }
+}
+
+namespace {
+
+// A step's rendezvous. Tensors meet in the transport's per-step boxes (by the key's step, which
+// is all a message from another task carries); this object remembers the steps of the keys it
+// was given, so that Abort fails them all and its end releases them.
+class UcxRendezvous final : public Rendezvous {
+ public:
+  UcxRendezvous(UcxTransport::Impl* impl, int64_t step) : impl_(impl) { steps_.insert(step); }
+  ~UcxRendezvous() override {
+    std::vector<int64_t> steps;
+    {
+      MutexLock lock(mu_);
+      steps.assign(steps_.begin(), steps_.end());
+    }
+    for (int64_t step : steps) impl_->ReleaseStep(step);
+  }
+  Status Send(const RendezvousKey& key, const SendArgs& args, const Tensor& tensor) override {
+    RETURN_IF_ERROR(Use(key.step_id));
+    return impl_->Send(key, args, tensor);
+  }
+  void RecvAsync(const RendezvousKey& key, const RecvArgs& args, DoneCallback done) override {
+    Status aborted = Use(key.step_id);
+    if (!aborted.ok()) {
+      done(aborted, Tensor());
+      return;
+    }
+    impl_->RecvAsync(key, args, std::move(done));
+  }
+  void CancelRecv(const RendezvousKey& key, const Status& why) override {
+    impl_->CancelRecv(key, why);
+  }
+  void Abort(const Status& status) override {
+    std::vector<int64_t> steps;
+    Status why;
+    {
+      MutexLock lock(mu_);
+      if (!aborted_.ok()) return;
+      aborted_ = status.ok() ? Cancelled("rendezvous aborted") : status;
+      why = aborted_;
+      steps.assign(steps_.begin(), steps_.end());
+    }
+    for (int64_t step : steps) impl_->AbortStep(step, why, true);
+  }
+
+ private:
+  // Notes the step; the abort status once aborted.
+  Status Use(int64_t step) DFLOW_EXCLUDES(mu_) {
+    bool fresh;
+    {
+      MutexLock lock(mu_);
+      if (!aborted_.ok()) return aborted_;
+      fresh = steps_.insert(step).second;
+    }
+    if (fresh) impl_->AttachStep(step);
+    return Status::OK();
+  }
+
+  UcxTransport::Impl* impl_;
+  Mutex mu_;
+  Status aborted_ DFLOW_GUARDED_BY(mu_);
+  std::unordered_set<int64_t> steps_ DFLOW_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Rendezvous>> UcxTransport::Create(int64_t step_id) {
+  impl_->AttachStep(step_id);
+  return std::unique_ptr<Rendezvous>(std::make_unique<UcxRendezvous>(impl_.get(), step_id));
+}
+
+}  // namespace dflow::transport

@@ -1,0 +1,641 @@
+#include "transport/ucx_transport.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "graph/device_name.h"
+#include "transport/ucx_impl.h"
+
+namespace dflow::transport {
+
+Result<std::string> TaskOfDevice(std::string_view device) {
+  ASSIGN_OR_RETURN(DeviceName name, DeviceName::Parse(device));
+  if (!name.job || !name.task) {
+    return InvalidArgument("device '{}' names no job and task", device);
+  }
+  return fmt::format("/job:{}/task:{}", *name.job, *name.task);
+}
+
+namespace internal {
+
+Status UcxError(std::string_view what, ucs_status_t status) {
+  return Unavailable("{}: {}", what, ucs_status_string(status));
+}
+
+Result<SocketAddress> ParseAddress(std::string_view address) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == address.size()) {
+    return InvalidArgument("address '{}' is not HOST:PORT", address);
+  }
+  std::string host(address.substr(0, colon));
+  std::string port(address.substr(colon + 1));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  for (char c : port) {
+    if (c < '0' || c > '9') return InvalidArgument("address '{}': port is not a number", address);
+  }
+  if (port.size() > 5 || std::stoi(port) > 65535) {
+    return InvalidArgument("address '{}': port over 65535", address);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
+  if (rc != 0 || found == nullptr) {
+    return InvalidArgument("address '{}': cannot resolve '{}': {}", address, host,
+                           gai_strerror(rc));
+  }
+  SocketAddress out;
+  std::memcpy(&out.storage, found->ai_addr, found->ai_addrlen);
+  out.length = found->ai_addrlen;
+  freeaddrinfo(found);
+  return out;
+}
+
+std::string FormatAddress(const sockaddr_storage& s) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (s.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&s);
+    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+    port = ntohs(a->sin_port);
+    return fmt::format("{}:{}", host, port);
+  }
+  if (s.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&s);
+    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+    port = ntohs(a->sin6_port);
+    return fmt::format("[{}]:{}", host, port);
+  }
+  return "?";
+}
+
+bool IsTaskName(const std::string& task) {
+  auto parsed = TaskOfDevice(task + "/device:CPU:0");
+  return parsed.ok() && *parsed == task;
+}
+
+bool SameToken(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  }
+  return diff == 0;
+}
+
+}  // namespace internal
+
+using namespace internal;
+
+namespace {
+
+// How long the progress thread keeps polling after its last work before it sleeps on the fd.
+constexpr auto kSpin = std::chrono::microseconds(10);
+// The longest the progress thread sleeps without looking at its queue (a missed wake-up costs
+// at most this).
+constexpr int kPollMs = 50;
+
+}  // namespace
+
+// --- start and stop ---------------------------------------------------------------------------
+
+Status UcxTransport::Impl::Start() {
+  ucp_config_t* config = nullptr;
+  ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
+  if (s != UCS_OK) return UcxError("reading the UCX configuration", s);
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 0;
+  s = ucp_init(&params, config, &context_);
+  ucp_config_release(config);
+  if (s != UCS_OK) return UcxError("starting UCX", s);
+
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  // Only the progress thread calls the worker (ucp_worker_signal is safe from any thread).
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  s = ucp_worker_create(context_, &wp, &worker_);
+  if (s != UCS_OK) return UcxError("creating the UCX worker", s);
+  s = ucp_worker_get_efd(worker_, &efd_);
+  if (s != UCS_OK) return UcxError("getting the UCX worker's event fd", s);
+
+  struct Handler {
+    MessageType type;
+    ucp_am_recv_callback_t cb;
+  };
+  for (Handler h :
+       {Handler{MessageType::kHello, &OnHello}, Handler{MessageType::kHelloReply, &OnHelloReply},
+        Handler{MessageType::kTensor, &OnTensor}, Handler{MessageType::kAbortStep, &OnAbortStep},
+        Handler{MessageType::kCallRequest, &OnRequest},
+        Handler{MessageType::kCallResponse, &OnResponse}}) {
+    ucp_am_handler_param_t hp{};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                    UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+    hp.id = static_cast<unsigned>(h.type);
+    hp.cb = h.cb;
+    hp.arg = this;
+    hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+    s = ucp_worker_set_am_recv_handler(worker_, &hp);
+    if (s != UCS_OK) return UcxError("registering a UCX active message handler", s);
+  }
+
+  if (!options_.listen_address.empty()) {
+    ASSIGN_OR_RETURN(SocketAddress addr, ParseAddress(options_.listen_address));
+    ucp_listener_params_t lp{};
+    lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr.storage);
+    lp.sockaddr.addrlen = addr.length;
+    lp.conn_handler.cb = &OnConnRequest;
+    lp.conn_handler.arg = this;
+    s = ucp_listener_create(worker_, &lp, &listener_);
+    if (s != UCS_OK) {
+      return UcxError(fmt::format("listening on {}", options_.listen_address), s);
+    }
+    ucp_listener_attr_t attr{};
+    attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    s = ucp_listener_query(listener_, &attr);
+    if (s != UCS_OK) return UcxError("querying the listener's address", s);
+    bound_address_ = FormatAddress(attr.sockaddr);
+  }
+  thread_ = std::thread([this] { Loop(); });
+  service_ = std::thread([this] { ServiceLoop(); });
+  return Status::OK();
+}
+
+UcxTransport::Impl::~Impl() {
+  {
+    std::vector<int64_t> steps;
+    {
+      MutexLock lock(mu_);
+      for (auto& [step, box] : boxes_) steps.push_back(step);
+    }
+    for (int64_t step : steps) {
+      AbortStep(step, Cancelled("the transport of task {} is shutting down", task()), false);
+    }
+  }
+  if (service_.joinable()) {
+    {
+      MutexLock lock(service_mu_);
+      service_stop_ = true;
+    }
+    service_cv_.NotifyAll();
+    service_.join();
+  }
+  if (thread_.joinable()) {
+    Post([this] {
+      ShutdownOnThread();
+      stop_.store(true);
+    });
+    thread_.join();
+  } else {
+    ShutdownOnThread();
+  }
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  if (context_ != nullptr) ucp_cleanup(context_);
+}
+
+void UcxTransport::Impl::ShutdownOnThread() {
+  if (worker_ == nullptr) return;
+  RunDeferred();
+  std::vector<void*> closing;
+  std::vector<Peer*> peers;
+  {
+    MutexLock lock(mu_);
+    for (auto& p : all_peers_) {
+      if (p->ep != nullptr) peers.push_back(p.get());
+      p->state = Peer::State::kClosed;
+    }
+    peer_of_task_.clear();
+    peer_of_ep_.clear();
+  }
+  for (Peer* p : peers) {
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    void* r = ucp_ep_close_nbx(p->ep, &param);
+    p->ep = nullptr;
+    if (r != nullptr && !UCS_PTR_IS_ERR(r)) closing.push_back(r);
+  }
+  // Bounded: a close that does not finish in a second is left to ucp_worker_destroy.
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (!closing.empty() && std::chrono::steady_clock::now() < until) {
+    ucp_worker_progress(worker_);
+    std::erase_if(closing, [](void* r) {
+      if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
+      ucp_request_free(r);
+      return true;
+    });
+  }
+  if (listener_ != nullptr) {
+    ucp_listener_destroy(listener_);
+    listener_ = nullptr;
+  }
+}
+
+// --- the progress thread ----------------------------------------------------------------------
+
+void UcxTransport::Impl::Post(std::function<void()> fn) {
+  {
+    MutexLock lock(queue_mu_);
+    if (closed_) return;  // the progress thread is gone
+    queue_.push_back(std::move(fn));
+  }
+  posted_.store(true, std::memory_order_release);
+  ucp_worker_signal(worker_);
+}
+
+bool UcxTransport::Impl::RunPosted() {
+  std::vector<std::function<void()>> work;
+  {
+    MutexLock lock(queue_mu_);
+    posted_.store(false, std::memory_order_relaxed);
+    work.swap(queue_);
+  }
+  for (auto& fn : work) fn();
+  return !work.empty();
+}
+
+void UcxTransport::Impl::RunDeferred() {
+  while (!deferred_.empty()) {
+    std::vector<std::function<void()>> work;
+    work.swap(deferred_);
+    for (auto& fn : work) fn();
+  }
+}
+
+void UcxTransport::Impl::Loop() {
+  while (!stop_.load()) {
+    bool busy = RunPosted();
+    while (ucp_worker_progress(worker_) != 0) busy = true;
+    if (!deferred_.empty()) {
+      RunDeferred();
+      busy = true;
+    }
+    if (busy || stop_.load()) continue;
+    // Idle: poll a little (a reply often comes within microseconds), then sleep on the fd.
+    auto until = std::chrono::steady_clock::now() + kSpin;
+    while (!busy && std::chrono::steady_clock::now() < until) {
+      busy = ucp_worker_progress(worker_) != 0 || posted_.load(std::memory_order_acquire);
+    }
+    if (busy) continue;
+    ucs_status_t s = ucp_worker_arm(worker_);
+    if (s == UCS_ERR_BUSY) continue;
+    if (posted_.load(std::memory_order_acquire)) continue;
+    pollfd pfd{efd_, POLLIN, 0};
+    poll(&pfd, 1, kPollMs);
+  }
+  MutexLock lock(queue_mu_);
+  closed_ = true;
+  queue_.clear();
+}
+
+// --- peers ------------------------------------------------------------------------------------
+
+void UcxTransport::Impl::OnConnRequest(ucp_conn_request_h request, void* arg) {
+  auto* self = static_cast<Impl*>(arg);
+  // Endpoints are made outside UCX's callbacks.
+  self->deferred_.push_back([self, request] { self->Accept(request); });
+}
+
+void UcxTransport::Impl::Accept(ucp_conn_request_h request) {
+  ucp_conn_request_attr_t attr{};
+  attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+  std::string from = "?";
+  if (ucp_conn_request_query(request, &attr) == UCS_OK) from = FormatAddress(attr.client_address);
+  Peer* peer;
+  {
+    MutexLock lock(mu_);
+    all_peers_.push_back(std::make_unique<Peer>());
+    peer = all_peers_.back().get();
+    peer->impl = this;
+    peer->address = from;
+  }
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                  UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  ep.conn_request = request;
+  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  ep.err_handler.cb = &OnEndpointError;
+  ep.err_handler.arg = peer;
+  ucp_ep_h handle = nullptr;
+  ucs_status_t s = ucp_ep_create(worker_, &ep, &handle);
+  MutexLock lock(mu_);
+  if (s != UCS_OK) {
+    peer->state = Peer::State::kFailed;
+    peer->failure = UcxError(fmt::format("accepting a connection from {}", from), s);
+    lock.Unlock();
+    Log(peer->failure.message());
+    return;
+  }
+  peer->ep = handle;
+  // It waits for the peer's Hello.
+  peer_of_ep_[handle] = peer;
+}
+
+Result<std::string> UcxTransport::Impl::Connect(const std::string& address,
+                                                const std::string& assign) {
+  ASSIGN_OR_RETURN(SocketAddress addr, ParseAddress(address));
+  if (!assign.empty() && !IsTaskName(assign)) {
+    return InvalidArgument("cannot name the task at {} '{}': not /job:NAME/task:N", address,
+                           assign);
+  }
+  Hello hello;
+  hello.task = task();
+  if (hello.task.empty()) {
+    return FailedPrecondition("this process has no task name yet, so it cannot connect to {}",
+                              address);
+  }
+  hello.incarnation = incarnation_;
+  hello.token = options_.token;
+  hello.assign = assign;
+  ASSIGN_OR_RETURN(std::string header, Encode(hello));
+  Peer* peer;
+  {
+    MutexLock lock(mu_);
+    all_peers_.push_back(std::make_unique<Peer>());
+    peer = all_peers_.back().get();
+    peer->impl = this;
+    peer->address = address;
+    peer->outgoing = true;
+  }
+  Post([this, peer, addr, header = std::move(header)]() mutable {
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+    ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr.storage);
+    ep.sockaddr.addrlen = addr.length;
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = &OnEndpointError;
+    ep.err_handler.arg = peer;
+    ucs_status_t s = ucp_ep_create(worker_, &ep, &peer->ep);
+    if (s != UCS_OK) {
+      peer->ep = nullptr;
+      MutexLock lock(mu_);
+      peer->state = Peer::State::kFailed;
+      peer->failure = UcxError(fmt::format("connecting to {}", peer->address), s);
+      peers_changed_.NotifyAll();
+      return;
+    }
+    {
+      MutexLock lock(mu_);
+      peer_of_ep_[peer->ep] = peer;
+    }
+    Status sent = SendControl(peer, MessageType::kHello, std::move(header));
+    if (!sent.ok()) {
+      MutexLock lock(mu_);
+      peer->state = Peer::State::kFailed;
+      peer->failure = sent;
+      peers_changed_.NotifyAll();
+    }
+  });
+  MutexLock lock(mu_);
+  bool answered = peers_changed_.WaitFor(mu_, options_.connect_timeout, [&]() DFLOW_REQUIRES(mu_) {
+    return peer->state != Peer::State::kConnecting;
+  });
+  if (answered && peer->state == Peer::State::kReady && !assign.empty() && peer->task != assign) {
+    peer->state = Peer::State::kFailed;
+    peer->failure =
+        FailedPrecondition("{} answered as task {}, not {}", address, peer->task, assign);
+  }
+  if (!answered) {
+    peer->state = Peer::State::kFailed;
+    peer->failure =
+        Unavailable("no answer from {} within {} ms", address, options_.connect_timeout.count());
+    Post([this, peer] { CloseEndpoint(peer); });
+    return peer->failure;
+  }
+  if (peer->state != Peer::State::kReady) return peer->failure;
+  return peer->task;
+}
+
+std::vector<std::string> UcxTransport::Impl::peers() const {
+  MutexLock lock(mu_);
+  std::vector<std::string> out;
+  for (auto& [task, peer] : peer_of_task_) out.push_back(task);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+UcxTransport::Impl::Peer* UcxTransport::Impl::PeerOf(const ucp_am_recv_param_t* param) {
+  if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) || param->reply_ep == nullptr) {
+    return nullptr;
+  }
+  MutexLock lock(mu_);
+  auto it = peer_of_ep_.find(param->reply_ep);
+  return it == peer_of_ep_.end() ? nullptr : it->second;
+}
+
+UcxTransport::Impl::Peer* UcxTransport::Impl::ReadyPeer(const std::string& task) {
+  auto it = peer_of_task_.find(task);
+  if (it == peer_of_task_.end() || it->second->state != Peer::State::kReady) return nullptr;
+  return it->second;
+}
+
+ucs_status_t UcxTransport::Impl::OnHello(void* arg, const void* header, size_t header_length,
+                                         void* data, size_t length,
+                                         const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Impl*>(arg);
+  Peer* peer = self->PeerOf(param);
+  if (peer == nullptr || peer->outgoing) return self->Drop("a Hello from an unknown endpoint");
+  auto hello = DecodeHello({static_cast<const char*>(header), header_length});
+  HelloReply reply;
+  std::string me = self->task();
+  std::string assign;
+  reply.incarnation = self->incarnation_;
+  if (!hello.ok()) {
+    reply.reason = std::string(hello.status().message());
+  } else if (hello->version != kProtocolVersion) {
+    reply.reason = fmt::format("protocol version {}, but this process speaks version {}",
+                               hello->version, kProtocolVersion);
+  } else if (!SameToken(hello->token, self->options_.token)) {
+    reply.reason = fmt::format("wrong cluster token from task {}", hello->task);
+  } else if (!IsTaskName(hello->task)) {
+    reply.reason = fmt::format("'{}' is not a task name (/job:NAME/task:N)", hello->task);
+  } else if (!hello->assign.empty() && !IsTaskName(hello->assign)) {
+    reply.reason = fmt::format("cannot take the name '{}': not /job:NAME/task:N", hello->assign);
+  } else if (!hello->assign.empty() && !me.empty() && hello->assign != me) {
+    reply.reason = fmt::format("this process is task {}, not {}", me, hello->assign);
+  } else if (hello->task == (me.empty() ? hello->assign : me)) {
+    reply.reason = fmt::format("task {} connected to itself", hello->task);
+  } else {
+    reply.accepted = true;
+    if (me.empty()) assign = hello->assign;
+  }
+  if (reply.accepted && !assign.empty()) {
+    MutexLock lock(self->mu_);
+    if (self->task_.empty()) self->task_ = assign;
+    me = self->task_;
+    lock.Unlock();
+    self->Log(fmt::format("task {} named this process {}", hello->task, me));
+  }
+  reply.task = me;
+  if (!reply.accepted) {
+    self->Log(fmt::format("refused a connection from {}: {}", peer->address, reply.reason));
+  }
+  auto encoded = Encode(reply);
+  if (!encoded.ok()) return UCS_OK;
+  {
+    MutexLock lock(self->mu_);
+    if (reply.accepted) {
+      peer->task = hello->task;
+      peer->incarnation = hello->incarnation;
+      peer->state = Peer::State::kReady;
+      // A restarted task replaces its previous connection.
+      self->peer_of_task_[peer->task] = peer;
+    } else {
+      peer->state = Peer::State::kFailed;
+      peer->failure = PermissionDenied("refused: {}", reply.reason);
+    }
+    self->peers_changed_.NotifyAll();
+  }
+  // Not from inside the callback: UCX calls it during progress.
+  // The refused client closes the connection once it has read the reason.
+  self->deferred_.push_back([self, peer, h = std::move(encoded).value()] {
+    (void)self->SendControl(peer, MessageType::kHelloReply, h);
+  });
+  return UCS_OK;
+}
+
+ucs_status_t UcxTransport::Impl::OnHelloReply(void* arg, const void* header, size_t header_length,
+                                              void* data, size_t length,
+                                              const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Impl*>(arg);
+  Peer* peer = self->PeerOf(param);
+  if (peer == nullptr || !peer->outgoing) {
+    return self->Drop("a HelloReply from an unknown endpoint");
+  }
+  auto reply = DecodeHelloReply({static_cast<const char*>(header), header_length});
+  MutexLock lock(self->mu_);
+  if (peer->state != Peer::State::kConnecting) return UCS_OK;
+  if (!reply.ok()) {
+    peer->state = Peer::State::kFailed;
+    peer->failure =
+        Unavailable("{} answered with a bad reply: {}", peer->address, reply.status().message());
+    self->deferred_.push_back([self, peer] { self->CloseEndpoint(peer); });
+  } else if (!reply->accepted) {
+    std::string why =
+        fmt::format("task {} at {} refused the connection: {}",
+                    reply->task.empty() ? "(unnamed)" : reply->task, peer->address, reply->reason);
+    peer->state = Peer::State::kFailed;
+    peer->failure = reply->reason.find("cluster token") != std::string::npos
+                        ? PermissionDenied("{}", why)
+                        : FailedPrecondition("{}", why);
+    self->deferred_.push_back([self, peer] { self->CloseEndpoint(peer); });
+  } else if (!IsTaskName(reply->task)) {
+    peer->state = Peer::State::kFailed;
+    peer->failure = FailedPrecondition(
+        "the process at {} has no task name yet; connect with one to assign it", peer->address);
+    self->deferred_.push_back([self, peer] { self->CloseEndpoint(peer); });
+  } else {
+    peer->state = Peer::State::kReady;
+    peer->task = reply->task;
+    peer->incarnation = reply->incarnation;
+    self->peer_of_task_[peer->task] = peer;
+  }
+  self->peers_changed_.NotifyAll();
+  return UCS_OK;
+}
+
+void UcxTransport::Impl::OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status) {
+  auto* peer = static_cast<Peer*>(arg);
+  peer->impl->PeerFailed(peer, status);
+}
+
+void UcxTransport::Impl::PeerFailed(Peer* peer, ucs_status_t status) {
+  Status why;
+  std::vector<int64_t> steps;
+  {
+    MutexLock lock(mu_);
+    if (peer->state == Peer::State::kClosed || peer->state == Peer::State::kFailed) {
+      if (peer->ep != nullptr) peer_of_ep_.erase(peer->ep);
+      deferred_.push_back([this, peer] { CloseEndpoint(peer); });
+      return;
+    }
+    bool was_ready = peer->state == Peer::State::kReady;
+    why = was_ready
+              ? Unavailable("lost the connection to task {} at {}: {}", peer->task, peer->address,
+                            ucs_status_string(status))
+              : Unavailable("cannot connect to {}: {}", peer->address, ucs_status_string(status));
+    peer->state = Peer::State::kFailed;
+    peer->failure = why;
+    auto it = peer_of_task_.find(peer->task);
+    if (it != peer_of_task_.end() && it->second == peer) peer_of_task_.erase(it);
+    peers_changed_.NotifyAll();
+    if (was_ready) {
+      for (auto& [step, box] : boxes_) steps.push_back(step);
+    }
+  }
+  if (!why.ok() && !steps.empty()) Log(why.message());
+  FailCalls(peer, why);
+  // Every open step may be waiting on this peer: fail them all, here and in the other tasks.
+  for (int64_t step : steps) AbortStep(step, why, true);
+  deferred_.push_back([this, peer] { CloseEndpoint(peer); });
+}
+
+void UcxTransport::Impl::CloseEndpoint(Peer* peer) {
+  ucp_ep_h ep = peer->ep;
+  if (ep == nullptr) return;
+  peer->ep = nullptr;
+  {
+    MutexLock lock(mu_);
+    peer_of_ep_.erase(ep);
+  }
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  void* r = ucp_ep_close_nbx(ep, &param);
+  if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
+    // Freed once done; the worker finishes it during progress.
+    ucp_request_free(r);
+  }
+}
+
+// --- the public face --------------------------------------------------------------------------
+
+Result<std::unique_ptr<UcxTransport>> UcxTransport::Create(UcxTransportOptions options) {
+  if (!options.task.empty() && !IsTaskName(options.task)) {
+    return InvalidArgument("task '{}' is not of the form /job:NAME/task:N", options.task);
+  }
+  if (options.token.size() > kMaxTokenBytes) {
+    return InvalidArgument("the cluster token is {} bytes; at most {}", options.token.size(),
+                           kMaxTokenBytes);
+  }
+  if (options.connect_timeout.count() <= 0) {
+    return InvalidArgument("connect_timeout must be positive");
+  }
+  auto impl = std::make_unique<Impl>(std::move(options));
+  RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<UcxTransport>(new UcxTransport(std::move(impl)));
+}
+
+UcxTransport::UcxTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+UcxTransport::~UcxTransport() = default;
+
+std::string UcxTransport::task() const { return impl_->task(); }
+uint64_t UcxTransport::incarnation() const { return impl_->incarnation(); }
+std::string UcxTransport::listen_address() const { return impl_->listen_address(); }
+Result<std::string> UcxTransport::Connect(const std::string& address, const std::string& assign) {
+  return impl_->Connect(address, assign);
+}
+void UcxTransport::SetCallHandler(CallHandler handler) {
+  impl_->SetCallHandler(std::move(handler));
+}
+Result<std::string> UcxTransport::Call(const std::string& task, uint16_t method,
+                                       std::string payload, std::chrono::milliseconds timeout) {
+  return impl_->Call(task, method, std::move(payload), timeout);
+}
+std::vector<std::string> UcxTransport::peers() const { return impl_->peers(); }
+TransportStats UcxTransport::stats() const { return impl_->stats(); }
+
+}  // namespace dflow::transport

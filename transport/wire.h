@@ -1,0 +1,108 @@
+// The messages dflow processes exchange, and their binary form. Every message travels as a UCX
+// active message: the message type is the active message id, the fields below are its header,
+// and a tensor's bytes are its payload. Headers come from other processes, so decoding treats
+// them as untrusted input: every length is bounded, every enum and count is checked, and a
+// message that does not decode is InvalidArgument saying which field is wrong (never a crash).
+//
+// Binary form (all integers little-endian; "str" is a u16 length and that many bytes):
+//   every header  u32 magic "DFLW"  u16 protocol version  (then the fields of its type)
+//   Hello         str task  u64 incarnation  str token  str assign (the name the listener takes)
+//   HelloReply    u8 accepted  str task  u64 incarnation  str reason
+//   Tensor        u32 key length + RendezvousKey bytes (framework/rendezvous_key.h)
+//                 str send node  u8 dtype  u8 rank  i64 dims[rank]  u64 payload bytes
+//   AbortStep     i64 step  u8 status code  str message
+//   CallRequest   u64 call id  u16 method                       (payload: the request's bytes)
+//   CallResponse  u64 call id  u8 status code  str message      (payload: the result's bytes)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "framework/rendezvous_key.h"
+#include "graph/dtype.h"
+#include "graph/shape.h"
+#include "graph/status.h"
+
+namespace dflow::transport {
+
+inline constexpr uint32_t kWireMagic = 0x574c4644;  // "DFLW"
+inline constexpr uint16_t kProtocolVersion = 1;
+// No header is larger (UCX over TCP carries headers up to about 8 KiB).
+inline constexpr size_t kMaxHeaderBytes = 6144;
+inline constexpr size_t kMaxTokenBytes = 1024;
+inline constexpr size_t kMaxTextBytes = 2048;  // task names, node names, reasons, messages
+
+// The active message ids.
+enum class MessageType : uint16_t {
+  kHello = 1,         // client -> server, first message on a connection
+  kHelloReply = 2,    // server -> client: accepted or refused, with the reason
+  kTensor = 3,        // a Send's tensor for a Recv in the receiving process
+  kAbortStep = 4,     // the step failed in the sending process
+  kCallRequest = 5,   // a request to the receiving process's call handler
+  kCallResponse = 6,  // its answer
+};
+inline constexpr uint16_t kMaxMessageType = 6;
+// The largest payload of a request or response (a partition's graph file travels in one).
+inline constexpr uint64_t kMaxCallBytes = uint64_t{1} << 30;
+
+struct Hello {
+  uint16_t version = kProtocolVersion;  // written by the header, read back on decode
+  std::string task;                     // "/job:worker/task:1"
+  uint64_t incarnation = 0;
+  std::string token;
+  // Non-empty: the task name the listening process takes (a master naming its workers).
+  std::string assign;
+};
+
+struct HelloReply {
+  uint16_t version = kProtocolVersion;
+  bool accepted = false;
+  std::string task;
+  uint64_t incarnation = 0;
+  std::string reason;  // why refused
+};
+
+struct TensorHeader {
+  RendezvousKey key;
+  std::string send_node;
+  DType dtype = DType::kInvalid;
+  Shape shape;
+  uint64_t bytes = 0;  // the payload: DTypeSize(dtype) * shape.num_elements()
+};
+
+struct AbortStep {
+  int64_t step_id = 0;
+  Status status;  // not OK
+};
+
+struct CallRequest {
+  uint64_t call_id = 0;
+  uint16_t method = 0;
+};
+
+struct CallResponse {
+  uint64_t call_id = 0;
+  Status status;  // OK: the payload is the result
+};
+
+// Encoders fail (InvalidArgument) only when a field is over its limit or the header would be
+// larger than kMaxHeaderBytes.
+Result<std::string> Encode(const Hello& m);
+Result<std::string> Encode(const HelloReply& m);
+Result<std::string> Encode(const TensorHeader& m);
+Result<std::string> Encode(const AbortStep& m);
+Result<std::string> Encode(const CallRequest& m);
+Result<std::string> Encode(const CallResponse& m);
+
+// Decoders check the magic, the fields and that nothing trails. Hello and HelloReply decode
+// any protocol version (so a peer of another version gets a clear refusal); the others only
+// kProtocolVersion.
+Result<Hello> DecodeHello(std::string_view bytes);
+Result<HelloReply> DecodeHelloReply(std::string_view bytes);
+Result<TensorHeader> DecodeTensorHeader(std::string_view bytes);
+Result<AbortStep> DecodeAbortStep(std::string_view bytes);
+Result<CallRequest> DecodeCallRequest(std::string_view bytes);
+Result<CallResponse> DecodeCallResponse(std::string_view bytes);
+
+}  // namespace dflow::transport
