@@ -83,6 +83,18 @@ Result<std::unique_ptr<PartitionedPlan>> PartitionedPlan::Compile(
   return plan;
 }
 
+std::unique_ptr<PartitionedPlan> PartitionedPlan::FromParts(std::vector<CompiledPart> parts,
+                                                            int num_fetches, int send_recv_pairs) {
+  auto plan = std::unique_ptr<PartitionedPlan>(new PartitionedPlan);
+  plan->num_fetches_ = num_fetches;
+  plan->send_recv_pairs_ = send_recv_pairs;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    plan->parts_.push_back(Part{static_cast<int>(i), parts[i].device, std::move(parts[i].plan),
+                                std::move(parts[i].feeds), std::move(parts[i].fetches)});
+  }
+  return plan;
+}
+
 Status PartitionedPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>* fetches,
                             const RunOptions& options) const {
   std::unique_ptr<Rendezvous> rendezvous;

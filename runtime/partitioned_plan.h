@@ -37,6 +37,19 @@ class PartitionedPlan {
       const Graph& graph, const std::vector<int>& device_of, const DeviceSet& device_set,
       const std::vector<Device*>& devices, const PlanSpec& spec, const Options& options);
 
+  // One partition compiled elsewhere (a worker's share of a distributed step): the device that
+  // runs it, its plan, and where its feeds and fetches sit among the step's.
+  struct CompiledPart {
+    Device* device = nullptr;
+    std::unique_ptr<ExecutionPlan> plan;
+    std::vector<int> feeds;
+    std::vector<int> fetches;
+  };
+  // A plan over parts compiled by the caller; it runs them as Compile's plans run theirs.
+  // `send_recv_pairs` > 0 makes Run create the step's rendezvous.
+  static std::unique_ptr<PartitionedPlan> FromParts(std::vector<CompiledPart> parts,
+                                                    int num_fetches, int send_recv_pairs);
+
   struct RunOptions {
     int64_t step_id = 0;  // from the session: unique among its concurrent steps
     // Makes the step's rendezvous; required when send_recv_pairs() > 0.

@@ -9,6 +9,7 @@ namespace dflow::transport {
 using namespace internal;
 
 void UcxTransport::Impl::SetCallHandler(UcxTransport::CallHandler handler) {
+  MutexLock running(handler_run_mu_);  // waits for a handler call in progress
   MutexLock lock(service_mu_);
   handler_ = std::move(handler);
 }
@@ -171,6 +172,7 @@ void UcxTransport::Impl::Serve(const std::string& from, CallRequest request, std
                                Peer* peer) {
   auto job = [this, from, request, peer, payload = std::move(payload)]() mutable {
     UcxTransport::CallHandler handler;
+    MutexLock running(handler_run_mu_);
     {
       MutexLock lock(service_mu_);
       handler = handler_;

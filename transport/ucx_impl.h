@@ -133,7 +133,8 @@ class UcxTransport::Impl {
   const UcxTransportOptions& options() const { return options_; }
 
   // Requests (ucx_calls.cc).
-  void SetCallHandler(UcxTransport::CallHandler handler) DFLOW_EXCLUDES(service_mu_);
+  void SetCallHandler(UcxTransport::CallHandler handler)
+      DFLOW_EXCLUDES(service_mu_, handler_run_mu_);
   Result<std::string> Call(const std::string& task, uint16_t method, std::string payload,
                            std::chrono::milliseconds timeout) DFLOW_EXCLUDES(mu_);
   uint64_t incarnation() const { return incarnation_; }
@@ -248,7 +249,9 @@ class UcxTransport::Impl {
   std::unordered_map<uint64_t, std::shared_ptr<PendingCall>> calls_ DFLOW_GUARDED_BY(mu_);
   CondVar calls_changed_;
 
-  // The service thread runs the call handler, so a slow handler never stalls progress.
+  // The service thread runs the call handler, so a slow handler never stalls progress. A handler
+  // runs under handler_run_mu_, so SetCallHandler returns only once no old handler runs.
+  Mutex handler_run_mu_;
   Mutex service_mu_;
   CondVar service_cv_;
   UcxTransport::CallHandler handler_ DFLOW_GUARDED_BY(service_mu_);

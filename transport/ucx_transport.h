@@ -98,7 +98,8 @@ class UcxTransport final : public RendezvousFactory {
   using Reply = std::function<void(Result<std::string>)>;
   using CallHandler = std::function<void(const CallInfo& call, std::string payload, Reply reply)>;
   // Serves requests from now on (requests that come with no handler set are answered
-  // Unimplemented). Handlers run one at a time on the service thread.
+  // Unimplemented). Handlers run one at a time on the service thread. Returns once no call of
+  // the previous handler is running (so not from inside a handler).
   void SetCallHandler(CallHandler handler);
   // Asks `task` (connected) and waits for its reply: the result's bytes, or the handler's error
   // unchanged. DeadlineExceeded after `timeout`; Unavailable when the connection is lost first.

@@ -1,0 +1,47 @@
+// The requests a master sends its workers (transport::UcxTransport::Call), and their payloads.
+// A payload is a frame: a JSON object of small fields and a list of binary blobs (graph files,
+// tensors in the checkpoint format). Payloads come from another process, so decoding checks
+// every field and bound and answers InvalidArgument naming the request and the field.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "graph/status.h"
+#include "graph/tensor.h"
+
+namespace dflow::distributed {
+
+enum class Method : uint16_t {
+  kGetDevices = 1,  // -> the worker's devices with their figures (made on first call)
+  kCompile = 2,     // a signature's partitions for this worker's devices
+  kRunStep = 3,     // runs a compiled signature's partitions for one step
+  kRelease = 4,     // forgets a compiled signature
+};
+
+struct Frame {
+  nlohmann::json meta = nlohmann::json::object();
+  std::vector<std::string> blobs;
+};
+
+// u32 JSON length, the JSON, u32 blob count, then each blob as u64 length and bytes.
+std::string EncodeFrame(const Frame& frame);
+// `what` names the request in errors.
+Result<Frame> DecodeFrame(std::string_view bytes, std::string_view what);
+
+// Named tensors as one blob (serialization/checkpoint_file.h's form).
+std::string EncodeTensors(const std::map<std::string, Tensor>& tensors);
+Result<std::map<std::string, Tensor>> DecodeTensors(std::string_view bytes, std::string_view what);
+
+// Typed reads of a frame's JSON: InvalidArgument naming `what` and the field when it is missing
+// or of another type.
+Result<std::string> GetString(const nlohmann::json& meta, const char* field, std::string_view what);
+Result<int64_t> GetInt(const nlohmann::json& meta, const char* field, std::string_view what);
+Result<std::vector<std::string>> GetStrings(const nlohmann::json& meta, const char* field,
+                                            std::string_view what);
+
+}  // namespace dflow::distributed

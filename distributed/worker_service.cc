@@ -1,0 +1,249 @@
+#include "distributed/worker_service.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "distributed/messages.h"
+#include "graph/device_name.h"
+#include "runtime/pipeline.h"
+#include "serialization/graph_file.h"
+
+namespace dflow::distributed {
+
+Result<std::unique_ptr<WorkerService>> WorkerService::Create(transport::UcxTransport* transport,
+                                                             WorkerOptions options) {
+  if (options.devices.empty()) return InvalidArgument("a worker needs at least one device");
+  for (const auto& d : options.devices) {
+    ASSIGN_OR_RETURN(DeviceName name, DeviceName::Parse(d));
+    if (name.job || name.task) {
+      return InvalidArgument(
+          "worker device '{}': give it without job and task (cpu:0); it "
+          "takes the task its master assigns",
+          d);
+    }
+  }
+  if (options.max_concurrent_steps < 1) {
+    return InvalidArgument("max_concurrent_steps is {}; it must be >= 1",
+                           options.max_concurrent_steps);
+  }
+  auto service = std::unique_ptr<WorkerService>(new WorkerService(transport, std::move(options)));
+  WorkerService* self = service.get();
+  transport->SetCallHandler([self](const transport::UcxTransport::CallInfo& call,
+                                   std::string payload, transport::UcxTransport::Reply reply) {
+    self->Handle(call, std::move(payload), std::move(reply));
+  });
+  return service;
+}
+
+WorkerService::WorkerService(transport::UcxTransport* transport, WorkerOptions options)
+    : transport_(transport),
+      options_(std::move(options)),
+      steps_(std::make_unique<ThreadPool>(options_.max_concurrent_steps)) {}
+
+WorkerService::~WorkerService() {
+  transport_->SetCallHandler(nullptr);
+  steps_.reset();  // waits for running steps
+}
+
+int WorkerService::num_signatures() const {
+  MutexLock lock(mu_);
+  return static_cast<int>(signatures_.size());
+}
+
+void WorkerService::Handle(const transport::UcxTransport::CallInfo& call, std::string payload,
+                           transport::UcxTransport::Reply reply) {
+  switch (static_cast<Method>(call.method)) {
+    case Method::kGetDevices:
+      reply(GetDevices());
+      return;
+    case Method::kCompile:
+      reply(Compile(call.from_task, payload));
+      return;
+    case Method::kRunStep:
+      // On the step pool: a step waits for other tasks, and requests keep being answered.
+      steps_->Schedule([this, payload = std::move(payload), reply = std::move(reply)] {
+        reply(RunStep(payload));
+      });
+      return;
+    case Method::kRelease:
+      reply(Release(payload));
+      return;
+  }
+  reply(Unimplemented("worker {} has no method {}", transport_->task(), call.method));
+}
+
+Status WorkerService::EnsureDevices() {
+  if (!devices_.empty()) return Status::OK();
+  std::string task = transport_->task();
+  if (task.empty()) return FailedPrecondition("this worker has no task name yet");
+  ASSIGN_OR_RETURN(DeviceName t, DeviceName::Parse(task));
+  SessionOptions o;
+  for (const auto& d : options_.devices) {
+    ASSIGN_OR_RETURN(DeviceName name, DeviceName::Parse(d));
+    name.job = t.job;
+    name.task = t.task;
+    if (!name.index) name.index = 0;
+    o.devices.push_back(name.ToString());
+  }
+  o.device_memory_bytes = options_.memory_limit_bytes;
+  ASSIGN_OR_RETURN(SessionDevices made, CreateSessionDevices(o));
+  nlohmann::json list = nlohmann::json::array();
+  for (int i = 0; i < made.set.size(); ++i) {
+    const DeviceSpec& s = made.set.device(i);
+    list.push_back({{"name", s.canonical()},
+                    {"memory_bytes", s.memory_bytes},
+                    {"peak_flops", s.peak_flops},
+                    {"memory_bandwidth", s.memory_bandwidth},
+                    {"launch_overhead_s", s.launch_overhead_s},
+                    {"incarnation", std::to_string(s.incarnation)}});
+  }
+  LinkSpec link = made.set.size() > 1 ? made.set.Link(0, 1) : LinkSpec{};
+  nlohmann::json meta = {{"devices", list},
+                         {"same_process_latency_s", link.latency_s},
+                         {"same_process_bandwidth", link.bandwidth}};
+  devices_json_ = meta.dump();
+  devices_ = std::move(made.devices);
+  return Status::OK();
+}
+
+Result<std::string> WorkerService::GetDevices() {
+  MutexLock lock(mu_);
+  RETURN_IF_ERROR(EnsureDevices());
+  Frame f;
+  f.meta = nlohmann::json::parse(devices_json_);
+  return EncodeFrame(f);
+}
+
+Result<std::string> WorkerService::Compile(const std::string& from, std::string_view payload) {
+  constexpr std::string_view kWhat = "Compile";
+  ASSIGN_OR_RETURN(Frame frame, DecodeFrame(payload, kWhat));
+  ASSIGN_OR_RETURN(std::string id, GetString(frame.meta, "signature", kWhat));
+  ASSIGN_OR_RETURN(std::vector<std::string> feeds, GetStrings(frame.meta, "feeds", kWhat));
+  ASSIGN_OR_RETURN(std::vector<std::string> fetches, GetStrings(frame.meta, "fetches", kWhat));
+  ASSIGN_OR_RETURN(int64_t pairs, GetInt(frame.meta, "send_recv_pairs", kWhat));
+  auto parts_json = frame.meta.find("partitions");
+  if (parts_json == frame.meta.end() || !parts_json->is_array() ||
+      parts_json->size() != frame.blobs.size() || frame.blobs.empty()) {
+    return InvalidArgument("Compile request: 'partitions' must list one entry per graph blob");
+  }
+  bool plan_memory = frame.meta.value("plan_memory", true);
+  bool fuse = frame.meta.value("fuse_epilogues", true);
+
+  MutexLock lock(mu_);
+  RETURN_IF_ERROR(EnsureDevices());
+  auto signature = std::make_shared<Signature>();
+  signature->feeds = feeds;
+  signature->fetches = fetches;
+  std::vector<PartitionedPlan::CompiledPart> parts;
+  for (size_t i = 0; i < frame.blobs.size(); ++i) {
+    const nlohmann::json& pj = (*parts_json)[i];
+    if (!pj.is_object())
+      return InvalidArgument("Compile request: partition {} is not an object", i);
+    ASSIGN_OR_RETURN(std::string device_name, GetString(pj, "device", kWhat));
+    ASSIGN_OR_RETURN(std::vector<std::string> part_feeds, GetStrings(pj, "feeds", kWhat));
+    ASSIGN_OR_RETURN(std::vector<std::string> part_fetches, GetStrings(pj, "fetches", kWhat));
+    ASSIGN_OR_RETURN(std::vector<std::string> part_targets, GetStrings(pj, "targets", kWhat));
+    auto parsed = DeviceName::Parse(device_name);
+    Device* device = nullptr;
+    for (auto& d : devices_) {
+      if (parsed.ok() && d->canonical_name() == parsed->ToString()) device = d.get();
+    }
+    if (device == nullptr) {
+      return NotFound("signature {}: worker {} has no device '{}'", id, transport_->task(),
+                      device_name);
+    }
+    std::string source = fmt::format("partition {} of signature {} from {}", i, id, from);
+    ASSIGN_OR_RETURN(Graph g, serialization::DecodeGraph(frame.blobs[i], source));
+    RETURN_IF_ERROR(g.Validate());
+    PlanSpec spec;
+    spec.plan_memory = plan_memory;
+    PartitionedPlan::CompiledPart part;
+    part.device = device;
+    for (const auto& name : part_feeds) {
+      auto node = g.FindNode(name);
+      auto at = std::find(feeds.begin(), feeds.end(), name);
+      if (!node || at == feeds.end()) {
+        return InvalidArgument("{}: feed '{}' is not a node of it or not a step feed", source,
+                               name);
+      }
+      spec.feeds.push_back(*node);
+      part.feeds.push_back(static_cast<int>(at - feeds.begin()));
+    }
+    for (const auto& name : part_fetches) {
+      ASSIGN_OR_RETURN(InputRef ref, ParseInputRef(name));
+      auto node = g.FindNode(ref.node);
+      auto at = std::find(fetches.begin(), fetches.end(), name);
+      if (!node || at == fetches.end() || ref.index >= g.node(*node).num_outputs()) {
+        return InvalidArgument("{}: fetch '{}' is not an output of it or not a step fetch", source,
+                               name);
+      }
+      spec.fetches.push_back({*node, ref.index});
+      part.fetches.push_back(static_cast<int>(at - fetches.begin()));
+    }
+    for (const auto& name : part_targets) {
+      auto node = g.FindNode(name);
+      if (!node) return InvalidArgument("{}: target '{}' is not a node of it", source, name);
+      spec.targets.push_back(*node);
+    }
+    for (int v = 0; v < g.num_nodes(); ++v) {
+      if (g.node(v).op() == "_Send") spec.targets.push_back(v);
+    }
+    auto owned = std::make_shared<const Graph>(std::move(g));
+    ASSIGN_OR_RETURN(part.plan,
+                     CompileForDevice(std::move(owned), spec, device, {.fuse_epilogues = fuse}));
+    parts.push_back(std::move(part));
+  }
+  signature->plan = PartitionedPlan::FromParts(std::move(parts), static_cast<int>(fetches.size()),
+                                               static_cast<int>(pairs));
+  signatures_[id] = std::move(signature);
+  return std::string();
+}
+
+Result<std::string> WorkerService::RunStep(std::string_view payload) {
+  constexpr std::string_view kWhat = "RunStep";
+  ASSIGN_OR_RETURN(Frame frame, DecodeFrame(payload, kWhat));
+  ASSIGN_OR_RETURN(std::string id, GetString(frame.meta, "signature", kWhat));
+  ASSIGN_OR_RETURN(int64_t step, GetInt(frame.meta, "step", kWhat));
+  std::optional<std::chrono::milliseconds> timeout;
+  if (frame.meta.contains("timeout_ms")) {
+    ASSIGN_OR_RETURN(int64_t ms, GetInt(frame.meta, "timeout_ms", kWhat));
+    timeout = std::chrono::milliseconds(ms);
+  }
+  if (frame.blobs.size() != 1) return InvalidArgument("RunStep request: one blob of feeds");
+  ASSIGN_OR_RETURN(auto fed, DecodeTensors(frame.blobs[0], "the feeds of a RunStep request"));
+  std::shared_ptr<Signature> signature;
+  {
+    MutexLock lock(mu_);
+    auto it = signatures_.find(id);
+    if (it == signatures_.end()) {
+      return NotFound("worker {} has no compiled signature '{}'", transport_->task(), id);
+    }
+    signature = it->second;
+  }
+  std::vector<Tensor> feeds;
+  for (const auto& name : signature->feeds) {
+    auto it = fed.find(name);
+    if (it == fed.end()) return InvalidArgument("RunStep request: feed '{}' missing", name);
+    feeds.push_back(it->second);
+  }
+  PartitionedPlan::RunOptions options;
+  options.step_id = step;
+  options.rendezvous = transport_;
+  options.timeout = timeout;
+  std::vector<Tensor> out;
+  RETURN_IF_ERROR(signature->plan->Run(feeds, &out, options));
+  std::map<std::string, Tensor> fetched;
+  for (size_t i = 0; i < out.size(); ++i) fetched[signature->fetches[i]] = out[i];
+  return EncodeTensors(fetched);
+}
+
+Result<std::string> WorkerService::Release(std::string_view payload) {
+  ASSIGN_OR_RETURN(Frame frame, DecodeFrame(payload, "Release"));
+  ASSIGN_OR_RETURN(std::string id, GetString(frame.meta, "signature", "Release"));
+  MutexLock lock(mu_);
+  signatures_.erase(id);
+  return std::string();
+}
+
+}  // namespace dflow::distributed

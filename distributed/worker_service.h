@@ -1,0 +1,75 @@
+// WorkerService: what a dflow-worker process does for its master, as the call handler of its
+// transport (transport/ucx_transport.h):
+//
+//   GetDevices  makes the worker's devices on first call (named under the task the master
+//               assigned, with calibrated figures) and lists them with their figures;
+//   Compile     takes a signature's partitions for this worker's devices, in the graph file
+//               form, and compiles them (cached by the signature's id);
+//   RunStep     runs a compiled signature for one step: feeds in, fetches out, tensors to and
+//               from other tasks through the transport's rendezvous; a failure aborts the step
+//               on every task;
+//   Release     forgets a compiled signature.
+//
+// Variables live on the worker's devices and keep their values between steps and signatures.
+// Steps run on a pool of their own, so requests keep being answered while steps run.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/mutex.h"
+#include "runtime/device.h"
+#include "runtime/partitioned_plan.h"
+#include "runtime/thread_pool.h"
+#include "transport/ucx_transport.h"
+
+namespace dflow::distributed {
+
+struct WorkerOptions {
+  // This worker's devices, "cpu:0", "cpu:1", ...; they take the task name the master assigns.
+  std::vector<std::string> devices = {"cpu:0"};
+  // Per device, bytes (0: the device's default, the machine's memory for a CPU).
+  double memory_limit_bytes = 0;
+  // Steps that may run at once.
+  int max_concurrent_steps = 4;
+};
+
+class WorkerService {
+ public:
+  // Serves `transport`'s requests from now on; `transport` must outlive the service.
+  static Result<std::unique_ptr<WorkerService>> Create(transport::UcxTransport* transport,
+                                                       WorkerOptions options);
+  // Stops serving (later requests are answered Unimplemented) and waits for running steps.
+  ~WorkerService();
+
+  int num_signatures() const;
+
+ private:
+  WorkerService(transport::UcxTransport* transport, WorkerOptions options);
+  void Handle(const transport::UcxTransport::CallInfo& call, std::string payload,
+              transport::UcxTransport::Reply reply);
+  Result<std::string> GetDevices() DFLOW_EXCLUDES(mu_);
+  Status EnsureDevices() DFLOW_REQUIRES(mu_);
+  Result<std::string> Compile(const std::string& from, std::string_view payload)
+      DFLOW_EXCLUDES(mu_);
+  Result<std::string> RunStep(std::string_view payload) DFLOW_EXCLUDES(mu_);
+  Result<std::string> Release(std::string_view payload) DFLOW_EXCLUDES(mu_);
+
+  struct Signature {
+    std::vector<std::string> feeds;    // the step's feeds this worker takes, in order
+    std::vector<std::string> fetches;  // what it returns, in order
+    std::shared_ptr<PartitionedPlan> plan;
+  };
+
+  transport::UcxTransport* transport_;
+  WorkerOptions options_;
+  mutable Mutex mu_;
+  std::vector<std::unique_ptr<Device>> devices_ DFLOW_GUARDED_BY(mu_);
+  std::string devices_json_ DFLOW_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<Signature>> signatures_ DFLOW_GUARDED_BY(mu_);
+  std::unique_ptr<ThreadPool> steps_;  // last: destroyed first, while the rest still exists
+};
+
+}  // namespace dflow::distributed

@@ -1,0 +1,97 @@
+// dflow-worker: a process that runs its share of graphs for a master (distributed/).
+//
+//   dflow-worker --listen 127.0.0.1:7001 --devices cpu:0,cpu:1 --token-file FILE
+//                [--memory-limit SIZE]
+//
+// Port 0 picks a free port. Once ready it prints exactly one line on stdout,
+// "listening on HOST:PORT", and serves until SIGTERM or SIGINT (a clean exit, status 0). The
+// first master to connect names it (/job:worker/task:N).
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "distributed/worker_service.h"
+#include "ops/register.h"
+#include "tools/device_list.h"
+#include "tools/size_flag.h"
+#include "transport/ucx_transport.h"
+
+namespace {
+
+int Fail(const dflow::Status& s) {
+  std::fprintf(stderr, "dflow-worker: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+dflow::Result<std::string> ReadToken(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return dflow::NotFound("cannot read the token file '{}'", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string token = ss.str();
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  if (token.empty()) return dflow::InvalidArgument("the token file '{}' is empty", path);
+  return token;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dflow-worker: runs its share of graphs for a dflow master"};
+  std::string listen = "127.0.0.1:0";
+  std::string devices = "cpu:0";
+  std::string token_file;
+  std::string memory_limit;
+  app.add_option("--listen", listen, "HOST:PORT to listen on (port 0: any free port)");
+  app.add_option("--devices", devices, "this worker's devices: cpu:0,cpu:1,...");
+  app.add_option("--token-file", token_file, "file holding the cluster token")->required();
+  app.add_option("--memory-limit", memory_limit, "per device, e.g. 512MiB (default: all)");
+  CLI11_PARSE(app, argc, argv);
+
+  // Block the stop signals in every thread; the main thread waits for them below.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  auto token = ReadToken(token_file);
+  if (!token.ok()) return Fail(token.status());
+  auto device_list = dflow::tools::ParseDeviceList(devices);
+  if (!device_list.ok()) return Fail(device_list.status());
+  dflow::distributed::WorkerOptions options;
+  options.devices = *device_list;
+  if (!memory_limit.empty()) {
+    auto bytes = dflow::tools::ParseByteSize(memory_limit);
+    if (!bytes.ok()) return Fail(bytes.status());
+    options.memory_limit_bytes = static_cast<double>(*bytes);
+  }
+  dflow::ops::RegisterStandardOps();
+
+  dflow::transport::UcxTransportOptions t;
+  t.token = *token;
+  t.listen_address = listen;
+  t.log = [](std::string_view line) {
+    std::fprintf(stderr, "dflow-worker: %.*s\n", static_cast<int>(line.size()), line.data());
+  };
+  auto transport = dflow::transport::UcxTransport::Create(std::move(t));
+  if (!transport.ok()) return Fail(transport.status());
+  auto service = dflow::distributed::WorkerService::Create(transport->get(), options);
+  if (!service.ok()) return Fail(service.status());
+
+  std::printf("listening on %s\n", (*transport)->listen_address().c_str());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&stop, &sig);
+  std::fprintf(stderr, "dflow-worker: %s, stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  service->reset();
+  transport->reset();
+  return 0;
+}
