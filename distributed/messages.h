@@ -17,10 +17,11 @@
 namespace dflow::distributed {
 
 enum class Method : uint16_t {
-  kGetDevices = 1,  // -> the worker's devices with their figures (made on first call)
-  kCompile = 2,     // a signature's partitions for this worker's devices
-  kRunStep = 3,     // runs a compiled signature's partitions for one step
-  kRelease = 4,     // forgets a compiled signature
+  kGetDevices = 1,    // -> the worker's devices with their figures (made on first call)
+  kCompile = 2,       // a signature's partitions for this worker's devices
+  kRunStep = 3,       // runs a compiled signature's partitions for one step
+  kRelease = 4,       // forgets a compiled signature
+  kConnectPeers = 5,  // connects to the other tasks a step may send tensors to
 };
 
 struct Frame {

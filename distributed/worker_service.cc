@@ -69,6 +69,9 @@ void WorkerService::Handle(const transport::UcxTransport::CallInfo& call, std::s
     case Method::kRelease:
       reply(Release(payload));
       return;
+    case Method::kConnectPeers:
+      reply(ConnectPeers(payload));
+      return;
   }
   reply(Unimplemented("worker {} has no method {}", transport_->task(), call.method));
 }
@@ -243,6 +246,32 @@ Result<std::string> WorkerService::Release(std::string_view payload) {
   ASSIGN_OR_RETURN(std::string id, GetString(frame.meta, "signature", "Release"));
   MutexLock lock(mu_);
   signatures_.erase(id);
+  return std::string();
+}
+
+Result<std::string> WorkerService::ConnectPeers(std::string_view payload) {
+  constexpr std::string_view kWhat = "ConnectPeers";
+  ASSIGN_OR_RETURN(Frame frame, DecodeFrame(payload, kWhat));
+  ASSIGN_OR_RETURN(std::vector<std::string> tasks, GetStrings(frame.meta, "tasks", kWhat));
+  ASSIGN_OR_RETURN(std::vector<std::string> addresses, GetStrings(frame.meta, "addresses", kWhat));
+  if (tasks.size() != addresses.size()) {
+    return InvalidArgument("ConnectPeers request: {} tasks but {} addresses", tasks.size(),
+                           addresses.size());
+  }
+  const std::string me = transport_->task();
+  auto mine = std::find(tasks.begin(), tasks.end(), me);
+  if (mine == tasks.end()) {
+    return InvalidArgument("ConnectPeers request: this worker ({}) is not in the list", me);
+  }
+  std::vector<std::string> connected = transport_->peers();
+  for (size_t i = static_cast<size_t>(mine - tasks.begin()) + 1; i < tasks.size(); ++i) {
+    if (std::find(connected.begin(), connected.end(), tasks[i]) != connected.end()) continue;
+    auto peer = transport_->Connect(addresses[i]);
+    if (!peer.ok()) return peer.status();
+    if (*peer != tasks[i]) {
+      return FailedPrecondition("{} at {} answered as {}", tasks[i], addresses[i], *peer);
+    }
+  }
   return std::string();
 }
 

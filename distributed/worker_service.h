@@ -8,7 +8,10 @@
 //   RunStep     runs a compiled signature for one step: feeds in, fetches out, tensors to and
 //               from other tasks through the transport's rendezvous; a failure aborts the step
 //               on every task;
-//   Release     forgets a compiled signature.
+//   Release     forgets a compiled signature;
+//   ConnectPeers  connects to the other workers (the master lists them with their addresses;
+//               a worker connects to those after it in the list, so each pair has one
+//               connection).
 //
 // Variables live on the worker's devices and keep their values between steps and signatures.
 // Steps run on a pool of their own, so requests keep being answered while steps run.
@@ -56,6 +59,7 @@ class WorkerService {
       DFLOW_EXCLUDES(mu_);
   Result<std::string> RunStep(std::string_view payload) DFLOW_EXCLUDES(mu_);
   Result<std::string> Release(std::string_view payload) DFLOW_EXCLUDES(mu_);
+  Result<std::string> ConnectPeers(std::string_view payload);
 
   struct Signature {
     std::vector<std::string> feeds;    // the step's feeds this worker takes, in order

@@ -1,0 +1,31 @@
+// ClusterSpec: the tasks of a cluster and where they listen, in the usual JSON form
+//   {"worker": ["10.0.0.1:7001", "10.0.0.2:7001"], "ps": ["10.0.0.3:7001"]}
+// Task i of job "worker" is "/job:worker/task:i".
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "graph/status.h"
+
+namespace dflow::distributed {
+
+struct ClusterSpec {
+  std::map<std::string, std::vector<std::string>> jobs;  // job -> addresses, by task index
+
+  struct Task {
+    std::string name;  // "/job:worker/task:1"
+    std::string address;
+  };
+  // Every task, by job name then index.
+  std::vector<Task> tasks() const;
+
+  // InvalidArgument naming `source` and the entry for: text that is not a JSON object of lists
+  // of "HOST:PORT" strings, an empty or malformed job name, an address given twice, no task.
+  static Result<ClusterSpec> Parse(std::string_view json, const std::string& source);
+  static Result<ClusterSpec> Load(const std::string& path);
+};
+
+}  // namespace dflow::distributed

@@ -1,0 +1,94 @@
+// DistributedSession: a Session (runtime/session.h) whose devices belong to worker processes,
+// on this host or others (tools/dflow_worker.cc). The master:
+//
+//   1. connects to every task of the cluster spec over UCX, naming each (/job:worker/task:i),
+//      and has the workers connect to each other;
+//   2. learns each task's devices and figures, and places the graph over all of them (links
+//      between tasks cost as another process of the host or another host, placer/device_set.h);
+//   3. per run signature, prunes and partitions the graph, and ships each task its partitions in
+//      the graph file form (Compile);
+//   4. runs steps: each task gets the feeds its partitions need and returns its fetches; tensors
+//      between tasks go straight from worker to worker. The first error of a step, on any task,
+//      aborts the step on every task and is what Run returns.
+//
+// Variables live on the workers, so a session's state survives between steps as long as its
+// workers do. Checkpoints are not supported yet (Unimplemented).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/cluster_spec.h"
+#include "graph/mutex.h"
+#include "runtime/session.h"
+#include "transport/ucx_transport.h"
+
+namespace dflow::distributed {
+
+struct DistributedOptions {
+  ClusterSpec cluster;
+  std::string token;  // the cluster token the workers were started with
+  std::chrono::milliseconds connect_timeout{10'000};
+  // How long a request other than a step may take (compiling a partition, listing devices).
+  std::chrono::milliseconds request_timeout{60'000};
+};
+
+class DistributedSession final : public Session {
+ public:
+  // `options.devices`, `device`, `threads` and `device_specs` are ignored (the workers' devices
+  // are the session's); the placer settings apply. Unavailable naming a task that cannot be
+  // reached; PermissionDenied for a wrong token.
+  static Result<std::unique_ptr<DistributedSession>> Create(Graph graph,
+                                                            const SessionOptions& options,
+                                                            const DistributedOptions& cluster);
+  ~DistributedSession() override;
+
+  using Session::Run;
+  Result<std::vector<Tensor>> Run(const Feeds& feeds, const std::vector<std::string>& fetches,
+                                  const std::vector<std::string>& targets,
+                                  const RunOptions& options) override;
+  Status SaveCheckpoint(const std::string& path) override;
+  Status RestoreCheckpoint(const std::string& path) override;
+  MeasuredCosts MeasuredNodeCosts() const override { return {}; }
+  const Graph& graph() const override { return graph_; }
+  const DeviceSet& device_set() const override { return set_; }
+  const PlacementReport& placement() const override { return placement_; }
+  StepStats last_step_stats() const override { return {}; }
+  int num_plans() const override;
+
+  // The tasks in the cluster's order.
+  const std::vector<ClusterSpec::Task>& tasks() const { return tasks_; }
+
+ private:
+  DistributedSession() = default;
+  struct TaskPart {
+    std::string task;
+    std::vector<std::string> feeds;    // the step's feeds it takes
+    std::vector<std::string> fetches;  // the step's fetches it returns
+  };
+  struct Signature {
+    std::string id;
+    std::vector<TaskPart> parts;
+  };
+  Result<std::shared_ptr<const Signature>> Compile(const Feeds& feeds,
+                                                   const std::vector<std::string>& fetches,
+                                                   const std::vector<std::string>& targets)
+      DFLOW_EXCLUDES(mu_);
+
+  Graph graph_;
+  SessionOptions options_;
+  DistributedOptions cluster_;
+  std::vector<ClusterSpec::Task> tasks_;
+  std::unique_ptr<transport::UcxTransport> transport_;
+  DeviceSet set_;
+  PlacementReport placement_;
+  std::atomic<int64_t> next_step_{1};
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<const Signature>> signatures_ DFLOW_GUARDED_BY(mu_);
+};
+
+}  // namespace dflow::distributed

@@ -1,0 +1,308 @@
+// A graph across worker processes (tools/dflow_worker.cc, started here on loopback) against the
+// same graph in this process.
+#include "distributed/distributed_session.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "ops/array_ops.h"
+#include "ops/initializers.h"
+#include "ops/math_ops.h"
+#include "ops/nn_ops.h"
+#include "ops/optimizers.h"
+#include "ops/unary_ops.h"
+#include "status_matchers.h"
+#include "test_util.h"
+
+extern char** environ;
+
+namespace dflow::distributed {
+namespace {
+
+using testing::MessageHas;
+
+constexpr char kToken[] = "distributed-test-token";
+
+std::string TokenFile(const std::string& token) {
+  static int n = 0;
+  std::string path =
+      ::testing::TempDir() + "dflow_token_" + std::to_string(getpid()) + "_" + std::to_string(n++);
+  std::ofstream(path) << token << "\n";
+  return path;
+}
+
+// A dflow-worker child process on loopback; SIGTERM and reaped when destroyed.
+class WorkerProcess {
+ public:
+  explicit WorkerProcess(const std::string& devices, const std::string& token = kToken) {
+    token_file_ = TokenFile(token);
+    int out[2];
+    if (pipe(out) != 0) return;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    std::vector<std::string> args = {DFLOW_WORKER_BINARY, "--listen", "127.0.0.1:0",
+                                     "--devices",         devices,    "--token-file",
+                                     token_file_};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, DFLOW_WORKER_BINARY, &actions, nullptr, argv.data(), environ) != 0) {
+      pid_ = -1;
+    }
+    posix_spawn_file_actions_destroy(&actions);
+    close(out[1]);
+    // The one line it prints when ready, within 20 s.
+    std::string line;
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (pid_ > 0 && line.find('\n') == std::string::npos &&
+           std::chrono::steady_clock::now() < until) {
+      pollfd p{out[0], POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      char buf[256];
+      ssize_t n = read(out[0], buf, sizeof(buf));
+      if (n <= 0) break;
+      line.append(buf, n);
+    }
+    close(out[0]);
+    const std::string prefix = "listening on ";
+    if (line.rfind(prefix, 0) == 0)
+      address_ = line.substr(prefix.size(), line.find('\n') - prefix.size());
+  }
+  ~WorkerProcess() { Stop(SIGTERM); }
+  WorkerProcess(const WorkerProcess&) = delete;
+
+  const std::string& address() const { return address_; }
+  // Signals it and reaps it (SIGKILL after 5 s); its exit status.
+  int Stop(int sig) {
+    if (pid_ <= 0) return -1;
+    kill(pid_, sig);
+    int status = 0;
+    for (int i = 0; i < 500; ++i) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return status;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string address_;
+  std::string token_file_;
+};
+
+DistributedOptions Cluster(const std::vector<const WorkerProcess*>& workers,
+                           const std::string& token = kToken) {
+  DistributedOptions o;
+  for (const auto* w : workers) o.cluster.jobs["worker"].push_back(w->address());
+  o.token = token;
+  o.connect_timeout = std::chrono::seconds(10);
+  return o;
+}
+
+// The MLP 784-64-64-10 with SGD, each layer pinned: the first on `first`, the rest on `rest`.
+struct Mlp {
+  Scope root = Scope::NewRootScope();
+  Output loss;
+  ops::Operation step;
+  std::vector<std::string> init;
+  std::vector<Output> weights;
+  Mlp(const std::string& first, const std::string& rest) {
+    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 784});
+    auto y = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
+    std::vector<Output> vars;
+    Output h = x;
+    int64_t sizes[] = {784, 64, 64, 10};
+    for (int l = 0; l < 3; ++l) {
+      Scope s = root.WithDevice(l == 0 ? first : rest);
+      auto w = ops::InitializedVariable(s, Shape{sizes[l], sizes[l + 1]},
+                                        ops::Initializer::GlorotUniform(l + 1));
+      auto b = ops::InitializedVariable(s, Shape{sizes[l + 1]}, ops::Initializer::Zeros());
+      vars.insert(vars.end(), {w.var, b.var});
+      weights.push_back(w.var);
+      init.insert(init.end(), {w.init.node_name(), b.init.node_name()});
+      h = ops::BiasAdd(s, ops::MatMul(s, h, w.var), b.var);
+      if (l < 2) h = ops::Relu(s, h);
+    }
+    Scope s = root.WithDevice(rest);
+    loss = ops::ReduceMean(s, ops::SparseSoftmaxCrossEntropyWithLogits(s, h, y).loss);
+    ops::SGD sgd({.learning_rate = 0.1});
+    step = sgd.Minimize(root, loss, vars);  // updates go where their variables are
+  }
+};
+
+Session::Feeds Batch(int seed) {
+  Tensor x(DType::kF32, Shape{32, 784}), y(DType::kI32, Shape{32});
+  std::mt19937 gen(seed);
+  for (float& v : x.flat<float>()) v = std::uniform_real_distribution<float>(0, 1)(gen);
+  for (int i = 0; i < 32; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(gen() % 10);
+  return {{"x", x}, {"labels", y}};
+}
+
+TEST(DistributedSessionTest, MlpTrainsAcrossTwoWorkerProcessesAsInOne) {
+  WorkerProcess w0("cpu:0"), w1("cpu:0");
+  ASSERT_FALSE(w0.address().empty());
+  ASSERT_FALSE(w1.address().empty());
+  Mlp model("/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0");
+  auto dist = DistributedSession::Create(model.root.graph(), {}, Cluster({&w0, &w1}));
+  ASSERT_TRUE(dist.ok()) << dist.status().ToString();
+  EXPECT_EQ((*dist)->device_set().size(), 2);
+  EXPECT_GT((*dist)->placement().cross_edges, 0);
+
+  // The same graph in this process, every node on one device.
+  Mlp local_model("", "");
+  auto local = Session::Create(local_model.root);
+  ASSERT_TRUE(local.ok()) << local.status().ToString();
+
+  ASSERT_TRUE((*dist)->Run({}, {}, model.init).ok());
+  ASSERT_TRUE((*local)->Run({}, {}, local_model.init).ok());
+  for (int s = 0; s < 4; ++s) {
+    auto feeds = Batch(s);
+    auto d = (*dist)->Run(feeds, {model.loss.name()}, {model.step.name()});
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    auto l = (*local)->Run(feeds, {local_model.loss.name()}, {local_model.step.name()});
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    float dl = (*d)[0].data<float>()[0];
+    float ll = (*l)[0].data<float>()[0];
+    EXPECT_NEAR(dl, ll, 1e-5f * std::max(1.0f, std::abs(ll))) << "step " << s;
+  }
+  // The trained weights, read back from both workers.
+  for (size_t i = 0; i < model.weights.size(); ++i) {
+    auto d = (*dist)->Run({}, {model.weights[i].name()});
+    auto l = (*local)->Run({}, {local_model.weights[i].name()});
+    ASSERT_TRUE(d.ok() && l.ok());
+    auto dv = (*d)[0].ToVector<float>(), lv = (*l)[0].ToVector<float>();
+    ASSERT_EQ(dv.size(), lv.size());
+    for (size_t k = 0; k < dv.size(); ++k) ASSERT_NEAR(dv[k], lv[k], 1e-5f) << i << "," << k;
+  }
+}
+
+// Element-wise work split over three devices in two processes is exact.
+TEST(DistributedSessionTest, ElementwiseDagOverThreeDevicesIsExact) {
+  WorkerProcess w0("cpu:0,cpu:1"), w1("cpu:0");
+  ASSERT_FALSE(w0.address().empty() || w1.address().empty());
+  const char* devices[] = {"/job:worker/task:0/device:CPU:0", "/job:worker/task:0/device:CPU:1",
+                           "/job:worker/task:1/device:CPU:0", ""};
+  auto build = [&](bool pinned) {
+    Scope root = Scope::NewRootScope();
+    auto a = ops::Placeholder(root.WithOpName("a"), DType::kF32, Shape{1000});
+    auto b = ops::Placeholder(root.WithOpName("b"), DType::kF32, Shape{1000});
+    std::vector<Output> values = {a, b};
+    std::mt19937 gen(11);
+    for (int i = 0; i < 40; ++i) {
+      const char* device = devices[gen() % 3];  // drawn either way: both graphs are the same
+      Scope s = root.WithOpName("n" + std::to_string(i)).WithDevice(pinned ? device : devices[3]);
+      Output x = values[gen() % values.size()], y = values[gen() % values.size()];
+      switch (gen() % 4) {
+        case 0:
+          values.push_back(ops::Add(s, x, y));
+          break;
+        case 1:
+          values.push_back(ops::Mul(s, x, ops::Sub(s.WithOpName("s" + std::to_string(i)), y, x)));
+          break;
+        case 2:
+          values.push_back(ops::Neg(s, x));
+          break;
+        default:
+          values.push_back(ops::Maximum(s, x, y));
+          break;
+      }
+    }
+    return std::make_pair(root, values);
+  };
+  auto [dist_root, dist_values] = build(true);
+  auto [local_root, local_values] = build(false);
+  auto dist = DistributedSession::Create(dist_root.graph(), {}, Cluster({&w0, &w1}));
+  ASSERT_TRUE(dist.ok()) << dist.status().ToString();
+  auto local = Session::Create(local_root);
+  ASSERT_TRUE(local.ok());
+  std::vector<std::string> fetches, local_fetches;
+  for (size_t i = 2; i < dist_values.size(); i += 3) {
+    fetches.push_back(dist_values[i].name());
+    local_fetches.push_back(local_values[i].name());
+  }
+  std::vector<float> av(1000), bv(1000);
+  std::mt19937 gen(5);
+  for (auto& v : av) v = std::uniform_real_distribution<float>(-2, 2)(gen);
+  for (auto& v : bv) v = std::uniform_real_distribution<float>(-2, 2)(gen);
+  Session::Feeds feeds = {{"a", Tensor::FromVector(av, Shape{1000})},
+                          {"b", Tensor::FromVector(bv, Shape{1000})}};
+  auto d = (*dist)->Run(feeds, fetches);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  auto l = (*local)->Run(feeds, local_fetches);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  for (size_t i = 0; i < fetches.size(); ++i) {
+    EXPECT_EQ((*d)[i].ToVector<float>(), (*l)[i].ToVector<float>()) << fetches[i];
+  }
+  EXPECT_GT((*dist)->placement().cross_edges, 0);
+}
+
+TEST(DistributedSessionTest, AWorkersNodeErrorReachesTheMasterNamingTheNode) {
+  WorkerProcess w0("cpu:0"), w1("cpu:0");
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Placeholder(root.WithOpName("a"), DType::kF32, Shape{-1, -1});
+  auto b = ops::Placeholder(root.WithOpName("b"), DType::kF32, Shape{-1, -1});
+  auto first = ops::Neg(root.WithOpName("first").WithDevice("/job:worker/task:0/device:CPU:0"), a);
+  auto bad = ops::MatMul(
+      root.WithOpName("bad_matmul").WithDevice("/job:worker/task:1/device:CPU:0"), first, b);
+  auto dist = DistributedSession::Create(root.graph(), {}, Cluster({&w0, &w1}));
+  ASSERT_TRUE(dist.ok()) << dist.status().ToString();
+  Session::Feeds feeds = {{"a", Tensor(DType::kF32, Shape{2, 3})},
+                          {"b", Tensor(DType::kF32, Shape{4, 5})}};
+  for (auto& [n, t] : feeds) std::fill(t.flat<float>().begin(), t.flat<float>().end(), 1.0f);
+  auto r = (*dist)->Run(feeds, {bad.name()}, {}, {.timeout = std::chrono::seconds(10)});
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(MessageHas(r.status(), {"bad_matmul"})) << r.status().ToString();
+  // The session goes on: a good step runs.
+  feeds[1].second = Tensor(DType::kF32, Shape{3, 2});
+  std::fill(feeds[1].second.flat<float>().begin(), feeds[1].second.flat<float>().end(), 1.0f);
+  auto ok = (*dist)->Run(feeds, {bad.name()});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)[0].ToVector<float>(), std::vector<float>(4, -3.0f));
+}
+
+TEST(DistributedSessionTest, AWrongTokenOrAMissingWorkerNamesTheTask) {
+  WorkerProcess w0("cpu:0");
+  Scope root = Scope::NewRootScope();
+  ops::Placeholder(root.WithOpName("a"), DType::kF32, Shape{1});
+  auto refused = DistributedSession::Create(root.graph(), {}, Cluster({&w0}, "other-token"));
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(MessageHas(refused.status(), {"/job:worker/task:0", "token"}))
+      << refused.status().ToString();
+  DistributedOptions gone = Cluster({&w0});
+  gone.cluster.jobs["worker"].push_back("127.0.0.1:1");  // nobody listens there
+  auto missing = DistributedSession::Create(root.graph(), {}, gone);
+  EXPECT_EQ(missing.status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(MessageHas(missing.status(), {"/job:worker/task:1", "127.0.0.1:1"}))
+      << missing.status().ToString();
+}
+
+TEST(DistributedSessionTest, AWorkerExitsCleanlyOnSigterm) {
+  WorkerProcess w("cpu:0");
+  ASSERT_FALSE(w.address().empty());
+  int status = w.Stop(SIGTERM);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace dflow::distributed
