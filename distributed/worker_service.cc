@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "distributed/messages.h"
 #include "graph/device_name.h"
@@ -29,6 +30,9 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Create(transport::UcxTrans
   }
   auto service = std::unique_ptr<WorkerService>(new WorkerService(transport, std::move(options)));
   WorkerService* self = service.get();
+  if (self->options_.release_after.count() > 0) {
+    self->watcher_ = std::thread([self] { self->Watch(); });
+  }
   transport->SetCallHandler([self](const transport::UcxTransport::CallInfo& call,
                                    std::string payload, transport::UcxTransport::Reply reply) {
     self->Handle(call, std::move(payload), std::move(reply));
@@ -43,7 +47,43 @@ WorkerService::WorkerService(transport::UcxTransport* transport, WorkerOptions o
 
 WorkerService::~WorkerService() {
   transport_->SetCallHandler(nullptr);
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+  }
+  stop_cv_.NotifyAll();
+  if (watcher_.joinable()) watcher_.join();
   steps_.reset();  // waits for running steps
+}
+
+int WorkerService::releases() const {
+  MutexLock lock(mu_);
+  return releases_;
+}
+
+void WorkerService::Watch() {
+  auto last_seen = std::chrono::steady_clock::now();
+  MutexLock lock(mu_);
+  while (!stopping_) {
+    stop_cv_.WaitFor(mu_, std::chrono::milliseconds(100),
+                     [&]() DFLOW_REQUIRES(mu_) { return stopping_; });
+    if (stopping_) return;
+    bool master = false;
+    for (const auto& peer : transport_->peers()) master |= peer.rfind("/job:master/", 0) == 0;
+    auto now = std::chrono::steady_clock::now();
+    if (master || (signatures_.empty() && devices_.empty())) {
+      last_seen = now;
+      continue;
+    }
+    if (now - last_seen < options_.release_after || running_steps_ > 0) continue;
+    signatures_.clear();
+    devices_.clear();
+    devices_json_.clear();
+    releases_++;
+    std::fprintf(
+        stderr, "dflow-worker %s: no master for %lld ms; dropped its graphs and variables\n",
+        transport_->task().c_str(), static_cast<long long>(options_.release_after.count()));
+  }
 }
 
 int WorkerService::num_signatures() const {
@@ -223,7 +263,15 @@ Result<std::string> WorkerService::RunStep(std::string_view payload) {
       return NotFound("worker {} has no compiled signature '{}'", transport_->task(), id);
     }
     signature = it->second;
+    running_steps_++;
   }
+  struct Done {
+    WorkerService* self;
+    ~Done() {
+      MutexLock lock(self->mu_);
+      self->running_steps_--;
+    }
+  } done{this};
   std::vector<Tensor> feeds;
   for (const auto& name : signature->feeds) {
     auto it = fed.find(name);

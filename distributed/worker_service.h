@@ -17,9 +17,12 @@
 // Steps run on a pool of their own, so requests keep being answered while steps run.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "graph/mutex.h"
@@ -37,6 +40,9 @@ struct WorkerOptions {
   double memory_limit_bytes = 0;
   // Steps that may run at once.
   int max_concurrent_steps = 4;
+  // When no master has been connected for this long, the worker drops its compiled signatures
+  // and its devices with their variables (a new master starts afresh). 0: never.
+  std::chrono::milliseconds release_after{std::chrono::minutes(5)};
 };
 
 class WorkerService {
@@ -48,6 +54,8 @@ class WorkerService {
   ~WorkerService();
 
   int num_signatures() const;
+  // Times the worker dropped its state because its masters had gone.
+  int releases() const;
 
  private:
   WorkerService(transport::UcxTransport* transport, WorkerOptions options);
@@ -60,6 +68,8 @@ class WorkerService {
   Result<std::string> RunStep(std::string_view payload) DFLOW_EXCLUDES(mu_);
   Result<std::string> Release(std::string_view payload) DFLOW_EXCLUDES(mu_);
   Result<std::string> ConnectPeers(std::string_view payload);
+  // Drops the state of masters gone for release_after (a thread of its own).
+  void Watch() DFLOW_EXCLUDES(mu_);
 
   struct Signature {
     std::vector<std::string> feeds;    // the step's feeds this worker takes, in order
@@ -73,6 +83,11 @@ class WorkerService {
   std::vector<std::unique_ptr<Device>> devices_ DFLOW_GUARDED_BY(mu_);
   std::string devices_json_ DFLOW_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<Signature>> signatures_ DFLOW_GUARDED_BY(mu_);
+  int running_steps_ DFLOW_GUARDED_BY(mu_) = 0;
+  int releases_ DFLOW_GUARDED_BY(mu_) = 0;
+  bool stopping_ DFLOW_GUARDED_BY(mu_) = false;
+  CondVar stop_cv_;
+  std::thread watcher_;
   std::unique_ptr<ThreadPool> steps_;  // last: destroyed first, while the rest still exists
 };
 

@@ -1,11 +1,12 @@
 // dflow-worker: a process that runs its share of graphs for a master (distributed/).
 //
 //   dflow-worker --listen 127.0.0.1:7001 --devices cpu:0,cpu:1 --token-file FILE
-//                [--memory-limit SIZE]
+//                [--memory-limit SIZE] [--release-after SECONDS]
 //
 // Port 0 picks a free port. Once ready it prints exactly one line on stdout,
 // "listening on HOST:PORT", and serves until SIGTERM or SIGINT (a clean exit, status 0). The
-// first master to connect names it (/job:worker/task:N).
+// first master to connect names it (/job:worker/task:N). When no master has been connected for
+// --release-after seconds (default 300; 0: never), it drops its compiled graphs and variables.
 #include <signal.h>
 #include <unistd.h>
 
@@ -48,10 +49,14 @@ int main(int argc, char** argv) {
   std::string devices = "cpu:0";
   std::string token_file;
   std::string memory_limit;
+  double release_after = 300;
   app.add_option("--listen", listen, "HOST:PORT to listen on (port 0: any free port)");
   app.add_option("--devices", devices, "this worker's devices: cpu:0,cpu:1,...");
   app.add_option("--token-file", token_file, "file holding the cluster token")->required();
   app.add_option("--memory-limit", memory_limit, "per device, e.g. 512MiB (default: all)");
+  app.add_option("--release-after", release_after,
+                 "seconds without a master before dropping graphs and variables (0: never)")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
 
   // Block the stop signals in every thread; the main thread waits for them below.
@@ -67,6 +72,7 @@ int main(int argc, char** argv) {
   if (!device_list.ok()) return Fail(device_list.status());
   dflow::distributed::WorkerOptions options;
   options.devices = *device_list;
+  options.release_after = std::chrono::milliseconds(static_cast<int64_t>(release_after * 1000));
   if (!memory_limit.empty()) {
     auto bytes = dflow::tools::ParseByteSize(memory_limit);
     if (!bytes.ok()) return Fail(bytes.status());

@@ -3,6 +3,7 @@
 #include "distributed/distributed_session.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
@@ -37,8 +39,7 @@ constexpr char kToken[] = "distributed-test-token";
 
 std::string TokenFile(const std::string& token) {
   static int n = 0;
-  std::string path =
-      ::testing::TempDir() + "dflow_token_" + std::to_string(getpid()) + "_" + std::to_string(n++);
+  std::string path = fmt::format("{}dflow_token_{}_{}", ::testing::TempDir(), getpid(), n++);
   std::ofstream(path) << token << "\n";
   return path;
 }
@@ -46,7 +47,8 @@ std::string TokenFile(const std::string& token) {
 // A dflow-worker child process on loopback; SIGTERM and reaped when destroyed.
 class WorkerProcess {
  public:
-  explicit WorkerProcess(const std::string& devices, const std::string& token = kToken) {
+  explicit WorkerProcess(const std::string& devices, const std::string& token = kToken,
+                         const std::string& release_after = "300") {
     token_file_ = TokenFile(token);
     int out[2];
     if (pipe(out) != 0) return;
@@ -54,9 +56,9 @@ class WorkerProcess {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
     posix_spawn_file_actions_addclose(&actions, out[0]);
-    std::vector<std::string> args = {DFLOW_WORKER_BINARY, "--listen", "127.0.0.1:0",
-                                     "--devices",         devices,    "--token-file",
-                                     token_file_};
+    std::vector<std::string> args = {DFLOW_WORKER_BINARY, "--listen",        "127.0.0.1:0",
+                                     "--devices",         devices,           "--token-file",
+                                     token_file_,         "--release-after", release_after};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -210,14 +212,14 @@ TEST(DistributedSessionTest, ElementwiseDagOverThreeDevicesIsExact) {
     std::mt19937 gen(11);
     for (int i = 0; i < 40; ++i) {
       const char* device = devices[gen() % 3];  // drawn either way: both graphs are the same
-      Scope s = root.WithOpName("n" + std::to_string(i)).WithDevice(pinned ? device : devices[3]);
+      Scope s = root.WithOpName(fmt::format("n{}", i)).WithDevice(pinned ? device : devices[3]);
       Output x = values[gen() % values.size()], y = values[gen() % values.size()];
       switch (gen() % 4) {
         case 0:
           values.push_back(ops::Add(s, x, y));
           break;
         case 1:
-          values.push_back(ops::Mul(s, x, ops::Sub(s.WithOpName("s" + std::to_string(i)), y, x)));
+          values.push_back(ops::Mul(s, x, ops::Sub(s.WithOpName(fmt::format("s{}", i)), y, x)));
           break;
         case 2:
           values.push_back(ops::Neg(s, x));
@@ -294,6 +296,72 @@ TEST(DistributedSessionTest, AWrongTokenOrAMissingWorkerNamesTheTask) {
   EXPECT_EQ(missing.status().code(), StatusCode::kUnavailable);
   EXPECT_TRUE(MessageHas(missing.status(), {"/job:worker/task:1", "127.0.0.1:1"}))
       << missing.status().ToString();
+}
+
+// kill -9 of a worker in the middle of a step: the step fails on every task within 2 s, with
+// Unavailable naming the lost task, and the master returns.
+TEST(DistributedSessionTest, AKilledWorkerFailsTheStepWithinTwoSeconds) {
+  WorkerProcess w0("cpu:0"), w1("cpu:0");
+  Scope root = Scope::NewRootScope();
+  // Seconds of MatMuls on task 0, whose result task 1 waits for.
+  Scope t0 = root.WithDevice("/job:worker/task:0/device:CPU:0");
+  auto a = ops::Placeholder(root.WithOpName("a"), DType::kF32, Shape{1024, 1024});
+  Output h = a;
+  for (int i = 0; i < 200; ++i) h = ops::MatMul(t0, h, a);
+  auto out = ops::Neg(root.WithOpName("out").WithDevice("/job:worker/task:1/device:CPU:0"), h);
+  auto dist = DistributedSession::Create(root.graph(), {}, Cluster({&w0, &w1}));
+  ASSERT_TRUE(dist.ok()) << dist.status().ToString();
+  Tensor x(DType::kF32, Shape{1024, 1024});
+  std::fill(x.flat<float>().begin(), x.flat<float>().end(), 0.0f);
+  Result<std::vector<Tensor>> r = Internal("not run");
+  std::chrono::steady_clock::time_point returned;
+  std::thread run([&] {
+    r = (*dist)->Run({{"a", x}}, {out.name()});
+    returned = std::chrono::steady_clock::now();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto killed = std::chrono::steady_clock::now();
+  w0.Stop(SIGKILL);
+  run.join();
+  ASSERT_FALSE(r.ok()) << "the step finished before the kill; make it longer";
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  EXPECT_TRUE(MessageHas(r.status(), {"/job:worker/task:0"})) << r.status().ToString();
+  EXPECT_LT(returned - killed, std::chrono::seconds(2));
+  std::printf("the master's Run returned %.1f ms after kill -9 of task 0: %s\n",
+              std::chrono::duration<double, std::milli>(returned - killed).count(),
+              r.status().ToString().c_str());
+}
+
+// A worker keeps its variables for the next session, and drops them once no master has been
+// connected for --release-after.
+TEST(DistributedSessionTest, AWorkerReleasesAGoneMastersState) {
+  WorkerProcess w("cpu:0", kToken, "1");
+  auto graph = [] {
+    Scope root = Scope::NewRootScope().WithDevice("/job:worker/task:0/device:CPU:0");
+    auto v = ops::InitializedVariable(root.WithOpName("v"), Shape{3}, ops::Initializer::Zeros());
+    return std::make_tuple(root, v.var, v.init);
+  };
+  auto [root, var, init] = graph();
+  {
+    auto first = DistributedSession::Create(root.graph(), {}, Cluster({&w}));
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    ASSERT_TRUE((*first)->Run({}, {}, {init.node_name()}).ok());
+    ASSERT_TRUE((*first)->Run({}, {var.name()}).ok());
+  }
+  {
+    // Right away, the next master finds the variable as the last one left it.
+    auto second = DistributedSession::Create(root.graph(), {}, Cluster({&w}));
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    auto kept = (*second)->Run({}, {var.name()});
+    ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+    EXPECT_EQ((*kept)[0].ToVector<float>(), std::vector<float>(3, 0.0f));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+  auto third = DistributedSession::Create(root.graph(), {}, Cluster({&w}));
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  auto dropped = (*third)->Run({}, {var.name()});
+  ASSERT_FALSE(dropped.ok());
+  EXPECT_TRUE(MessageHas(dropped.status(), {"v"})) << dropped.status().ToString();
 }
 
 TEST(DistributedSessionTest, AWorkerExitsCleanlyOnSigterm) {
