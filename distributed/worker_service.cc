@@ -130,6 +130,7 @@ Status WorkerService::EnsureDevices() {
     o.devices.push_back(name.ToString());
   }
   o.device_memory_bytes = options_.memory_limit_bytes;
+  o.threads.num_threads = options_.threads;
   ASSIGN_OR_RETURN(SessionDevices made, CreateSessionDevices(o));
   nlohmann::json list = nlohmann::json::array();
   for (int i = 0; i < made.set.size(); ++i) {

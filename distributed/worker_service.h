@@ -38,6 +38,8 @@ struct WorkerOptions {
   std::vector<std::string> devices = {"cpu:0"};
   // Per device, bytes (0: the device's default, the machine's memory for a CPU).
   double memory_limit_bytes = 0;
+  // Threads for all of this worker's devices together (0: every core), split evenly.
+  int threads = 0;
   // Steps that may run at once.
   int max_concurrent_steps = 4;
   // When no master has been connected for this long, the worker drops its compiled signatures

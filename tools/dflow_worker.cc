@@ -1,7 +1,7 @@
 // dflow-worker: a process that runs its share of graphs for a master (distributed/).
 //
 //   dflow-worker --listen 127.0.0.1:7001 --devices cpu:0,cpu:1 --token-file FILE
-//                [--memory-limit SIZE] [--release-after SECONDS]
+//                [--memory-limit SIZE] [--threads N] [--release-after SECONDS]
 //
 // Port 0 picks a free port. Once ready it prints exactly one line on stdout,
 // "listening on HOST:PORT", and serves until SIGTERM or SIGINT (a clean exit, status 0). The
@@ -50,10 +50,13 @@ int main(int argc, char** argv) {
   std::string token_file;
   std::string memory_limit;
   double release_after = 300;
+  int threads = 0;
   app.add_option("--listen", listen, "HOST:PORT to listen on (port 0: any free port)");
   app.add_option("--devices", devices, "this worker's devices: cpu:0,cpu:1,...");
   app.add_option("--token-file", token_file, "file holding the cluster token")->required();
   app.add_option("--memory-limit", memory_limit, "per device, e.g. 512MiB (default: all)");
+  app.add_option("--threads", threads, "threads for all its devices (default: every core)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--release-after", release_after,
                  "seconds without a master before dropping graphs and variables (0: never)")
       ->check(CLI::NonNegativeNumber);
@@ -72,6 +75,7 @@ int main(int argc, char** argv) {
   if (!device_list.ok()) return Fail(device_list.status());
   dflow::distributed::WorkerOptions options;
   options.devices = *device_list;
+  options.threads = threads;
   options.release_after = std::chrono::milliseconds(static_cast<int64_t>(release_after * 1000));
   if (!memory_limit.empty()) {
     auto bytes = dflow::tools::ParseByteSize(memory_limit);

@@ -2,23 +2,19 @@
 // same graph in this process.
 #include "distributed/distributed_session.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <thread>
 #include <tuple>
 
+#include "distributed/local_worker.h"
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
@@ -28,8 +24,6 @@
 #include "status_matchers.h"
 #include "test_util.h"
 
-extern char** environ;
-
 namespace dflow::distributed {
 namespace {
 
@@ -37,79 +31,29 @@ using testing::MessageHas;
 
 constexpr char kToken[] = "distributed-test-token";
 
-std::string TokenFile(const std::string& token) {
-  static int n = 0;
-  std::string path = fmt::format("{}dflow_token_{}_{}", ::testing::TempDir(), getpid(), n++);
-  std::ofstream(path) << token << "\n";
-  return path;
-}
-
-// A dflow-worker child process on loopback; SIGTERM and reaped when destroyed.
+// A dflow-worker child process on loopback (distributed/local_worker.h); an empty address when
+// it could not start (the test then fails on it).
 class WorkerProcess {
  public:
   explicit WorkerProcess(const std::string& devices, const std::string& token = kToken,
                          const std::string& release_after = "300") {
-    token_file_ = TokenFile(token);
-    int out[2];
-    if (pipe(out) != 0) return;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    std::vector<std::string> args = {DFLOW_WORKER_BINARY, "--listen",        "127.0.0.1:0",
-                                     "--devices",         devices,           "--token-file",
-                                     token_file_,         "--release-after", release_after};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid_, DFLOW_WORKER_BINARY, &actions, nullptr, argv.data(), environ) != 0) {
-      pid_ = -1;
-    }
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    // The one line it prints when ready, within 20 s.
-    std::string line;
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (pid_ > 0 && line.find('\n') == std::string::npos &&
-           std::chrono::steady_clock::now() < until) {
-      pollfd p{out[0], POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      char buf[256];
-      ssize_t n = read(out[0], buf, sizeof(buf));
-      if (n <= 0) break;
-      line.append(buf, n);
-    }
-    close(out[0]);
-    const std::string prefix = "listening on ";
-    if (line.rfind(prefix, 0) == 0)
-      address_ = line.substr(prefix.size(), line.find('\n') - prefix.size());
+    auto token_file = WriteTokenFile(::testing::TempDir(), token);
+    EXPECT_TRUE(token_file.ok()) << token_file.status().ToString();
+    if (!token_file.ok()) return;
+    auto w = LocalWorker::Start(
+        DFLOW_WORKER_BINARY,
+        {"--devices", devices, "--token-file", *token_file, "--release-after", release_after});
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    if (w.ok()) worker_ = std::move(w).value();
   }
-  ~WorkerProcess() { Stop(SIGTERM); }
-  WorkerProcess(const WorkerProcess&) = delete;
-
-  const std::string& address() const { return address_; }
-  // Signals it and reaps it (SIGKILL after 5 s); its exit status.
-  int Stop(int sig) {
-    if (pid_ <= 0) return -1;
-    kill(pid_, sig);
-    int status = 0;
-    for (int i = 0; i < 500; ++i) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return status;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
+  const std::string& address() const {
+    static const std::string none;
+    return worker_ ? worker_->address() : none;
   }
+  int Stop(int sig) { return worker_ ? worker_->Stop(sig) : -1; }
 
  private:
-  pid_t pid_ = -1;
-  std::string address_;
-  std::string token_file_;
+  std::unique_ptr<LocalWorker> worker_;
 };
 
 DistributedOptions Cluster(const std::vector<const WorkerProcess*>& workers,

@@ -1,0 +1,93 @@
+#include "distributed/local_worker.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+extern char** environ;
+
+namespace dflow::distributed {
+
+Result<std::unique_ptr<LocalWorker>> LocalWorker::Start(const std::string& binary,
+                                                        const std::vector<std::string>& args) {
+  int out[2];
+  if (pipe(out) != 0) return Internal("cannot start {}: no pipe", binary);
+  std::vector<std::string> all = {binary, "--listen", "127.0.0.1:0"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_addclose(&actions, out[0]);
+  auto worker = std::unique_ptr<LocalWorker>(new LocalWorker);
+  int rc = posix_spawn(&worker->pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  if (rc != 0) {
+    close(out[0]);
+    worker->pid_ = -1;
+    return Internal("cannot start {}: {}", binary, std::strerror(rc));
+  }
+  std::string line;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < until) {
+    pollfd p{out[0], POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    char buf[256];
+    ssize_t n = read(out[0], buf, sizeof(buf));
+    if (n <= 0) break;
+    line.append(buf, static_cast<size_t>(n));
+  }
+  close(out[0]);
+  const std::string prefix = "listening on ";
+  if (line.rfind(prefix, 0) != 0 || line.find('\n') == std::string::npos) {
+    return Internal("{} printed no 'listening on HOST:PORT' line (got '{}')", binary, line);
+  }
+  worker->address_ = line.substr(prefix.size(), line.find('\n') - prefix.size());
+  return worker;
+}
+
+LocalWorker::~LocalWorker() { Stop(SIGTERM); }
+
+int LocalWorker::Stop(int sig) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, sig);
+  int status = 0;
+  for (int i = 0; i < 500; ++i) {
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
+Result<std::string> WriteTokenFile(const std::string& dir, const std::string& token) {
+  static std::atomic<int> n{0};
+  std::string path = fmt::format("{}/dflow_token_{}_{}", dir, getpid(), n++);
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) return Internal("cannot write the token file '{}'", path);
+  std::string text = token + "\n";
+  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  if (!ok) return Internal("cannot write the token file '{}'", path);
+  return path;
+}
+
+}  // namespace dflow::distributed

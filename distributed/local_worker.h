@@ -1,0 +1,40 @@
+// LocalWorker: a dflow-worker child process on this host, for tests, benchmarks and examples
+// that run a cluster on one machine. Started with its flags, it is ready once it has printed
+// its "listening on HOST:PORT" line; destroying it stops it with SIGTERM and reaps it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/status.h"
+
+namespace dflow::distributed {
+
+class LocalWorker {
+ public:
+  // Starts `binary` with `args` plus "--listen 127.0.0.1:0" and waits (at most 20 s) for its
+  // line. Internal naming the binary when it cannot start or prints no address.
+  static Result<std::unique_ptr<LocalWorker>> Start(const std::string& binary,
+                                                    const std::vector<std::string>& args);
+  ~LocalWorker();
+  LocalWorker(const LocalWorker&) = delete;
+  LocalWorker& operator=(const LocalWorker&) = delete;
+
+  const std::string& address() const { return address_; }
+  pid_t pid() const { return pid_; }
+  // Sends `sig` and reaps it (SIGKILL after 5 s); its wait status, -1 when already reaped.
+  int Stop(int sig);
+
+ private:
+  LocalWorker() = default;
+  pid_t pid_ = -1;
+  std::string address_;
+};
+
+// Writes `token` to a new file under `dir` readable only by this user; its path.
+Result<std::string> WriteTokenFile(const std::string& dir, const std::string& token);
+
+}  // namespace dflow::distributed
