@@ -13,6 +13,10 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFLOW_BUILD_TESTS=O
   -DDFLOW_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build "$build" --target executor_bench models_bench placer_bench serialization_bench \
   >/dev/null
+# The distributed benchmarks need UCX (built when found) and dflow-worker.
+if cmake --build "$build" --target help 2>/dev/null | grep -q "^distributed_bench:"; then
+  cmake --build "$build" --target distributed_bench dflow-worker >/dev/null
+fi
 reps=${DFLOW_BENCH_REPETITIONS:-5}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -26,6 +30,34 @@ done
   --benchmark_out_format=json >/dev/null
 "$build/bin/serialization_bench" --benchmark_format=json \
   --benchmark_out="$out/serialization_bench.json" --benchmark_out_format=json >/dev/null
+
+if [ -x "$build/bin/distributed_bench" ]; then
+  "$build/bin/distributed_bench" --benchmark_repetitions=3 --benchmark_format=json \
+    --benchmark_out="$out/distributed_bench.json" --benchmark_out_format=json >/dev/null \
+    || rm -f "$out/distributed_bench.json"
+fi
+
+# ucx_perftest peer (ucx-utils): active messages over TCP with error handling (-e), as
+# UcxTransport's endpoints use them; medians of the latency, overall bandwidth.
+if ! command -v ucx_perftest >/dev/null; then
+  echo "bench: installing the UCX peer (ucx-utils)..." >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    ucx-utils >/dev/null 2>&1 || true
+fi
+perftest() {  # TEST SIZE ITERS -> the client's last line
+  local port=$((20000 + RANDOM % 20000))
+  UCX_TLS=tcp timeout 60 ucx_perftest -p "$port" -e >/dev/null 2>&1 &
+  local server=$!
+  sleep 0.5
+  UCX_TLS=tcp timeout 60 ucx_perftest 127.0.0.1 -p "$port" -e -t "$1" -s "$2" -n "$3" -w 100 -f \
+    2>/dev/null | tail -1
+  wait "$server" 2>/dev/null || true
+}
+if command -v ucx_perftest >/dev/null; then
+  perftest ucp_am_lat 8 20000 > "$out/perf_lat.txt" || true
+  perftest ucp_am_bw 4194304 500 > "$out/perf_bw.txt" || true
+fi
 
 # PyTorch peer: Debian's package, for Debian's interpreter.
 py=/usr/bin/python3
@@ -115,6 +147,45 @@ one = pl["BM_ModelParallelStep/1/min_time:3.000"]["real_time"]
 two = pl["BM_ModelParallelStep/2/min_time:3.000"]["real_time"]
 print(f"bench model_parallel_step_b128: two_devices={two:.2f}ms one_device={one:.2f}ms "
       f"ratio={two / one:.2f}")
+dpath = os.path.join(out, "distributed_bench.json")
+if os.path.exists(dpath):
+    dist = {r["run_name"]: r for r in json.load(open(dpath))["benchmarks"]
+            if r.get("aggregate_name") == "median"}
+    def perf(name, column):
+        path = os.path.join(out, name)
+        fields = open(path).read().split() if os.path.exists(path) else []
+        return float(fields[column]) if len(fields) > column else None
+    lat = dist.get("BM_SendRecvLatency/min_time:1.000/real_time")
+    if lat:
+        ours = lat["real_time"] / 2  # us, half the round trip
+        peer = perf("perf_lat.txt", 1)  # median one-way, us
+        line = f"bench sendrecv_8b_tcp: one_way={ours:.2f}us"
+        line += (f" ucx_perftest_am_lat={peer:.2f}us ratio={ours / peer:.2f} target=1.3"
+                 if peer else " ucx_perftest=not-found")
+        print(line)
+    bw = dist.get("BM_SendRecvBandwidth/min_time:1.000/real_time")
+    if bw:
+        ours = bw["bytes_per_second"] / 1e9
+        peer = perf("perf_bw.txt", 5)  # overall MB/s (2^20)
+        line = f"bench sendrecv_4mib_tcp: bandwidth={ours:.2f}GB/s"
+        if peer:
+            peer = peer * 2**20 / 1e9
+            line += f" ucx_perftest_am_bw={peer:.2f}GB/s ratio={ours / peer:.2f} target=0.9"
+        else:
+            line += " ucx_perftest=not-found"
+        print(line)
+    step = dist.get("BM_DistributedStepOverhead/min_time:1.000/real_time")
+    if step:
+        us = step["real_time"]
+        print(f"bench distributed_step_overhead_2workers: overhead={us:.0f}us target=100us "
+              f"ratio={us / 100:.2f}")
+    two = dist.get("BM_ModelParallelStep2Proc/1/min_time:3.000/real_time")
+    one = dist.get("BM_ModelParallelStep2Proc/0/min_time:3.000/real_time")
+    if two and one:
+        print(f"bench model_parallel_step_2proc: two_processes={two['real_time']:.2f}ms "
+              f"(predicted {two['predicted_ms']:.2f}ms) in_process_two_devices="
+              f"{one['real_time']:.2f}ms (predicted {one['predicted_ms']:.2f}ms) "
+              f"ratio={two['real_time'] / one['real_time']:.2f}")
 for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_peak_memory_b128", "train_peak_bytes"),
                             ("BM_CnnTrainStep", "cnn_train_peak_memory_b128", "cnn_train_peak_bytes")]:
     r = mlp[key]

@@ -99,7 +99,7 @@ using namespace internal;
 namespace {
 
 // How long the progress thread keeps polling after its last work before it sleeps on the fd.
-constexpr auto kSpin = std::chrono::microseconds(10);
+constexpr auto kSpin = std::chrono::microseconds(50);
 // The longest the progress thread sleeps without looking at its queue (a missed wake-up costs
 // at most this).
 constexpr int kPollMs = 50;

@@ -1,0 +1,358 @@
+// Across processes (scripts/bench.sh compares with ucx_perftest on the same transport):
+//   BM_SendRecvLatency     8-byte tensors bounced off a peer process: one-way latency
+//                          (half the round trip), through UcxTransport's rendezvous;
+//   BM_SendRecvBandwidth   4 MiB tensors streamed to a peer process (8 in flight), each acked;
+//   BM_DistributedStepOverhead  a step of one tiny node on each of two dflow-workers, from the
+//                          master and back;
+//   BM_ModelParallelStep2Proc   the wide MLP's training step (placer_bench's) over two
+//                          dflow-workers of one core each, against two in-process devices.
+//
+// The peer of the first two is this program again: `distributed_bench --peer ADDRESS MODE`.
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "distributed/distributed_session.h"
+#include "distributed/local_worker.h"
+#include "ops/array_ops.h"
+#include "ops/initializers.h"
+#include "ops/math_ops.h"
+#include "ops/nn_ops.h"
+#include "ops/optimizers.h"
+#include "ops/unary_ops.h"
+#include "transport/ucx_transport.h"
+
+namespace dflow {
+namespace {
+
+constexpr char kToken[] = "bench-token";
+constexpr char kBenchTask[] = "/job:bench/task:0";
+constexpr char kPeerTask[] = "/job:bench/task:1";
+constexpr int kWindow = 8;
+constexpr int64_t kBigElements = (4 << 20) / 4;
+
+std::string g_self;  // this program, for the peer
+
+RendezvousKey Key(const char* from, const char* to, const std::string& tensor) {
+  RendezvousKey k;
+  k.src_device = std::string(from) + "/device:CPU:0";
+  k.dst_device = std::string(to) + "/device:CPU:0";
+  k.tensor = tensor;
+  k.step_id = 1;
+  return k;
+}
+
+RecvArgs Expect(int64_t elements) {
+  RecvArgs a;
+  a.node = "recv";
+  a.dtype = DType::kF32;
+  a.shape = Shape{elements};
+  a.allocator = CpuAllocator::Default();
+  return a;
+}
+
+// The peer: answers every "ping:i" with "pong:i" (latency) or every "data:i" with "ack:i"
+// (bandwidth), keeping receives posted ahead, until killed.
+int RunPeer(const std::string& address, const std::string& mode) {
+  transport::UcxTransportOptions o;
+  o.task = kPeerTask;
+  o.token = kToken;
+  auto t = transport::UcxTransport::Create(o);
+  if (!t.ok() || !(*t)->Connect(address).ok()) return 1;
+  auto r = (*t)->Create(1);
+  if (!r.ok()) return 1;
+  Rendezvous* rv = r->get();
+  const bool lat = mode == "lat";
+  const int64_t elements = lat ? 2 : kBigElements;
+  Tensor reply(DType::kF32, Shape{2});
+  std::function<void(int64_t)> post = [&](int64_t i) {
+    std::string in = fmt::format("{}:{}", lat ? "ping" : "data", i);
+    rv->RecvAsync(
+        Key(kBenchTask, kPeerTask, in), Expect(elements), [&, i](const Status& s, const Tensor&) {
+          if (!s.ok()) std::_Exit(0);
+          (void)rv->Send(Key(kPeerTask, kBenchTask, fmt::format("{}:{}", lat ? "pong" : "ack", i)),
+                         {"reply"}, reply);
+          post(i + (lat ? 1 : kWindow));
+        });
+  };
+  for (int64_t i = 0; i < (lat ? 1 : kWindow); ++i) post(i);
+  std::this_thread::sleep_for(std::chrono::hours(1));
+  return 0;
+}
+
+// A transport with a peer process connected to it, and the step's rendezvous.
+struct PeerLink {
+  std::unique_ptr<transport::UcxTransport> transport;
+  std::unique_ptr<Rendezvous> rendezvous;
+  pid_t pid = -1;
+
+  explicit PeerLink(const std::string& mode) {
+    transport::UcxTransportOptions o;
+    o.task = kBenchTask;
+    o.token = kToken;
+    o.listen_address = "127.0.0.1:0";
+    transport = std::move(transport::UcxTransport::Create(o)).value();
+    std::string address = transport->listen_address();
+    pid = fork();
+    if (pid == 0) {
+      execl(g_self.c_str(), g_self.c_str(), "--peer", address.c_str(), mode.c_str(), nullptr);
+      std::_Exit(127);
+    }
+    for (int i = 0; i < 2000 && transport->peers().empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    rendezvous = std::move(transport->Create(1)).value();
+  }
+  ~PeerLink() {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    rendezvous.reset();
+  }
+};
+
+class Waiter {
+ public:
+  Rendezvous::DoneCallback Callback() {
+    return [this](const Status& s, const Tensor&) {
+      std::lock_guard lock(mu_);
+      if (!s.ok()) failed_ = true;
+      done_++;
+      cv_.notify_all();
+    };
+  }
+  bool WaitFor(int n) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(10), [&] { return done_ >= n; });
+    return done_ >= n && !failed_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int done_ = 0;
+  bool failed_ = false;
+};
+
+void BM_SendRecvLatency(benchmark::State& state) {
+  PeerLink link("lat");
+  if (link.transport->peers().empty()) {
+    state.SkipWithError("the peer did not connect");
+    return;
+  }
+  Tensor ping(DType::kF32, Shape{2});  // 8 bytes
+  int64_t i = 0;
+  for (auto _ : state) {
+    Waiter w;
+    link.rendezvous->RecvAsync(Key(kPeerTask, kBenchTask, fmt::format("pong:{}", i)), Expect(2),
+                               w.Callback());
+    if (!link.rendezvous
+             ->Send(Key(kBenchTask, kPeerTask, fmt::format("ping:{}", i)), {"ping"}, ping)
+             .ok() ||
+        !w.WaitFor(1)) {
+      state.SkipWithError("a round trip failed");
+      break;
+    }
+    ++i;
+  }
+  // One-way: half the round trip.
+  state.counters["one_way_us"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * 2e-6,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+void BM_SendRecvBandwidth(benchmark::State& state) {
+  PeerLink link("bw");
+  if (link.transport->peers().empty()) {
+    state.SkipWithError("the peer did not connect");
+    return;
+  }
+  std::vector<Tensor> data;
+  for (int k = 0; k < kWindow; ++k) {
+    Tensor t(DType::kF32, Shape{kBigElements});
+    std::memset(t.raw_data(), k, t.num_bytes());
+    data.push_back(t);
+  }
+  int64_t i = 0;
+  for (auto _ : state) {
+    Waiter w;
+    for (int k = 0; k < kWindow; ++k) {
+      link.rendezvous->RecvAsync(Key(kPeerTask, kBenchTask, fmt::format("ack:{}", i + k)),
+                                 Expect(2), w.Callback());
+    }
+    for (int k = 0; k < kWindow; ++k) {
+      (void)link.rendezvous->Send(Key(kBenchTask, kPeerTask, fmt::format("data:{}", i + k)),
+                                  {"data"}, data[k]);
+    }
+    if (!w.WaitFor(kWindow)) {
+      state.SkipWithError("a transfer failed");
+      break;
+    }
+    i += kWindow;
+  }
+  state.SetBytesProcessed(state.iterations() * kWindow * kBigElements * 4);
+}
+
+std::string WorkerBinary() {
+  std::string dir = g_self.substr(0, g_self.rfind('/'));
+  return dir + "/dflow-worker";
+}
+
+void BM_DistributedStepOverhead(benchmark::State& state) {
+  auto token = distributed::WriteTokenFile("/tmp", kToken);
+  std::vector<std::unique_ptr<distributed::LocalWorker>> workers;
+  for (int i = 0; i < 2; ++i) {
+    auto w =
+        distributed::LocalWorker::Start(WorkerBinary(), {"--token-file", *token, "--threads", "1"});
+    if (!w.ok()) {
+      state.SkipWithError(w.status().ToString().c_str());
+      return;
+    }
+    workers.push_back(std::move(w).value());
+  }
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Const(root.WithOpName("a").WithDevice("/job:worker/task:0/device:CPU:0"), 1.0f);
+  auto b = ops::Const(root.WithOpName("b").WithDevice("/job:worker/task:1/device:CPU:0"), 2.0f);
+  distributed::DistributedOptions cluster;
+  for (auto& w : workers) cluster.cluster.jobs["worker"].push_back(w->address());
+  cluster.token = kToken;
+  auto session = distributed::DistributedSession::Create(root.graph(), {}, cluster);
+  if (!session.ok()) {
+    state.SkipWithError(session.status().ToString().c_str());
+    return;
+  }
+  for (int i = 0; i < 20; ++i) (void)(*session)->Run({}, {a.name(), b.name()});
+  for (auto _ : state) {
+    auto out = (*session)->Run({}, {a.name(), b.name()});
+    if (!out.ok()) {
+      state.SkipWithError(out.status().ToString().c_str());
+      break;
+    }
+  }
+  std::remove(token->c_str());
+}
+
+// placer_bench's wide MLP (784-2048-2048-10, Adam), batch 128.
+struct WideMlp {
+  Scope root = Scope::NewRootScope();
+  Output loss;
+  ops::Operation step;
+  std::vector<std::string> init;
+  WideMlp() {
+    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 784});
+    auto labels = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
+    std::vector<Output> vars;
+    Output h = x;
+    int64_t sizes[] = {784, 2048, 2048, 10};
+    for (int l = 0; l < 3; ++l) {
+      auto w = ops::InitializedVariable(root, Shape{sizes[l], sizes[l + 1]},
+                                        ops::Initializer::GlorotUniform(l + 1));
+      auto b = ops::InitializedVariable(root, Shape{sizes[l + 1]}, ops::Initializer::Zeros());
+      vars.insert(vars.end(), {w.var, b.var});
+      init.insert(init.end(), {w.init.node_name(), b.init.node_name()});
+      h = ops::BiasAdd(root, ops::MatMul(root, h, w.var), b.var);
+      if (l < 2) h = ops::Relu(root, h);
+    }
+    loss = ops::ReduceMean(root, ops::SparseSoftmaxCrossEntropyWithLogits(root, h, labels).loss);
+    ops::Adam adam({});
+    step = adam.Minimize(root, loss, vars);
+    init.insert(init.end(), adam.init_targets().begin(), adam.init_targets().end());
+  }
+  static Session::Feeds Batch() {
+    Tensor images(DType::kF32, Shape{128, 784}), y(DType::kI32, Shape{128});
+    std::mt19937 gen(1);
+    for (float& v : images.flat<float>()) v = std::uniform_real_distribution<float>(0, 1)(gen);
+    for (int i = 0; i < 128; ++i) y.data<int32_t>()[i] = i % 10;
+    return {{"x", images}, {"labels", y}};
+  }
+};
+
+void RunSteps(benchmark::State& state, Session& session, const WideMlp& m) {
+  if (!session.Run({}, {}, m.init).ok()) {
+    state.SkipWithError("init failed");
+    return;
+  }
+  auto feeds = WideMlp::Batch();
+  for (int i = 0; i < 3; ++i) (void)session.Run(feeds, {m.loss.name()}, {m.step.name()});
+  for (auto _ : state) {
+    auto out = session.Run(feeds, {m.loss.name()}, {m.step.name()});
+    if (!out.ok()) {
+      state.SkipWithError(out.status().ToString().c_str());
+      break;
+    }
+  }
+  state.counters["predicted_ms"] = session.placement().predicted_step_s * 1e3;
+}
+
+// arg 0: two in-process devices; 1: two worker processes. Both with 72 MiB per device, so the
+// model must be split, and one core per device.
+void BM_ModelParallelStep2Proc(benchmark::State& state) {
+  WideMlp m;
+  SessionOptions options;
+  options.placer.costs.unknown_dim = 128;
+  if (state.range(0) == 0) {
+    options.devices = {"cpu:0", "cpu:1"};
+    options.device_memory_bytes = 72.0 * (1 << 20);
+    auto session = Session::Create(m.root, options);
+    if (!session.ok()) {
+      state.SkipWithError(session.status().ToString().c_str());
+      return;
+    }
+    RunSteps(state, **session, m);
+    return;
+  }
+  auto token = distributed::WriteTokenFile("/tmp", kToken);
+  std::vector<std::unique_ptr<distributed::LocalWorker>> workers;
+  for (int i = 0; i < 2; ++i) {
+    auto w = distributed::LocalWorker::Start(
+        WorkerBinary(), {"--token-file", *token, "--threads", "1", "--memory-limit", "72MiB"});
+    if (!w.ok()) {
+      state.SkipWithError(w.status().ToString().c_str());
+      return;
+    }
+    workers.push_back(std::move(w).value());
+  }
+  distributed::DistributedOptions cluster;
+  for (auto& w : workers) cluster.cluster.jobs["worker"].push_back(w->address());
+  cluster.token = kToken;
+  auto session = distributed::DistributedSession::Create(m.root.graph(), options, cluster);
+  if (!session.ok()) {
+    state.SkipWithError(session.status().ToString().c_str());
+    return;
+  }
+  RunSteps(state, **session, m);
+  std::remove(token->c_str());
+}
+
+BENCHMARK(BM_SendRecvLatency)->Unit(benchmark::kMicrosecond)->MinTime(1.0)->UseRealTime();
+BENCHMARK(BM_SendRecvBandwidth)->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime();
+BENCHMARK(BM_DistributedStepOverhead)->Unit(benchmark::kMicrosecond)->MinTime(1.0)->UseRealTime();
+BENCHMARK(BM_ModelParallelStep2Proc)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(3.0)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace dflow
+
+int main(int argc, char** argv) {
+  dflow::g_self = "/proc/self/exe";
+  char path[4096];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n > 0) dflow::g_self.assign(path, static_cast<size_t>(n));
+  if (argc == 4 && std::strcmp(argv[1], "--peer") == 0) return dflow::RunPeer(argv[2], argv[3]);
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
