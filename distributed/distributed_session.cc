@@ -80,6 +80,11 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
       spec.name = parsed;
       spec.host = HostOf(task.address);
       spec.memory_bytes = d.value("memory_bytes", spec.memory_bytes);
+      // As in a local session, device_memory_bytes is what the placer plans with (here at most
+      // what the worker has).
+      if (options.device_memory_bytes > 0) {
+        spec.memory_bytes = std::min(spec.memory_bytes, options.device_memory_bytes);
+      }
       spec.peak_flops = d.value("peak_flops", spec.peak_flops);
       spec.memory_bandwidth = d.value("memory_bandwidth", spec.memory_bandwidth);
       spec.launch_overhead_s = d.value("launch_overhead_s", spec.launch_overhead_s);

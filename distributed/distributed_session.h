@@ -40,7 +40,8 @@ struct DistributedOptions {
 class DistributedSession final : public Session {
  public:
   // `options.devices`, `device`, `threads` and `device_specs` are ignored (the workers' devices
-  // are the session's); the placer settings apply. Unavailable naming a task that cannot be
+  // are the session's); the placer settings apply, and device_memory_bytes, when set, is the
+  // memory the placer plans with on each device (at most what the worker has). Unavailable naming a task that cannot be
   // reached; PermissionDenied for a wrong token.
   static Result<std::unique_ptr<DistributedSession>> Create(Graph graph,
                                                             const SessionOptions& options,

@@ -163,13 +163,21 @@ inline Status CheckEveryDeviceHoldsNodes(const Session& session) {
 
 // A session on the scope's graph with the flags' thread budget, its variables initialised: the
 // parameters' initialisers and the optimizer's slots.
-inline Result<std::unique_ptr<Session>> CreateInitializedSession(const Scope& root,
-                                                                 const TrainFlags& f,
-                                                                 const Params& params,
-                                                                 const ops::Optimizer& opt,
-                                                                 SessionOptions options = {}) {
+// Makes the session an example trains with (Session::Create when none is given: this process's
+// devices).
+using SessionMaker =
+    std::function<Result<std::unique_ptr<Session>>(const Scope&, const SessionOptions&)>;
+
+inline Result<std::unique_ptr<Session>> CreateInitializedSession(
+    const Scope& root, const TrainFlags& f, const Params& params, const ops::Optimizer& opt,
+    SessionOptions options = {}, const SessionMaker& make = {}) {
   options.threads.num_threads = f.threads;
-  ASSIGN_OR_RETURN(auto session, Session::Create(root, options));
+  std::unique_ptr<Session> session;
+  if (make) {
+    ASSIGN_OR_RETURN(session, make(root, options));
+  } else {
+    ASSIGN_OR_RETURN(session, Session::Create(root, options));
+  }
   std::vector<std::string> init = opt.init_targets();
   for (const auto& t : params.init_targets()) init.push_back(t);
   RETURN_IF_ERROR(session->Run({}, {}, init).status());
@@ -222,7 +230,8 @@ inline int TrainAndReport(Session& session, const Dataset& train, const Dataset&
 inline int TrainClassifier(const Scope& root, Params& p, Output logits, Output labels,
                            const TrainFlags& f, const std::string& title,
                            SessionOptions options = {},
-                           const std::function<Status(Session&)>& ready = {}) {
+                           const std::function<Status(Session&)>& ready = {},
+                           const SessionMaker& make = {}) {
   auto xent = ops::SparseSoftmaxCrossEntropyWithLogits(root, logits, labels);
   auto loss = ops::ReduceMean(root.WithOpName("loss"), xent.loss);
   ops::Adam adam({.learning_rate = f.lr});
@@ -251,7 +260,7 @@ inline int TrainClassifier(const Scope& root, Params& p, Output logits, Output l
   if (!train.ok()) return Fail(train.status());
   auto test = LoadFashionMnist(false, f.data_dir);
   if (!test.ok()) return Fail(test.status());
-  auto session = CreateInitializedSession(root, f, p, adam, std::move(options));
+  auto session = CreateInitializedSession(root, f, p, adam, std::move(options), make);
   if (!session.ok()) return Fail(session.status());
   if (ready) {
     if (Status s = ready(**session); !s.ok()) return Fail(s);

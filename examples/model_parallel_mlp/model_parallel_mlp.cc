@@ -6,9 +6,17 @@
 // The placer splits the layers between cpu:0 and cpu:1; the session partitions the graph and
 // joins the halves with Send/Recv. Prints the placement summary, then trains on Fashion-MNIST.
 // --check-split (its ctest passes it) exits with status 1 unless every device holds nodes.
+//
+// Across processes (built with UCX): --local-workers N starts N dflow-worker processes on this
+// host (one core each) and trains across them; --cluster FILE with --token-file FILE uses
+// workers already running (README, "Across processes and hosts"). The placer still plans with
+// --device-memory-mib per device, but the workers get twice that: a tensor received from
+// another process takes memory of the receiving device as well, which the placer does not
+// count yet.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 
 #include "examples/common/example_util.h"
 #include "ops/array_ops.h"
@@ -16,6 +24,10 @@
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
 #include "tools/device_list.h"
+#ifdef DFLOW_WITH_DISTRIBUTED
+#include "distributed/distributed_session.h"
+#include "distributed/local_worker.h"
+#endif
 
 using namespace dflow;
 using examples::Fail;
@@ -59,6 +71,13 @@ int main(int argc, char** argv) {
                "dflow-run --fixed-costs does: the same placement on every run");
   app.add_flag("--check-split", check_split,
                "Exit with status 1 unless every device holds nodes (the model was split)");
+  int local_workers = 0;
+  std::string cluster_file, token_file;
+  app.add_option("--local-workers", local_workers,
+                 "Start N dflow-worker processes here and train across them")
+      ->check(CLI::Range(1, 8));
+  app.add_option("--cluster", cluster_file, "Train across the workers of this cluster spec");
+  app.add_option("--token-file", token_file, "The cluster token (with --cluster)");
   CLI11_PARSE(app, argc, argv);
   auto device_list = DeviceListFlag(devices);
   if (!device_list.ok()) return Fail(device_list.status());
@@ -90,7 +109,47 @@ int main(int argc, char** argv) {
     if (check_split) return examples::CheckEveryDeviceHoldsNodes(session);
     return Status::OK();
   };
+  examples::SessionMaker make;
+#ifdef DFLOW_WITH_DISTRIBUTED
+  std::vector<std::unique_ptr<distributed::LocalWorker>> workers;
+  distributed::DistributedOptions cluster;
+  if (local_workers > 0 || !cluster_file.empty()) {
+    if (local_workers > 0) {
+      cluster.token = "model-parallel-mlp";
+      auto token = distributed::WriteTokenFile("/tmp", cluster.token);
+      if (!token.ok()) return Fail(token.status());
+      std::string self = argv[0];
+      std::string worker = self.substr(0, self.rfind('/') + 1) + "dflow-worker";
+      for (int i = 0; i < local_workers; ++i) {
+        auto w = distributed::LocalWorker::Start(
+            worker, {"--token-file", *token, "--threads", "1", "--memory-limit",
+                     std::to_string(static_cast<int64_t>(2 * memory_mib)) + "MiB"});
+        if (!w.ok()) return Fail(w.status());
+        cluster.cluster.jobs["worker"].push_back((*w)->address());
+        std::printf("started dflow-worker %d at %s\n", i, (*w)->address().c_str());
+        workers.push_back(std::move(w).value());
+      }
+      std::remove(token->c_str());
+    } else {
+      auto spec = distributed::ClusterSpec::Load(cluster_file);
+      if (!spec.ok()) return Fail(spec.status());
+      cluster.cluster = *spec;
+      std::ifstream in(token_file);
+      if (!in || !std::getline(in, cluster.token) || cluster.token.empty()) {
+        return Fail(InvalidArgument("--token-file '{}': cannot read a token", token_file));
+      }
+    }
+    make = [&](const Scope& scope, const SessionOptions& o) -> Result<std::unique_ptr<Session>> {
+      ASSIGN_OR_RETURN(auto s, distributed::DistributedSession::Create(scope.graph(), o, cluster));
+      return std::unique_ptr<Session>(std::move(s));
+    };
+  }
+#else
+  if (local_workers > 0 || !cluster_file.empty()) {
+    return Fail(Unimplemented("this build has no UCX, so no workers"));
+  }
+#endif
   std::string title =
       "Fashion-MNIST, wide MLP 784-" + std::to_string(width) + "-" + std::to_string(width) + "-10";
-  return examples::TrainClassifier(root, p, logits, labels, flags, title, options, summary);
+  return examples::TrainClassifier(root, p, logits, labels, flags, title, options, summary, make);
 }
