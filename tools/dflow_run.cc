@@ -14,12 +14,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 
 #include "ops/register.h"
 #include "runtime/session.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
 #include "tools/device_list.h"
+#ifdef DFLOW_WITH_DISTRIBUTED
+#include "distributed/distributed_session.h"
+#endif
 #include "tools/feed_dtype.h"
 #include "tools/placement_flags.h"
 
@@ -128,6 +132,11 @@ int main(int argc, char** argv) {
                  "in ui.perfetto.dev or chrome://tracing): a track per device, a slice per node, "
                  "arrows from each Send to its Recv");
   app.add_flag("--log-placement", log_placement, "Print where every node runs");
+  std::string cluster_file, token_file;
+  app.add_option("--cluster", cluster_file,
+                 "Run across the dflow-workers of this cluster spec (JSON: {\"worker\": "
+                 "[\"HOST:PORT\", ...]}); their devices replace --devices");
+  app.add_option("--token-file", token_file, "The cluster token (with --cluster)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -136,6 +145,13 @@ int main(int argc, char** argv) {
     return kUsageError;
   }
   if (Status s = placement.Check(); !s.ok()) return Fail(s, kUsageError);
+  if (cluster_file.empty() != token_file.empty()) {
+    return Fail(InvalidArgument("--cluster and --token-file go together"), kUsageError);
+  }
+  if (!cluster_file.empty() && !placement.devices.empty()) {
+    return Fail(InvalidArgument("--devices and --cluster: the cluster's workers are the devices"),
+                kUsageError);
+  }
 
   std::vector<std::pair<std::string, std::string>> feeds_from, fetches_to;
   for (const auto& f : feed_args) {
@@ -168,7 +184,7 @@ int main(int argc, char** argv) {
   if (!graph.ok()) return Fail(graph.status(), kRunError);
   SessionOptions options;
   placement.ApplyTo(options);
-  if (placement.devices.empty()) {
+  if (placement.devices.empty() && cluster_file.empty()) {
     // Without --devices, the devices the graph's nodes request (a graph saved with devices
     // pinned runs as it was built); one CPU when none are requested. The placer's flags need
     // a placed session, also on one device.
@@ -191,9 +207,31 @@ int main(int argc, char** argv) {
     if (!matched.ok()) return Fail(matched.status(), kRunError);
     feeds.emplace_back(name, std::move(*matched));
   }
-  auto session = Session::Create(std::move(*graph), options);
+  Result<std::unique_ptr<Session>> session = Internal("no session");
+  if (cluster_file.empty()) {
+    session = Session::Create(std::move(*graph), options);
+  } else {
+#ifdef DFLOW_WITH_DISTRIBUTED
+    distributed::DistributedOptions cluster;
+    auto spec = distributed::ClusterSpec::Load(cluster_file);
+    if (!spec.ok()) return Fail(spec.status(), kRunError);
+    cluster.cluster = *spec;
+    std::ifstream in(token_file);
+    if (!in || !std::getline(in, cluster.token) || cluster.token.empty()) {
+      return Fail(InvalidArgument("--token-file '{}': cannot read a token", token_file), kRunError);
+    }
+    auto made = distributed::DistributedSession::Create(std::move(*graph), options, cluster);
+    if (made.ok()) {
+      session = std::unique_ptr<Session>(std::move(made).value());
+    } else {
+      session = made.status();
+    }
+#else
+    return Fail(Unimplemented("--cluster: this dflow-run was built without UCX"), kRunError);
+#endif
+  }
   if (!session.ok()) return Fail(session.status(), kRunError);
-  if (!options.devices.empty() && !log_placement) {
+  if ((!options.devices.empty() || !cluster_file.empty()) && !log_placement) {
     std::fprintf(stderr, "%s\n", tools::PlacementSummary(**session).c_str());
   }
   if (!restore.empty()) {

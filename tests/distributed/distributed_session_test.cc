@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <random>
 #include <thread>
 #include <tuple>
@@ -21,8 +22,11 @@
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
 #include "ops/unary_ops.h"
+#include "serialization/graph_file.h"
+#include "serialization/npy.h"
 #include "status_matchers.h"
 #include "test_util.h"
+#include "tools/subprocess.h"
 
 namespace dflow::distributed {
 namespace {
@@ -306,6 +310,43 @@ TEST(DistributedSessionTest, AWorkerReleasesAGoneMastersState) {
   auto dropped = (*third)->Run({}, {var.name()});
   ASSERT_FALSE(dropped.ok());
   EXPECT_TRUE(MessageHas(dropped.status(), {"v"})) << dropped.status().ToString();
+}
+
+// dflow-run runs a graph file across the workers of a cluster spec.
+TEST(DistributedSessionTest, DflowRunRunsAGraphFileAcrossTheCluster) {
+  WorkerProcess w0("cpu:0"), w1("cpu:0");
+  ASSERT_FALSE(w0.address().empty() || w1.address().empty());
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Placeholder(root.WithOpName("a"), DType::kF32, Shape{3});
+  auto twice = ops::Add(root.WithOpName("twice").WithDevice("worker:0/cpu:0"), a, a);
+  ops::Neg(root.WithOpName("out").WithDevice("worker:1/cpu:0"), twice);
+  const std::string dir = ::testing::TempDir();
+  const std::string graph = dir + "/dflow_run_cluster.dfg";
+  const std::string feed = dir + "/dflow_run_cluster_a.npy";
+  const std::string cluster = dir + "/dflow_run_cluster.json";
+  ASSERT_TRUE(serialization::SaveGraph(root.graph(), graph).ok());
+  ASSERT_TRUE(serialization::WriteNpy(Tensor::FromVector<float>({1, 2, 3}, Shape{3}), feed).ok());
+  {
+    std::ofstream c(cluster);
+    c << fmt::format("{{\"worker\": [\"{}\", \"{}\"]}}", w0.address(), w1.address());
+  }
+  auto token = WriteTokenFile(dir, kToken);
+  ASSERT_TRUE(token.ok());
+  auto ran = tools::RunProgram({DFLOW_RUN_BINARY, graph, "--cluster", cluster, "--token-file",
+                                *token, "--feed", "a=" + feed, "--fetch", "out"},
+                               "");
+  ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+  EXPECT_EQ(ran->exit_code, 0) << ran->err;
+  EXPECT_NE(ran->out.find("-2"), std::string::npos) << ran->out;
+  EXPECT_NE(ran->out.find("-6"), std::string::npos) << ran->out;
+  EXPECT_NE(ran->err.find("worker:1/cpu:0"), std::string::npos) << ran->err;  // the placement
+  // --devices does not go with --cluster.
+  auto both = tools::RunProgram({DFLOW_RUN_BINARY, graph, "--cluster", cluster, "--token-file",
+                                 *token, "--devices", "cpu:0", "--fetch", "out"},
+                                "");
+  ASSERT_TRUE(both.ok());
+  EXPECT_NE(both->exit_code, 0);
+  EXPECT_NE(both->err.find("--devices and --cluster"), std::string::npos) << both->err;
 }
 
 TEST(DistributedSessionTest, AWorkerExitsCleanlyOnSigterm) {
