@@ -11,6 +11,7 @@
 #include "placer/partition.h"
 #include "runtime/executor.h"
 #include "runtime/pipeline.h"
+#include "serialization/checkpoint_file.h"
 #include "serialization/graph_file.h"
 
 namespace dflow::distributed {
@@ -343,12 +344,66 @@ Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
   return out;
 }
 
+// The graph's variables grouped by task: the request fields "devices" and "names".
+std::map<std::string, Frame> DistributedSession::VariablesByTask() const {
+  std::map<std::string, Frame> by_task;
+  for (int v = 0; v < graph_.num_nodes(); ++v) {
+    const Node& node = graph_.node(v);
+    if (node.op() != "Variable") continue;
+    const std::string device = set_.device(placement_.device_of[v]).canonical();
+    auto task = transport::TaskOfDevice(device);
+    if (!task.ok()) continue;
+    Frame& f = by_task[*task];
+    f.meta["devices"].push_back(device);
+    f.meta["names"].push_back(node.name());
+  }
+  return by_task;
+}
+
 Status DistributedSession::SaveCheckpoint(const std::string& path) {
-  return Unimplemented("checkpoints of a distributed session are not supported yet ({})", path);
+  std::map<std::string, Tensor> values;
+  for (auto& [task, request] : VariablesByTask()) {
+    auto reply = transport_->Call(task, static_cast<uint16_t>(Method::kReadVariables),
+                                  EncodeFrame(request), cluster_.request_timeout);
+    if (!reply.ok()) {
+      return InTask(task, reply.status())
+          .WithPrefix(fmt::format("cannot save checkpoint '{}': ", path));
+    }
+    ASSIGN_OR_RETURN(auto part, DecodeTensors(*reply, "the variables of task " + task));
+    values.merge(part);
+  }
+  return serialization::SaveCheckpoint(values, path);
 }
 
 Status DistributedSession::RestoreCheckpoint(const std::string& path) {
-  return Unimplemented("checkpoints of a distributed session are not supported yet ({})", path);
+  ASSIGN_OR_RETURN(auto values, serialization::LoadCheckpoint(path));
+  // Every variable checked before any is set, as in a local session.
+  for (int v = 0; v < graph_.num_nodes(); ++v) {
+    const Node& node = graph_.node(v);
+    if (node.op() != "Variable") continue;
+    auto it = values.find(node.name());
+    if (it == values.end()) {
+      return NotFound("checkpoint '{}' has no variable '{}'", path, node.name());
+    }
+    const Tensor& t = it->second;
+    if (t.dtype() != node.output_dtype(0) || !node.output_shape(0).IsCompatibleWith(t.shape())) {
+      return InvalidArgument(
+          "checkpoint '{}': variable '{}' is {}{} in the file but {}{} in the graph", path,
+          node.name(), DTypeName(t.dtype()), t.shape(), DTypeName(node.output_dtype(0)),
+          node.output_shape(0));
+    }
+  }
+  for (auto& [task, request] : VariablesByTask()) {
+    std::map<std::string, Tensor> mine;
+    for (const auto& name : request.meta["names"]) {
+      mine.emplace(name.get<std::string>(), values.at(name.get<std::string>()));
+    }
+    request.blobs.push_back(EncodeTensors(mine));
+    auto reply = transport_->Call(task, static_cast<uint16_t>(Method::kWriteVariables),
+                                  EncodeFrame(request), cluster_.request_timeout);
+    if (!reply.ok()) return InTask(task, reply.status());
+  }
+  return Status::OK();
 }
 
 }  // namespace dflow::distributed

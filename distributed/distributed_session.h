@@ -12,7 +12,8 @@
 //      aborts the step on every task and is what Run returns.
 //
 // Variables live on the workers, so a session's state survives between steps as long as its
-// workers do. Checkpoints are not supported yet (Unimplemented).
+// workers do. SaveCheckpoint gathers them from the workers into one checkpoint file;
+// RestoreCheckpoint checks every variable against the file, then sets them on the workers.
 #pragma once
 
 #include <atomic>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "distributed/cluster_spec.h"
+#include "distributed/messages.h"
 #include "graph/mutex.h"
 #include "runtime/session.h"
 #include "transport/ucx_transport.h"
@@ -41,8 +43,8 @@ class DistributedSession final : public Session {
  public:
   // `options.devices`, `device`, `threads` and `device_specs` are ignored (the workers' devices
   // are the session's); the placer settings apply, and device_memory_bytes, when set, is the
-  // memory the placer plans with on each device (at most what the worker has). Unavailable naming a task that cannot be
-  // reached; PermissionDenied for a wrong token.
+  // memory the placer plans with on each device (at most what the worker has). Unavailable naming a
+  // task that cannot be reached; PermissionDenied for a wrong token.
   static Result<std::unique_ptr<DistributedSession>> Create(Graph graph,
                                                             const SessionOptions& options,
                                                             const DistributedOptions& cluster);
@@ -66,6 +68,7 @@ class DistributedSession final : public Session {
 
  private:
   DistributedSession() = default;
+  std::map<std::string, Frame> VariablesByTask() const;
   struct TaskPart {
     std::string task;
     std::vector<std::string> feeds;    // the step's feeds it takes

@@ -17,11 +17,13 @@
 namespace dflow::distributed {
 
 enum class Method : uint16_t {
-  kGetDevices = 1,    // -> the worker's devices with their figures (made on first call)
-  kCompile = 2,       // a signature's partitions for this worker's devices
-  kRunStep = 3,       // runs a compiled signature's partitions for one step
-  kRelease = 4,       // forgets a compiled signature
-  kConnectPeers = 5,  // connects to the other tasks a step may send tensors to
+  kGetDevices = 1,      // -> the worker's devices with their figures (made on first call)
+  kCompile = 2,         // a signature's partitions for this worker's devices
+  kRunStep = 3,         // runs a compiled signature's partitions for one step
+  kRelease = 4,         // forgets a compiled signature
+  kConnectPeers = 5,    // connects to the other tasks a step may send tensors to
+  kReadVariables = 6,   // named variables of named devices -> their values (checkpoints)
+  kWriteVariables = 7,  // sets named variables of named devices (restoring a checkpoint)
 };
 
 struct Frame {

@@ -112,6 +112,12 @@ void WorkerService::Handle(const transport::UcxTransport::CallInfo& call, std::s
     case Method::kConnectPeers:
       reply(ConnectPeers(payload));
       return;
+    case Method::kReadVariables:
+      reply(ReadVariables(payload));
+      return;
+    case Method::kWriteVariables:
+      reply(WriteVariables(payload));
+      return;
   }
   reply(Unimplemented("worker {} has no method {}", transport_->task(), call.method));
 }
@@ -295,6 +301,72 @@ Result<std::string> WorkerService::Release(std::string_view payload) {
   ASSIGN_OR_RETURN(std::string id, GetString(frame.meta, "signature", "Release"));
   MutexLock lock(mu_);
   signatures_.erase(id);
+  return std::string();
+}
+
+Result<std::vector<std::pair<Device*, std::string>>> WorkerService::VariablesOf(
+    const Frame& frame, std::string_view what) {
+  ASSIGN_OR_RETURN(std::vector<std::string> devices, GetStrings(frame.meta, "devices", what));
+  ASSIGN_OR_RETURN(std::vector<std::string> names, GetStrings(frame.meta, "names", what));
+  if (devices.size() != names.size()) {
+    return InvalidArgument("{} request: {} devices for {} names", what, devices.size(),
+                           names.size());
+  }
+  RETURN_IF_ERROR(EnsureDevices());
+  std::vector<std::pair<Device*, std::string>> out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    Device* device = nullptr;
+    for (auto& d : devices_) {
+      if (d->canonical_name() == devices[i]) device = d.get();
+    }
+    if (device == nullptr) {
+      return NotFound("worker {} has no device '{}'", transport_->task(), devices[i]);
+    }
+    out.emplace_back(device, names[i]);
+  }
+  return out;
+}
+
+Result<std::string> WorkerService::ReadVariables(std::string_view payload) {
+  ASSIGN_OR_RETURN(Frame frame, DecodeFrame(payload, "ReadVariables"));
+  MutexLock lock(mu_);
+  ASSIGN_OR_RETURN(auto vars, VariablesOf(frame, "ReadVariables"));
+  std::map<std::string, Tensor> values;
+  for (auto& [device, name] : vars) {
+    VariableStore::Variable* var = device->variables()->Find(name);
+    Tensor value;
+    if (var != nullptr) {
+      MutexLock v(var->mu);
+      value = var->value;
+    }
+    if (!value.valid()) {
+      return FailedPrecondition("variable '{}' on {} is uninitialised; run its initializer first",
+                                name, device->canonical_name());
+    }
+    ASSIGN_OR_RETURN(Tensor host, device->CopyToHost(value));
+    values.emplace(name, std::move(host));
+  }
+  return EncodeTensors(values);
+}
+
+Result<std::string> WorkerService::WriteVariables(std::string_view payload) {
+  ASSIGN_OR_RETURN(Frame frame, DecodeFrame(payload, "WriteVariables"));
+  if (frame.blobs.size() != 1) return InvalidArgument("WriteVariables request: one blob of values");
+  ASSIGN_OR_RETURN(auto values, DecodeTensors(frame.blobs[0], "the values of WriteVariables"));
+  MutexLock lock(mu_);
+  ASSIGN_OR_RETURN(auto vars, VariablesOf(frame, "WriteVariables"));
+  std::vector<std::pair<VariableStore::Variable*, Tensor>> set;
+  for (auto& [device, name] : vars) {
+    auto it = values.find(name);
+    if (it == values.end())
+      return InvalidArgument("WriteVariables request: no value for '{}'", name);
+    ASSIGN_OR_RETURN(Tensor on_device, device->CopyFromHost(it->second));
+    set.emplace_back(device->variables()->GetOrCreate(name), std::move(on_device));
+  }
+  for (auto& [var, value] : set) {
+    MutexLock v(var->mu);
+    var->value = std::move(value);
+  }
   return std::string();
 }
 

@@ -9,6 +9,7 @@
 //               from other tasks through the transport's rendezvous; a failure aborts the step
 //               on every task;
 //   Release     forgets a compiled signature;
+//   ReadVariables / WriteVariables  the values of variables, by device and name (checkpoints);
 //   ConnectPeers  connects to the other workers (the master lists them with their addresses;
 //               a worker connects to those after it in the list, so each pair has one
 //               connection).
@@ -25,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "distributed/messages.h"
 #include "graph/mutex.h"
 #include "runtime/device.h"
 #include "runtime/partitioned_plan.h"
@@ -70,6 +72,12 @@ class WorkerService {
   Result<std::string> RunStep(std::string_view payload) DFLOW_EXCLUDES(mu_);
   Result<std::string> Release(std::string_view payload) DFLOW_EXCLUDES(mu_);
   Result<std::string> ConnectPeers(std::string_view payload);
+  Result<std::string> ReadVariables(std::string_view payload) DFLOW_EXCLUDES(mu_);
+  Result<std::string> WriteVariables(std::string_view payload) DFLOW_EXCLUDES(mu_);
+  // The variable lists of a Read/WriteVariables request: (device, name) pairs.
+  Result<std::vector<std::pair<Device*, std::string>>> VariablesOf(const Frame& frame,
+                                                                   std::string_view what)
+      DFLOW_REQUIRES(mu_);
   // Drops the state of masters gone for release_after (a thread of its own).
   void Watch() DFLOW_EXCLUDES(mu_);
 
