@@ -290,39 +290,40 @@ Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
     cancel_id = run_options.cancellation->Register([&](const Status& s) { fail(s); });
   }
   std::vector<std::map<std::string, Tensor>> results(sig->parts.size());
+  auto call = [&](size_t i) {
+    const TaskPart& part = sig->parts[i];
+    Frame f;
+    f.meta = {{"signature", sig->id}, {"step", step}, {"timeout_ms", step_timeout.count()}};
+    std::map<std::string, Tensor> mine;
+    for (const auto& node : part.feeds) {
+      auto it = by_node.find(node);
+      if (it == by_node.end()) {
+        fail(InvalidArgument("placeholder '{}' is needed but not fed", node));
+        return;
+      }
+      mine.emplace(node, it->second);
+    }
+    f.blobs.push_back(EncodeTensors(mine));
+    auto reply = transport_->Call(part.task, static_cast<uint16_t>(Method::kRunStep),
+                                  EncodeFrame(f), step_timeout + kStepGrace);
+    if (!reply.ok()) {
+      fail(reply.status().code() == StatusCode::kUnavailable ||
+                   reply.status().code() == StatusCode::kDeadlineExceeded
+               ? InTask(part.task, reply.status())
+               : reply.status());
+      return;
+    }
+    auto decoded = DecodeTensors(*reply, "the fetches of task " + part.task);
+    if (!decoded.ok()) {
+      fail(decoded.status());
+      return;
+    }
+    results[i] = std::move(decoded).value();
+  };
+  // One thread per task but the last, whose call this thread makes.
   std::vector<std::thread> calls;
-  for (size_t i = 0; i < sig->parts.size(); ++i) {
-    calls.emplace_back([&, i] {
-      const TaskPart& part = sig->parts[i];
-      Frame f;
-      f.meta = {{"signature", sig->id}, {"step", step}, {"timeout_ms", step_timeout.count()}};
-      std::map<std::string, Tensor> mine;
-      for (const auto& node : part.feeds) {
-        auto it = by_node.find(node);
-        if (it == by_node.end()) {
-          fail(InvalidArgument("placeholder '{}' is needed but not fed", node));
-          return;
-        }
-        mine.emplace(node, it->second);
-      }
-      f.blobs.push_back(EncodeTensors(mine));
-      auto reply = transport_->Call(part.task, static_cast<uint16_t>(Method::kRunStep),
-                                    EncodeFrame(f), step_timeout + kStepGrace);
-      if (!reply.ok()) {
-        fail(reply.status().code() == StatusCode::kUnavailable ||
-                     reply.status().code() == StatusCode::kDeadlineExceeded
-                 ? InTask(part.task, reply.status())
-                 : reply.status());
-        return;
-      }
-      auto decoded = DecodeTensors(*reply, "the fetches of task " + part.task);
-      if (!decoded.ok()) {
-        fail(decoded.status());
-        return;
-      }
-      results[i] = std::move(decoded).value();
-    });
-  }
+  for (size_t i = 0; i + 1 < sig->parts.size(); ++i) calls.emplace_back(call, i);
+  if (!sig->parts.empty()) call(sig->parts.size() - 1);
   for (auto& t : calls) t.join();
   if (run_options.cancellation != nullptr) run_options.cancellation->Unregister(cancel_id);
   {
