@@ -21,6 +21,7 @@
 #include <random>
 #include <thread>
 
+#include "bench/wide_mlp.h"
 #include "distributed/distributed_session.h"
 #include "distributed/local_worker.h"
 #include "ops/array_ops.h"
@@ -240,40 +241,7 @@ void BM_DistributedStepOverhead(benchmark::State& state) {
   std::remove(token->c_str());
 }
 
-// placer_bench's wide MLP (784-2048-2048-10, Adam), batch 128.
-struct WideMlp {
-  Scope root = Scope::NewRootScope();
-  Output loss;
-  ops::Operation step;
-  std::vector<std::string> init;
-  WideMlp() {
-    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 784});
-    auto labels = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
-    std::vector<Output> vars;
-    Output h = x;
-    int64_t sizes[] = {784, 2048, 2048, 10};
-    for (int l = 0; l < 3; ++l) {
-      auto w = ops::InitializedVariable(root, Shape{sizes[l], sizes[l + 1]},
-                                        ops::Initializer::GlorotUniform(l + 1));
-      auto b = ops::InitializedVariable(root, Shape{sizes[l + 1]}, ops::Initializer::Zeros());
-      vars.insert(vars.end(), {w.var, b.var});
-      init.insert(init.end(), {w.init.node_name(), b.init.node_name()});
-      h = ops::BiasAdd(root, ops::MatMul(root, h, w.var), b.var);
-      if (l < 2) h = ops::Relu(root, h);
-    }
-    loss = ops::ReduceMean(root, ops::SparseSoftmaxCrossEntropyWithLogits(root, h, labels).loss);
-    ops::Adam adam({});
-    step = adam.Minimize(root, loss, vars);
-    init.insert(init.end(), adam.init_targets().begin(), adam.init_targets().end());
-  }
-  static Session::Feeds Batch() {
-    Tensor images(DType::kF32, Shape{128, 784}), y(DType::kI32, Shape{128});
-    std::mt19937 gen(1);
-    for (float& v : images.flat<float>()) v = std::uniform_real_distribution<float>(0, 1)(gen);
-    for (int i = 0; i < 128; ++i) y.data<int32_t>()[i] = i % 10;
-    return {{"x", images}, {"labels", y}};
-  }
-};
+using bench::WideMlp;
 
 void RunSteps(benchmark::State& state, Session& session, const WideMlp& m) {
   if (!session.Run({}, {}, m.init).ok()) {

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "bench/generated_graph.h"
+#include "bench/wide_mlp.h"
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
@@ -62,25 +63,7 @@ BENCHMARK(BM_PlaceAndPartition)
 // devices of 72 MiB each (one device: no limit, the whole machine).
 void BM_ModelParallelStep(benchmark::State& state) {
   int devices = static_cast<int>(state.range(0));
-  Scope root = Scope::NewRootScope();
-  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 784});
-  auto labels = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
-  std::vector<Output> vars;
-  std::vector<std::string> init;
-  Output h = x;
-  int64_t sizes[] = {784, 2048, 2048, 10};
-  for (int l = 0; l < 3; ++l) {
-    auto w = ops::InitializedVariable(root, Shape{sizes[l], sizes[l + 1]},
-                                      ops::Initializer::GlorotUniform(l + 1));
-    auto b = ops::InitializedVariable(root, Shape{sizes[l + 1]}, ops::Initializer::Zeros());
-    vars.insert(vars.end(), {w.var, b.var});
-    init.insert(init.end(), {w.init.node_name(), b.init.node_name()});
-    h = ops::BiasAdd(root, ops::MatMul(root, h, w.var), b.var);
-    if (l < 2) h = ops::Relu(root, h);
-  }
-  auto loss = ops::ReduceMean(root, ops::SparseSoftmaxCrossEntropyWithLogits(root, h, labels).loss);
-  ops::Adam adam({});
-  auto step = adam.Minimize(root, loss, vars);
+  bench::WideMlp m;
   SessionOptions options;
   if (devices > 1) {
     for (int i = 0; i < devices; ++i) options.devices.push_back("cpu:" + std::to_string(i));
@@ -88,19 +71,13 @@ void BM_ModelParallelStep(benchmark::State& state) {
     // The limit is enforced at run time: place for the batch the steps run.
     options.placer.costs.unknown_dim = 128;
   }
-  auto session = Session::Create(root, options);
+  auto session = Session::Create(m.root, options);
   if (!session.ok()) std::abort();
-  std::vector<std::string> all = init;
-  all.insert(all.end(), adam.init_targets().begin(), adam.init_targets().end());
-  if (!(*session)->Run({}, {}, all).ok()) std::abort();
-  Tensor images(DType::kF32, Shape{128, 784}), y(DType::kI32, Shape{128});
-  std::mt19937 gen(1);
-  for (float& v : images.flat<float>()) v = std::uniform_real_distribution<float>(0, 1)(gen);
-  for (int i = 0; i < 128; ++i) y.data<int32_t>()[i] = i % 10;
-  Session::Feeds feeds = {{"x", images}, {"labels", y}};
-  for (int i = 0; i < 3; ++i) (void)(*session)->Run(feeds, {loss.name()}, {step.name()});
+  if (!(*session)->Run({}, {}, m.init).ok()) std::abort();
+  Session::Feeds feeds = bench::WideMlp::Batch();
+  for (int i = 0; i < 3; ++i) (void)(*session)->Run(feeds, {m.loss.name()}, {m.step.name()});
   for (auto _ : state) {
-    auto out = (*session)->Run(feeds, {loss.name()}, {step.name()});
+    auto out = (*session)->Run(feeds, {m.loss.name()}, {m.step.name()});
     if (!out.ok()) {
       state.SkipWithError(out.status().ToString().c_str());
       break;

@@ -9,6 +9,7 @@
 #include "graph/device_name.h"
 #include "ops/register.h"
 #include "placer/partition.h"
+#include "runtime/checkpoint_check.h"
 #include "runtime/executor.h"
 #include "runtime/pipeline.h"
 #include "serialization/checkpoint_file.h"
@@ -379,21 +380,7 @@ Status DistributedSession::SaveCheckpoint(const std::string& path) {
 Status DistributedSession::RestoreCheckpoint(const std::string& path) {
   ASSIGN_OR_RETURN(auto values, serialization::LoadCheckpoint(path));
   // Every variable checked before any is set, as in a local session.
-  for (int v = 0; v < graph_.num_nodes(); ++v) {
-    const Node& node = graph_.node(v);
-    if (node.op() != "Variable") continue;
-    auto it = values.find(node.name());
-    if (it == values.end()) {
-      return NotFound("checkpoint '{}' has no variable '{}'", path, node.name());
-    }
-    const Tensor& t = it->second;
-    if (t.dtype() != node.output_dtype(0) || !node.output_shape(0).IsCompatibleWith(t.shape())) {
-      return InvalidArgument(
-          "checkpoint '{}': variable '{}' is {}{} in the file but {}{} in the graph", path,
-          node.name(), DTypeName(t.dtype()), t.shape(), DTypeName(node.output_dtype(0)),
-          node.output_shape(0));
-    }
-  }
+  RETURN_IF_ERROR(CheckRestorable(graph_, values, path));
   for (auto& [task, request] : VariablesByTask()) {
     std::map<std::string, Tensor> mine;
     for (const auto& name : request.meta["names"]) {

@@ -1,5 +1,6 @@
 #include "framework/rendezvous.h"
 
+#include "framework/rendezvous_delivery.h"
 #include "graph/graph.h"
 
 namespace dflow {
@@ -23,6 +24,21 @@ RendezvousKey RendezvousKeyOf(const Node& node, int64_t step_id) {
   k.tensor = std::get<std::string>(*node.FindAttr("tensor_name"));
   k.step_id = step_id;
   return k;
+}
+
+}  // namespace dflow
+
+namespace dflow {
+
+void DeliverToRecv(const RendezvousKey& key, std::string_view send_node, const Tensor& tensor,
+                   const RecvArgs& args, const Rendezvous::DoneCallback& done) {
+  Status s = CheckReceived(key, send_node, tensor, args);
+  if (s.ok() && args.allocator != nullptr &&
+      !(tensor.host_accessible() && args.allocator->host_accessible())) {
+    s = Unimplemented("Recv '{}': no copy from {} memory to {} memory yet", args.node,
+                      tensor.device(), args.allocator->device());
+  }
+  done(s, s.ok() ? tensor : Tensor());
 }
 
 }  // namespace dflow

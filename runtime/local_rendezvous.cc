@@ -2,21 +2,11 @@
 
 #include <vector>
 
+#include "framework/rendezvous_delivery.h"
+
 namespace dflow {
 
 LocalRendezvous::~LocalRendezvous() { Abort(Cancelled("the step's rendezvous was destroyed")); }
-
-void LocalRendezvous::Deliver(const RendezvousKey& key, std::string_view send_node,
-                              const Tensor& tensor, const RecvArgs& args,
-                              const DoneCallback& done) {
-  Status s = CheckReceived(key, send_node, tensor, args);
-  if (s.ok() && args.allocator != nullptr &&
-      !(tensor.host_accessible() && args.allocator->host_accessible())) {
-    s = Unimplemented("Recv '{}': no copy from {} memory to {} memory in one process yet",
-                      args.node, tensor.device(), args.allocator->device());
-  }
-  done(s, s.ok() ? tensor : Tensor());
-}
 
 Status LocalRendezvous::Send(const RendezvousKey& key, const SendArgs& args, const Tensor& tensor) {
   DoneCallback done;
@@ -40,7 +30,7 @@ Status LocalRendezvous::Send(const RendezvousKey& key, const SendArgs& args, con
       item.send_node = args.node;
     }
   }
-  if (done) Deliver(key, args.node, tensor, recv, done);
+  if (done) DeliverToRecv(key, args.node, tensor, recv, done);
   return Status::OK();
 }
 
@@ -76,7 +66,7 @@ void LocalRendezvous::RecvAsync(const RendezvousKey& key, const RecvArgs& args, 
     done(failed, Tensor());
     return;
   }
-  Deliver(key, send_node, tensor, args, done);
+  DeliverToRecv(key, send_node, tensor, args, done);
 }
 
 void LocalRendezvous::CancelRecv(const RendezvousKey& key, const Status& why) {

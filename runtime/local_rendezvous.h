@@ -29,10 +29,6 @@ class LocalRendezvous final : public Rendezvous {
     DoneCallback waiting;  // set when a Recv came first
     RecvArgs recv;         // the waiting Recv's expectations
   };
-  // Delivers `tensor` to a receive expecting `args`: the tensor itself when both sides are host
-  // memory, otherwise an error (copies between device memories come with those devices).
-  static void Deliver(const RendezvousKey& key, std::string_view send_node, const Tensor& tensor,
-                      const RecvArgs& args, const DoneCallback& done);
 
   Mutex mu_;
   std::unordered_map<RendezvousKey, Item, RendezvousKeyHash> items_ DFLOW_GUARDED_BY(mu_);

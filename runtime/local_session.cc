@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ops/register.h"
+#include "runtime/checkpoint_check.h"
 #include "runtime/pipeline.h"
 #include "serialization/checkpoint_file.h"
 
@@ -313,22 +314,12 @@ Status LocalSession::SaveCheckpoint(const std::string& path) {
 
 Status LocalSession::RestoreCheckpoint(const std::string& path) {
   ASSIGN_OR_RETURN(auto values, serialization::LoadCheckpoint(path));
+  RETURN_IF_ERROR(CheckRestorable(graph_, values, path));
   std::vector<std::pair<int, Tensor>> restore;
   for (int v = 0; v < graph_.num_nodes(); ++v) {
-    const Node& node = graph_.node(v);
-    if (node.op() != "Variable") continue;
-    auto it = values.find(node.name());
-    if (it == values.end()) {
-      return NotFound("checkpoint '{}' has no variable '{}'", path, node.name());
-    }
-    const Tensor& t = it->second;
-    if (t.dtype() != node.output_dtype(0) || !node.output_shape(0).IsCompatibleWith(t.shape())) {
-      return InvalidArgument(
-          "checkpoint '{}': variable '{}' is {}{} in the file but {}{} in the graph", path,
-          node.name(), DTypeName(t.dtype()), t.shape(), DTypeName(node.output_dtype(0)),
-          node.output_shape(0));
-    }
-    ASSIGN_OR_RETURN(Tensor on_device, devices_[placement_.device_of[v]]->CopyFromHost(t));
+    if (graph_.node(v).op() != "Variable") continue;
+    ASSIGN_OR_RETURN(Tensor on_device, devices_[placement_.device_of[v]]->CopyFromHost(
+                                           values.at(graph_.node(v).name())));
     restore.emplace_back(v, std::move(on_device));
   }
   for (auto& [v, t] : restore) {

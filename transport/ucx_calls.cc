@@ -108,18 +108,13 @@ ucs_status_t UcxTransport::Impl::TakePayload(void* data, size_t length,
   blob->then = std::move(then);
   // Pulled outside UCX's callback.
   deferred_.push_back([this, blob, data, length] {
-    ucp_request_param_t p{};
-    p.op_attr_mask =
-        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    p.cb.recv_am = &BlobDone;
-    p.user_data = blob;
-    void* r = ucp_am_recv_data_nbx(worker_, data, blob->bytes.data(), length, &p);
-    if (UCS_PTR_IS_ERR(r)) {
-      std::unique_ptr<Blob> owned(blob);
-      blob->then(UcxError("receiving a message", UCS_PTR_STATUS(r)), std::string());
-    } else if (r == nullptr) {
-      std::unique_ptr<Blob> owned(blob);
+    ucs_status_t s = Pull(data, blob->bytes.data(), length, &BlobDone, blob);
+    if (s == UCS_INPROGRESS) return;
+    std::unique_ptr<Blob> owned(blob);
+    if (s == UCS_OK) {
       blob->then(Status::OK(), std::move(blob->bytes));
+    } else {
+      blob->then(UcxError("receiving a message", s), std::string());
     }
   });
   return UCS_INPROGRESS;

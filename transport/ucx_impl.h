@@ -161,7 +161,11 @@ class UcxTransport::Impl {
   void StartSend(SendOp* op);
   static void SendDone(void* request, ucs_status_t status, void* user_data);
   void FinishSend(SendOp* op, ucs_status_t status);
-  Status SendControl(Peer* peer, MessageType type, std::string header);
+  void SendControl(Peer* peer, MessageType type, std::string header);
+  // Starts pulling a UCX rendezvous message's data into `buffer`: UCS_INPROGRESS when `done`
+  // will be called, otherwise the final status (and `done` is not called).
+  ucs_status_t Pull(void* desc, void* buffer, size_t length, ucp_am_recv_data_nbx_callback_t done,
+                    void* user_data);
   void StartRecv(RecvOp* op, void* desc, size_t length);
   static void RecvDone(void* request, ucs_status_t status, size_t length, void* user_data);
   void FinishRecv(RecvOp* op, ucs_status_t status);
@@ -208,8 +212,6 @@ class UcxTransport::Impl {
   // The step's box, made when missing; null when the step is finished here.
   std::shared_ptr<StepBox> Box(int64_t step) DFLOW_REQUIRES(mu_);
   Peer* ReadyPeer(const std::string& task) DFLOW_REQUIRES(mu_);
-  static void Deliver(const RendezvousKey& key, std::string_view send_node, const Tensor& tensor,
-                      const RecvArgs& args, const Rendezvous::DoneCallback& done);
 
   UcxTransportOptions options_;
   std::string task_ DFLOW_GUARDED_BY(mu_);  // options_.task, or the name a master assigned

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "framework/rendezvous_delivery.h"
 #include "transport/ucx_impl.h"
 
 namespace dflow::transport {
@@ -18,7 +19,7 @@ using namespace internal;
 
 // --- sending ----------------------------------------------------------------------------------
 
-Status UcxTransport::Impl::SendControl(Peer* peer, MessageType type, std::string header) {
+void UcxTransport::Impl::SendControl(Peer* peer, MessageType type, std::string header) {
   auto* op = new SendOp;
   op->impl = this;
   op->peer = peer;
@@ -26,7 +27,6 @@ Status UcxTransport::Impl::SendControl(Peer* peer, MessageType type, std::string
   op->header = std::move(header);
   op->what = fmt::format("a control message ({})", static_cast<int>(type));
   StartSend(op);
-  return Status::OK();
 }
 
 void UcxTransport::Impl::StartSend(SendOp* op) {
@@ -62,6 +62,9 @@ void UcxTransport::Impl::SendDone(void* request, ucs_status_t status, void* user
 
 void UcxTransport::Impl::FinishSend(SendOp* op, ucs_status_t status) {
   std::unique_ptr<SendOp> owned(op);
+  if (op->type == MessageType::kHello && status != UCS_OK) {
+    PeerFailed(op->peer, status);  // Connect learns it at once
+  }
   if (op->type == MessageType::kCallRequest && status != UCS_OK) {
     FailCall(op->call_id,
              Unavailable("sending request {} failed: {}", op->what, ucs_status_string(status)));
@@ -115,7 +118,7 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
         slot.from_task = dst_task;
       }
     }
-    if (done) Deliver(key, args.node, tensor, recv, done);
+    if (done) DeliverToRecv(key, args.node, tensor, recv, done);
     return Status::OK();
   }
   if (!tensor.host_accessible()) {
@@ -161,18 +164,6 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
 }
 
 // --- receiving --------------------------------------------------------------------------------
-
-void UcxTransport::Impl::Deliver(const RendezvousKey& key, std::string_view send_node,
-                                 const Tensor& tensor, const RecvArgs& args,
-                                 const Rendezvous::DoneCallback& done) {
-  Status s = CheckReceived(key, send_node, tensor, args);
-  if (s.ok() && args.allocator != nullptr &&
-      !(tensor.host_accessible() && args.allocator->host_accessible())) {
-    s = Unimplemented("Recv '{}': no copy from {} memory to {} memory yet", args.node,
-                      tensor.device(), args.allocator->device());
-  }
-  done(s, s.ok() ? tensor : Tensor());
-}
 
 std::shared_ptr<UcxTransport::Impl::StepBox> UcxTransport::Impl::Box(int64_t step) {
   auto it = boxes_.find(step);
@@ -305,22 +296,25 @@ ucs_status_t UcxTransport::Impl::ReceiveTensor(std::string_view header, void* da
     deferred_.push_back([this, pull, data, length] { StartRecv(pull, data, length); });
     return UCS_INPROGRESS;
   }
-  if (done) Deliver(h.key, h.send_node, tensor, recv, done);
+  if (done) DeliverToRecv(h.key, h.send_node, tensor, recv, done);
   return UCS_OK;
 }
 
-void UcxTransport::Impl::StartRecv(RecvOp* op, void* desc, size_t length) {
+ucs_status_t UcxTransport::Impl::Pull(void* desc, void* buffer, size_t length,
+                                      ucp_am_recv_data_nbx_callback_t done, void* user_data) {
   ucp_request_param_t param{};
   param.op_attr_mask =
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  param.cb.recv_am = &RecvDone;
-  param.user_data = op;
-  void* r = ucp_am_recv_data_nbx(worker_, desc, op->tensor.raw_data(), length, &param);
-  if (UCS_PTR_IS_ERR(r)) {
-    FinishRecv(op, UCS_PTR_STATUS(r));
-  } else if (r == nullptr) {
-    FinishRecv(op, UCS_OK);
-  }
+  param.cb.recv_am = done;
+  param.user_data = user_data;
+  void* r = ucp_am_recv_data_nbx(worker_, desc, buffer, length, &param);
+  if (UCS_PTR_IS_ERR(r)) return UCS_PTR_STATUS(r);
+  return r == nullptr ? UCS_OK : UCS_INPROGRESS;
+}
+
+void UcxTransport::Impl::StartRecv(RecvOp* op, void* desc, size_t length) {
+  ucs_status_t s = Pull(desc, op->tensor.raw_data(), length, &RecvDone, op);
+  if (s != UCS_INPROGRESS) FinishRecv(op, s);
 }
 
 void UcxTransport::Impl::RecvDone(void* request, ucs_status_t status, size_t length,
@@ -352,7 +346,7 @@ void UcxTransport::Impl::FinishRecv(RecvOp* op, ucs_status_t status) {
     op->done(aborted, Tensor());
     return;
   }
-  Deliver(op->key, op->send_node, op->tensor, op->recv, op->done);
+  DeliverToRecv(op->key, op->send_node, op->tensor, op->recv, op->done);
 }
 
 void UcxTransport::Impl::RecvAsync(const RendezvousKey& key, const RecvArgs& args,
@@ -419,7 +413,7 @@ void UcxTransport::Impl::RecvAsync(const RendezvousKey& key, const RecvArgs& arg
     done(failed, Tensor());
     return;
   }
-  Deliver(key, send_node, tensor, args, done);
+  DeliverToRecv(key, send_node, tensor, args, done);
 }
 
 void UcxTransport::Impl::CancelRecv(const RendezvousKey& key, const Status& why) {
@@ -470,7 +464,7 @@ void UcxTransport::Impl::AbortStep(int64_t step, const Status& status, bool tell
     auto header = Encode(m);
     if (header.ok()) {
       Post([this, peers, h = std::move(header).value()] {
-        for (Peer* p : peers) (void)SendControl(p, MessageType::kAbortStep, h);
+        for (Peer* p : peers) SendControl(p, MessageType::kAbortStep, h);
       });
     }
   }

@@ -391,13 +391,8 @@ Result<std::string> UcxTransport::Impl::Connect(const std::string& address,
       MutexLock lock(mu_);
       peer_of_ep_[peer->ep] = peer;
     }
-    Status sent = SendControl(peer, MessageType::kHello, std::move(header));
-    if (!sent.ok()) {
-      MutexLock lock(mu_);
-      peer->state = Peer::State::kFailed;
-      peer->failure = sent;
-      peers_changed_.NotifyAll();
-    }
+    // A failure to reach the peer comes through OnEndpointError.
+    SendControl(peer, MessageType::kHello, std::move(header));
   });
   MutexLock lock(mu_);
   bool answered = peers_changed_.WaitFor(mu_, options_.connect_timeout, [&]() DFLOW_REQUIRES(mu_) {
@@ -502,7 +497,7 @@ ucs_status_t UcxTransport::Impl::OnHello(void* arg, const void* header, size_t h
   // Not from inside the callback: UCX calls it during progress.
   // The refused client closes the connection once it has read the reason.
   self->deferred_.push_back([self, peer, h = std::move(encoded).value()] {
-    (void)self->SendControl(peer, MessageType::kHelloReply, h);
+    self->SendControl(peer, MessageType::kHelloReply, h);
   });
   return UCS_OK;
 }

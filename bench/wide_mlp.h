@@ -1,0 +1,53 @@
+// The wide MLP of the model-parallel benchmarks (placer_bench, distributed_bench): 784-2048-
+// 2048-10 with Adam, trained at batch 128 on a fixed random batch. Its weights and Adam state
+// (70 MB) do not fit one 72 MiB device.
+#pragma once
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/array_ops.h"
+#include "ops/initializers.h"
+#include "ops/math_ops.h"
+#include "ops/nn_ops.h"
+#include "ops/optimizers.h"
+#include "runtime/session.h"
+
+namespace dflow::bench {
+
+struct WideMlp {
+  Scope root = Scope::NewRootScope();
+  Output loss;
+  ops::Operation step;
+  std::vector<std::string> init;
+  WideMlp() {
+    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 784});
+    auto labels = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
+    std::vector<Output> vars;
+    Output h = x;
+    int64_t sizes[] = {784, 2048, 2048, 10};
+    for (int l = 0; l < 3; ++l) {
+      auto w = ops::InitializedVariable(root, Shape{sizes[l], sizes[l + 1]},
+                                        ops::Initializer::GlorotUniform(l + 1));
+      auto b = ops::InitializedVariable(root, Shape{sizes[l + 1]}, ops::Initializer::Zeros());
+      vars.insert(vars.end(), {w.var, b.var});
+      init.insert(init.end(), {w.init.node_name(), b.init.node_name()});
+      h = ops::BiasAdd(root, ops::MatMul(root, h, w.var), b.var);
+      if (l < 2) h = ops::Relu(root, h);
+    }
+    loss = ops::ReduceMean(root, ops::SparseSoftmaxCrossEntropyWithLogits(root, h, labels).loss);
+    ops::Adam adam({});
+    step = adam.Minimize(root, loss, vars);
+    init.insert(init.end(), adam.init_targets().begin(), adam.init_targets().end());
+  }
+  static Session::Feeds Batch() {
+    Tensor images(DType::kF32, Shape{128, 784}), y(DType::kI32, Shape{128});
+    std::mt19937 gen(1);
+    for (float& v : images.flat<float>()) v = std::uniform_real_distribution<float>(0, 1)(gen);
+    for (int i = 0; i < 128; ++i) y.data<int32_t>()[i] = i % 10;
+    return {{"x", images}, {"labels", y}};
+  }
+};
+
+}  // namespace dflow::bench

@@ -1,0 +1,25 @@
+#include "runtime/checkpoint_check.h"
+
+namespace dflow {
+
+Status CheckRestorable(const Graph& graph, const std::map<std::string, Tensor>& values,
+                       const std::string& path) {
+  for (int v = 0; v < graph.num_nodes(); ++v) {
+    const Node& node = graph.node(v);
+    if (node.op() != "Variable") continue;
+    auto it = values.find(node.name());
+    if (it == values.end()) {
+      return NotFound("checkpoint '{}' has no variable '{}'", path, node.name());
+    }
+    const Tensor& t = it->second;
+    if (t.dtype() != node.output_dtype(0) || !node.output_shape(0).IsCompatibleWith(t.shape())) {
+      return InvalidArgument(
+          "checkpoint '{}': variable '{}' is {}{} in the file but {}{} in the graph", path,
+          node.name(), DTypeName(t.dtype()), t.shape(), DTypeName(node.output_dtype(0)),
+          node.output_shape(0));
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace dflow
