@@ -290,8 +290,12 @@ Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
   if (run_options.cancellation != nullptr) {
     cancel_id = run_options.cancellation->Register([&](const Status& s) { fail(s); });
   }
-  std::vector<std::map<std::string, Tensor>> results(sig->parts.size());
-  auto call = [&](size_t i) {
+  // Every task's request goes out at once; the replies come back on the transport's thread,
+  // which records them (an error also aborts the step everywhere) and this thread decodes them.
+  std::vector<std::string> replies(sig->parts.size());
+  CondVar all_answered;
+  size_t unanswered = sig->parts.size();
+  for (size_t i = 0; i < sig->parts.size(); ++i) {
     const TaskPart& part = sig->parts[i];
     Frame f;
     f.meta = {{"signature", sig->id}, {"step", step}, {"timeout_ms", step_timeout.count()}};
@@ -300,36 +304,43 @@ Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
       auto it = by_node.find(node);
       if (it == by_node.end()) {
         fail(InvalidArgument("placeholder '{}' is needed but not fed", node));
-        return;
+        break;
       }
       mine.emplace(node, it->second);
     }
+    if (mine.size() != part.feeds.size()) {
+      MutexLock lock(mu);
+      --unanswered;
+      continue;
+    }
     f.blobs.push_back(EncodeTensors(mine));
-    auto reply = transport_->Call(part.task, static_cast<uint16_t>(Method::kRunStep),
-                                  EncodeFrame(f), step_timeout + kStepGrace);
-    if (!reply.ok()) {
-      fail(reply.status().code() == StatusCode::kUnavailable ||
-                   reply.status().code() == StatusCode::kDeadlineExceeded
-               ? InTask(part.task, reply.status())
-               : reply.status());
-      return;
-    }
-    auto decoded = DecodeTensors(*reply, "the fetches of task " + part.task);
-    if (!decoded.ok()) {
-      fail(decoded.status());
-      return;
-    }
-    results[i] = std::move(decoded).value();
-  };
-  // One thread per task but the last, whose call this thread makes.
-  std::vector<std::thread> calls;
-  for (size_t i = 0; i + 1 < sig->parts.size(); ++i) calls.emplace_back(call, i);
-  if (!sig->parts.empty()) call(sig->parts.size() - 1);
-  for (auto& t : calls) t.join();
+    transport_->CallAsync(part.task, static_cast<uint16_t>(Method::kRunStep), EncodeFrame(f),
+                          step_timeout + kStepGrace, [&, i](Result<std::string> reply) {
+                            if (!reply.ok()) {
+                              const TaskPart& p = sig->parts[i];
+                              fail(reply.status().code() == StatusCode::kUnavailable ||
+                                           reply.status().code() == StatusCode::kDeadlineExceeded
+                                       ? InTask(p.task, reply.status())
+                                       : reply.status());
+                            }
+                            MutexLock lock(mu);
+                            if (reply.ok()) replies[i] = std::move(reply).value();
+                            if (--unanswered == 0) all_answered.NotifyAll();
+                          });
+  }
+  {
+    MutexLock lock(mu);
+    all_answered.Wait(mu, [&]() DFLOW_REQUIRES(mu) { return unanswered == 0; });
+  }
   if (run_options.cancellation != nullptr) run_options.cancellation->Unregister(cancel_id);
   {
     MutexLock lock(mu);
     if (!first.ok()) return first;
+  }
+  std::vector<std::map<std::string, Tensor>> results(sig->parts.size());
+  for (size_t i = 0; i < sig->parts.size(); ++i) {
+    ASSIGN_OR_RETURN(results[i],
+                     DecodeTensors(replies[i], "the fetches of task " + sig->parts[i].task));
   }
   std::vector<Tensor> out;
   for (const auto& f : fetches) {

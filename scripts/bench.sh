@@ -157,7 +157,7 @@ if os.path.exists(dpath):
         return float(fields[column]) if len(fields) > column else None
     lat = dist.get("BM_SendRecvLatency/min_time:1.000/real_time")
     if lat:
-        ours = lat["real_time"] / 2  # us, half the round trip
+        ours = lat["real_time"] / (2 * lat["round_trips"])  # us, half of each round trip
         peer = perf("perf_lat.txt", 1)  # median one-way, us
         line = f"bench sendrecv_8b_tcp: one_way={ours:.2f}us"
         line += (f" ucx_perftest_am_lat={peer:.2f}us ratio={ours / peer:.2f} target=1.3"

@@ -30,29 +30,40 @@ void UcxTransport::Impl::ServiceLoop() {
   }
 }
 
-Result<std::string> UcxTransport::Impl::Call(const std::string& task, uint16_t method,
-                                             std::string payload,
-                                             std::chrono::milliseconds timeout) {
+void UcxTransport::Impl::CallAsync(const std::string& task, uint16_t method, std::string payload,
+                                   std::chrono::milliseconds timeout, UcxTransport::Reply done) {
   if (payload.size() > kMaxCallBytes) {
-    return InvalidArgument("a request to task {} of {} bytes is over the limit of {}", task,
-                           payload.size(), kMaxCallBytes);
+    done(InvalidArgument("a request to task {} of {} bytes is over the limit of {}", task,
+                         payload.size(), kMaxCallBytes));
+    return;
   }
-  auto pending = std::make_shared<PendingCall>();
   uint64_t id;
   Peer* peer;
   {
     MutexLock lock(mu_);
     peer = ReadyPeer(task);
-    if (peer == nullptr) return Unavailable("no connection to task {} for a request", task);
+    if (peer == nullptr) {
+      lock.Unlock();
+      done(Unavailable("no connection to task {} for a request", task));
+      return;
+    }
     id = next_call_id_++;
-    pending->peer = peer;
-    calls_[id] = pending;
   }
   auto header = Encode(CallRequest{id, method});
   if (!header.ok()) {
+    done(header.status());
+    return;
+  }
+  {
     MutexLock lock(mu_);
-    calls_.erase(id);
-    return header.status();
+    PendingCall& call = calls_[id];
+    call.peer = peer;
+    call.task = task;
+    call.method = method;
+    call.timeout = timeout;
+    call.deadline = std::chrono::steady_clock::now() + timeout;
+    call.done = std::move(done);
+    UpdateNextDeadline();
   }
   auto* op = new SendOp;
   op->impl = this;
@@ -63,36 +74,95 @@ Result<std::string> UcxTransport::Impl::Call(const std::string& task, uint16_t m
   op->call_id = id;
   op->what = fmt::format("{} (method {}) to task {}", id, method, task);
   Post([this, op] { StartSend(op); });
+  // A deadline sooner than the progress thread's longest sleep must wake it.
+  if (timeout < std::chrono::milliseconds(kMaxSleepMs)) Post([] {});
+}
 
-  MutexLock lock(mu_);
-  bool done =
-      calls_changed_.WaitFor(mu_, timeout, [&]() DFLOW_REQUIRES(mu_) { return pending->done; });
-  calls_.erase(id);
-  if (!done) {
-    return DeadlineExceeded("task {} did not answer request {} (method {}) within {} ms", task, id,
-                            method, timeout.count());
+Result<std::string> UcxTransport::Impl::Call(const std::string& task, uint16_t method,
+                                             std::string payload,
+                                             std::chrono::milliseconds timeout) {
+  struct Waiter {
+    Mutex mu;
+    CondVar cv;
+    bool done DFLOW_GUARDED_BY(mu) = false;
+    Result<std::string> result DFLOW_GUARDED_BY(mu) = std::string();
+  };
+  auto w = std::make_shared<Waiter>();
+  CallAsync(task, method, std::move(payload), timeout, [w](Result<std::string> r) {
+    MutexLock lock(w->mu);
+    w->result = std::move(r);
+    w->done = true;
+    w->cv.NotifyAll();
+  });
+  MutexLock lock(w->mu);
+  w->cv.Wait(w->mu, [&]() DFLOW_REQUIRES(w->mu) { return w->done; });
+  return std::move(w->result);
+}
+
+void UcxTransport::Impl::UpdateNextDeadline() {
+  int64_t next = INT64_MAX;
+  for (const auto& [id, call] : calls_) {
+    next = std::min<int64_t>(next, call.deadline.time_since_epoch().count());
   }
-  return std::move(pending->result);
+  next_deadline_ns_.store(next, std::memory_order_relaxed);
+}
+
+UcxTransport::Reply UcxTransport::Impl::TakeCall(uint64_t id, Peer* from) {
+  auto it = calls_.find(id);
+  if (it == calls_.end() || (from != nullptr && it->second.peer != from)) return nullptr;
+  UcxTransport::Reply done = std::move(it->second.done);
+  calls_.erase(it);
+  UpdateNextDeadline();
+  return done;
+}
+
+void UcxTransport::Impl::ExpireCalls() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now.time_since_epoch().count() < next_deadline_ns_.load(std::memory_order_relaxed)) return;
+  std::vector<std::pair<UcxTransport::Reply, Status>> expired;
+  {
+    MutexLock lock(mu_);
+    for (auto it = calls_.begin(); it != calls_.end();) {
+      if (it->second.deadline > now) {
+        ++it;
+        continue;
+      }
+      const PendingCall& c = it->second;
+      expired.emplace_back(
+          std::move(it->second.done),
+          DeadlineExceeded("task {} did not answer request {} (method {}) within {} ms", c.task,
+                           it->first, c.method, c.timeout.count()));
+      it = calls_.erase(it);
+    }
+    UpdateNextDeadline();
+  }
+  for (auto& [done, why] : expired) done(why);
 }
 
 void UcxTransport::Impl::FailCall(uint64_t call_id, const Status& why) {
-  MutexLock lock(mu_);
-  auto it = calls_.find(call_id);
-  if (it == calls_.end() || it->second->done) return;
-  it->second->done = true;
-  it->second->result = why;
-  calls_changed_.NotifyAll();
+  UcxTransport::Reply done;
+  {
+    MutexLock lock(mu_);
+    done = TakeCall(call_id, nullptr);
+  }
+  if (done) done(why);
 }
 
 void UcxTransport::Impl::FailCalls(Peer* peer, const Status& why) {
-  MutexLock lock(mu_);
-  for (auto& [id, call] : calls_) {
-    if (call->peer == peer && !call->done) {
-      call->done = true;
-      call->result = why;
+  std::vector<UcxTransport::Reply> failed;
+  {
+    MutexLock lock(mu_);
+    for (auto it = calls_.begin(); it != calls_.end();) {
+      if (it->second.peer == peer) {
+        failed.push_back(std::move(it->second.done));
+        it = calls_.erase(it);
+      } else {
+        ++it;
+      }
     }
+    UpdateNextDeadline();
   }
-  calls_changed_.NotifyAll();
+  for (auto& done : failed) done(why);
 }
 
 ucs_status_t UcxTransport::Impl::TakePayload(void* data, size_t length,
@@ -226,26 +296,27 @@ ucs_status_t UcxTransport::Impl::OnResponse(void* arg, const void* header, size_
     // Only the task asked may answer.
     MutexLock lock(self->mu_);
     auto it = self->calls_.find(response->call_id);
-    if (it == self->calls_.end() || it->second->peer != peer) {
+    if (it == self->calls_.end() || it->second.peer != peer) {
       lock.Unlock();
       return self->Drop(
           fmt::format("a response to request {} nobody waits for", response->call_id));
     }
   }
   CallResponse r = std::move(response).value();
-  return self->TakePayload(data, length, param, [self, r](Status s, std::string bytes) {
-    MutexLock lock(self->mu_);
-    auto it = self->calls_.find(r.call_id);
-    if (it == self->calls_.end() || it->second->done) return;
-    it->second->done = true;
-    if (!s.ok()) {
-      it->second->result = s;
-    } else if (!r.status.ok()) {
-      it->second->result = r.status;
-    } else {
-      it->second->result = std::move(bytes);
+  return self->TakePayload(data, length, param, [self, r, peer](Status s, std::string bytes) {
+    UcxTransport::Reply done;
+    {
+      MutexLock lock(self->mu_);
+      done = self->TakeCall(r.call_id, peer);
     }
-    self->calls_changed_.NotifyAll();
+    if (!done) return;  // ended by its deadline meanwhile
+    if (!s.ok()) {
+      done(s);
+    } else if (!r.status.ok()) {
+      done(r.status);
+    } else {
+      done(std::move(bytes));
+    }
   });
 }
 

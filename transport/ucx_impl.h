@@ -29,6 +29,10 @@
 namespace dflow::transport {
 namespace internal {
 
+// The longest the progress thread sleeps without looking at its queue and the calls' deadlines
+// (a missed wake-up costs at most this; a call's deadline is met within it).
+constexpr int kMaxSleepMs = 50;
+
 Status UcxError(std::string_view what, ucs_status_t status);
 
 struct SocketAddress {
@@ -137,6 +141,8 @@ class UcxTransport::Impl {
       DFLOW_EXCLUDES(service_mu_, handler_run_mu_);
   Result<std::string> Call(const std::string& task, uint16_t method, std::string payload,
                            std::chrono::milliseconds timeout) DFLOW_EXCLUDES(mu_);
+  void CallAsync(const std::string& task, uint16_t method, std::string payload,
+                 std::chrono::milliseconds timeout, UcxTransport::Reply done) DFLOW_EXCLUDES(mu_);
   uint64_t incarnation() const { return incarnation_; }
   std::string listen_address() const { return bound_address_; }
 
@@ -229,6 +235,8 @@ class UcxTransport::Impl {
   Mutex queue_mu_;
   std::vector<std::function<void()>> queue_ DFLOW_GUARDED_BY(queue_mu_);
   std::atomic<bool> posted_{false};
+  std::atomic<bool> sleeping_{false};  // the progress thread waits on efd_ (or is about to)
+  std::atomic<std::thread::id> progress_id_{};
   bool closed_ DFLOW_GUARDED_BY(queue_mu_) = false;  // the progress thread has ended
 
   mutable Mutex mu_;
@@ -241,15 +249,25 @@ class UcxTransport::Impl {
   std::deque<int64_t> finished_order_ DFLOW_GUARDED_BY(mu_);
   TransportStats stats_ DFLOW_GUARDED_BY(mu_);
 
-  // Calls this process waits on, by id.
+  // Calls this process waits on, by id: each ends once, by its reply, its connection's loss or
+  // its deadline (which the progress thread checks), and `done` then runs outside mu_.
   struct PendingCall {
     Peer* peer = nullptr;
-    bool done = false;
-    Result<std::string> result = std::string();
+    std::string task;
+    uint16_t method = 0;
+    std::chrono::steady_clock::time_point deadline;
+    std::chrono::milliseconds timeout{0};
+    UcxTransport::Reply done;
   };
   uint64_t next_call_id_ DFLOW_GUARDED_BY(mu_) = 1;
-  std::unordered_map<uint64_t, std::shared_ptr<PendingCall>> calls_ DFLOW_GUARDED_BY(mu_);
-  CondVar calls_changed_;
+  std::unordered_map<uint64_t, PendingCall> calls_ DFLOW_GUARDED_BY(mu_);
+  // The earliest deadline of calls_ (max when none), read by the progress thread without mu_.
+  std::atomic<int64_t> next_deadline_ns_{INT64_MAX};
+  // Ends the calls whose deadline has passed (progress thread).
+  void ExpireCalls() DFLOW_EXCLUDES(mu_);
+  // Takes call `id` out of calls_ (null `done` when it already ended).
+  UcxTransport::Reply TakeCall(uint64_t id, Peer* from) DFLOW_REQUIRES(mu_);
+  void UpdateNextDeadline() DFLOW_REQUIRES(mu_);
 
   // The service thread runs the call handler, so a slow handler never stalls progress. A handler
   // runs under handler_run_mu_, so SetCallHandler returns only once no old handler runs.

@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstring>
@@ -99,11 +100,9 @@ using namespace internal;
 namespace {
 
 // How long the progress thread keeps polling after its last work before it sleeps on the fd.
-constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr auto kSpin = std::chrono::microseconds(500);
 // The longest the progress thread sleeps without looking at its queue (a missed wake-up costs
 // at most this).
-constexpr int kPollMs = 50;
-
 }  // namespace
 
 // --- start and stop ---------------------------------------------------------------------------
@@ -167,7 +166,10 @@ Status UcxTransport::Impl::Start() {
     if (s != UCS_OK) return UcxError("querying the listener's address", s);
     bound_address_ = FormatAddress(attr.sockaddr);
   }
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    progress_id_ = std::this_thread::get_id();
+    Loop();
+  });
   service_ = std::thread([this] { ServiceLoop(); });
   return Status::OK();
 }
@@ -240,18 +242,34 @@ void UcxTransport::Impl::ShutdownOnThread() {
     ucp_listener_destroy(listener_);
     listener_ = nullptr;
   }
+  std::vector<UcxTransport::Reply> unanswered;
+  {
+    MutexLock lock(mu_);
+    for (auto& [id, call] : calls_) unanswered.push_back(std::move(call.done));
+    calls_.clear();
+  }
+  for (auto& done : unanswered) {
+    done(Cancelled("the transport of task {} is shutting down", task()));
+  }
 }
 
 // --- the progress thread ----------------------------------------------------------------------
 
 void UcxTransport::Impl::Post(std::function<void()> fn) {
+  if (std::this_thread::get_id() == progress_id_) {
+    // From a callback on the progress thread: runs once ucp_worker_progress returns.
+    deferred_.push_back(std::move(fn));
+    return;
+  }
   {
     MutexLock lock(queue_mu_);
     if (closed_) return;  // the progress thread is gone
     queue_.push_back(std::move(fn));
   }
-  posted_.store(true, std::memory_order_release);
-  ucp_worker_signal(worker_);
+  // A progress thread that is awake sees posted_ without a wake-up (a system call); one about to
+  // sleep checks posted_ after announcing it (both sequentially consistent).
+  posted_.store(true);
+  if (sleeping_.load()) ucp_worker_signal(worker_);
 }
 
 bool UcxTransport::Impl::RunPosted() {
@@ -275,8 +293,13 @@ void UcxTransport::Impl::RunDeferred() {
 
 void UcxTransport::Impl::Loop() {
   while (!stop_.load()) {
+    ExpireCalls();
     bool busy = RunPosted();
-    while (ucp_worker_progress(worker_) != 0) busy = true;
+    // What callbacks deferred (often a reply to send) runs before the next poll.
+    while (ucp_worker_progress(worker_) != 0) {
+      busy = true;
+      RunDeferred();
+    }
     if (!deferred_.empty()) {
       RunDeferred();
       busy = true;
@@ -286,13 +309,19 @@ void UcxTransport::Impl::Loop() {
     auto until = std::chrono::steady_clock::now() + kSpin;
     while (!busy && std::chrono::steady_clock::now() < until) {
       busy = ucp_worker_progress(worker_) != 0 || posted_.load(std::memory_order_acquire);
+      if (!busy) sched_yield();  // a thread of this process or another may need the core
     }
     if (busy) continue;
     ucs_status_t s = ucp_worker_arm(worker_);
     if (s == UCS_ERR_BUSY) continue;
-    if (posted_.load(std::memory_order_acquire)) continue;
+    sleeping_.store(true);
+    if (posted_.load()) {
+      sleeping_.store(false);
+      continue;
+    }
     pollfd pfd{efd_, POLLIN, 0};
-    poll(&pfd, 1, kPollMs);
+    poll(&pfd, 1, kMaxSleepMs);
+    sleeping_.store(false);
   }
   MutexLock lock(queue_mu_);
   closed_ = true;
@@ -629,6 +658,10 @@ void UcxTransport::SetCallHandler(CallHandler handler) {
 Result<std::string> UcxTransport::Call(const std::string& task, uint16_t method,
                                        std::string payload, std::chrono::milliseconds timeout) {
   return impl_->Call(task, method, std::move(payload), timeout);
+}
+void UcxTransport::CallAsync(const std::string& task, uint16_t method, std::string payload,
+                             std::chrono::milliseconds timeout, Reply done) {
+  impl_->CallAsync(task, method, std::move(payload), timeout, std::move(done));
 }
 std::vector<std::string> UcxTransport::peers() const { return impl_->peers(); }
 TransportStats UcxTransport::stats() const { return impl_->stats(); }

@@ -105,6 +105,10 @@ class UcxTransport final : public RendezvousFactory {
   // unchanged. DeadlineExceeded after `timeout`; Unavailable when the connection is lost first.
   Result<std::string> Call(const std::string& task, uint16_t method, std::string payload,
                            std::chrono::milliseconds timeout);
+  // Call without waiting: `done` runs exactly once with what Call would return, on the
+  // transport's thread (it must not block) or, for a request that cannot be sent, on this one.
+  void CallAsync(const std::string& task, uint16_t method, std::string payload,
+                 std::chrono::milliseconds timeout, Reply done);
 
   // The rendezvous of one step (RendezvousFactory). Thread-safe.
   Result<std::unique_ptr<Rendezvous>> Create(int64_t step_id) override;

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include "framework/rendezvous_conformance.h"
@@ -366,6 +368,58 @@ TEST(UcxTransportCallTest, ASlowReplyIsDeadlineExceededAndLaterCallsStillWork) {
   auto next = pair.sender->Call("/job:localhost/task:0", 1, "b", std::chrono::seconds(5));
   ASSERT_TRUE(next.ok()) << next.status().ToString();
   EXPECT_EQ(*next, "b");
+}
+
+TEST(UcxTransportCallTest, AsyncCallsAreEachAnsweredOnceWithTheirOwnReplyOrDeadline) {
+  Pair pair;
+  std::vector<UcxTransport::Reply> held;  // the "hold" requests are answered only at the end
+  std::mutex held_mu;
+  pair.receiver->SetCallHandler(
+      [&](const UcxTransport::CallInfo&, std::string p, UcxTransport::Reply reply) {
+        if (p == "hold") {
+          std::lock_guard lock(held_mu);
+          held.push_back(std::move(reply));
+          return;
+        }
+        reply("re:" + p);
+      });
+  constexpr int kCalls = 64;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> got(kCalls + 1);
+  std::vector<int> times(kCalls + 1, 0);
+  int answered = 0;
+  for (int i = 0; i <= kCalls; ++i) {
+    // The last one is never answered in time.
+    std::string payload = i == kCalls ? "hold" : Pattern(i * 1000, i);
+    auto timeout = i == kCalls ? std::chrono::milliseconds(150) : std::chrono::milliseconds(10000);
+    pair.sender->CallAsync("/job:localhost/task:0", 3, payload, timeout,
+                           [&, i](Result<std::string> r) {
+                             std::lock_guard lock(mu);
+                             got[i] = r.ok() ? *r : r.status().ToString();
+                             times[i]++;
+                             answered++;
+                             cv.notify_all();
+                           });
+  }
+  auto start = std::chrono::steady_clock::now();
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return answered == kCalls + 1; }))
+        << answered << " of " << kCalls + 1 << " answered";
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  for (int i = 0; i < kCalls; ++i) EXPECT_EQ(got[i], "re:" + Pattern(i * 1000, i)) << i;
+  EXPECT_NE(got[kCalls].find("DeadlineExceeded"), std::string::npos) << got[kCalls];
+  EXPECT_NE(got[kCalls].find("150 ms"), std::string::npos) << got[kCalls];
+  // A late reply to the expired call is dropped, not delivered a second time.
+  {
+    std::lock_guard lock(held_mu);
+    for (auto& r : held) r(std::string("late"));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::lock_guard lock(mu);
+  for (int i = 0; i <= kCalls; ++i) EXPECT_EQ(times[i], 1) << i;
 }
 
 TEST(UcxTransportCallTest, ACallToAPeerThatGoesAwayIsUnavailable) {
