@@ -12,6 +12,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 extern char** environ;
@@ -88,6 +90,17 @@ Result<std::string> WriteTokenFile(const std::string& dir, const std::string& to
   close(fd);
   if (!ok) return Internal("cannot write the token file '{}'", path);
   return path;
+}
+
+Result<std::string> ReadTokenFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot read the token file '{}'", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string token = ss.str();
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  if (token.empty()) return InvalidArgument("the token file '{}' is empty", path);
+  return token;
 }
 
 }  // namespace dflow::distributed

@@ -36,5 +36,8 @@ class LocalWorker {
 
 // Writes `token` to a new file under `dir` readable only by this user; its path.
 Result<std::string> WriteTokenFile(const std::string& dir, const std::string& token);
+// The token in the file at `path` (its first line's end dropped). NotFound when it cannot be
+// read, InvalidArgument when it is empty; both name the file.
+Result<std::string> ReadTokenFile(const std::string& path);
 
 }  // namespace dflow::distributed

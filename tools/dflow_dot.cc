@@ -2,12 +2,15 @@
 // Graphviz's dot program).
 //
 //   dflow-dot model.dfg --devices cpu:0,cpu:1 -o model.svg
+//   dflow-dot model.dfg --cluster cluster.json --token-file token -o model.svg
 //
-// One cluster per device, nodes coloured by device. Edges that cross devices (a Send/Recv pair
-// at run time) are drawn bold and labelled with the tensor's type and bytes; control edges are
-// dashed. With --devices the graph is placed as dflow-run would place it (the placement's summary
-// goes to stderr); without, a node's device is the one the file says it was assigned, else the
-// one it requests, else "any".
+// One cluster per device, nodes coloured by device; devices of a task ("/job:worker/task:1/...")
+// are drawn inside one box per task. With --cluster the graph is placed over the devices of the
+// cluster's dflow-workers, as `dflow-run --cluster` places it (nothing runs). Edges that cross
+// devices (a Send/Recv pair at run time) are drawn bold and labelled with the tensor's type and
+// bytes; control edges are dashed. With --devices the graph is placed as dflow-run would place it
+// (the placement's summary goes to stderr); without, a node's device is the one the file says it
+// was assigned, else the one it requests, else "any".
 // --collapse-scopes draws one box per name scope ("dense1/...") and device. Exit codes: 0
 // success, 1 an error while loading, placing or drawing, 2 a usage error; errors go to stderr
 // as one line "error: <Code>: <message>".
@@ -16,6 +19,7 @@
 #include <map>
 #include <set>
 
+#include "graph/device_name.h"
 #include "ops/register.h"
 #include "runtime/pipeline.h"
 #include "runtime/session.h"
@@ -23,6 +27,10 @@
 #include "serialization/graph_file.h"
 #include "tools/placement_flags.h"
 #include "tools/subprocess.h"
+#ifdef DFLOW_WITH_DISTRIBUTED
+#include "distributed/distributed_session.h"
+#include "distributed/local_worker.h"
+#endif
 
 using namespace dflow;
 
@@ -85,6 +93,13 @@ Status RenderWithGraphviz(const std::string& dot, const std::string& format,
   return serialization::WriteFileAtomically(out, ran->out);
 }
 
+// "/job:worker/task:1" of a device named so, else empty.
+std::string TaskOf(const std::string& device) {
+  auto name = DeviceName::Parse(device);
+  if (!name.ok() || !name->job || !name->task) return "";
+  return fmt::format("/job:{}/task:{}", *name->job, *name->task);
+}
+
 constexpr const char* kColours[] = {"#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f",
                                     "#cab2d6", "#ffff99", "#1f78b4", "#33a02c"};
 
@@ -95,11 +110,16 @@ int main(int argc, char** argv) {
   std::string graph_path, out;
   tools::PlacementFlags placement;
   bool collapse = false;
+  std::string cluster_file, token_file;
   app.add_option("graph", graph_path, "The graph file (.dfg, or its JSON form)")->required();
   placement.AddTo(app,
                   "cpu:0,cpu:1,...: place the graph on these CPU devices first, cpu:0 .. cpu:N-1 "
                   "in any order and spelling, as dflow-run would");
   app.add_flag("--collapse-scopes", collapse, "One box per name scope and device");
+  app.add_option("--cluster", cluster_file,
+                 "Place the graph over the dflow-workers of this cluster spec (JSON: {\"worker\": "
+                 "[\"HOST:PORT\", ...]}) and draw one box per task");
+  app.add_option("--token-file", token_file, "The cluster token (with --cluster)");
   app.add_option("-o,--output", out,
                  "OUT.dot, OUT.svg or OUT.png (SVG and PNG need Graphviz's dot); default: DOT "
                  "on stdout");
@@ -111,9 +131,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (Status s = placement.Check(); !s.ok()) return Fail(s, 2);
-  if (placement.devices.empty() && placement.tunes_placer()) {
+  if (cluster_file.empty() != token_file.empty()) {
+    return Fail(InvalidArgument("--cluster and --token-file go together"), 2);
+  }
+  if (!cluster_file.empty() && !placement.devices.empty()) {
+    return Fail(InvalidArgument("--devices and --cluster: the cluster's workers are the devices"),
+                2);
+  }
+  if (placement.devices.empty() && cluster_file.empty() && placement.tunes_placer()) {
     return Fail(InvalidArgument("--memory-limit and --assume-batch tune the placer; give "
-                                "--devices to place the graph"),
+                                "--devices or --cluster to place the graph"),
                 2);
   }
   std::string format = "dot";
@@ -131,7 +158,28 @@ int main(int argc, char** argv) {
   if (!loaded.ok()) return Fail(loaded.status(), 1);
   Graph graph = std::move(*loaded);
   std::vector<std::string> device_of(graph.num_nodes());
-  if (!placement.devices.empty()) {
+  if (!cluster_file.empty()) {
+#ifdef DFLOW_WITH_DISTRIBUTED
+    distributed::DistributedOptions cluster;
+    auto spec = distributed::ClusterSpec::Load(cluster_file);
+    if (!spec.ok()) return Fail(spec.status(), 1);
+    cluster.cluster = *spec;
+    auto token = distributed::ReadTokenFile(token_file);
+    if (!token.ok()) return Fail(token.status().WithPrefix("--token-file: "), 1);
+    cluster.token = *token;
+    SessionOptions options;
+    placement.ApplyTo(options);
+    auto session = distributed::DistributedSession::Create(graph, options, cluster);
+    if (!session.ok()) return Fail(session.status(), 1);
+    std::fprintf(stderr, "%s\n", tools::PlacementSummary(**session).c_str());
+    for (int v = 0; v < graph.num_nodes(); ++v) {
+      device_of[v] =
+          (*session)->device_set().device((*session)->placement().device_of[v]).canonical();
+    }
+#else
+    return Fail(Unimplemented("--cluster: this dflow-dot was built without UCX"), 1);
+#endif
+  } else if (!placement.devices.empty()) {
     // The pipeline's first stages, as a session would run them, without making one.
     SessionOptions options;
     placement.ApplyTo(options);
@@ -166,10 +214,25 @@ int main(int argc, char** argv) {
       "fontsize=8];\n";
   int k = 0;
   std::set<std::string> drawn;
+  // Devices of one task sit in the task's box: the map's order keeps them together.
+  std::string open_task;
+  std::set<std::string> tasks;
   for (const auto& [device, nodes] : clusters) {
+    const std::string task = TaskOf(device);
+    if (task != open_task) {
+      if (!open_task.empty()) dot += "  }\n";
+      if (!task.empty()) {
+        dot += fmt::format(
+            "  subgraph cluster_task_{} {{\n    label={};\n    style=\"rounded,dashed\";\n"
+            "    color=\"#444444\";\n    penwidth=2;\n",
+            tasks.size(), Quote(task));
+        tasks.insert(task);
+      }
+      open_task = task;
+    }
     const char* colour = kColours[k % std::size(kColours)];
     dot += fmt::format("  subgraph cluster_{} {{\n    label={};\n    color=\"#888888\";\n", k,
-                       Quote(device));
+                       Quote(task.empty() ? device : device.substr(task.size() + 1)));
     std::map<std::string, int> collapsed;
     for (int v : nodes) {
       std::string box = box_of(v);
@@ -189,6 +252,7 @@ int main(int argc, char** argv) {
     dot += "  }\n";
     ++k;
   }
+  if (!open_task.empty()) dot += "  }\n";
   int crossing = 0;
   for (int v = 0; v < graph.num_nodes(); ++v) {
     const Node& node = graph.node(v);
@@ -220,7 +284,8 @@ int main(int argc, char** argv) {
   } else if (Status s = RenderWithGraphviz(dot, format, out); !s.ok()) {
     return Fail(s, 1);
   }
-  std::fprintf(stderr, "%d devices, %d nodes, %d cross-device edges\n",
+  std::fprintf(stderr, "%s%d devices, %d nodes, %d cross-device edges\n",
+               tasks.empty() ? "" : fmt::format("{} tasks, ", tasks.size()).c_str(),
                static_cast<int>(clusters.size()), graph.num_nodes(), crossing);
   return 0;
 }

@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 
 #include "ops/register.h"
 #include "runtime/session.h"
@@ -23,6 +22,7 @@
 #include "tools/device_list.h"
 #ifdef DFLOW_WITH_DISTRIBUTED
 #include "distributed/distributed_session.h"
+#include "distributed/local_worker.h"
 #endif
 #include "tools/feed_dtype.h"
 #include "tools/placement_flags.h"
@@ -216,10 +216,9 @@ int main(int argc, char** argv) {
     auto spec = distributed::ClusterSpec::Load(cluster_file);
     if (!spec.ok()) return Fail(spec.status(), kRunError);
     cluster.cluster = *spec;
-    std::ifstream in(token_file);
-    if (!in || !std::getline(in, cluster.token) || cluster.token.empty()) {
-      return Fail(InvalidArgument("--token-file '{}': cannot read a token", token_file), kRunError);
-    }
+    auto token = distributed::ReadTokenFile(token_file);
+    if (!token.ok()) return Fail(token.status().WithPrefix("--token-file: "), kRunError);
+    cluster.token = *token;
     auto made = distributed::DistributedSession::Create(std::move(*graph), options, cluster);
     if (made.ok()) {
       session = std::unique_ptr<Session>(std::move(made).value());

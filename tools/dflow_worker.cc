@@ -13,10 +13,9 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
+#include "distributed/local_worker.h"
 #include "distributed/worker_service.h"
 #include "ops/register.h"
 #include "tools/device_list.h"
@@ -28,17 +27,6 @@ namespace {
 int Fail(const dflow::Status& s) {
   std::fprintf(stderr, "dflow-worker: %s\n", s.ToString().c_str());
   return 1;
-}
-
-dflow::Result<std::string> ReadToken(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return dflow::NotFound("cannot read the token file '{}'", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string token = ss.str();
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-  if (token.empty()) return dflow::InvalidArgument("the token file '{}' is empty", path);
-  return token;
 }
 
 }  // namespace
@@ -69,7 +57,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
-  auto token = ReadToken(token_file);
+  auto token = dflow::distributed::ReadTokenFile(token_file);
   if (!token.ok()) return Fail(token.status());
   auto device_list = dflow::tools::ParseDeviceList(devices);
   if (!device_list.ok()) return Fail(device_list.status());

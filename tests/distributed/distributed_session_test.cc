@@ -389,6 +389,52 @@ TEST(DistributedSessionTest, DflowRunRunsAGraphFileAcrossTheCluster) {
   EXPECT_NE(both->err.find("--devices and --cluster"), std::string::npos) << both->err;
 }
 
+TEST(DistributedSessionTest, DflowDotDrawsOneBoxPerTaskWithItsDevicesInside) {
+  WorkerProcess w0("cpu:0,cpu:1"), w1("cpu:0");
+  ASSERT_FALSE(w0.address().empty() || w1.address().empty());
+  Scope root = Scope::NewRootScope();
+  auto a =
+      ops::Placeholder(root.WithOpName("a").WithDevice("worker:0/cpu:0"), DType::kF32, Shape{3});
+  auto b = ops::Neg(root.WithOpName("b").WithDevice("worker:0/cpu:1"), a);
+  ops::Neg(root.WithOpName("c").WithDevice("worker:1/cpu:0"), b);
+  const std::string dir = ::testing::TempDir();
+  const std::string graph = dir + "/dflow_dot_cluster.dfg";
+  const std::string cluster = dir + "/dflow_dot_cluster.json";
+  ASSERT_TRUE(serialization::SaveGraph(root.graph(), graph).ok());
+  {
+    std::ofstream c(cluster);
+    c << fmt::format("{{\"worker\": [\"{}\", \"{}\"]}}", w0.address(), w1.address());
+  }
+  auto token = WriteTokenFile(dir, kToken);
+  ASSERT_TRUE(token.ok());
+  auto ran = tools::RunProgram(
+      {DFLOW_DOT_BINARY, graph, "--cluster", cluster, "--token-file", *token}, "");
+  ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+  ASSERT_EQ(ran->exit_code, 0) << ran->err;
+  const std::string& dot = ran->out;
+  // Task 0's box holds its two devices and their nodes; task 1's holds the rest.
+  size_t t0 = dot.find("subgraph cluster_task_0 {\n    label=\"/job:worker/task:0\"");
+  size_t t1 = dot.find("subgraph cluster_task_1 {\n    label=\"/job:worker/task:1\"");
+  ASSERT_NE(t0, std::string::npos) << dot;
+  ASSERT_NE(t1, std::string::npos) << dot;
+  ASSERT_LT(t0, t1);
+  std::string task0 = dot.substr(t0, t1 - t0), task1 = dot.substr(t1);
+  EXPECT_NE(task0.find("label=\"device:CPU:0\""), std::string::npos) << task0;
+  EXPECT_NE(task0.find("label=\"device:CPU:1\""), std::string::npos) << task0;
+  EXPECT_NE(task0.find("\"a\" [label="), std::string::npos) << task0;
+  EXPECT_NE(task0.find("\"b\" [label="), std::string::npos) << task0;
+  EXPECT_NE(task1.find("\"c\" [label="), std::string::npos) << task1;
+  EXPECT_EQ(task1.find("device:CPU:1"), std::string::npos) << task1;
+  EXPECT_NE(ran->err.find("2 tasks, 3 devices, 3 nodes, 2 cross-device edges"), std::string::npos)
+      << ran->err;
+  // A token file that cannot be read is named.
+  auto missing = tools::RunProgram(
+      {DFLOW_DOT_BINARY, graph, "--cluster", cluster, "--token-file", dir + "/no_such_token"}, "");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(missing->exit_code, 1);
+  EXPECT_NE(missing->err.find("no_such_token"), std::string::npos) << missing->err;
+}
+
 TEST(DistributedSessionTest, AWorkerExitsCleanlyOnSigterm) {
   WorkerProcess w("cpu:0");
   ASSERT_FALSE(w.address().empty());
