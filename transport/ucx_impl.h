@@ -61,6 +61,8 @@ class UcxTransport::Impl {
     std::string task;                  // guarded by impl->mu_, set by the handshake
     uint64_t incarnation = 0;
     Status failure;  // guarded by impl->mu_: why kFailed
+    // Progress thread only: when a message from it last arrived.
+    std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();
   };
 
   struct StepBox;
@@ -177,8 +179,11 @@ class UcxTransport::Impl {
   void FinishRecv(RecvOp* op, ucs_status_t status);
   void ReleaseDesc(void* desc) { ucp_am_data_release(worker_, desc); }
   void CloseEndpoint(Peer* peer);
-  void PeerFailed(Peer* peer, ucs_status_t status);
-  Peer* PeerOf(const ucp_am_recv_param_t* param) DFLOW_EXCLUDES(mu_);
+  // `reason`, when given, replaces UCX's words for `status`.
+  void PeerFailed(Peer* peer, ucs_status_t status, std::string_view reason = {});
+  // The peer a message came from (null when unknown), which is thereby heard from; `activity`:
+  // the message is work (not a heartbeat), so the progress thread polls a while for more.
+  Peer* PeerOf(const ucp_am_recv_param_t* param, bool activity = true) DFLOW_EXCLUDES(mu_);
 
   static void OnConnRequest(ucp_conn_request_h request, void* arg);
   void Accept(ucp_conn_request_h request) DFLOW_EXCLUDES(mu_);
@@ -189,6 +194,11 @@ class UcxTransport::Impl {
                                    size_t length, const ucp_am_recv_param_t* param);
   static ucs_status_t OnTensor(void* arg, const void* header, size_t header_length, void* data,
                                size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t OnHeartbeat(void* arg, const void* header, size_t header_length, void* data,
+                                  size_t length, const ucp_am_recv_param_t* param);
+  // Sends heartbeats and fails the peers silent for longer than the peer timeout (progress
+  // thread, at most every heartbeat interval).
+  void CheckPeers();
   static ucs_status_t OnAbortStep(void* arg, const void* header, size_t header_length, void* data,
                                   size_t length, const ucp_am_recv_param_t* param);
   ucs_status_t ReceiveTensor(std::string_view header, void* data, size_t length,
@@ -230,7 +240,11 @@ class UcxTransport::Impl {
   int efd_ = -1;
   std::thread thread_;
   std::atomic<bool> stop_{false};
-  std::vector<std::function<void()>> deferred_;  // progress thread only
+  std::vector<std::function<void()>> deferred_;       // progress thread only
+  std::chrono::steady_clock::time_point next_check_;  // progress thread: of CheckPeers
+  // Progress thread: the thread polls until then before it sleeps (a while after real work).
+  std::chrono::steady_clock::time_point poll_until_;
+  uint64_t pulling_bytes_ = 0;  // progress thread: of tensors and payloads being pulled
 
   Mutex queue_mu_;
   std::vector<std::function<void()>> queue_ DFLOW_GUARDED_BY(queue_mu_);

@@ -302,14 +302,30 @@ ucs_status_t UcxTransport::Impl::ReceiveTensor(std::string_view header, void* da
 
 ucs_status_t UcxTransport::Impl::Pull(void* desc, void* buffer, size_t length,
                                       ucp_am_recv_data_nbx_callback_t done, void* user_data) {
+  // Counted in pulling_bytes_ until done (CheckPeers allows for them).
+  struct Counted {
+    Impl* impl;
+    size_t length;
+    ucp_am_recv_data_nbx_callback_t done;
+    void* user_data;
+  };
+  auto* counted = new Counted{this, length, done, user_data};
   ucp_request_param_t param{};
   param.op_attr_mask =
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  param.cb.recv_am = done;
-  param.user_data = user_data;
+  param.cb.recv_am = [](void* request, ucs_status_t status, size_t got, void* arg) {
+    std::unique_ptr<Counted> c(static_cast<Counted*>(arg));
+    c->impl->pulling_bytes_ -= c->length;
+    c->done(request, status, got, c->user_data);
+  };
+  param.user_data = counted;
   void* r = ucp_am_recv_data_nbx(worker_, desc, buffer, length, &param);
-  if (UCS_PTR_IS_ERR(r)) return UCS_PTR_STATUS(r);
-  return r == nullptr ? UCS_OK : UCS_INPROGRESS;
+  if (r == nullptr || UCS_PTR_IS_ERR(r)) {
+    delete counted;
+    return r == nullptr ? UCS_OK : UCS_PTR_STATUS(r);
+  }
+  pulling_bytes_ += length;
+  return UCS_INPROGRESS;
 }
 
 void UcxTransport::Impl::StartRecv(RecvOp* op, void* desc, size_t length) {

@@ -136,7 +136,8 @@ Status UcxTransport::Impl::Start() {
        {Handler{MessageType::kHello, &OnHello}, Handler{MessageType::kHelloReply, &OnHelloReply},
         Handler{MessageType::kTensor, &OnTensor}, Handler{MessageType::kAbortStep, &OnAbortStep},
         Handler{MessageType::kCallRequest, &OnRequest},
-        Handler{MessageType::kCallResponse, &OnResponse}}) {
+        Handler{MessageType::kCallResponse, &OnResponse},
+        Handler{MessageType::kHeartbeat, &OnHeartbeat}}) {
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                     UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
@@ -294,7 +295,9 @@ void UcxTransport::Impl::RunDeferred() {
 void UcxTransport::Impl::Loop() {
   while (!stop_.load()) {
     ExpireCalls();
+    if (std::chrono::steady_clock::now() >= next_check_) CheckPeers();
     bool busy = RunPosted();
+    if (busy) poll_until_ = std::chrono::steady_clock::now() + kSpin;
     // What callbacks deferred (often a reply to send) runs before the next poll.
     while (ucp_worker_progress(worker_) != 0) {
       busy = true;
@@ -305,9 +308,9 @@ void UcxTransport::Impl::Loop() {
       busy = true;
     }
     if (busy || stop_.load()) continue;
-    // Idle: poll a little (a reply often comes within microseconds), then sleep on the fd.
-    auto until = std::chrono::steady_clock::now() + kSpin;
-    while (!busy && std::chrono::steady_clock::now() < until) {
+    // Idle: poll a little after real work (a reply often comes within microseconds), then
+    // sleep on the fd.
+    while (!busy && std::chrono::steady_clock::now() < poll_until_) {
       busy = ucp_worker_progress(worker_) != 0 || posted_.load(std::memory_order_acquire);
       if (!busy) sched_yield();  // a thread of this process or another may need the core
     }
@@ -451,13 +454,53 @@ std::vector<std::string> UcxTransport::Impl::peers() const {
   return out;
 }
 
-UcxTransport::Impl::Peer* UcxTransport::Impl::PeerOf(const ucp_am_recv_param_t* param) {
+UcxTransport::Impl::Peer* UcxTransport::Impl::PeerOf(const ucp_am_recv_param_t* param,
+                                                     bool activity) {
+  const auto now = std::chrono::steady_clock::now();
+  if (activity) poll_until_ = now + kSpin;
   if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) || param->reply_ep == nullptr) {
     return nullptr;
   }
   MutexLock lock(mu_);
   auto it = peer_of_ep_.find(param->reply_ep);
-  return it == peer_of_ep_.end() ? nullptr : it->second;
+  if (it == peer_of_ep_.end()) return nullptr;
+  it->second->last_heard = now;  // every message says "alive"
+  return it->second;
+}
+
+ucs_status_t UcxTransport::Impl::OnHeartbeat(void* arg, const void* header, size_t header_length,
+                                             void*, size_t, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Impl*>(arg);
+  Peer* peer = self->PeerOf(param, false);
+  if (peer == nullptr) return UCS_OK;  // from an endpoint already closed: nothing to tell
+  Status s = DecodeHeartbeat({static_cast<const char*>(header), header_length});
+  if (!s.ok()) return self->Drop(s.message());
+  return UCS_OK;
+}
+
+void UcxTransport::Impl::CheckPeers() {
+  const auto now = std::chrono::steady_clock::now();
+  const auto timeout = options_.peer_timeout;
+  next_check_ = now + timeout / 6;
+  // A tensor being pulled delays what its sender sends after it.
+  const auto limit = timeout + std::chrono::milliseconds(pulling_bytes_ / 50'000);
+  std::vector<Peer*> ready, silent;
+  {
+    MutexLock lock(mu_);
+    for (auto& p : all_peers_) {
+      if (p->state != Peer::State::kReady || p->ep == nullptr) continue;
+      (now - p->last_heard > limit ? silent : ready).push_back(p.get());
+    }
+  }
+  const std::string beat = EncodeHeartbeat();
+  for (Peer* p : ready) SendControl(p, MessageType::kHeartbeat, beat);
+  for (Peer* p : silent) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - p->last_heard).count();
+    PeerFailed(p, UCS_ERR_ENDPOINT_TIMEOUT,
+               fmt::format("nothing heard from it for {} ms (its process hangs, or the link is "
+                           "down)",
+                           ms));
+  }
 }
 
 UcxTransport::Impl::Peer* UcxTransport::Impl::ReadyPeer(const std::string& task) {
@@ -576,7 +619,7 @@ void UcxTransport::Impl::OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t st
   peer->impl->PeerFailed(peer, status);
 }
 
-void UcxTransport::Impl::PeerFailed(Peer* peer, ucs_status_t status) {
+void UcxTransport::Impl::PeerFailed(Peer* peer, ucs_status_t status, std::string_view reason) {
   Status why;
   std::vector<int64_t> steps;
   {
@@ -587,10 +630,10 @@ void UcxTransport::Impl::PeerFailed(Peer* peer, ucs_status_t status) {
       return;
     }
     bool was_ready = peer->state == Peer::State::kReady;
-    why = was_ready
-              ? Unavailable("lost the connection to task {} at {}: {}", peer->task, peer->address,
-                            ucs_status_string(status))
-              : Unavailable("cannot connect to {}: {}", peer->address, ucs_status_string(status));
+    std::string_view words = reason.empty() ? ucs_status_string(status) : reason;
+    why = was_ready ? Unavailable("lost the connection to task {} at {}: {}", peer->task,
+                                  peer->address, words)
+                    : Unavailable("cannot connect to {}: {}", peer->address, words);
     peer->state = Peer::State::kFailed;
     peer->failure = why;
     auto it = peer_of_task_.find(peer->task);

@@ -48,6 +48,12 @@ struct UcxTransportOptions {
   std::string listen_address;
   // How long Connect waits for the peer's answer.
   std::chrono::milliseconds connect_timeout{10'000};
+  // A connected peer that sends nothing for this long is lost (Unavailable naming it), as if
+  // its endpoint had failed: this is how a link that goes down, which TCP reports only after
+  // minutes, fails the steps within two seconds. Every peer is sent a heartbeat six times per
+  // timeout. While a large tensor is being received (which delays what follows it on the same
+  // connection) the limit grows by its bytes at 50 MB/s.
+  std::chrono::milliseconds peer_timeout{1'500};
   // Told one line for each event a person should see: a refused or lost peer, a message
   // dropped as malformed. Called from the progress thread; null: stderr.
   std::function<void(std::string_view)> log;

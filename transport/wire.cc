@@ -188,6 +188,11 @@ Result<std::string> Encode(const AbortStep& m) {
   return std::move(w).Finish("AbortStep");
 }
 
+std::string EncodeHeartbeat() {
+  Writer w;
+  return std::move(w).Finish("Heartbeat").value();  // nothing that can be over a limit
+}
+
 Result<Hello> DecodeHello(std::string_view bytes) {
   Reader r(bytes, "Hello");
   Hello m;
@@ -303,6 +308,13 @@ Result<CallResponse> DecodeCallResponse(std::string_view bytes) {
   if (code != 0) m.status = Status(static_cast<StatusCode>(code), std::move(message));
   RETURN_IF_ERROR(r.Done());
   return m;
+}
+
+Status DecodeHeartbeat(std::string_view bytes) {
+  Reader r(bytes, "Heartbeat");
+  ASSIGN_OR_RETURN(uint16_t version, r.Start());
+  RETURN_IF_ERROR(r.CheckVersion(version));
+  return r.Done();
 }
 
 }  // namespace dflow::transport

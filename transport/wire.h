@@ -13,6 +13,7 @@
 //   AbortStep     i64 step  u8 status code  str message
 //   CallRequest   u64 call id  u16 method                       (payload: the request's bytes)
 //   CallResponse  u64 call id  u8 status code  str message      (payload: the result's bytes)
+//   Heartbeat     (nothing more)
 #pragma once
 
 #include <cstdint>
@@ -41,8 +42,9 @@ enum class MessageType : uint16_t {
   kAbortStep = 4,     // the step failed in the sending process
   kCallRequest = 5,   // a request to the receiving process's call handler
   kCallResponse = 6,  // its answer
+  kHeartbeat = 7,     // "still here": sent to every peer a few times per peer timeout
 };
-inline constexpr uint16_t kMaxMessageType = 6;
+inline constexpr uint16_t kMaxMessageType = 7;
 // The largest payload of a request or response (a partition's graph file travels in one).
 inline constexpr uint64_t kMaxCallBytes = uint64_t{1} << 30;
 
@@ -94,6 +96,7 @@ Result<std::string> Encode(const TensorHeader& m);
 Result<std::string> Encode(const AbortStep& m);
 Result<std::string> Encode(const CallRequest& m);
 Result<std::string> Encode(const CallResponse& m);
+std::string EncodeHeartbeat();
 
 // Decoders check the magic, the fields and that nothing trails. Hello and HelloReply decode
 // any protocol version (so a peer of another version gets a clear refusal); the others only
@@ -104,5 +107,6 @@ Result<TensorHeader> DecodeTensorHeader(std::string_view bytes);
 Result<AbortStep> DecodeAbortStep(std::string_view bytes);
 Result<CallRequest> DecodeCallRequest(std::string_view bytes);
 Result<CallResponse> DecodeCallResponse(std::string_view bytes);
+Status DecodeHeartbeat(std::string_view bytes);
 
 }  // namespace dflow::transport

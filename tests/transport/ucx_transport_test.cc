@@ -272,7 +272,9 @@ TEST(UcxTransportChild, ConnectAndWait) {
   std::this_thread::sleep_for(std::chrono::seconds(30));  // killed long before
 }
 
-TEST(UcxTransportTest, KilledPeerFailsTheStepWithinTwoSeconds) {
+// A peer killed (its connection resets) or stopped (it stays connected and silent, as behind a
+// link that went down) fails a waiting Recv within two seconds, naming the peer.
+void PeerLossFailsTheStepWithinTwoSeconds(int sig, const char* words) {
   auto server = MakeTransport("/job:worker/task:0", true);
   std::string env = "DFLOW_UCX_TEST_CONNECT=" + server->listen_address();
   std::vector<char*> envp;
@@ -296,16 +298,25 @@ TEST(UcxTransportTest, KilledPeerFailsTheStepWithinTwoSeconds) {
   key.dst_device = "/job:worker/task:0/device:CPU:0";
   r->RecvAsync(key, Expect(DType::kF32, Shape{1}, CpuAllocator::Default()), got.Callback());
   auto killed = std::chrono::steady_clock::now();
-  kill(child, SIGKILL);
+  kill(child, sig);
   bool failed = got.Wait(std::chrono::seconds(2));
   auto took = std::chrono::steady_clock::now() - killed;
   int wstatus = 0;
+  kill(child, SIGKILL);
   waitpid(child, &wstatus, 0);
   ASSERT_TRUE(failed) << "the Recv still waits 2 s after the peer was killed";
   EXPECT_EQ(got.status().code(), StatusCode::kUnavailable);
-  EXPECT_TRUE(MessageHas(got.status(), {"/job:worker/task:1"})) << got.status().ToString();
-  std::printf("peer loss noticed %.1f ms after kill -9\n",
-              std::chrono::duration<double, std::milli>(took).count());
+  EXPECT_TRUE(MessageHas(got.status(), {"/job:worker/task:1", words})) << got.status().ToString();
+  std::printf("peer loss noticed %.1f ms after signal %d\n",
+              std::chrono::duration<double, std::milli>(took).count(), sig);
+}
+
+TEST(UcxTransportTest, KilledPeerFailsTheStepWithinTwoSeconds) {
+  PeerLossFailsTheStepWithinTwoSeconds(SIGKILL, "lost the connection");
+}
+
+TEST(UcxTransportTest, SilentPeerFailsTheStepWithinTwoSeconds) {
+  PeerLossFailsTheStepWithinTwoSeconds(SIGSTOP, "nothing heard from it");
 }
 
 // --- requests ---------------------------------------------------------------------------------
@@ -372,11 +383,11 @@ TEST(UcxTransportCallTest, ASlowReplyIsDeadlineExceededAndLaterCallsStillWork) {
 
 TEST(UcxTransportCallTest, AsyncCallsAreEachAnsweredOnceWithTheirOwnReplyOrDeadline) {
   Pair pair;
-  std::vector<UcxTransport::Reply> held;  // the "hold" requests are answered only at the end
+  std::vector<UcxTransport::Reply> held;  // method 4 is answered only at the end
   std::mutex held_mu;
   pair.receiver->SetCallHandler(
-      [&](const UcxTransport::CallInfo&, std::string p, UcxTransport::Reply reply) {
-        if (p == "hold") {
+      [&](const UcxTransport::CallInfo& call, std::string p, UcxTransport::Reply reply) {
+        if (call.method == 4) {
           std::lock_guard lock(held_mu);
           held.push_back(std::move(reply));
           return;
@@ -393,7 +404,7 @@ TEST(UcxTransportCallTest, AsyncCallsAreEachAnsweredOnceWithTheirOwnReplyOrDeadl
     // The last one is never answered in time.
     std::string payload = i == kCalls ? "hold" : Pattern(i * 1000, i);
     auto timeout = i == kCalls ? std::chrono::milliseconds(150) : std::chrono::milliseconds(10000);
-    pair.sender->CallAsync("/job:localhost/task:0", 3, payload, timeout,
+    pair.sender->CallAsync("/job:localhost/task:0", i == kCalls ? 4 : 3, payload, timeout,
                            [&, i](Result<std::string> r) {
                              std::lock_guard lock(mu);
                              got[i] = r.ok() ? *r : r.status().ToString();

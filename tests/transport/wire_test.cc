@@ -25,6 +25,14 @@ TensorHeader SampleTensor() {
   return h;
 }
 
+TEST(WireTest, HeartbeatsCarryNothingButTheirHeader) {
+  std::string beat = EncodeHeartbeat();
+  EXPECT_TRUE(DecodeHeartbeat(beat).ok());
+  EXPECT_FALSE(DecodeHeartbeat(beat + "x").ok());  // nothing may trail
+  EXPECT_FALSE(DecodeHeartbeat(beat.substr(0, beat.size() - 1)).ok());
+  EXPECT_FALSE(DecodeHeartbeat("").ok());
+}
+
 TEST(WireTest, EveryMessageRoundTrips) {
   Hello hello{kProtocolVersion, "/job:worker/task:1", 99, "secret"};
   auto h = DecodeHello(Encode(hello).value());
