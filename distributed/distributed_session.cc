@@ -120,6 +120,42 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
     if (!r.ok()) return InTask(task.name, r.status());
   }
 
+  // Each worker times its links to the others, one worker at a time (links/latency/bandwidth
+  // between the devices of two tasks are those of the link between them).
+  if (s->tasks_.size() > 1) {
+    std::map<std::string, std::vector<int>> devices_of;
+    for (int d = 0; d < s->set_.size(); ++d) {
+      ASSIGN_OR_RETURN(std::string task, transport::TaskOfDevice(s->set_.device(d).canonical()));
+      devices_of[task].push_back(d);
+    }
+    for (const auto& task : s->tasks_) {
+      Frame ask;
+      ask.meta["tasks"] = nlohmann::json::array();
+      for (const auto& other : s->tasks_) {
+        if (other.name != task.name) ask.meta["tasks"].push_back(other.name);
+      }
+      auto reply = s->transport_->Call(task.name, static_cast<uint16_t>(Method::kMeasureLinks),
+                                       EncodeFrame(ask), cluster.request_timeout);
+      if (!reply.ok()) return InTask(task.name, reply.status());
+      ASSIGN_OR_RETURN(Frame got, DecodeFrame(*reply, "MeasureLinks reply"));
+      auto list = got.meta.find("links");
+      if (list == got.meta.end() || !list->is_array()) {
+        return InTask(task.name, Internal("MeasureLinks reply: no links"));
+      }
+      for (const auto& l : *list) {
+        ASSIGN_OR_RETURN(std::string to, GetString(l, "task", "MeasureLinks reply"));
+        MeasuredLink m{task.name, to, l.value("latency_s", 0.0), l.value("bandwidth", 0.0)};
+        if (!(m.latency_s >= 0 && m.bandwidth > 0) || !devices_of.count(to)) {
+          return InTask(task.name, Internal("MeasureLinks reply: a bad link to '{}'", to));
+        }
+        for (int a : devices_of[task.name]) {
+          for (int b : devices_of[to]) s->set_.SetLink(a, b, {m.latency_s, m.bandwidth});
+        }
+        s->links_.push_back(m);
+      }
+    }
+  }
+
   SessionOptions place = options;
   place.devices.clear();
   for (const auto& d : s->set_.devices()) place.devices.push_back(d.canonical());

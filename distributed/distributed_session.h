@@ -3,8 +3,8 @@
 //
 //   1. connects to every task of the cluster spec over UCX, naming each (/job:worker/task:i),
 //      and has the workers connect to each other;
-//   2. learns each task's devices and figures, and places the graph over all of them (links
-//      between tasks cost as another process of the host or another host, placer/device_set.h);
+//   2. learns each task's devices and figures, has each worker time its links to the others
+//      (latency and bandwidth), and places the graph over all the devices with those links;
 //   3. per run signature, prunes and partitions the graph, and ships each task its partitions in
 //      the graph file form (Compile);
 //   4. runs steps: each task gets the feeds its partitions need and returns its fetches; tensors
@@ -65,6 +65,13 @@ class DistributedSession final : public Session {
 
   // The tasks in the cluster's order.
   const std::vector<ClusterSpec::Task>& tasks() const { return tasks_; }
+  // The links between tasks as measured when the session was made (what the placer used).
+  struct MeasuredLink {
+    std::string from, to;  // tasks
+    double latency_s = 0;
+    double bandwidth = 0;  // bytes per second
+  };
+  const std::vector<MeasuredLink>& links() const { return links_; }
 
  private:
   DistributedSession() = default;
@@ -89,6 +96,7 @@ class DistributedSession final : public Session {
   std::vector<ClusterSpec::Task> tasks_;
   std::unique_ptr<transport::UcxTransport> transport_;
   DeviceSet set_;
+  std::vector<MeasuredLink> links_;
   PlacementReport placement_;
   std::atomic<int64_t> next_step_{1};
   mutable Mutex mu_;

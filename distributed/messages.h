@@ -24,6 +24,8 @@ enum class Method : uint16_t {
   kConnectPeers = 5,    // connects to the other tasks a step may send tensors to
   kReadVariables = 6,   // named variables of named devices -> their values (checkpoints)
   kWriteVariables = 7,  // sets named variables of named devices (restoring a checkpoint)
+  kMeasureLinks = 8,    // measures the links to named tasks -> latency and bandwidth of each
+  kEcho = 9,            // answers at once with nothing (what kMeasureLinks times)
 };
 
 struct Frame {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "distributed/messages.h"
@@ -117,6 +118,12 @@ void WorkerService::Handle(const transport::UcxTransport::CallInfo& call, std::s
       return;
     case Method::kWriteVariables:
       reply(WriteVariables(payload));
+      return;
+    case Method::kMeasureLinks:
+      reply(MeasureLinks(payload));
+      return;
+    case Method::kEcho:
+      reply(std::string());
       return;
   }
   reply(Unimplemented("worker {} has no method {}", transport_->task(), call.method));
@@ -294,6 +301,46 @@ Result<std::string> WorkerService::RunStep(std::string_view payload) {
   std::map<std::string, Tensor> fetched;
   for (size_t i = 0; i < out.size(); ++i) fetched[signature->fetches[i]] = out[i];
   return EncodeTensors(fetched);
+}
+
+// Round trips of an empty request give the latency (half the median); requests of 4 MiB give
+// the bandwidth (their median time less the round trip). The asked task's service thread
+// answers, so the master asks one task at a time.
+Result<std::string> WorkerService::MeasureLinks(std::string_view payload) {
+  constexpr std::string_view kWhat = "MeasureLinks";
+  ASSIGN_OR_RETURN(Frame frame, DecodeFrame(payload, kWhat));
+  ASSIGN_OR_RETURN(std::vector<std::string> tasks, GetStrings(frame.meta, "tasks", kWhat));
+  constexpr size_t kBig = 4 << 20;
+  constexpr auto kTimeout = std::chrono::seconds(10);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  auto time_call = [&](const std::string& task, std::string bytes) -> Result<double> {
+    auto start = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(
+        transport_->Call(task, static_cast<uint16_t>(Method::kEcho), std::move(bytes), kTimeout)
+            .status()
+            .WithPrefix(fmt::format("measuring the link to task {}: ", task)));
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  Frame out;
+  out.meta["links"] = nlohmann::json::array();
+  for (const auto& task : tasks) {
+    std::vector<double> small, big;
+    for (int i = 0; i < 21; ++i) {
+      ASSIGN_OR_RETURN(double t, time_call(task, std::string()));
+      if (i > 0) small.push_back(t);  // the first warms the path
+    }
+    for (int i = 0; i < 5; ++i) {
+      ASSIGN_OR_RETURN(double t, time_call(task, std::string(kBig, 'x')));
+      if (i > 0) big.push_back(t);
+    }
+    const double rtt = median(small);
+    const double bandwidth = kBig / std::max(median(big) - rtt, 1e-6);
+    out.meta["links"].push_back({{"task", task}, {"latency_s", rtt / 2}, {"bandwidth", bandwidth}});
+  }
+  return EncodeFrame(out);
 }
 
 Result<std::string> WorkerService::Release(std::string_view payload) {

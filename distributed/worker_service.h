@@ -72,6 +72,7 @@ class WorkerService {
   Result<std::string> RunStep(std::string_view payload) DFLOW_EXCLUDES(mu_);
   Result<std::string> Release(std::string_view payload) DFLOW_EXCLUDES(mu_);
   Result<std::string> ConnectPeers(std::string_view payload);
+  Result<std::string> MeasureLinks(std::string_view payload);
   Result<std::string> ReadVariables(std::string_view payload) DFLOW_EXCLUDES(mu_);
   Result<std::string> WriteVariables(std::string_view payload) DFLOW_EXCLUDES(mu_);
   // The variable lists of a Read/WriteVariables request: (device, name) pairs.

@@ -221,6 +221,10 @@ int main(int argc, char** argv) {
     cluster.token = *token;
     auto made = distributed::DistributedSession::Create(std::move(*graph), options, cluster);
     if (made.ok()) {
+      for (const auto& l : (*made)->links()) {
+        std::fprintf(stderr, "link %s -> %s: %.1f us, %.0f MB/s (measured)\n", l.from.c_str(),
+                     l.to.c_str(), l.latency_s * 1e6, l.bandwidth / 1e6);
+      }
       session = std::unique_ptr<Session>(std::move(made).value());
     } else {
       session = made.status();

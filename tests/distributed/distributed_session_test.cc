@@ -117,6 +117,18 @@ TEST(DistributedSessionTest, MlpTrainsAcrossTwoWorkerProcessesAsInOne) {
   ASSERT_TRUE(dist.ok()) << dist.status().ToString();
   EXPECT_EQ((*dist)->device_set().size(), 2);
   EXPECT_GT((*dist)->placement().cross_edges, 0);
+  // Each worker timed its link to the other, and the placer uses those figures.
+  ASSERT_EQ((*dist)->links().size(), 2u);
+  for (const auto& link : (*dist)->links()) {
+    EXPECT_NE(link.from, link.to);
+    EXPECT_GT(link.latency_s, 1e-7) << link.from << " -> " << link.to;
+    EXPECT_LT(link.latency_s, 0.05) << link.from << " -> " << link.to;
+    EXPECT_GT(link.bandwidth, 1e7) << link.from << " -> " << link.to;  // loopback: > 10 MB/s
+    const LinkSpec used = (*dist)->device_set().Link(link.from == "/job:worker/task:0" ? 0 : 1,
+                                                     link.from == "/job:worker/task:0" ? 1 : 0);
+    EXPECT_DOUBLE_EQ(used.bandwidth, link.bandwidth);
+    EXPECT_DOUBLE_EQ(used.latency_s, link.latency_s);
+  }
 
   // The same graph in this process, every node on one device.
   Mlp local_model("", "");
@@ -380,6 +392,8 @@ TEST(DistributedSessionTest, DflowRunRunsAGraphFileAcrossTheCluster) {
   EXPECT_NE(ran->out.find("-2"), std::string::npos) << ran->out;
   EXPECT_NE(ran->out.find("-6"), std::string::npos) << ran->out;
   EXPECT_NE(ran->err.find("worker:1/cpu:0"), std::string::npos) << ran->err;  // the placement
+  EXPECT_NE(ran->err.find("link /job:worker/task:0 -> /job:worker/task:1: "), std::string::npos)
+      << ran->err;
   // --devices does not go with --cluster.
   auto both = tools::RunProgram({DFLOW_RUN_BINARY, graph, "--cluster", cluster, "--token-file",
                                  *token, "--devices", "cpu:0", "--fetch", "out"},
