@@ -21,10 +21,13 @@ extern char** environ;
 namespace dflow::distributed {
 
 Result<std::unique_ptr<LocalWorker>> LocalWorker::Start(const std::string& binary,
-                                                        const std::vector<std::string>& args) {
+                                                        const std::vector<std::string>& args,
+                                                        const std::string& listen,
+                                                        const std::vector<std::string>& wrapper) {
   int out[2];
   if (pipe(out) != 0) return Internal("cannot start {}: no pipe", binary);
-  std::vector<std::string> all = {binary, "--listen", "127.0.0.1:0"};
+  std::vector<std::string> all = wrapper;
+  all.insert(all.end(), {binary, "--listen", listen});
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : all) argv.push_back(a.data());
@@ -34,7 +37,10 @@ Result<std::unique_ptr<LocalWorker>> LocalWorker::Start(const std::string& binar
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
   posix_spawn_file_actions_addclose(&actions, out[0]);
   auto worker = std::unique_ptr<LocalWorker>(new LocalWorker);
-  int rc = posix_spawn(&worker->pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
+  int rc = wrapper.empty()
+               ? posix_spawn(&worker->pid_, binary.c_str(), &actions, nullptr, argv.data(), environ)
+               : posix_spawnp(&worker->pid_, wrapper[0].c_str(), &actions, nullptr, argv.data(),
+                              environ);
   posix_spawn_file_actions_destroy(&actions);
   close(out[1]);
   if (rc != 0) {

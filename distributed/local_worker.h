@@ -15,10 +15,14 @@ namespace dflow::distributed {
 
 class LocalWorker {
  public:
-  // Starts `binary` with `args` plus "--listen 127.0.0.1:0" and waits (at most 20 s) for its
-  // line. Internal naming the binary when it cannot start or prints no address.
+  // Starts `binary` with "--listen `listen`" and `args`, and waits (at most 20 s) for its line.
+  // `wrapper`, when given, is the command that runs it (found on PATH), e.g. {"ip", "netns",
+  // "exec", "ns1"} to start it in a network namespace. Internal naming the binary when it cannot
+  // start or prints no address.
   static Result<std::unique_ptr<LocalWorker>> Start(const std::string& binary,
-                                                    const std::vector<std::string>& args);
+                                                    const std::vector<std::string>& args,
+                                                    const std::string& listen = "127.0.0.1:0",
+                                                    const std::vector<std::string>& wrapper = {});
   ~LocalWorker();
   LocalWorker(const LocalWorker&) = delete;
   LocalWorker& operator=(const LocalWorker&) = delete;
