@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <random>
 #include <thread>
 
 #include "distributed/messages.h"
@@ -161,6 +162,12 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
   for (const auto& d : s->set_.devices()) place.devices.push_back(d.canonical());
   ASSIGN_OR_RETURN(s->placement_, PlaceForSession(s->graph_, s->set_, place));
   return s;
+}
+
+int64_t DistributedSession::FirstStepId() {
+  std::random_device rd;
+  const uint64_t high = ((uint64_t{rd()} << 32) | rd()) % (uint64_t{1} << 30);
+  return static_cast<int64_t>(((high + 1) << 32) + 1);
 }
 
 DistributedSession::~DistributedSession() {

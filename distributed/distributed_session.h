@@ -98,7 +98,10 @@ class DistributedSession final : public Session {
   DeviceSet set_;
   std::vector<MeasuredLink> links_;
   PlacementReport placement_;
-  std::atomic<int64_t> next_step_{1};
+  // Step ids are unique across masters, since a worker outlives them and drops what arrives
+  // for steps it has finished: each session starts at a random multiple of 2^32.
+  std::atomic<int64_t> next_step_{FirstStepId()};
+  static int64_t FirstStepId();
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<const Signature>> signatures_ DFLOW_GUARDED_BY(mu_);
 };

@@ -60,6 +60,20 @@ class WorkerProcess {
   std::unique_ptr<LocalWorker> worker_;
 };
 
+// Starts `argv` as a child process with its output discarded; its pid.
+pid_t LocalProcess(const std::vector<std::string>& argv) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    freopen("/dev/null", "w", stdout);
+    execv(args[0], args.data());
+    std::_Exit(127);
+  }
+  return pid;
+}
+
 DistributedOptions Cluster(const std::vector<const WorkerProcess*>& workers,
                            const std::string& token = kToken) {
   DistributedOptions o;
@@ -447,6 +461,51 @@ TEST(DistributedSessionTest, DflowDotDrawsOneBoxPerTaskWithItsDevicesInside) {
   ASSERT_TRUE(missing.ok());
   EXPECT_EQ(missing->exit_code, 1);
   EXPECT_NE(missing->err.find("no_such_token"), std::string::npos) << missing->err;
+}
+
+// The master (dflow-run) is killed with -9 in the middle of its steps: the workers abort what
+// they ran for it and serve the next master at once.
+TEST(DistributedSessionTest, AKilledMasterLeavesWorkersThatServeTheNextOne) {
+  WorkerProcess w0("cpu:0"), w1("cpu:0");
+  ASSERT_FALSE(w0.address().empty() || w1.address().empty());
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Placeholder(root.WithOpName("a"), DType::kF32, Shape{256, 256});
+  Output h = a;
+  for (int k = 0; k < 20; ++k) {
+    Scope s = root.WithDevice(fmt::format("worker:{}/cpu:0", k % 2));
+    h = ops::Tanh(s, ops::MatMul(s, h, a));  // each hop crosses between the workers
+  }
+  ops::ReduceSum(root.WithOpName("out"), h, {0, 1});
+  const std::string dir = ::testing::TempDir();
+  const std::string graph = dir + "/killed_master.dfg";
+  const std::string feed = dir + "/killed_master_a.npy";
+  const std::string cluster = dir + "/killed_master.json";
+  ASSERT_TRUE(serialization::SaveGraph(root.graph(), graph).ok());
+  ASSERT_TRUE(serialization::WriteNpy(Tensor(DType::kF32, Shape{256, 256}), feed).ok());
+  {
+    std::ofstream c(cluster);
+    c << fmt::format("{{\"worker\": [\"{}\", \"{}\"]}}", w0.address(), w1.address());
+  }
+  auto token = WriteTokenFile(dir, kToken);
+  ASSERT_TRUE(token.ok());
+  auto master = LocalProcess({DFLOW_RUN_BINARY, graph, "--cluster", cluster, "--token-file", *token,
+                              "--feed", "a=" + feed, "--fetch", "out", "--steps", "1000000"});
+  ASSERT_GT(master, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // steps under way
+  kill(master, SIGKILL);
+  waitpid(master, nullptr, 0);
+  // A new master right away: the same workers, new steps, right results.
+  Scope again = Scope::NewRootScope();
+  auto x = ops::Placeholder(again.WithOpName("x"), DType::kF32, Shape{2});
+  auto y = ops::Neg(again.WithOpName("y").WithDevice("worker:0/cpu:0"), x);
+  auto z = ops::Add(again.WithOpName("z").WithDevice("worker:1/cpu:0"), y, y);
+  auto next = DistributedSession::Create(again.graph(), {}, Cluster({&w0, &w1}));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  for (int i = 0; i < 3; ++i) {
+    auto r = (*next)->Run({{"x", Tensor::FromVector<float>({1, 2}, Shape{2})}}, {z.name()});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ((*r)[0].ToVector<float>(), (std::vector<float>{-2, -4}));
+  }
 }
 
 TEST(DistributedSessionTest, AWorkerExitsCleanlyOnSigterm) {

@@ -58,7 +58,8 @@ class NetnsTest : public ::testing::Test {
     b_ = "dfl" + p + "b";
     m_ = "dfl" + p + "m";
     // A subnet already in use here would be ambiguous: skip rather than touch it.
-    auto used = tools::RunProgram({"ip", "-o", "addr", "show", "to", fmt::format("{}.0/24", kSubnet)}, "");
+    auto used =
+        tools::RunProgram({"ip", "-o", "addr", "show", "to", fmt::format("{}.0/24", kSubnet)}, "");
     if (!used.ok()) GTEST_SKIP() << "no `ip` program: " << used.status().ToString();
     if (!used->out.empty()) GTEST_SKIP() << kSubnet << ".0/24 is in use on this machine";
     Status made = Make();
@@ -118,10 +119,10 @@ class NetnsTest : public ::testing::Test {
   // Host B's link limited to `rate` (tc syntax, "1gbit") both ways.
   Status LimitB(const std::string& rate) {
     for (const auto& [ns, dev] : {std::pair{b_, b_link_}, std::pair{s_, b_port_}}) {
-      auto ran = tools::RunProgram({"ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev,
-                                    "root", "tbf", "rate", rate, "burst", "256kb", "latency",
-                                    "20ms"},
-                                   "");
+      auto ran =
+          tools::RunProgram({"ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root",
+                             "tbf", "rate", rate, "burst", "256kb", "latency", "20ms"},
+                            "");
       if (!ran.ok()) return ran.status();
       if (ran->exit_code != 0) return Internal("tc on {} failed: {}", dev, ran->err);
     }
@@ -211,7 +212,8 @@ TEST_F(NetnsTest, TwoHostsTrainTheMlpAsOneProcessDoesOverA1GbitLink) {
     auto feeds = Batch(s);
     auto start = std::chrono::steady_clock::now();
     auto d = (*dist)->Run(feeds, {model.loss.name()}, {model.step.name()});
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    times.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     auto l = (*local)->Run(feeds, {local_model.loss.name()}, {local_model.step.name()});
     ASSERT_TRUE(l.ok());
@@ -233,8 +235,8 @@ TEST_F(NetnsTest, OverASlowLinkThePlacerKeepsChattyPartsOnOneHost) {
   std::vector<std::vector<std::string>> chains(2);
   std::vector<std::string> fetches;
   for (int c = 0; c < 2; ++c) {
-    auto x = ops::Placeholder(root.WithOpName(fmt::format("x{}", c)), DType::kF32,
-                              Shape{2048, 2048});
+    auto x =
+        ops::Placeholder(root.WithOpName(fmt::format("x{}", c)), DType::kF32, Shape{2048, 2048});
     Output h = x;
     for (int k = 0; k < 8; ++k) {
       std::string name = fmt::format("c{}_{}", c, k);
@@ -253,7 +255,8 @@ TEST_F(NetnsTest, OverASlowLinkThePlacerKeepsChattyPartsOnOneHost) {
     for (const auto& name : chains[c]) {
       auto v = g.FindNode(name);
       ASSERT_TRUE(v.has_value()) << name;
-      tasks.insert(transport::TaskOfDevice(set.device(placement.device_of[*v]).canonical()).value());
+      tasks.insert(
+          transport::TaskOfDevice(set.device(placement.device_of[*v]).canonical()).value());
     }
     EXPECT_EQ(tasks.size(), 1u) << "chain " << c << " spans " << tasks.size() << " hosts";
   }
