@@ -206,11 +206,7 @@ ucs_status_t UcxTransport::Impl::OnRequest(void* arg, const void* header, size_t
                                            const ucp_am_recv_param_t* param) {
   auto* self = static_cast<Impl*>(arg);
   Peer* peer = self->PeerOf(param);
-  std::string from;
-  {
-    MutexLock lock(self->mu_);
-    if (peer != nullptr && peer->state == Peer::State::kReady) from = peer->task;
-  }
+  const std::string from = self->ReadyTask(peer);
   if (from.empty()) return self->Drop("a request from an endpoint that did not shake hands");
   auto request = DecodeCallRequest({static_cast<const char*>(header), header_length});
   if (!request.ok()) {

@@ -184,6 +184,12 @@ class UcxTransport::Impl {
   // The peer a message came from (null when unknown), which is thereby heard from; `activity`:
   // the message is work (not a heartbeat), so the progress thread polls a while for more.
   Peer* PeerOf(const ucp_am_recv_param_t* param, bool activity = true) DFLOW_EXCLUDES(mu_);
+  // The task of a peer that finished its handshake; empty for null or any other peer.
+  std::string ReadyTask(const Peer* peer) DFLOW_EXCLUDES(mu_) {
+    if (peer == nullptr) return "";
+    MutexLock lock(mu_);
+    return peer->state == Peer::State::kReady ? peer->task : "";
+  }
 
   static void OnConnRequest(ucp_conn_request_h request, void* arg);
   void Accept(ucp_conn_request_h request) DFLOW_EXCLUDES(mu_);

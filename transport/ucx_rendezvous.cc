@@ -492,11 +492,7 @@ ucs_status_t UcxTransport::Impl::OnAbortStep(void* arg, const void* header, size
                                              const ucp_am_recv_param_t* param) {
   auto* self = static_cast<Impl*>(arg);
   Peer* peer = self->PeerOf(param);
-  std::string from;
-  {
-    MutexLock lock(self->mu_);
-    if (peer != nullptr && peer->state == Peer::State::kReady) from = peer->task;
-  }
+  const std::string from = self->ReadyTask(peer);
   if (from.empty()) return self->Drop("an abort from an endpoint that did not shake hands");
   auto m = DecodeAbortStep({static_cast<const char*>(header), header_length});
   if (!m.ok()) {

@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "distributed/local_worker.h"
+#include "distributed/test_mlp.h"
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
@@ -31,6 +32,8 @@
 namespace dflow::distributed {
 namespace {
 
+using test_mlp::Mlp;
+using test_mlp::MlpBatch;
 using testing::MessageHas;
 
 constexpr char kToken[] = "distributed-test-token";
@@ -83,45 +86,6 @@ DistributedOptions Cluster(const std::vector<const WorkerProcess*>& workers,
   return o;
 }
 
-// The MLP 784-64-64-10 with SGD, each layer pinned: the first on `first`, the rest on `rest`.
-struct Mlp {
-  Scope root = Scope::NewRootScope();
-  Output loss;
-  ops::Operation step;
-  std::vector<std::string> init;
-  std::vector<Output> weights;
-  Mlp(const std::string& first, const std::string& rest) {
-    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 784});
-    auto y = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
-    std::vector<Output> vars;
-    Output h = x;
-    int64_t sizes[] = {784, 64, 64, 10};
-    for (int l = 0; l < 3; ++l) {
-      Scope s = root.WithDevice(l == 0 ? first : rest);
-      auto w = ops::InitializedVariable(s, Shape{sizes[l], sizes[l + 1]},
-                                        ops::Initializer::GlorotUniform(l + 1));
-      auto b = ops::InitializedVariable(s, Shape{sizes[l + 1]}, ops::Initializer::Zeros());
-      vars.insert(vars.end(), {w.var, b.var});
-      weights.push_back(w.var);
-      init.insert(init.end(), {w.init.node_name(), b.init.node_name()});
-      h = ops::BiasAdd(s, ops::MatMul(s, h, w.var), b.var);
-      if (l < 2) h = ops::Relu(s, h);
-    }
-    Scope s = root.WithDevice(rest);
-    loss = ops::ReduceMean(s, ops::SparseSoftmaxCrossEntropyWithLogits(s, h, y).loss);
-    ops::SGD sgd({.learning_rate = 0.1});
-    step = sgd.Minimize(root, loss, vars);  // updates go where their variables are
-  }
-};
-
-Session::Feeds Batch(int seed) {
-  Tensor x(DType::kF32, Shape{32, 784}), y(DType::kI32, Shape{32});
-  std::mt19937 gen(seed);
-  for (float& v : x.flat<float>()) v = std::uniform_real_distribution<float>(0, 1)(gen);
-  for (int i = 0; i < 32; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(gen() % 10);
-  return {{"x", x}, {"labels", y}};
-}
-
 TEST(DistributedSessionTest, MlpTrainsAcrossTwoWorkerProcessesAsInOne) {
   WorkerProcess w0("cpu:0"), w1("cpu:0");
   ASSERT_FALSE(w0.address().empty());
@@ -152,7 +116,7 @@ TEST(DistributedSessionTest, MlpTrainsAcrossTwoWorkerProcessesAsInOne) {
   ASSERT_TRUE((*dist)->Run({}, {}, model.init).ok());
   ASSERT_TRUE((*local)->Run({}, {}, local_model.init).ok());
   for (int s = 0; s < 4; ++s) {
-    auto feeds = Batch(s);
+    auto feeds = MlpBatch(s);
     auto d = (*dist)->Run(feeds, {model.loss.name()}, {model.step.name()});
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     auto l = (*local)->Run(feeds, {local_model.loss.name()}, {local_model.step.name()});
@@ -350,14 +314,14 @@ TEST(DistributedSessionTest, CheckpointsSaveAndRestoreVariablesOnEveryWorker) {
   EXPECT_TRUE(MessageHas(uninitialised, {"uninitialised", path})) << uninitialised.ToString();
 
   ASSERT_TRUE((*dist)->Run({}, {}, model.init).ok());
-  ASSERT_TRUE((*dist)->Run(Batch(1), {}, {model.step.name()}).ok());
+  ASSERT_TRUE((*dist)->Run(MlpBatch(1), {}, {model.step.name()}).ok());
   std::vector<std::string> names;
   for (const auto& w : model.weights) names.push_back(w.name());
   auto trained = (*dist)->Run({}, names);
   ASSERT_TRUE(trained.ok());
   ASSERT_TRUE((*dist)->SaveCheckpoint(path).ok());
   // Train on, then restore: the weights are the saved ones again, on both workers.
-  ASSERT_TRUE((*dist)->Run(Batch(2), {}, {model.step.name()}).ok());
+  ASSERT_TRUE((*dist)->Run(MlpBatch(2), {}, {model.step.name()}).ok());
   auto moved = (*dist)->Run({}, names);
   ASSERT_TRUE(moved.ok());
   EXPECT_NE((*moved)[0].ToVector<float>(), (*trained)[0].ToVector<float>());

@@ -19,6 +19,7 @@
 
 #include "distributed/distributed_session.h"
 #include "distributed/local_worker.h"
+#include "distributed/test_mlp.h"
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
@@ -32,6 +33,8 @@
 namespace dflow::distributed {
 namespace {
 
+using test_mlp::Mlp;
+using test_mlp::MlpBatch;
 using testing::MessageHas;
 
 constexpr char kToken[] = "netns-test-token";
@@ -151,47 +154,11 @@ class NetnsTest : public ::testing::Test {
   std::vector<std::unique_ptr<LocalWorker>> workers_;
 };
 
-// The MLP 784-256-256-10 with SGD; the first layer on `first`, the rest on `rest`.
-struct Mlp {
-  Scope root = Scope::NewRootScope();
-  Output loss;
-  ops::Operation step;
-  std::vector<std::string> init;
-  Mlp(const std::string& first, const std::string& rest) {
-    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 784});
-    auto y = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
-    std::vector<Output> vars;
-    Output h = x;
-    int64_t sizes[] = {784, 256, 256, 10};
-    for (int l = 0; l < 3; ++l) {
-      Scope s = root.WithDevice(l == 0 ? first : rest);
-      auto w = ops::InitializedVariable(s, Shape{sizes[l], sizes[l + 1]},
-                                        ops::Initializer::GlorotUniform(l + 1));
-      auto b = ops::InitializedVariable(s, Shape{sizes[l + 1]}, ops::Initializer::Zeros());
-      vars.insert(vars.end(), {w.var, b.var});
-      init.insert(init.end(), {w.init.node_name(), b.init.node_name()});
-      h = ops::BiasAdd(s, ops::MatMul(s, h, w.var), b.var);
-      if (l < 2) h = ops::Relu(s, h);
-    }
-    Scope s = root.WithDevice(rest);
-    loss = ops::ReduceMean(s, ops::SparseSoftmaxCrossEntropyWithLogits(s, h, y).loss);
-    step = ops::SGD({.learning_rate = 0.1}).Minimize(root, loss, vars);
-  }
-};
-
-Session::Feeds Batch(int seed) {
-  Tensor x(DType::kF32, Shape{64, 784}), y(DType::kI32, Shape{64});
-  std::mt19937 gen(seed);
-  for (float& v : x.flat<float>()) v = std::uniform_real_distribution<float>(0, 1)(gen);
-  for (int i = 0; i < 64; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(gen() % 10);
-  return {{"x", x}, {"labels", y}};
-}
-
 TEST_F(NetnsTest, TwoHostsTrainTheMlpAsOneProcessDoesOverA1GbitLink) {
   ASSERT_TRUE(LimitB("1gbit").ok());
   ASSERT_TRUE(StartWorker(a_, fmt::format("{}.2", kSubnet), "cpu:0").ok());
   ASSERT_TRUE(StartWorker(b_, fmt::format("{}.3", kSubnet), "cpu:0").ok());
-  Mlp model("/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0");
+  Mlp model("/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0", 256);
   auto dist = DistributedSession::Create(model.root.graph(), {}, Cluster());
   ASSERT_TRUE(dist.ok()) << dist.status().ToString();
   // The link to B was measured at about its limit (1 Gbit/s = 125 MB/s).
@@ -202,14 +169,14 @@ TEST_F(NetnsTest, TwoHostsTrainTheMlpAsOneProcessDoesOverA1GbitLink) {
     EXPECT_GT(l.bandwidth, 40e6) << l.from << " -> " << l.to;
     EXPECT_LT(l.bandwidth, 160e6) << l.from << " -> " << l.to;
   }
-  Mlp local_model("", "");
+  Mlp local_model("", "", 256);
   auto local = Session::Create(local_model.root);
   ASSERT_TRUE(local.ok());
   ASSERT_TRUE((*dist)->Run({}, {}, model.init).ok());
   ASSERT_TRUE((*local)->Run({}, {}, local_model.init).ok());
   std::vector<double> times;
   for (int s = 0; s < 12; ++s) {
-    auto feeds = Batch(s);
+    auto feeds = MlpBatch(s, 64);
     auto start = std::chrono::steady_clock::now();
     auto d = (*dist)->Run(feeds, {model.loss.name()}, {model.step.name()});
     times.push_back(
