@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <random>
-#include <thread>
 
 #include "distributed/messages.h"
 #include "graph/device_name.h"

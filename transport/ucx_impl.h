@@ -61,7 +61,7 @@ class UcxTransport::Impl {
     std::string task;                  // guarded by impl->mu_, set by the handshake
     uint64_t incarnation = 0;
     Status failure;  // guarded by impl->mu_: why kFailed
-    // Progress thread only: when a message from it last arrived.
+    // Guarded by impl->mu_: when a message from it last arrived.
     std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();
   };
 

@@ -116,7 +116,26 @@ class NetnsTest : public ::testing::Test {
     }
     b_link_ = "h" + p + "b";
     b_port_ = "p" + p + "b";
+    // The kernel reports a new link's carrier up to a second later; until then connections to
+    // it fail. Wait for every end, the ports and the bridge.
+    std::vector<std::pair<std::string, std::string>> links = {
+        {a_, "h" + p + "a"}, {b_, "h" + p + "b"}, {"", m_},   {s_, "p" + p + "a"},
+        {s_, "p" + p + "b"}, {s_, "p" + p + "m"}, {s_, "br0"}};
+    for (const auto& [ns, dev] : links) RETURN_IF_ERROR(WaitUp(ns, dev));
     return Status::OK();
+  }
+
+  // Polls `ip -o link show` until `dev` (in namespace `ns`, or the root one) is "state UP".
+  static Status WaitUp(const std::string& ns, const std::string& dev) {
+    std::vector<std::string> args = {"ip", "-o", "link", "show", "dev", dev};
+    if (!ns.empty()) args.insert(args.begin() + 1, {"-n", ns});
+    for (int i = 0; i < 100; ++i) {
+      auto ran = tools::RunProgram(args, "");
+      if (!ran.ok()) return ran.status();
+      if (ran->out.find("state UP") != std::string::npos) return Status::OK();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return Internal("link {} {} did not come up within 5 s", ns, dev);
   }
 
   // Host B's link limited to `rate` (tc syntax, "1gbit") both ways.
