@@ -5,8 +5,8 @@
 // here is removed by the fixture, also when a test fails: deleting the namespaces deletes the
 // bridge and every veth pair.
 //
-//   root (master, 10.213.77.1) --veth-- [ns S: bridge] --veth-- ns A (worker 0, 10.213.77.2)
-//                                                     `--veth-- ns B (worker 1, 10.213.77.3)
+//   root (master, 10.213.N.1) --veth-- [ns S: bridge] --veth-- ns A (worker 0, 10.213.N.2)
+//                                                    `--veth-- ns B (worker 1, 10.213.N.3)
 //                                                               (1 Gbit/s both ways)
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -38,7 +38,6 @@ using test_mlp::MlpBatch;
 using testing::MessageHas;
 
 constexpr char kToken[] = "netns-test-token";
-constexpr char kSubnet[] = "10.213.77";
 
 // Runs `ip ARGS...`; the error names the command and quotes what it printed.
 Status Ip(std::vector<std::string> args) {
@@ -60,11 +59,16 @@ class NetnsTest : public ::testing::Test {
     a_ = "dfl" + p + "a";
     b_ = "dfl" + p + "b";
     m_ = "dfl" + p + "m";
-    // A subnet already in use here would be ambiguous: skip rather than touch it.
-    auto used =
-        tools::RunProgram({"ip", "-o", "addr", "show", "to", fmt::format("{}.0/24", kSubnet)}, "");
-    if (!used.ok()) GTEST_SKIP() << "no `ip` program: " << used.status().ToString();
-    if (!used->out.empty()) GTEST_SKIP() << kSubnet << ".0/24 is in use on this machine";
+    // A subnet of its own (ctest runs these tests in parallel processes, each with its own
+    // namespaces): 10.213.N.0/24 with N from the pid, the next one when N is in use here.
+    for (int k = 0; k < 250 && subnet_.empty(); ++k) {
+      std::string candidate = fmt::format("10.213.{}", 1 + (getpid() + k) % 250);
+      auto used = tools::RunProgram(
+          {"ip", "-o", "addr", "show", "to", fmt::format("{}.0/24", candidate)}, "");
+      if (!used.ok()) GTEST_SKIP() << "no `ip` program: " << used.status().ToString();
+      if (used->out.empty()) subnet_ = candidate;
+    }
+    if (subnet_.empty()) GTEST_SKIP() << "every 10.213.N.0/24 is in use on this machine";
     Status made = Make();
     if (!made.ok()) {
       TearDown();
@@ -93,9 +97,9 @@ class NetnsTest : public ::testing::Test {
       std::string ns, h, p, address;
     };
     const std::string p = std::to_string(getpid());
-    for (const Host& h : {Host{a_, "h" + p + "a", "p" + p + "a", fmt::format("{}.2", kSubnet)},
-                          Host{b_, "h" + p + "b", "p" + p + "b", fmt::format("{}.3", kSubnet)},
-                          Host{"", m_, "p" + p + "m", fmt::format("{}.1", kSubnet)}}) {
+    for (const Host& h :
+         {Host{a_, "h" + p + "a", "p" + p + "a", A()}, Host{b_, "h" + p + "b", "p" + p + "b", B()},
+          Host{"", m_, "p" + p + "m", subnet_ + ".1"}}) {
       RETURN_IF_ERROR(Ip({"link", "add", h.h, "type", "veth", "peer", "name", h.p}));
       RETURN_IF_ERROR(Ip({"link", "set", h.p, "netns", s_}));
       RETURN_IF_ERROR(Ip({"-n", s_, "link", "set", h.p, "master", "br0"}));
@@ -169,14 +173,17 @@ class NetnsTest : public ::testing::Test {
     return o;
   }
 
-  std::string s_, a_, b_, m_, b_link_, b_port_, token_file_;
+  std::string A() const { return subnet_ + ".2"; }  // host A's address
+  std::string B() const { return subnet_ + ".3"; }  // host B's address
+
+  std::string subnet_, s_, a_, b_, m_, b_link_, b_port_, token_file_;
   std::vector<std::unique_ptr<LocalWorker>> workers_;
 };
 
 TEST_F(NetnsTest, TwoHostsTrainTheMlpAsOneProcessDoesOverA1GbitLink) {
   ASSERT_TRUE(LimitB("1gbit").ok());
-  ASSERT_TRUE(StartWorker(a_, fmt::format("{}.2", kSubnet), "cpu:0").ok());
-  ASSERT_TRUE(StartWorker(b_, fmt::format("{}.3", kSubnet), "cpu:0").ok());
+  ASSERT_TRUE(StartWorker(a_, A(), "cpu:0").ok());
+  ASSERT_TRUE(StartWorker(b_, B(), "cpu:0").ok());
   Mlp model("/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0", 256);
   auto dist = DistributedSession::Create(model.root.graph(), {}, Cluster());
   ASSERT_TRUE(dist.ok()) << dist.status().ToString();
@@ -215,8 +222,8 @@ TEST_F(NetnsTest, TwoHostsTrainTheMlpAsOneProcessDoesOverA1GbitLink) {
 // (each hop of a chain across hosts would move 16 MiB).
 TEST_F(NetnsTest, OverASlowLinkThePlacerKeepsChattyPartsOnOneHost) {
   ASSERT_TRUE(LimitB("1gbit").ok());
-  ASSERT_TRUE(StartWorker(a_, fmt::format("{}.2", kSubnet), "cpu:0,cpu:1").ok());
-  ASSERT_TRUE(StartWorker(b_, fmt::format("{}.3", kSubnet), "cpu:0,cpu:1").ok());
+  ASSERT_TRUE(StartWorker(a_, A(), "cpu:0,cpu:1").ok());
+  ASSERT_TRUE(StartWorker(b_, B(), "cpu:0,cpu:1").ok());
   Scope root = Scope::NewRootScope();
   std::vector<std::vector<std::string>> chains(2);
   std::vector<std::string> fetches;
@@ -265,8 +272,8 @@ TEST_F(NetnsTest, OverASlowLinkThePlacerKeepsChattyPartsOnOneHost) {
 // A long step across both hosts; B's link goes down in the middle: the master's Run fails
 // within two seconds with Unavailable naming B's task, and A keeps serving.
 TEST_F(NetnsTest, ALinkSetDownMidStepFailsTheStepWithinTwoSeconds) {
-  ASSERT_TRUE(StartWorker(a_, fmt::format("{}.2", kSubnet), "cpu:0").ok());
-  ASSERT_TRUE(StartWorker(b_, fmt::format("{}.3", kSubnet), "cpu:0").ok());
+  ASSERT_TRUE(StartWorker(a_, A(), "cpu:0").ok());
+  ASSERT_TRUE(StartWorker(b_, B(), "cpu:0").ok());
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{1024, 1024});
   Output h = x;
