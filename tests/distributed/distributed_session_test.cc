@@ -49,7 +49,10 @@ class WorkerProcess {
     if (!token_file.ok()) return;
     auto w = LocalWorker::Start(
         DFLOW_WORKER_BINARY,
-        {"--devices", devices, "--token-file", *token_file, "--release-after", release_after});
+        // One thread each: the tests run beside others on two cores, and idle OpenMP threads
+        // that spin can starve a worker's transport long enough to miss its heartbeats.
+        {"--devices", devices, "--token-file", *token_file, "--release-after", release_after,
+         "--threads", "1"});
     EXPECT_TRUE(w.ok()) << w.status().ToString();
     if (w.ok()) worker_ = std::move(w).value();
   }
