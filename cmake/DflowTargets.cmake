@@ -40,16 +40,15 @@ function(dflow_library name)
 endfunction()
 
 # dflow_test(NAME SOURCES ... DEPS ...): a GoogleTest binary registered with ctest.
-# LOCK: a ctest resource lock its tests hold, so tests that share one never run at once.
+# SERIAL: its tests run with no other test beside them (ctest RUN_SERIAL).
 function(dflow_test name)
-  cmake_parse_arguments(ARG "" "LOCK" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL" "" "SOURCES;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${DFLOW_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
-  if(ARG_LOCK)
-    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 RESOURCE_LOCK
-                         ${ARG_LOCK})
+  if(ARG_SERIAL)
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 RUN_SERIAL TRUE)
   else()
     gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
   endif()

@@ -47,12 +47,10 @@ class WorkerProcess {
     auto token_file = WriteTokenFile(::testing::TempDir(), token);
     EXPECT_TRUE(token_file.ok()) << token_file.status().ToString();
     if (!token_file.ok()) return;
-    auto w = LocalWorker::Start(
-        DFLOW_WORKER_BINARY,
-        // One thread each: the tests run beside others on two cores, and idle OpenMP threads
-        // that spin can starve a worker's transport long enough to miss its heartbeats.
-        {"--devices", devices, "--token-file", *token_file, "--release-after", release_after,
-         "--threads", "1"});
+    auto w = LocalWorker::Start(DFLOW_WORKER_BINARY,
+                                // One thread each: the tests run beside others on two cores.
+                                {"--devices", devices, "--token-file", *token_file,
+                                 "--release-after", release_after, "--threads", "1"});
     EXPECT_TRUE(w.ok()) << w.status().ToString();
     if (w.ok()) worker_ = std::move(w).value();
   }
