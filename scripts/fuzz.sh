@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the file loaders (graph files in both forms, checkpoints, .npy arrays) and the decoders
-# of the messages between processes (transport/wire.h) with libFuzzer,
+# of the messages between processes (transport/wire.h) and of the requests' payloads
+# (distributed/messages.h) with libFuzzer,
 # for a bounded time per target.
 #
 #   scripts/fuzz.sh [SECONDS]      # per target; default 60

@@ -1,11 +1,13 @@
 // Writes the seed corpus of the fuzz targets: valid graph files (binary and JSON, a training
 // graph, a convolution, assigned devices), checkpoints, .npy arrays of every dtype, and one
-// header of each message between processes (prefixed with the byte that picks its decoder).
+// header of each message between processes and a request's payload (each prefixed with the byte
+// that picks its decoder).
 //
 //   fuzz_seeds DIR   # fills DIR/graph, DIR/checkpoint, DIR/npy and DIR/wire
 #include <cstdio>
 #include <filesystem>
 
+#include "distributed/messages.h"
 #include "ops/array_ops.h"
 #include "ops/conv_ops.h"
 #include "ops/initializers.h"
@@ -128,7 +130,12 @@ Status WriteSeeds(const std::filesystem::path& dir) {
       Encode(tensor),
       Encode(AbortStep{4, Unavailable("lost task 1")}),
       Encode(CallRequest{9, 2}),
-      Encode(CallResponse{9, NotFound("no such partition")})};
+      Encode(CallResponse{9, NotFound("no such partition")}),
+      EncodeHeartbeat()};
+  distributed::Frame frame;
+  frame.meta = {{"signature", "s1"}, {"feeds", {"x:0"}}, {"send_recv_pairs", 2}};
+  frame.blobs = {"graph bytes", ""};
+  messages.push_back(distributed::EncodeFrame(frame));
   for (size_t i = 0; i < messages.size(); ++i) {
     if (!messages[i].ok()) return messages[i].status();
     RETURN_IF_ERROR(Write(dir / "wire" / ("message" + std::to_string(i)),

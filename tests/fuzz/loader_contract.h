@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "distributed/messages.h"
 #include "serialization/checkpoint_file.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
@@ -78,14 +79,33 @@ inline std::string NpyProblem(std::string_view bytes) {
   return "";
 }
 
-// The messages between processes (transport/wire.h): the first byte picks the decoder, the rest
-// is the header. A refusal is an InvalidArgument naming the message; an accepted header encodes
-// back to the same bytes.
+// A request's payload (distributed/messages.h): refused as an InvalidArgument naming the
+// request, or accepted and then encoded into a frame that decodes to the same fields and blobs.
+inline std::string FrameProblem(std::string_view bytes) {
+  auto frame = distributed::DecodeFrame(bytes, "Fuzz");
+  if (!frame.ok()) return RefusalProblem(frame.status(), "Fuzz request");
+  auto again = distributed::DecodeFrame(distributed::EncodeFrame(*frame), "Fuzz");
+  if (!again.ok()) return "an encoded frame does not decode: " + again.status().ToString();
+  if (again->meta != frame->meta || again->blobs != frame->blobs) {
+    return "a frame changed in a round trip";
+  }
+  return "";
+}
+
+// The messages between processes (transport/wire.h) and the requests' payloads: the first byte
+// picks the decoder, the rest is the header (or the payload). A refusal is an InvalidArgument
+// naming the message; an accepted header encodes back to the same bytes.
 inline std::string WireProblem(std::string_view bytes) {
   if (bytes.empty()) return "";
   using namespace transport;
-  const int which = static_cast<unsigned char>(bytes[0]) % 6;
+  const int which = static_cast<unsigned char>(bytes[0]) % 8;
   bytes.remove_prefix(1);
+  if (which == 7) return FrameProblem(bytes);
+  if (which == 6) {
+    Status s = DecodeHeartbeat(bytes);
+    if (!s.ok()) return RefusalProblem(s, "Heartbeat");
+    return bytes == EncodeHeartbeat() ? "" : "an accepted heartbeat is not the one heartbeat";
+  }
   const char* names[] = {"Hello",     "HelloReply",  "Tensor",
                          "AbortStep", "CallRequest", "CallResponse"};
   Result<std::string> again = std::string();
