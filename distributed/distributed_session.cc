@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <random>
 
 #include "distributed/messages.h"
@@ -28,6 +29,32 @@ constexpr auto kDefaultStepTimeout = std::chrono::minutes(30);
 Status InTask(const std::string& task, const Status& s) {
   if (s.message().find(task) != std::string::npos) return s;
   return Status(s.code(), fmt::format("task {}: {}", task, s.message()));
+}
+
+// Adds the devices of a worker's step trace (its RunStep reply's "trace") to `trace`.
+Status AddTrace(const nlohmann::json& meta, StepTrace* trace) {
+  auto list = meta.find("trace");
+  if (list == meta.end() || !list->is_array()) return Internal("no trace in the reply");
+  for (const auto& d : *list) {
+    ASSIGN_OR_RETURN(std::string device, GetString(d, "device", "RunStep reply"));
+    auto nodes = d.find("nodes");
+    if (nodes == d.end() || !nodes->is_array()) return Internal("device {} has no nodes", device);
+    DeviceTrace& out = trace->devices.emplace_back();
+    out.device = device;
+    for (const auto& n : *nodes) {
+      if (!n.is_array() || n.size() != 7 || !n[0].is_string() || !n[1].is_string() ||
+          !n[2].is_number_integer() || !n[3].is_number_integer() || !n[4].is_number_integer() ||
+          !n[5].is_boolean() || !n[6].is_string()) {
+        return Internal("a malformed node of device {}", device);
+      }
+      TracedNode& t = out.nodes.emplace_back();
+      t.name = n[0].get<std::string>();
+      t.op = n[1].get<std::string>();
+      t.span = {n[2].get<int64_t>(), n[3].get<int64_t>(), n[4].get<int>(), n[5].get<bool>()};
+      t.transfer = n[6].get<std::string>();
+    }
+  }
+  return Status::OK();
 }
 
 std::string HostOf(const std::string& address) {
@@ -81,23 +108,35 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
       DeviceSpec spec;
       spec.name = parsed;
       spec.host = HostOf(task.address);
-      spec.memory_bytes = d.value("memory_bytes", spec.memory_bytes);
+      ASSIGN_OR_RETURN(spec.memory_bytes,
+                       GetNumber(d, "memory_bytes", spec.memory_bytes, "GetDevices reply"));
       // As in a local session, device_memory_bytes is what the placer plans with (here at most
       // what the worker has).
       if (options.device_memory_bytes > 0) {
         spec.memory_bytes = std::min(spec.memory_bytes, options.device_memory_bytes);
       }
-      spec.peak_flops = d.value("peak_flops", spec.peak_flops);
-      spec.memory_bandwidth = d.value("memory_bandwidth", spec.memory_bandwidth);
-      spec.launch_overhead_s = d.value("launch_overhead_s", spec.launch_overhead_s);
-      spec.incarnation = std::stoull(incarnation);
+      ASSIGN_OR_RETURN(spec.peak_flops,
+                       GetNumber(d, "peak_flops", spec.peak_flops, "GetDevices reply"));
+      ASSIGN_OR_RETURN(spec.memory_bandwidth,
+                       GetNumber(d, "memory_bandwidth", spec.memory_bandwidth, "GetDevices reply"));
+      ASSIGN_OR_RETURN(
+          spec.launch_overhead_s,
+          GetNumber(d, "launch_overhead_s", spec.launch_overhead_s, "GetDevices reply"));
+      auto [end, error] = std::from_chars(
+          incarnation.data(), incarnation.data() + incarnation.size(), spec.incarnation);
+      if (error != std::errc() || end != incarnation.data() + incarnation.size()) {
+        return InTask(task.name,
+                      Internal("GetDevices reply: incarnation '{}' is not a number", incarnation));
+      }
       if (spec.name.ToString().rfind(task.name + "/", 0) != 0) {
         return InTask(task.name, Internal("it listed device {} of another task", name));
       }
       RETURN_IF_ERROR(s->set_.Add(spec));
     }
-    double latency = frame.meta.value("same_process_latency_s", 0.0);
-    double bandwidth = frame.meta.value("same_process_bandwidth", 0.0);
+    ASSIGN_OR_RETURN(double latency,
+                     GetNumber(frame.meta, "same_process_latency_s", 0, "GetDevices reply"));
+    ASSIGN_OR_RETURN(double bandwidth,
+                     GetNumber(frame.meta, "same_process_bandwidth", 0, "GetDevices reply"));
     if (!calibrated_link && bandwidth > 0) {
       links.same_process = {latency, bandwidth};
       calibrated_link = true;
@@ -144,7 +183,9 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
       }
       for (const auto& l : *list) {
         ASSIGN_OR_RETURN(std::string to, GetString(l, "task", "MeasureLinks reply"));
-        MeasuredLink m{task.name, to, l.value("latency_s", 0.0), l.value("bandwidth", 0.0)};
+        MeasuredLink m{task.name, to};
+        ASSIGN_OR_RETURN(m.latency_s, GetNumber(l, "latency_s", -1, "MeasureLinks reply"));
+        ASSIGN_OR_RETURN(m.bandwidth, GetNumber(l, "bandwidth", 0, "MeasureLinks reply"));
         if (!(m.latency_s >= 0 && m.bandwidth > 0) || !devices_of.count(to)) {
           return InTask(task.name, Internal("MeasureLinks reply: a bad link to '{}'", to));
         }
@@ -341,6 +382,7 @@ Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
     const TaskPart& part = sig->parts[i];
     Frame f;
     f.meta = {{"signature", sig->id}, {"step", step}, {"timeout_ms", step_timeout.count()}};
+    if (run_options.trace != nullptr) f.meta["trace"] = true;
     std::map<std::string, Tensor> mine;
     for (const auto& node : part.feeds) {
       auto it = by_node.find(node);
@@ -380,9 +422,18 @@ Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
     if (!first.ok()) return first;
   }
   std::vector<std::map<std::string, Tensor>> results(sig->parts.size());
+  if (run_options.trace != nullptr) *run_options.trace = StepTrace{.step = step - first_step_ + 1};
   for (size_t i = 0; i < sig->parts.size(); ++i) {
-    ASSIGN_OR_RETURN(results[i],
-                     DecodeTensors(replies[i], "the fetches of task " + sig->parts[i].task));
+    const std::string& task = sig->parts[i].task;
+    ASSIGN_OR_RETURN(Frame reply, DecodeFrame(replies[i], "RunStep reply"));
+    if (reply.blobs.size() != 1) {
+      return InTask(task, Internal("RunStep reply: {} blobs, not 1", reply.blobs.size()));
+    }
+    ASSIGN_OR_RETURN(results[i], DecodeTensors(reply.blobs[0], "the fetches of task " + task));
+    if (run_options.trace != nullptr) {
+      RETURN_IF_ERROR(AddTrace(reply.meta, run_options.trace)
+                          .WithPrefix(fmt::format("the step trace of task {}: ", task)));
+    }
   }
   std::vector<Tensor> out;
   for (const auto& f : fetches) {

@@ -100,7 +100,8 @@ class DistributedSession final : public Session {
   PlacementReport placement_;
   // Step ids are unique across masters, since a worker outlives them and drops what arrives
   // for steps it has finished: each session starts at a random multiple of 2^32.
-  std::atomic<int64_t> next_step_{FirstStepId()};
+  const int64_t first_step_ = FirstStepId();
+  std::atomic<int64_t> next_step_{first_step_};
   static int64_t FirstStepId();
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<const Signature>> signatures_ DFLOW_GUARDED_BY(mu_);

@@ -1,5 +1,7 @@
 #include "distributed/messages.h"
 
+#include <fmt/format.h>
+
 #include "serialization/checkpoint_file.h"
 
 namespace dflow::distributed {
@@ -20,6 +22,12 @@ uint64_t Get(std::string_view in, size_t pos, int n) {
   return v;
 }
 
+// What errors name: "Compile request", or a reply as given ("GetDevices reply").
+std::string Subject(std::string_view what) {
+  if (what.size() >= 5 && what.substr(what.size() - 5) == "reply") return std::string(what);
+  return fmt::format("{} request", what);
+}
+
 }  // namespace
 
 std::string EncodeFrame(const Frame& frame) {
@@ -36,7 +44,7 @@ std::string EncodeFrame(const Frame& frame) {
 }
 
 Result<Frame> DecodeFrame(std::string_view bytes, std::string_view what) {
-  auto bad = [&](std::string_view why) { return InvalidArgument("{} request: {}", what, why); };
+  auto bad = [&](std::string_view why) { return InvalidArgument("{}: {}", Subject(what), why); };
   if (bytes.size() < 4) return bad("truncated before its fields");
   uint64_t meta_size = Get(bytes, 0, 4);
   if (meta_size > kMaxMetaBytes || meta_size > bytes.size() - 4) {
@@ -77,7 +85,7 @@ Result<std::string> GetString(const nlohmann::json& meta, const char* field,
                               std::string_view what) {
   auto it = meta.find(field);
   if (it == meta.end() || !it->is_string()) {
-    return InvalidArgument("{} request: field '{}' is missing or not a string", what, field);
+    return InvalidArgument("{}: field '{}' is missing or not a string", Subject(what), field);
   }
   return it->get<std::string>();
 }
@@ -85,21 +93,41 @@ Result<std::string> GetString(const nlohmann::json& meta, const char* field,
 Result<int64_t> GetInt(const nlohmann::json& meta, const char* field, std::string_view what) {
   auto it = meta.find(field);
   if (it == meta.end() || !it->is_number_integer()) {
-    return InvalidArgument("{} request: field '{}' is missing or not an integer", what, field);
+    return InvalidArgument("{}: field '{}' is missing or not an integer", Subject(what), field);
   }
   return it->get<int64_t>();
+}
+
+Result<bool> GetBool(const nlohmann::json& meta, const char* field, bool otherwise,
+                     std::string_view what) {
+  auto it = meta.find(field);
+  if (it == meta.end()) return otherwise;
+  if (!it->is_boolean()) {
+    return InvalidArgument("{}: field '{}' is not true or false", Subject(what), field);
+  }
+  return it->get<bool>();
+}
+
+Result<double> GetNumber(const nlohmann::json& meta, const char* field, double otherwise,
+                         std::string_view what) {
+  auto it = meta.find(field);
+  if (it == meta.end()) return otherwise;
+  if (!it->is_number()) {
+    return InvalidArgument("{}: field '{}' is not a number", Subject(what), field);
+  }
+  return it->get<double>();
 }
 
 Result<std::vector<std::string>> GetStrings(const nlohmann::json& meta, const char* field,
                                             std::string_view what) {
   auto it = meta.find(field);
   if (it == meta.end() || !it->is_array()) {
-    return InvalidArgument("{} request: field '{}' is missing or not a list", what, field);
+    return InvalidArgument("{}: field '{}' is missing or not a list", Subject(what), field);
   }
   std::vector<std::string> out;
   for (const auto& v : *it) {
     if (!v.is_string()) {
-      return InvalidArgument("{} request: field '{}' holds a non-string", what, field);
+      return InvalidArgument("{}: field '{}' holds a non-string", Subject(what), field);
     }
     out.push_back(v.get<std::string>());
   }

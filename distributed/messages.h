@@ -35,7 +35,8 @@ struct Frame {
 
 // u32 JSON length, the JSON, u32 blob count, then each blob as u64 length and bytes.
 std::string EncodeFrame(const Frame& frame);
-// `what` names the request in errors.
+// `what` names the request in errors: "Compile" gives "Compile request: ..."; a name ending in
+// "reply" ("GetDevices reply") is used as it is.
 Result<Frame> DecodeFrame(std::string_view bytes, std::string_view what);
 
 // Named tensors as one blob (serialization/checkpoint_file.h's form).
@@ -46,6 +47,12 @@ Result<std::map<std::string, Tensor>> DecodeTensors(std::string_view bytes, std:
 // or of another type.
 Result<std::string> GetString(const nlohmann::json& meta, const char* field, std::string_view what);
 Result<int64_t> GetInt(const nlohmann::json& meta, const char* field, std::string_view what);
+// An optional flag: `otherwise` when absent, InvalidArgument when not a boolean.
+Result<bool> GetBool(const nlohmann::json& meta, const char* field, bool otherwise,
+                     std::string_view what);
+// An optional number: `otherwise` when absent, InvalidArgument when not a number.
+Result<double> GetNumber(const nlohmann::json& meta, const char* field, double otherwise,
+                         std::string_view what);
 Result<std::vector<std::string>> GetStrings(const nlohmann::json& meta, const char* field,
                                             std::string_view what);
 

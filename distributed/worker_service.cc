@@ -5,10 +5,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "distributed/messages.h"
 #include "graph/device_name.h"
+#include "runtime/calibration.h"
+#include "runtime/cpu_device.h"
 #include "runtime/pipeline.h"
+#include "runtime/step_trace.h"
 #include "serialization/graph_file.h"
 
 namespace dflow::distributed {
@@ -144,10 +148,20 @@ Status WorkerService::EnsureDevices() {
   }
   o.device_memory_bytes = options_.memory_limit_bytes;
   o.threads.num_threads = options_.threads;
+  o.calibrate_devices = options_.calibrate;
   ASSIGN_OR_RETURN(SessionDevices made, CreateSessionDevices(o));
+  // A local session calibrates only when it has several devices to choose from; a worker's
+  // devices are always among several, so it measures even one.
+  std::optional<CpuCalibration> calibration;
+  if (options_.calibrate) {
+    ASSIGN_OR_RETURN(ThreadBudget::Split split, o.threads.Resolve());
+    const int n = static_cast<int>(o.devices.size());
+    ASSIGN_OR_RETURN(calibration, CachedCpuCalibration(std::max(1, split.num_threads / n)));
+  }
   nlohmann::json list = nlohmann::json::array();
   for (int i = 0; i < made.set.size(); ++i) {
-    const DeviceSpec& s = made.set.device(i);
+    DeviceSpec s = made.set.device(i);
+    if (calibration && s.type() == "CPU") s = calibration->Apply(s);
     list.push_back({{"name", s.canonical()},
                     {"memory_bytes", s.memory_bytes},
                     {"peak_flops", s.peak_flops},
@@ -155,7 +169,9 @@ Status WorkerService::EnsureDevices() {
                     {"launch_overhead_s", s.launch_overhead_s},
                     {"incarnation", std::to_string(s.incarnation)}});
   }
-  LinkSpec link = made.set.size() > 1 ? made.set.Link(0, 1) : LinkSpec{};
+  LinkSpec link = made.set.size() > 1 ? made.set.Link(0, 1)
+                  : calibration       ? calibration->same_process
+                                      : LinkSpec{};
   nlohmann::json meta = {{"devices", list},
                          {"same_process_latency_s", link.latency_s},
                          {"same_process_bandwidth", link.bandwidth}};
@@ -184,8 +200,8 @@ Result<std::string> WorkerService::Compile(const std::string& from, std::string_
       parts_json->size() != frame.blobs.size() || frame.blobs.empty()) {
     return InvalidArgument("Compile request: 'partitions' must list one entry per graph blob");
   }
-  bool plan_memory = frame.meta.value("plan_memory", true);
-  bool fuse = frame.meta.value("fuse_epilogues", true);
+  ASSIGN_OR_RETURN(bool plan_memory, GetBool(frame.meta, "plan_memory", true, kWhat));
+  ASSIGN_OR_RETURN(bool fuse, GetBool(frame.meta, "fuse_epilogues", true, kWhat));
 
   MutexLock lock(mu_);
   RETURN_IF_ERROR(EnsureDevices());
@@ -249,6 +265,7 @@ Result<std::string> WorkerService::Compile(const std::string& from, std::string_
     auto owned = std::make_shared<const Graph>(std::move(g));
     ASSIGN_OR_RETURN(part.plan,
                      CompileForDevice(std::move(owned), spec, device, {.fuse_epilogues = fuse}));
+    signature->devices.push_back(device->canonical_name());
     parts.push_back(std::move(part));
   }
   signature->plan = PartitionedPlan::FromParts(std::move(parts), static_cast<int>(fetches.size()),
@@ -267,6 +284,7 @@ Result<std::string> WorkerService::RunStep(std::string_view payload) {
     ASSIGN_OR_RETURN(int64_t ms, GetInt(frame.meta, "timeout_ms", kWhat));
     timeout = std::chrono::milliseconds(ms);
   }
+  ASSIGN_OR_RETURN(bool trace, GetBool(frame.meta, "trace", false, kWhat));
   if (frame.blobs.size() != 1) return InvalidArgument("RunStep request: one blob of feeds");
   ASSIGN_OR_RETURN(auto fed, DecodeTensors(frame.blobs[0], "the feeds of a RunStep request"));
   std::shared_ptr<Signature> signature;
@@ -296,11 +314,33 @@ Result<std::string> WorkerService::RunStep(std::string_view payload) {
   options.step_id = step;
   options.rendezvous = transport_;
   options.timeout = timeout;
+  std::vector<std::vector<NodeSpan>> spans;
+  if (trace) options.node_spans = &spans;
   std::vector<Tensor> out;
   RETURN_IF_ERROR(signature->plan->Run(feeds, &out, options));
   std::map<std::string, Tensor> fetched;
   for (size_t i = 0; i < out.size(); ++i) fetched[signature->fetches[i]] = out[i];
-  return EncodeTensors(fetched);
+  Frame reply;
+  reply.blobs.push_back(EncodeTensors(fetched));
+  if (trace) {
+    // Steady-clock times: comparable with the master's and other workers' on one host.
+    StepTrace t;
+    for (int i = 0; i < signature->plan->num_partitions(); ++i) {
+      AddDeviceTrace(signature->devices[i], signature->plan->partition_graph(i), spans[i], step,
+                     &t);
+    }
+    nlohmann::json devices = nlohmann::json::array();
+    for (const DeviceTrace& d : t.devices) {
+      nlohmann::json nodes = nlohmann::json::array();
+      for (const TracedNode& n : d.nodes) {
+        nodes.push_back({n.name, n.op, n.span.start_ns, n.span.end_ns, n.span.thread, n.span.async,
+                         n.transfer});
+      }
+      devices.push_back({{"device", d.device}, {"nodes", std::move(nodes)}});
+    }
+    reply.meta["trace"] = std::move(devices);
+  }
+  return EncodeFrame(reply);
 }
 
 // Round trips of an empty request give the latency (half the fastest); requests of 4 MiB give

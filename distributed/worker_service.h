@@ -42,6 +42,9 @@ struct WorkerOptions {
   double memory_limit_bytes = 0;
   // Threads for all of this worker's devices together (0: every core), split evenly.
   int threads = 0;
+  // Measure this machine's CPU (runtime/calibration.h) for the figures the worker registers,
+  // as a local session does; false: the cost model's fixed defaults (reproducible placements).
+  bool calibrate = true;
   // Steps that may run at once.
   int max_concurrent_steps = 4;
   // When no master has been connected for this long, the worker drops its compiled signatures
@@ -86,6 +89,7 @@ class WorkerService {
     std::vector<std::string> feeds;    // the step's feeds this worker takes, in order
     std::vector<std::string> fetches;  // what it returns, in order
     std::shared_ptr<PartitionedPlan> plan;
+    std::vector<std::string> devices;  // partition -> its device's canonical name
   };
 
   transport::UcxTransport* transport_;

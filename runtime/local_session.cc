@@ -223,8 +223,8 @@ Result<std::vector<Tensor>> LocalSession::Run(const Feeds& feeds,
   Status status = plan->Run(values, &out, options);
   if (run_options.trace != nullptr) {
     for (int i = 0; i < plan->num_partitions(); ++i) {
-      AddTrace(devices_[plan->partition_device(i)]->canonical_name(), plan->partition_graph(i),
-               spans[i], run_options.trace);
+      AddDeviceTrace(devices_[plan->partition_device(i)]->canonical_name(),
+                     plan->partition_graph(i), spans[i], step, run_options.trace);
     }
   }
   {
@@ -244,23 +244,6 @@ Result<std::vector<Tensor>> LocalSession::Run(const Feeds& feeds,
   }
   RETURN_IF_ERROR(status);
   return out;
-}
-
-void LocalSession::AddTrace(const std::string& device, const Graph& graph,
-                            const std::vector<NodeSpan>& spans, StepTrace* trace) {
-  DeviceTrace& d = trace->devices.emplace_back();
-  d.device = device;
-  for (int v = 0; v < graph.num_nodes(); ++v) {
-    if (spans[v].start_ns < 0) continue;
-    const Node& node = graph.node(v);
-    TracedNode& t = d.nodes.emplace_back();
-    t.name = node.name();
-    t.op = node.op();
-    t.span = spans[v];
-    if (t.op == "_Send" || t.op == "_Recv") {
-      t.transfer = RendezvousKeyOf(node, trace->step).ToString();
-    }
-  }
 }
 
 void LocalSession::AddProfile(const std::string& type, const Graph& graph,

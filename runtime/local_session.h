@@ -74,9 +74,6 @@ class LocalSession final : public Session {
                                          const std::vector<std::string>& targets)
       DFLOW_EXCLUDES(mu_);
   VariableStore::Variable* FindVariable(int node, bool create);
-  // Appends the nodes of `graph` that ran on `device`, with their spans, to `trace`.
-  static void AddTrace(const std::string& device, const Graph& graph,
-                       const std::vector<NodeSpan>& spans, StepTrace* trace);
   // Adds one profiled run of `graph` on a device of `type`. REQUIRES: mu_ held.
   void AddProfile(const std::string& type, const Graph& graph, const std::vector<double>& seconds)
       DFLOW_REQUIRES(mu_);

@@ -10,9 +10,25 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "framework/rendezvous.h"
 #include "serialization/file_util.h"
 
 namespace dflow {
+
+void AddDeviceTrace(const std::string& device, const Graph& graph,
+                    const std::vector<NodeSpan>& spans, int64_t step_id, StepTrace* trace) {
+  DeviceTrace& d = trace->devices.emplace_back();
+  d.device = device;
+  for (int v = 0; v < graph.num_nodes(); ++v) {
+    if (spans[v].start_ns < 0) continue;
+    const Node& node = graph.node(v);
+    TracedNode& t = d.nodes.emplace_back();
+    t.name = node.name();
+    t.op = node.op();
+    t.span = spans[v];
+    if (t.op == "_Send" || t.op == "_Recv") t.transfer = RendezvousKeyOf(node, step_id).ToString();
+  }
+}
 
 int CurrentThreadIndex() {
   static std::atomic<int> next{0};

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/graph.h"
 #include "graph/status.h"
 
 namespace dflow {
@@ -54,6 +55,12 @@ struct StepTrace {
   int64_t step = 0;  // the session's step count, from 1
   std::vector<DeviceTrace> devices;
 };
+
+// Appends to `trace` the nodes of `graph` (a partition) that ran on `device` (a canonical name)
+// in step `step_id`, with their spans (indexed by node id); Sends and Recvs get the rendezvous
+// key of that step, which pairs them across devices and processes.
+void AddDeviceTrace(const std::string& device, const Graph& graph,
+                    const std::vector<NodeSpan>& spans, int64_t step_id, StepTrace* trace);
 
 // The Chrome trace event JSON of `steps` (times relative to the earliest node start, in µs).
 std::string ChromeTraceJson(const std::vector<StepTrace>& steps);

@@ -1,12 +1,14 @@
 // dflow-worker: a process that runs its share of graphs for a master (distributed/).
 //
 //   dflow-worker --listen 127.0.0.1:7001 --devices cpu:0,cpu:1 --token-file FILE
-//                [--memory-limit SIZE] [--threads N] [--release-after SECONDS]
+//                [--memory-limit SIZE] [--threads N] [--release-after SECONDS] [--fixed-costs]
 //
 // Port 0 picks a free port. Once ready it prints exactly one line on stdout,
 // "listening on HOST:PORT", and serves until SIGTERM or SIGINT (a clean exit, status 0). The
 // first master to connect names it (/job:worker/task:N). When no master has been connected for
 // --release-after seconds (default 300; 0: never), it drops its compiled graphs and variables.
+// It measures its CPU when a master first asks for its devices and registers those figures
+// (--fixed-costs: the cost model's defaults instead).
 #include <signal.h>
 #include <unistd.h>
 
@@ -39,6 +41,7 @@ int main(int argc, char** argv) {
   std::string memory_limit;
   double release_after = 300;
   int threads = 0;
+  bool fixed_costs = false;
   app.add_option("--listen", listen, "HOST:PORT to listen on (port 0: any free port)");
   app.add_option("--devices", devices, "this worker's devices: cpu:0,cpu:1,...");
   app.add_option("--token-file", token_file, "file holding the cluster token")->required();
@@ -48,6 +51,9 @@ int main(int argc, char** argv) {
   app.add_option("--release-after", release_after,
                  "seconds without a master before dropping graphs and variables (0: never)")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--fixed-costs", fixed_costs,
+               "register the cost model's fixed device figures instead of measuring this "
+               "machine's CPU (the same placement on every run)");
   CLI11_PARSE(app, argc, argv);
 
   // Block the stop signals in every thread; the main thread waits for them below.
@@ -64,6 +70,7 @@ int main(int argc, char** argv) {
   dflow::distributed::WorkerOptions options;
   options.devices = *device_list;
   options.threads = threads;
+  options.calibrate = !fixed_costs;
   options.release_after = std::chrono::milliseconds(static_cast<int64_t>(release_after * 1000));
   if (!memory_limit.empty()) {
     auto bytes = dflow::tools::ParseByteSize(memory_limit);

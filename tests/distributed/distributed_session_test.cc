@@ -126,6 +126,48 @@ TEST(DistributedSessionTest, MlpTrainsAcrossTwoWorkerProcessesAsInOne) {
     float ll = (*l)[0].data<float>()[0];
     EXPECT_NEAR(dl, ll, 1e-5f * std::max(1.0f, std::abs(ll))) << "step " << s;
   }
+  // A traced step: the nodes of both workers' devices, on this host's steady clock, with every
+  // Recv paired with a Send of the other task.
+  StepTrace trace;
+  const int64_t before = TraceClockNs();
+  ASSERT_TRUE(
+      (*dist)->Run(MlpBatch(9), {model.loss.name()}, {model.step.name()}, {.trace = &trace}).ok());
+  const int64_t after = TraceClockNs();
+  ASSERT_TRUE((*local)->Run(MlpBatch(9), {}, {local_model.step.name()}).ok());  // in step
+  EXPECT_EQ(trace.step, 6);  // init, four steps, this one
+  ASSERT_EQ(trace.devices.size(), 2u);
+  std::map<std::string, std::string> send_device;  // transfer key -> device of its Send
+  int recvs = 0;
+  for (const DeviceTrace& d : trace.devices) {
+    EXPECT_TRUE(d.device == "/job:worker/task:0/device:CPU:0" ||
+                d.device == "/job:worker/task:1/device:CPU:0")
+        << d.device;
+    EXPECT_FALSE(d.nodes.empty()) << d.device;
+    for (const TracedNode& n : d.nodes) {
+      EXPECT_LE(before, n.span.start_ns) << n.name;
+      EXPECT_LE(n.span.start_ns, n.span.end_ns) << n.name;
+      EXPECT_LE(n.span.end_ns, after) << n.name;
+      if (n.op == "_Send") send_device[n.transfer] = d.device;
+    }
+  }
+  for (const DeviceTrace& d : trace.devices) {
+    for (const TracedNode& n : d.nodes) {
+      if (n.op != "_Recv") continue;
+      ++recvs;
+      ASSERT_TRUE(send_device.count(n.transfer)) << n.transfer;
+      EXPECT_NE(send_device[n.transfer], d.device) << n.transfer;
+    }
+  }
+  EXPECT_EQ(recvs, (*dist)->placement().cross_edges);
+  // The timeline draws an arrow per transfer: a flow start ("ph": "s") for each.
+  const std::string json = ChromeTraceJson({trace});
+  size_t arrows = 0;
+  for (size_t at = json.find("\"ph\":\"s\""); at != std::string::npos;
+       at = json.find("\"ph\":\"s\"", at + 1)) {
+    ++arrows;
+  }
+  EXPECT_EQ(arrows, static_cast<size_t>(recvs));
+
   // The trained weights, read back from both workers.
   for (size_t i = 0; i < model.weights.size(); ++i) {
     auto d = (*dist)->Run({}, {model.weights[i].name()});
