@@ -190,7 +190,7 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
           return InTask(task.name, Internal("MeasureLinks reply: a bad link to '{}'", to));
         }
         for (int a : devices_of[task.name]) {
-          for (int b : devices_of[to]) s->set_.SetLink(a, b, {m.latency_s, m.bandwidth});
+          for (int b : devices_of[to]) s->set_.SetLink(a, b, {m.latency_s, m.bandwidth, true});
         }
         s->links_.push_back(m);
       }
@@ -202,6 +202,15 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
   for (const auto& d : s->set_.devices()) place.devices.push_back(d.canonical());
   ASSIGN_OR_RETURN(s->placement_, PlaceForSession(s->graph_, s->set_, place));
   return s;
+}
+
+MeasuredCosts DistributedSession::MeasuredNodeCosts() const {
+  MutexLock lock(mu_);
+  MeasuredCosts out;
+  for (const auto& [type, nodes] : profile_) {
+    for (const auto& [name, entry] : nodes) out.seconds[type][name] = entry.first / entry.second;
+  }
+  return out;
 }
 
 int64_t DistributedSession::FirstStepId() {
@@ -376,13 +385,18 @@ Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
   // Every task's request goes out at once; the replies come back on the transport's thread,
   // which records them (an error also aborts the step everywhere) and this thread decodes them.
   std::vector<std::string> replies(sig->parts.size());
+  // A profiled step is a traced one: the spans of its nodes are their times.
+  StepTrace profiled;
+  StepTrace* trace = run_options.trace != nullptr ? run_options.trace
+                     : run_options.profile        ? &profiled
+                                                  : nullptr;
   CondVar all_answered;
   size_t unanswered = sig->parts.size();
   for (size_t i = 0; i < sig->parts.size(); ++i) {
     const TaskPart& part = sig->parts[i];
     Frame f;
     f.meta = {{"signature", sig->id}, {"step", step}, {"timeout_ms", step_timeout.count()}};
-    if (run_options.trace != nullptr) f.meta["trace"] = true;
+    if (trace != nullptr) f.meta["trace"] = true;
     std::map<std::string, Tensor> mine;
     for (const auto& node : part.feeds) {
       auto it = by_node.find(node);
@@ -422,7 +436,7 @@ Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
     if (!first.ok()) return first;
   }
   std::vector<std::map<std::string, Tensor>> results(sig->parts.size());
-  if (run_options.trace != nullptr) *run_options.trace = StepTrace{.step = step - first_step_ + 1};
+  if (trace != nullptr) *trace = StepTrace{.step = step - first_step_ + 1};
   for (size_t i = 0; i < sig->parts.size(); ++i) {
     const std::string& task = sig->parts[i].task;
     ASSIGN_OR_RETURN(Frame reply, DecodeFrame(replies[i], "RunStep reply"));
@@ -430,9 +444,22 @@ Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
       return InTask(task, Internal("RunStep reply: {} blobs, not 1", reply.blobs.size()));
     }
     ASSIGN_OR_RETURN(results[i], DecodeTensors(reply.blobs[0], "the fetches of task " + task));
-    if (run_options.trace != nullptr) {
-      RETURN_IF_ERROR(AddTrace(reply.meta, run_options.trace)
-                          .WithPrefix(fmt::format("the step trace of task {}: ", task)));
+    if (trace != nullptr) {
+      RETURN_IF_ERROR(
+          AddTrace(reply.meta, trace).WithPrefix(fmt::format("the step trace of task {}: ", task)));
+    }
+  }
+  if (run_options.profile) {
+    MutexLock lock(mu_);
+    for (const DeviceTrace& d : trace->devices) {
+      auto name = DeviceName::Parse(d.device);
+      auto& nodes = profile_[name.ok() && name->type ? *name->type : std::string("CPU")];
+      for (const TracedNode& n : d.nodes) {
+        if (n.op == "_Send" || n.op == "_Recv") continue;  // transfers: the cost model's links
+        auto& [total, runs] = nodes[n.name];
+        total += static_cast<double>(n.span.end_ns - n.span.start_ns) * 1e-9;
+        ++runs;
+      }
     }
   }
   std::vector<Tensor> out;

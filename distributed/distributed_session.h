@@ -56,7 +56,8 @@ class DistributedSession final : public Session {
                                   const RunOptions& options) override;
   Status SaveCheckpoint(const std::string& path) override;
   Status RestoreCheckpoint(const std::string& path) override;
-  MeasuredCosts MeasuredNodeCosts() const override { return {}; }
+  // From profiled steps (RunOptions::profile): each node's span on its worker, by device type.
+  MeasuredCosts MeasuredNodeCosts() const override DFLOW_EXCLUDES(mu_);
   const Graph& graph() const override { return graph_; }
   const DeviceSet& device_set() const override { return set_; }
   const PlacementReport& placement() const override { return placement_; }
@@ -105,6 +106,9 @@ class DistributedSession final : public Session {
   static int64_t FirstStepId();
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<const Signature>> signatures_ DFLOW_GUARDED_BY(mu_);
+  // Profiled runs: device type -> node -> (total seconds, runs).
+  std::map<std::string, std::map<std::string, std::pair<double, int>>> profile_
+      DFLOW_GUARDED_BY(mu_);
 };
 
 }  // namespace dflow::distributed

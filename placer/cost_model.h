@@ -4,7 +4,9 @@
 //   compute(node, device) = measured seconds when a cost file has them, else
 //                           launch overhead + max(FLOPs / peak FLOP/s, bytes / bandwidth)
 //   transfer(edge, from, to) = link latency + bytes / link bandwidth, plus the launch overhead
-//                              of the Send on `from` and of the Recv on `to` (0 on one device)
+//                              of the Send on `from` and of the Recv on `to` (0 on one device);
+//                              on a link between processes transfers queue (the simulated step
+//                              in placer.h sends one tensor at a time per link)
 //   persistent(node) = the bytes of a Variable's value (0 for other nodes)
 //   activation(node) = the bytes of its outputs while they live, except for outputs that
 //                      are no new memory: a Variable's value (persistent), what a stateful op
@@ -56,6 +58,13 @@ class CostModel {
   double Transfer(double bytes, int from, int to) const {
     if (from == to) return 0;
     return devices_->Link(from, to).Seconds(bytes) + overhead_[from] + overhead_[to];
+  }
+  // Whether transfers from `from` to `to` queue on their link (LinkSpec::queues).
+  bool Queues(int from, int to) const { return from != to && devices_->Link(from, to).queues; }
+  // The seconds a transfer occupies a link that queues: its bytes at the link's bandwidth.
+  double Occupancy(double bytes, int from, int to) const {
+    const LinkSpec link = devices_->Link(from, to);
+    return link.bandwidth > 0 ? bytes / link.bandwidth : 0;
   }
   int num_devices() const { return num_devices_; }
 

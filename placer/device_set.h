@@ -37,6 +37,9 @@ struct DeviceSpec {
 struct LinkSpec {
   double latency_s = 0;
   double bandwidth = 0;  // bytes/s; 0 means free (same device)
+  // A connection between processes carries one tensor's bytes at a time, so transfers over it
+  // queue; an in-process hand-off moves nothing, so its transfers do not delay each other.
+  bool queues = false;
   double Seconds(double bytes) const { return bandwidth > 0 ? latency_s + bytes / bandwidth : 0; }
 };
 
@@ -45,8 +48,9 @@ struct LinkDefaults {
   // In-process hand-off (a copy at worst). Its latency is mostly waking the receiving device's
   // thread: calibration measured 10 to 18 us on a 2-core VM.
   LinkSpec same_process{10e-6, 20e9};
-  LinkSpec same_host{10e-6, 5e9};      // another process on the host (shared memory, CUDA IPC)
-  LinkSpec other_host{50e-6, 1.25e9};  // the network
+  // Another process on the host (shared memory, CUDA IPC).
+  LinkSpec same_host{10e-6, 5e9, true};
+  LinkSpec other_host{50e-6, 1.25e9, true};  // the network
 };
 
 class DeviceSet {

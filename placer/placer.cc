@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <numeric>
+#include <tuple>
 
 namespace dflow {
 namespace {
@@ -34,13 +36,33 @@ Simulation Simulate(const Graph& g, const CostModel& costs, const std::vector<in
                     const std::vector<int>& device_of, bool want_memory) {
   const int n = g.num_nodes();
   std::vector<double> finish(n, 0), device_free(costs.num_devices(), 0);
+  // Links that queue: when each (from, to) pair is next free. A tensor crosses to a device once
+  // (one Send/Recv pair per tensor and device, as the partitioner makes them): its arrival.
+  std::vector<double> link_free(costs.num_devices() * costs.num_devices(), 0);
+  std::map<std::tuple<int, int, int>, double> arrival;  // (node, output, device) -> seconds
   Simulation sim;
   for (int v : order) {
     int d = device_of[v];
     double ready = 0;
     for (const auto& e : g.node(v).inputs()) {
+      const int from = device_of[e.node];
       double bytes = costs.OutputBytes(e.node, e.index);
-      ready = std::max(ready, finish[e.node] + costs.Transfer(bytes, device_of[e.node], d));
+      if (!costs.Queues(from, d)) {
+        ready = std::max(ready, finish[e.node] + costs.Transfer(bytes, from, d));
+        continue;
+      }
+      auto [it, first] = arrival.try_emplace({e.node, e.index, d}, 0);
+      if (first) {
+        // Transfers go in the order their readers are scheduled, each once the link is free.
+        double& free = link_free[from * costs.num_devices() + d];
+        const double begin = std::max(finish[e.node], free);
+        const double occupancy = costs.Occupancy(bytes, from, d);
+        free = begin + occupancy;
+        it->second = begin + costs.Transfer(bytes, from, d);
+        // The receiving process's CPU copies the bytes in, taking that time from its device.
+        device_free[d] = std::max(device_free[d], begin) + occupancy;
+      }
+      ready = std::max(ready, it->second);
     }
     for (int c : g.node(v).control_inputs()) {
       ready = std::max(ready, finish[c] + costs.Transfer(0, device_of[c], d));

@@ -4,8 +4,10 @@
 //
 // Feeds are NumPy .npy files (int64 values are converted for an int32 placeholder when they fit);
 // a fetch with a file is written there, one without is printed (dtype, shape, values; long ones
-// elided). With --steps N the run repeats N times with a
-// progress line and per-step time statistics. --trace writes a Chrome trace / Perfetto timeline
+// elided). With --steps N the run repeats N times with a progress line and per-step time
+// statistics beside the step time the placer predicted. --save-costs writes each node's measured
+// time, for --cost-file on the next run (the placer then plans with this machine's figures,
+// contention between devices included). --trace writes a Chrome trace / Perfetto timeline
 // of every step (runtime/step_trace.h). Exit codes: 0 success, 1 an error while loading
 // or running, 2 a usage error. Errors go to stderr as one line "error: <Code>: <message>".
 #include <unistd.h>
@@ -104,7 +106,7 @@ double Percentile(std::vector<double> v, double p) {
 
 int main(int argc, char** argv) {
   CLI::App app("Runs a dflow graph file (.dfg, or its JSON form)");
-  std::string graph_path, cost_file, restore, save, trace_path;
+  std::string graph_path, cost_file, save_costs, restore, save, trace_path;
   tools::PlacementFlags placement;
   std::vector<std::string> feed_args, fetch_args, targets;
   int steps = 1;
@@ -123,6 +125,10 @@ int main(int argc, char** argv) {
                   "up to the highest CPU a node of the graph requests (a graph pinned to cpu:3 "
                   "gets cpu:0 .. cpu:3), or one CPU when none is requested");
   app.add_option("--cost-file", cost_file, "Measured per-node seconds (JSON) for the placer");
+  app.add_option("--save-costs", save_costs,
+                 "Time every node in the steps after the first and write the means to this JSON "
+                 "file: a --cost-file for the next run, so the placer plans with what this "
+                 "machine measured");
   app.add_option("--steps", steps, "Run the step N times and print time statistics")
       ->check(CLI::PositiveNumber);
   app.add_option("--restore", restore, "Restore variables from this checkpoint first");
@@ -250,6 +256,8 @@ int main(int argc, char** argv) {
     auto start = std::chrono::steady_clock::now();
     Session::RunOptions run_options;
     if (!trace_path.empty()) run_options.trace = &traces.emplace_back();
+    // The first step compiles and plans memory: not a node time worth keeping.
+    run_options.profile = !save_costs.empty() && (step > 1 || steps == 1);
     auto result = (*session)->Run(feeds, fetch_names, targets, run_options);
     if (!result.ok()) {
       if (Status s = write_trace(); !s.ok()) return Fail(s, kRunError);
@@ -269,8 +277,14 @@ int main(int argc, char** argv) {
   }
   if (steps > 1) {
     if (tty) std::fprintf(stderr, "\n");
-    std::printf("%d steps: median %.3f ms, p90 %.3f ms, min %.3f ms\n", steps,
-                Percentile(step_ms, 0.5), Percentile(step_ms, 0.9), Percentile(step_ms, 0.0));
+    std::printf("%d steps: median %.3f ms, p90 %.3f ms, min %.3f ms (placer predicted %.3f ms)\n",
+                steps, Percentile(step_ms, 0.5), Percentile(step_ms, 0.9), Percentile(step_ms, 0.0),
+                (*session)->placement().predicted_step_s * 1e3);
+  }
+  if (!save_costs.empty()) {
+    if (Status s = (*session)->MeasuredNodeCosts().Save(save_costs); !s.ok()) {
+      return Fail(s.WithPrefix("--save-costs: "), kRunError);
+    }
   }
   for (size_t i = 0; i < fetches_to.size(); ++i) {
     const auto& [name, file] = fetches_to[i];

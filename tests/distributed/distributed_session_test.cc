@@ -168,6 +168,30 @@ TEST(DistributedSessionTest, MlpTrainsAcrossTwoWorkerProcessesAsInOne) {
   }
   EXPECT_EQ(arrows, static_cast<size_t>(recvs));
 
+  // A profiled step: every compute node of the step has a time, whichever worker ran it, and
+  // a placer loading them takes them as the nodes' costs.
+  EXPECT_TRUE((*dist)->MeasuredNodeCosts().seconds.empty());
+  ASSERT_TRUE(
+      (*dist)->Run(MlpBatch(10), {model.loss.name()}, {model.step.name()}, {.profile = true}).ok());
+  ASSERT_TRUE((*local)->Run(MlpBatch(10), {}, {local_model.step.name()}).ok());
+  MeasuredCosts measured = (*dist)->MeasuredNodeCosts();
+  ASSERT_EQ(measured.seconds.size(), 1u);
+  const auto& cpu = measured.seconds["CPU"];
+  size_t traced_compute = 0;
+  for (const DeviceTrace& d : trace.devices) {
+    for (const TracedNode& n : d.nodes) {
+      if (n.op == "_Send" || n.op == "_Recv") {
+        EXPECT_FALSE(cpu.count(n.name)) << n.name;
+        continue;
+      }
+      ++traced_compute;
+      ASSERT_TRUE(cpu.count(n.name)) << n.name;
+      EXPECT_GT(cpu.at(n.name), 0) << n.name;
+      EXPECT_LT(cpu.at(n.name), 1) << n.name;
+    }
+  }
+  EXPECT_EQ(cpu.size(), traced_compute);
+
   // The trained weights, read back from both workers.
   for (size_t i = 0; i < model.weights.size(); ++i) {
     auto d = (*dist)->Run({}, {model.weights[i].name()});

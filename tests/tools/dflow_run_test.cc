@@ -14,6 +14,7 @@
 #include "ops/math_ops.h"
 #include "ops/state_ops.h"
 #include "ops/unary_ops.h"
+#include "placer/cost_model.h"
 #include "runtime/session.h"
 #include "serialization/file_util.h"
 #include "serialization/graph_file.h"
@@ -83,6 +84,25 @@ TEST(DflowRunTest, FetchedNpyEqualsTheCppApi) {
   EXPECT_NE(p.output.find(fmt::format("{}", expected->at(0).data<float>()[0])), std::string::npos)
       << p.output;
   EXPECT_NE(p.output.find("3 steps: median"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("(placer predicted "), std::string::npos) << p.output;
+
+  // --save-costs: each node's measured seconds, which the next run's placer loads.
+  const std::string costs = Temp("costs.json");
+  Ran c = RunTool(saved.path + " --restore " + Temp("w.dfckpt") + " --feed x=" + Temp("x.npy") +
+                  " --fetch y --steps 3 --devices cpu:0,cpu:1 --save-costs " + costs);
+  ASSERT_EQ(c.code, 0) << c.output;
+  auto measured = MeasuredCosts::Load(costs);
+  ASSERT_TRUE(measured.ok()) << measured.status().ToString();
+  ASSERT_TRUE(measured->seconds.count("CPU")) << c.output;
+  const auto& cpu = measured->seconds.at("CPU");
+  ASSERT_TRUE(cpu.count("y")) << c.output;  // the fetched node ran in every step
+  for (const auto& [node, seconds] : cpu) {
+    EXPECT_GT(seconds, 0) << node;
+    EXPECT_LT(seconds, 1) << node;
+  }
+  Ran d = RunTool(saved.path + " --restore " + Temp("w.dfckpt") + " --feed x=" + Temp("x.npy") +
+                  " --fetch y --devices cpu:0,cpu:1 --cost-file " + costs);
+  EXPECT_EQ(d.code, 0) << d.output;
 }
 
 // --trace: a track per device, every node's slice in every step, and an arrow per Send/Recv.
