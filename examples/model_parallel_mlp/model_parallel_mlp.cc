@@ -134,10 +134,9 @@ int main(int argc, char** argv) {
       auto spec = distributed::ClusterSpec::Load(cluster_file);
       if (!spec.ok()) return Fail(spec.status());
       cluster.cluster = *spec;
-      std::ifstream in(token_file);
-      if (!in || !std::getline(in, cluster.token) || cluster.token.empty()) {
-        return Fail(InvalidArgument("--token-file '{}': cannot read a token", token_file));
-      }
+      auto token = distributed::ReadTokenFile(token_file);
+      if (!token.ok()) return Fail(token.status().WithPrefix("--token-file: "));
+      cluster.token = *token;
     }
     make = [&](const Scope& scope, const SessionOptions& o) -> Result<std::unique_ptr<Session>> {
       ASSIGN_OR_RETURN(auto s, distributed::DistributedSession::Create(scope.graph(), o, cluster));

@@ -96,10 +96,14 @@ TEST(DflowRunTest, FetchedNpyEqualsTheCppApi) {
   ASSERT_TRUE(measured->seconds.count("CPU")) << c.output;
   const auto& cpu = measured->seconds.at("CPU");
   ASSERT_TRUE(cpu.count("y")) << c.output;  // the fetched node ran in every step
+  double total = 0;
   for (const auto& [node, seconds] : cpu) {
-    EXPECT_GT(seconds, 0) << node;
+    // A node too cheap to time (a Const) may read 0.
+    EXPECT_GE(seconds, 0) << node;
     EXPECT_LT(seconds, 1) << node;
+    total += seconds;
   }
+  EXPECT_GT(total, 0);
   Ran d = RunTool(saved.path + " --restore " + Temp("w.dfckpt") + " --feed x=" + Temp("x.npy") +
                   " --fetch y --devices cpu:0,cpu:1 --cost-file " + costs);
   EXPECT_EQ(d.code, 0) << d.output;
