@@ -16,7 +16,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 
 #include "examples/common/example_util.h"
 #include "ops/array_ops.h"
@@ -120,10 +119,13 @@ int main(int argc, char** argv) {
       if (!token.ok()) return Fail(token.status());
       std::string self = argv[0];
       std::string worker = self.substr(0, self.rfind('/') + 1) + "dflow-worker";
+      std::vector<std::string> worker_args = {
+          "--token-file",   *token,
+          "--threads",      "1",
+          "--memory-limit", std::to_string(static_cast<int64_t>(2 * memory_mib)) + "MiB"};
+      if (fixed_costs) worker_args.push_back("--fixed-costs");  // they register the defaults
       for (int i = 0; i < local_workers; ++i) {
-        auto w = distributed::LocalWorker::Start(
-            worker, {"--token-file", *token, "--threads", "1", "--memory-limit",
-                     std::to_string(static_cast<int64_t>(2 * memory_mib)) + "MiB"});
+        auto w = distributed::LocalWorker::Start(worker, worker_args);
         if (!w.ok()) return Fail(w.status());
         cluster.cluster.jobs["worker"].push_back((*w)->address());
         std::printf("started dflow-worker %d at %s\n", i, (*w)->address().c_str());
