@@ -206,11 +206,7 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
 
 MeasuredCosts DistributedSession::MeasuredNodeCosts() const {
   MutexLock lock(mu_);
-  MeasuredCosts out;
-  for (const auto& [type, nodes] : profile_) {
-    for (const auto& [name, entry] : nodes) out.seconds[type][name] = entry.first / entry.second;
-  }
-  return out;
+  return profile_.Means();
 }
 
 int64_t DistributedSession::FirstStepId() {
@@ -453,12 +449,10 @@ Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
     MutexLock lock(mu_);
     for (const DeviceTrace& d : trace->devices) {
       auto name = DeviceName::Parse(d.device);
-      auto& nodes = profile_[name.ok() && name->type ? *name->type : std::string("CPU")];
+      if (!name.ok() || !name->type) continue;  // a worker's nonsense: no time to keep
       for (const TracedNode& n : d.nodes) {
-        if (n.op == "_Send" || n.op == "_Recv") continue;  // transfers: the cost model's links
-        auto& [total, runs] = nodes[n.name];
-        total += static_cast<double>(n.span.end_ns - n.span.start_ns) * 1e-9;
-        ++runs;
+        profile_.Add(*name->type, n.name, n.op,
+                     static_cast<double>(n.span.end_ns - n.span.start_ns) * 1e-9);
       }
     }
   }

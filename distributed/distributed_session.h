@@ -106,9 +106,7 @@ class DistributedSession final : public Session {
   static int64_t FirstStepId();
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<const Signature>> signatures_ DFLOW_GUARDED_BY(mu_);
-  // Profiled runs: device type -> node -> (total seconds, runs).
-  std::map<std::string, std::map<std::string, std::pair<double, int>>> profile_
-      DFLOW_GUARDED_BY(mu_);
+  CostProfile profile_ DFLOW_GUARDED_BY(mu_);  // of profiled runs, by device type
 };
 
 }  // namespace dflow::distributed

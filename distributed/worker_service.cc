@@ -148,10 +148,10 @@ Status WorkerService::EnsureDevices() {
   }
   o.device_memory_bytes = options_.memory_limit_bytes;
   o.threads.num_threads = options_.threads;
-  o.calibrate_devices = options_.calibrate;
+  // Calibrated below: a local session measures only when it has several devices to choose
+  // from, but a worker's devices are always among several, so it measures even one.
+  o.calibrate_devices = false;
   ASSIGN_OR_RETURN(SessionDevices made, CreateSessionDevices(o));
-  // A local session calibrates only when it has several devices to choose from; a worker's
-  // devices are always among several, so it measures even one.
   std::optional<CpuCalibration> calibration;
   if (options_.calibrate) {
     ASSIGN_OR_RETURN(ThreadBudget::Split split, o.threads.Resolve());
@@ -169,9 +169,9 @@ Status WorkerService::EnsureDevices() {
                     {"launch_overhead_s", s.launch_overhead_s},
                     {"incarnation", std::to_string(s.incarnation)}});
   }
-  LinkSpec link = made.set.size() > 1 ? made.set.Link(0, 1)
-                  : calibration       ? calibration->same_process
-                                      : LinkSpec{};
+  LinkSpec link = calibration           ? calibration->same_process
+                  : made.set.size() > 1 ? made.set.Link(0, 1)
+                                        : LinkSpec{};
   nlohmann::json meta = {{"devices", list},
                          {"same_process_latency_s", link.latency_s},
                          {"same_process_bandwidth", link.bandwidth}};

@@ -46,6 +46,22 @@ Result<MeasuredCosts> MeasuredCosts::Load(const std::string& path) {
   return costs;
 }
 
+void CostProfile::Add(const std::string& device, const std::string& node, const std::string& op,
+                      double seconds) {
+  if (op == "_Send" || op == "_Recv") return;
+  auto& [total, runs] = totals_[device][node];
+  total += seconds;
+  ++runs;
+}
+
+MeasuredCosts CostProfile::Means() const {
+  MeasuredCosts out;
+  for (const auto& [device, nodes] : totals_) {
+    for (const auto& [node, entry] : nodes) out.seconds[device][node] = entry.first / entry.second;
+  }
+  return out;
+}
+
 Status MeasuredCosts::Save(const std::string& path) const {
   nlohmann::json j = {{"version", 1}, {"devices", nlohmann::json::object()}};
   for (const auto& [device, nodes] : seconds) {

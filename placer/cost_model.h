@@ -19,6 +19,8 @@
 
 #include <map>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "graph/graph.h"
@@ -34,6 +36,18 @@ struct MeasuredCosts {
   // The JSON form: {"version": 1, "devices": {"CPU": {"node": 1.5e-5, ...}, ...}}.
   static Result<MeasuredCosts> Load(const std::string& path);
   Status Save(const std::string& path) const;
+};
+
+// The node times of profiled runs, summed per device key and node, averaged by Means(). Sends
+// and Recvs are left out: their time is a transfer, which the cost model takes from links.
+class CostProfile {
+ public:
+  void Add(const std::string& device, const std::string& node, const std::string& op,
+           double seconds);
+  MeasuredCosts Means() const;
+
+ private:
+  std::map<std::string, std::unordered_map<std::string, std::pair<double, int>>> totals_;
 };
 
 struct CostOptions {

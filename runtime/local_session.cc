@@ -248,23 +248,14 @@ Result<std::vector<Tensor>> LocalSession::Run(const Feeds& feeds,
 
 void LocalSession::AddProfile(const std::string& type, const Graph& graph,
                               const std::vector<double>& seconds) {
-  auto& nodes = profile_[type];
   for (int v = 0; v < graph.num_nodes(); ++v) {
-    const std::string& op = graph.node(v).op();
-    if (op == "_Send" || op == "_Recv") continue;  // transfers: the cost model's links
-    auto& [total, runs] = nodes[graph.node(v).name()];
-    total += seconds[v];
-    ++runs;
+    profile_.Add(type, graph.node(v).name(), graph.node(v).op(), seconds[v]);
   }
 }
 
 MeasuredCosts LocalSession::MeasuredNodeCosts() const {
   MutexLock lock(mu_);
-  MeasuredCosts out;
-  for (const auto& [type, nodes] : profile_) {
-    for (const auto& [name, entry] : nodes) out.seconds[type][name] = entry.first / entry.second;
-  }
-  return out;
+  return profile_.Means();
 }
 
 VariableStore::Variable* LocalSession::FindVariable(int node, bool create) {

@@ -90,8 +90,7 @@ class LocalSession final : public Session {
   std::unordered_map<std::string, std::shared_ptr<Compiled>> compiled_ DFLOW_GUARDED_BY(mu_);
   StepStats last_step_ DFLOW_GUARDED_BY(mu_);
   // Profiled runs: device type -> node -> (seconds, runs).
-  std::map<std::string, std::unordered_map<std::string, std::pair<double, int>>> profile_
-      DFLOW_GUARDED_BY(mu_);
+  CostProfile profile_ DFLOW_GUARDED_BY(mu_);
 };
 
 }  // namespace dflow
