@@ -3,12 +3,15 @@
 //                          (half the round trip), through UcxTransport's rendezvous, each
 //                          side answering from its Recv's callback;
 //   BM_SendRecvBandwidth   4 MiB tensors streamed to a peer process (8 in flight), each acked;
+//                          both with argument 0: over TCP (loopback), 1: over shared memory
+//                          (UcxTransportOptions::shared_memory; UCX picks its lanes);
 //   BM_DistributedStepOverhead  a step of one tiny node on each of two dflow-workers, from the
 //                          master and back;
 //   BM_ModelParallelStep2Proc   the wide MLP's training step (placer_bench's) over two
 //                          dflow-workers of one core each, against two in-process devices.
 //
-// The peer of the first two is this program again: `distributed_bench --peer ADDRESS MODE`.
+// The peer of the first two is this program again:
+// `distributed_bench --peer ADDRESS lat|bw tcp|shm`.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -44,12 +47,16 @@ constexpr int64_t kBigElements = (4 << 20) / 4;
 
 std::string g_self;  // this program, for the peer
 
-RendezvousKey Key(const char* from, const char* to, const std::string& tensor) {
+// Keys of message i belong to step i / kPerStep + 1, as a real step's keys do: a step's
+// bookkeeping stays small (one step for the whole run would grow its maps without bound).
+constexpr int64_t kPerStep = 500;
+
+RendezvousKey Key(const char* from, const char* to, const std::string& tensor, int64_t i) {
   RendezvousKey k;
   k.src_device = std::string(from) + "/device:CPU:0";
   k.dst_device = std::string(to) + "/device:CPU:0";
   k.tensor = tensor;
-  k.step_id = 1;
+  k.step_id = i / kPerStep + 1;
   return k;
 }
 
@@ -64,10 +71,11 @@ RecvArgs Expect(int64_t elements) {
 
 // The peer: answers every "ping:i" with "pong:i" (latency) or every "data:i" with "ack:i"
 // (bandwidth), keeping receives posted ahead, until killed.
-int RunPeer(const std::string& address, const std::string& mode) {
+int RunPeer(const std::string& address, const std::string& mode, const std::string& medium) {
   transport::UcxTransportOptions o;
   o.task = kPeerTask;
   o.token = kToken;
+  o.shared_memory = medium == "shm";
   auto t = transport::UcxTransport::Create(o);
   if (!t.ok() || !(*t)->Connect(address).ok()) return 1;
   auto r = (*t)->Create(1);
@@ -78,13 +86,14 @@ int RunPeer(const std::string& address, const std::string& mode) {
   Tensor reply(DType::kF32, Shape{2});
   std::function<void(int64_t)> post = [&](int64_t i) {
     std::string in = fmt::format("{}:{}", lat ? "ping" : "data", i);
-    rv->RecvAsync(
-        Key(kBenchTask, kPeerTask, in), Expect(elements), [&, i](const Status& s, const Tensor&) {
-          if (!s.ok()) std::_Exit(0);
-          (void)rv->Send(Key(kPeerTask, kBenchTask, fmt::format("{}:{}", lat ? "pong" : "ack", i)),
-                         {"reply"}, reply);
-          post(i + (lat ? 1 : kWindow));
-        });
+    rv->RecvAsync(Key(kBenchTask, kPeerTask, in, i), Expect(elements),
+                  [&, i](const Status& s, const Tensor&) {
+                    if (!s.ok()) std::_Exit(0);
+                    (void)rv->Send(Key(kPeerTask, kBenchTask,
+                                       fmt::format("{}:{}", lat ? "pong" : "ack", i), i),
+                                   {"reply"}, reply);
+                    post(i + (lat ? 1 : kWindow));
+                  });
   };
   for (int64_t i = 0; i < (lat ? 1 : kWindow); ++i) post(i);
   std::this_thread::sleep_for(std::chrono::hours(1));
@@ -97,16 +106,18 @@ struct PeerLink {
   std::unique_ptr<Rendezvous> rendezvous;
   pid_t pid = -1;
 
-  explicit PeerLink(const std::string& mode) {
+  PeerLink(const std::string& mode, bool shared_memory) {
     transport::UcxTransportOptions o;
     o.task = kBenchTask;
     o.token = kToken;
+    o.shared_memory = shared_memory;
     o.listen_address = "127.0.0.1:0";
     transport = std::move(transport::UcxTransport::Create(o)).value();
     std::string address = transport->listen_address();
     pid = fork();
     if (pid == 0) {
-      execl(g_self.c_str(), g_self.c_str(), "--peer", address.c_str(), mode.c_str(), nullptr);
+      execl(g_self.c_str(), g_self.c_str(), "--peer", address.c_str(), mode.c_str(),
+            shared_memory ? "shm" : "tcp", nullptr);
       std::_Exit(127);
     }
     for (int i = 0; i < 2000 && transport->peers().empty(); ++i) {
@@ -148,8 +159,8 @@ class Waiter {
 // peer answers: the time from a Send to its Recv's callback in the other process, without this
 // program's thread hand-offs (ucx_perftest also answers on its polling thread).
 void BM_SendRecvLatency(benchmark::State& state) {
-  constexpr int kRoundTrips = 500;
-  PeerLink link("lat");
+  constexpr int kRoundTrips = kPerStep;
+  PeerLink link("lat", state.range(0) == 1);
   if (link.transport->peers().empty()) {
     state.SkipWithError("the peer did not connect");
     return;
@@ -162,7 +173,7 @@ void BM_SendRecvLatency(benchmark::State& state) {
     auto finished = w.Callback();
     const int64_t end = i + kRoundTrips;
     std::function<void(int64_t)> trip = [&](int64_t k) {
-      rv->RecvAsync(Key(kPeerTask, kBenchTask, fmt::format("pong:{}", k)), Expect(2),
+      rv->RecvAsync(Key(kPeerTask, kBenchTask, fmt::format("pong:{}", k), k), Expect(2),
                     [&, k](const Status& s, const Tensor& t) {
                       if (!s.ok() || k + 1 == end) {
                         finished(s, t);
@@ -170,7 +181,7 @@ void BM_SendRecvLatency(benchmark::State& state) {
                         trip(k + 1);
                       }
                     });
-      Status s = rv->Send(Key(kBenchTask, kPeerTask, fmt::format("ping:{}", k)), {"ping"}, ping);
+      Status s = rv->Send(Key(kBenchTask, kPeerTask, fmt::format("ping:{}", k), k), {"ping"}, ping);
       if (!s.ok()) finished(s, Tensor());
     };
     trip(i);
@@ -185,7 +196,7 @@ void BM_SendRecvLatency(benchmark::State& state) {
 }
 
 void BM_SendRecvBandwidth(benchmark::State& state) {
-  PeerLink link("bw");
+  PeerLink link("bw", state.range(0) == 1);
   if (link.transport->peers().empty()) {
     state.SkipWithError("the peer did not connect");
     return;
@@ -200,11 +211,11 @@ void BM_SendRecvBandwidth(benchmark::State& state) {
   for (auto _ : state) {
     Waiter w;
     for (int k = 0; k < kWindow; ++k) {
-      link.rendezvous->RecvAsync(Key(kPeerTask, kBenchTask, fmt::format("ack:{}", i + k)),
+      link.rendezvous->RecvAsync(Key(kPeerTask, kBenchTask, fmt::format("ack:{}", i + k), i + k),
                                  Expect(2), w.Callback());
     }
     for (int k = 0; k < kWindow; ++k) {
-      (void)link.rendezvous->Send(Key(kBenchTask, kPeerTask, fmt::format("data:{}", i + k)),
+      (void)link.rendezvous->Send(Key(kBenchTask, kPeerTask, fmt::format("data:{}", i + k), i + k),
                                   {"data"}, data[k]);
     }
     if (!w.WaitFor(kWindow)) {
@@ -340,8 +351,18 @@ void BM_ModelParallelStep2Proc(benchmark::State& state) {
   RunSteps(state, **session, m);
 }
 
-BENCHMARK(BM_SendRecvLatency)->Unit(benchmark::kMicrosecond)->MinTime(1.0)->UseRealTime();
-BENCHMARK(BM_SendRecvBandwidth)->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime();
+BENCHMARK(BM_SendRecvLatency)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(1.0)
+    ->UseRealTime();
+BENCHMARK(BM_SendRecvBandwidth)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1.0)
+    ->UseRealTime();
 BENCHMARK(BM_DistributedStepOverhead)->Unit(benchmark::kMicrosecond)->MinTime(1.0)->UseRealTime();
 BENCHMARK(BM_ModelParallelStep2Proc)
     ->Arg(0)
@@ -359,7 +380,9 @@ int main(int argc, char** argv) {
   char path[4096];
   ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
   if (n > 0) dflow::g_self.assign(path, static_cast<size_t>(n));
-  if (argc == 4 && std::strcmp(argv[1], "--peer") == 0) return dflow::RunPeer(argv[2], argv[3]);
+  if (argc == 5 && std::strcmp(argv[1], "--peer") == 0) {
+    return dflow::RunPeer(argv[2], argv[3], argv[4]);
+  }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -37,26 +37,31 @@ if [ -x "$build/bin/distributed_bench" ]; then
     || rm -f "$out/distributed_bench.json"
 fi
 
-# ucx_perftest peer (ucx-utils): active messages over TCP with error handling (-e), as
-# UcxTransport's endpoints use them; medians of the latency, overall bandwidth.
+# ucx_perftest peer (ucx-utils): active messages with peer error handling (-e), as
+# UcxTransport's endpoints use them, over TCP (UCX_TLS=tcp) and over shared memory
+# (UCX_MM_ERROR_HANDLING=y, as UcxTransport sets it); three runs of each, the client's last line.
 if ! command -v ucx_perftest >/dev/null; then
   echo "bench: installing the UCX peer (ucx-utils)..." >&2
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
     ucx-utils >/dev/null 2>&1 || true
 fi
-perftest() {  # TEST SIZE ITERS -> the client's last line
+perftest() {  # ENV TEST SIZE ITERS -> the client's last line
   local port=$((20000 + RANDOM % 20000))
-  UCX_TLS=tcp timeout 60 ucx_perftest -p "$port" -e >/dev/null 2>&1 &
+  env $1 timeout 60 ucx_perftest -p "$port" -e >/dev/null 2>&1 &
   local server=$!
   sleep 0.5
-  UCX_TLS=tcp timeout 60 ucx_perftest 127.0.0.1 -p "$port" -e -t "$1" -s "$2" -n "$3" -w 100 -f \
+  env $1 timeout 60 ucx_perftest 127.0.0.1 -p "$port" -e -t "$2" -s "$3" -n "$4" -w 100 -f \
     2>/dev/null | tail -1
   wait "$server" 2>/dev/null || true
 }
 if command -v ucx_perftest >/dev/null; then
-  perftest ucp_am_lat 8 20000 > "$out/perf_lat.txt" || true
-  perftest ucp_am_bw 4194304 500 > "$out/perf_bw.txt" || true
+  for run in 1 2 3; do
+    perftest UCX_TLS=tcp ucp_am_lat 8 20000 >> "$out/perf_lat_tcp.txt" || true
+    perftest UCX_TLS=tcp ucp_am_bw 4194304 500 >> "$out/perf_bw_tcp.txt" || true
+    perftest UCX_MM_ERROR_HANDLING=y ucp_am_lat 8 20000 >> "$out/perf_lat_shm.txt" || true
+    perftest UCX_MM_ERROR_HANDLING=y ucp_am_bw 4194304 500 >> "$out/perf_bw_shm.txt" || true
+  done
 fi
 
 # PyTorch peer: Debian's package, for Debian's interpreter.
@@ -151,29 +156,32 @@ dpath = os.path.join(out, "distributed_bench.json")
 if os.path.exists(dpath):
     dist = {r["run_name"]: r for r in json.load(open(dpath))["benchmarks"]
             if r.get("aggregate_name") == "median"}
-    def perf(name, column):
+    def perf(name, column):  # the median over the runs' lines of one column
         path = os.path.join(out, name)
-        fields = open(path).read().split() if os.path.exists(path) else []
-        return float(fields[column]) if len(fields) > column else None
-    lat = dist.get("BM_SendRecvLatency/min_time:1.000/real_time")
-    if lat:
-        ours = lat["real_time"] / (2 * lat["round_trips"])  # us, half of each round trip
-        peer = perf("perf_lat.txt", 1)  # median one-way, us
-        line = f"bench sendrecv_8b_tcp: one_way={ours:.2f}us"
-        line += (f" ucx_perftest_am_lat={peer:.2f}us ratio={ours / peer:.2f} target=1.3"
-                 if peer else " ucx_perftest=not-found")
-        print(line)
-    bw = dist.get("BM_SendRecvBandwidth/min_time:1.000/real_time")
-    if bw:
-        ours = bw["bytes_per_second"] / 1e9
-        peer = perf("perf_bw.txt", 5)  # overall MB/s (2^20)
-        line = f"bench sendrecv_4mib_tcp: bandwidth={ours:.2f}GB/s"
-        if peer:
-            peer = peer * 2**20 / 1e9
-            line += f" ucx_perftest_am_bw={peer:.2f}GB/s ratio={ours / peer:.2f} target=0.9"
-        else:
-            line += " ucx_perftest=not-found"
-        print(line)
+        lines = open(path).read().splitlines() if os.path.exists(path) else []
+        values = sorted(float(l.split()[column]) for l in lines if len(l.split()) > column)
+        return values[len(values) // 2] if values else None
+    for arg, medium in [(0, "tcp"), (1, "shm")]:
+        lat = dist.get(f"BM_SendRecvLatency/{arg}/min_time:1.000/real_time")
+        if lat:
+            ours = lat["real_time"] / (2 * lat["round_trips"])  # us, mean of the round trips
+            # perftest's overall latency: its run's time over its iterations, a mean like ours.
+            peer = perf(f"perf_lat_{medium}.txt", 3)
+            line = f"bench sendrecv_8b_{medium}: one_way={ours:.2f}us"
+            line += (f" ucx_perftest_am_lat={peer:.2f}us ratio={ours / peer:.2f} target=1.3"
+                     if peer else " ucx_perftest=not-found")
+            print(line)
+        bw = dist.get(f"BM_SendRecvBandwidth/{arg}/min_time:1.000/real_time")
+        if bw:
+            ours = bw["bytes_per_second"] / 1e9
+            peer = perf(f"perf_bw_{medium}.txt", 5)  # overall MB/s (2^20)
+            line = f"bench sendrecv_4mib_{medium}: bandwidth={ours:.2f}GB/s"
+            if peer:
+                peer = peer * 2**20 / 1e9
+                line += f" ucx_perftest_am_bw={peer:.2f}GB/s ratio={ours / peer:.2f} target=0.9"
+            else:
+                line += " ucx_perftest=not-found"
+            print(line)
     step = dist.get("BM_DistributedStepOverhead/min_time:1.000/real_time")
     if step:
         us = step["real_time"]

@@ -78,7 +78,10 @@ class UcxTransport::Impl {
     std::string bytes;  // a request's or response's payload
     int64_t step = 0;
     uint64_t call_id = 0;  // of a request
-    std::string what;      // for messages: "KEY of Send 'n'"
+    std::string what;      // for messages other than tensors
+    // "KEY of Send 'n'" for a tensor (read back from its header: only failures need it), or
+    // `what`.
+    std::string What() const;
   };
 
   // One tensor on its way into a Recv's buffer through UCX's rendezvous protocol.
@@ -121,6 +124,8 @@ class UcxTransport::Impl {
     return task_;
   }
   std::vector<std::string> peers() const;
+  // TaskOfDevice, remembered for the devices seen (every Send and arriving tensor asks).
+  Result<std::string> TaskOf(std::string_view device) DFLOW_EXCLUDES(task_cache_mu_);
   TransportStats stats() const {
     MutexLock lock(mu_);
     return stats_;
@@ -248,9 +253,17 @@ class UcxTransport::Impl {
   std::atomic<bool> stop_{false};
   std::vector<std::function<void()>> deferred_;       // progress thread only
   std::chrono::steady_clock::time_point next_check_;  // progress thread: of CheckPeers
-  // Progress thread: the thread polls until then before it sleeps (a while after real work).
-  std::chrono::steady_clock::time_point poll_until_;
+  // Progress thread: when it last had work (it polls a while after, then sleeps).
+  std::chrono::steady_clock::time_point last_work_;
   uint64_t pulling_bytes_ = 0;  // progress thread: of tensors and payloads being pulled
+
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  Mutex task_cache_mu_;
+  std::unordered_map<std::string, std::string, StringHash, std::equal_to<>> task_cache_
+      DFLOW_GUARDED_BY(task_cache_mu_);
 
   Mutex queue_mu_;
   std::vector<std::function<void()>> queue_ DFLOW_GUARDED_BY(queue_mu_);

@@ -19,6 +19,13 @@ using namespace internal;
 
 // --- sending ----------------------------------------------------------------------------------
 
+std::string UcxTransport::Impl::SendOp::What() const {
+  if (type != MessageType::kTensor) return what;
+  auto h = DecodeTensorHeader(header);
+  if (!h.ok()) return "a tensor";
+  return fmt::format("{} of Send '{}'", h->key.ToString(), h->send_node);
+}
+
 void UcxTransport::Impl::SendControl(Peer* peer, MessageType type, std::string header) {
   auto* op = new SendOp;
   op->impl = this;
@@ -81,7 +88,7 @@ void UcxTransport::Impl::FinishSend(SendOp* op, ucs_status_t status) {
         task = op->peer->task;
       }
       AbortStep(op->step,
-                Unavailable("sending {} to task {} failed: {}", op->what, task,
+                Unavailable("sending {} to task {} failed: {}", op->What(), task,
                             ucs_status_string(status)),
                 true);
     }
@@ -90,7 +97,7 @@ void UcxTransport::Impl::FinishSend(SendOp* op, ucs_status_t status) {
 
 Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
                                 const Tensor& tensor) {
-  ASSIGN_OR_RETURN(std::string dst_task, TaskOfDevice(key.dst_device));
+  ASSIGN_OR_RETURN(std::string dst_task, TaskOf(key.dst_device));
   if (dst_task == task()) {
     // Both ends in this process: hand the tensor over.
     Rendezvous::DoneCallback done;
@@ -158,7 +165,6 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
       return refused;
     }
   }
-  op->what = fmt::format("{} of Send '{}'", key.ToString(), args.node);
   Post([this, op] { StartSend(op); });
   return Status::OK();
 }
@@ -210,7 +216,7 @@ ucs_status_t UcxTransport::Impl::ReceiveTensor(std::string_view header, void* da
     return Drop(fmt::format("a tensor message from task {} for {}: {} bytes came for {}", from_task,
                             h.key.ToString(), length, h.bytes));
   }
-  auto dst_task = TaskOfDevice(h.key.dst_device);
+  auto dst_task = TaskOf(h.key.dst_device);
   if (!dst_task.ok() || *dst_task != task()) {
     return Drop(fmt::format("a tensor from task {} for {}, not a device of this task", from_task,
                             h.key.ToString()));

@@ -8,6 +8,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "graph/device_name.h"
@@ -99,8 +100,11 @@ using namespace internal;
 
 namespace {
 
-// How long the progress thread keeps polling after its last work before it sleeps on the fd.
+// How long the progress thread keeps polling after its last work before it sleeps on the fd,
+// and for how much of that it polls without yielding its core (a reply within this window is
+// seen within a poll; a yield is a system call that can cost microseconds).
 constexpr auto kSpin = std::chrono::microseconds(500);
+constexpr auto kHotSpin = std::chrono::microseconds(50);
 // The longest the progress thread sleeps without looking at its queue (a missed wake-up costs
 // at most this).
 }  // namespace
@@ -111,6 +115,17 @@ Status UcxTransport::Impl::Start() {
   ucp_config_t* config = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
   if (s != UCS_OK) return UcxError("reading the UCX configuration", s);
+  // Shared memory between processes of this host: UCX 1.13's sysv/posix transports serve
+  // endpoints in peer error mode only when told to (without it such endpoints fall back to TCP
+  // over loopback). A peer that dies behind them is caught by the heartbeats. The user's own
+  // UCX_MM_ERROR_HANDLING wins.
+  if (options_.shared_memory && std::getenv("UCX_MM_ERROR_HANDLING") == nullptr) {
+    s = ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
+    if (s != UCS_OK) {
+      ucp_config_release(config);
+      return UcxError("enabling shared memory (UCX_MM_ERROR_HANDLING)", s);
+    }
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
@@ -297,7 +312,7 @@ void UcxTransport::Impl::Loop() {
     ExpireCalls();
     if (std::chrono::steady_clock::now() >= next_check_) CheckPeers();
     bool busy = RunPosted();
-    if (busy) poll_until_ = std::chrono::steady_clock::now() + kSpin;
+    if (busy) last_work_ = std::chrono::steady_clock::now();
     // What callbacks deferred (often a reply to send) runs before the next poll.
     while (ucp_worker_progress(worker_) != 0) {
       busy = true;
@@ -310,9 +325,11 @@ void UcxTransport::Impl::Loop() {
     if (busy || stop_.load()) continue;
     // Idle: poll a little after real work (a reply often comes within microseconds), then
     // sleep on the fd.
-    while (!busy && std::chrono::steady_clock::now() < poll_until_) {
+    for (auto now = std::chrono::steady_clock::now(); !busy && now < last_work_ + kSpin;
+         now = std::chrono::steady_clock::now()) {
       busy = ucp_worker_progress(worker_) != 0 || posted_.load(std::memory_order_acquire);
-      if (!busy) sched_yield();  // a thread of this process or another may need the core
+      // Past the hot window a thread of this process or another may need the core more.
+      if (!busy && now > last_work_ + kHotSpin) sched_yield();
     }
     if (busy) continue;
     ucs_status_t s = ucp_worker_arm(worker_);
@@ -446,6 +463,20 @@ Result<std::string> UcxTransport::Impl::Connect(const std::string& address,
   return peer->task;
 }
 
+Result<std::string> UcxTransport::Impl::TaskOf(std::string_view device) {
+  {
+    MutexLock lock(task_cache_mu_);
+    auto it = task_cache_.find(device);
+    if (it != task_cache_.end()) return it->second;
+  }
+  ASSIGN_OR_RETURN(std::string task, TaskOfDevice(device));
+  MutexLock lock(task_cache_mu_);
+  // Names come from the network too: the cache stays bounded whatever arrives.
+  if (task_cache_.size() >= 1024) task_cache_.clear();
+  task_cache_.emplace(device, task);
+  return task;
+}
+
 std::vector<std::string> UcxTransport::Impl::peers() const {
   MutexLock lock(mu_);
   std::vector<std::string> out;
@@ -457,7 +488,7 @@ std::vector<std::string> UcxTransport::Impl::peers() const {
 UcxTransport::Impl::Peer* UcxTransport::Impl::PeerOf(const ucp_am_recv_param_t* param,
                                                      bool activity) {
   const auto now = std::chrono::steady_clock::now();
-  if (activity) poll_until_ = now + kSpin;
+  if (activity) last_work_ = now;
   if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) || param->reply_ep == nullptr) {
     return nullptr;
   }

@@ -54,6 +54,10 @@ struct UcxTransportOptions {
   // timeout. While a large tensor is being received (which delays what follows it on the same
   // connection) the limit grows by its bytes at 50 MB/s.
   std::chrono::milliseconds peer_timeout{1'500};
+  // Reach peers on this host through shared memory (UCX's sysv/posix transports) rather than
+  // TCP over loopback; UCX picks per peer. The environment's UCX_MM_ERROR_HANDLING, when set,
+  // decides instead (=n keeps such peers on TCP, as between two hosts).
+  bool shared_memory = true;
   // Told one line for each event a person should see: a refused or lost peer, a message
   // dropped as malformed. Called from the progress thread; null: stderr.
   std::function<void(std::string_view)> log;

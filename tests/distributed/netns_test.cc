@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <thread>
 
@@ -54,6 +55,9 @@ class NetnsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "network namespace tests need root (CI runs as root)";
+    // Two hosts share no memory, but namespaces of one machine do: keep UCX off shared memory
+    // (here and in the workers, which inherit the environment) so every byte crosses the veths.
+    setenv("UCX_MM_ERROR_HANDLING", "n", 1);
     const std::string p = std::to_string(getpid());
     s_ = "dfl" + p + "s";
     a_ = "dfl" + p + "a";
