@@ -269,8 +269,21 @@ TEST_F(NetnsTest, OverASlowLinkThePlacerKeepsChattyPartsOnOneHost) {
   for (int c = 0; c < 2; ++c) {
     EXPECT_NEAR((*out)[c].data<float>()[0], e * 2048 * 2048, 2048 * 2048 * 1e-5) << c;
   }
-  std::printf("chains over two hosts: step %.1f ms measured, %.1f ms predicted\n", took * 1e3,
-              placement.predicted_step_s * 1e3);
+  // Later steps, without the first one's compiling; each still feeds 16 MiB to each host from
+  // the master, and the prediction models the workers' devices and links, not the master's
+  // feeds (over B's 1 Gbit/s link those alone take about 134 ms).
+  std::vector<double> later;
+  for (int s = 0; s < 3; ++s) {
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE((*dist)->Run({{"x0", x}, {"x1", x}}, fetches).ok());
+    later.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(later.begin(), later.end());
+  std::printf(
+      "chains over two hosts: first step %.1f ms, later steps %.1f ms (median of 3) measured, "
+      "%.1f ms predicted; the master's 16 MiB feed to B over 1 Gbit/s (%.1f ms) is not in the "
+      "prediction\n",
+      took * 1e3, later[1] * 1e3, placement.predicted_step_s * 1e3, 16.0 * (1 << 20) / 125e6 * 1e3);
 }
 
 // A long step across both hosts; B's link goes down in the middle: the master's Run fails
