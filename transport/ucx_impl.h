@@ -255,7 +255,8 @@ class UcxTransport::Impl {
   std::chrono::steady_clock::time_point next_check_;  // progress thread: of CheckPeers
   // Progress thread: when it last had work (it polls a while after, then sleeps).
   std::chrono::steady_clock::time_point last_work_;
-  uint64_t pulling_bytes_ = 0;  // progress thread: of tensors and payloads being pulled
+  std::chrono::microseconds hot_spin_{0};  // polling without yielding after work (Start sets)
+  uint64_t pulling_bytes_ = 0;             // progress thread: of tensors and payloads being pulled
 
   struct StringHash {
     using is_transparent = void;

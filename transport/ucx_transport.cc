@@ -100,11 +100,16 @@ using namespace internal;
 
 namespace {
 
-// How long the progress thread keeps polling after its last work before it sleeps on the fd,
-// and for how much of that it polls without yielding its core (a reply within this window is
-// seen within a poll; a yield is a system call that can cost microseconds).
+// How long the progress thread keeps polling after its last work before it sleeps on the fd.
 constexpr auto kSpin = std::chrono::microseconds(500);
-constexpr auto kHotSpin = std::chrono::microseconds(50);
+// On a host with cores to spare, for how much of that it polls without yielding its core: a
+// reply within this window is seen a poll later, where a yield per poll cost 3.5 us of one-way
+// latency here. With few cores (this 2-core machine) the processes' other threads need the
+// core more: polling 50 us without yielding doubled the master-to-two-workers step overhead.
+std::chrono::microseconds HotSpin() {
+  return std::thread::hardware_concurrency() >= 8 ? std::chrono::microseconds(50)
+                                                  : std::chrono::microseconds(0);
+}
 // The longest the progress thread sleeps without looking at its queue (a missed wake-up costs
 // at most this).
 }  // namespace
@@ -112,6 +117,7 @@ constexpr auto kHotSpin = std::chrono::microseconds(50);
 // --- start and stop ---------------------------------------------------------------------------
 
 Status UcxTransport::Impl::Start() {
+  hot_spin_ = HotSpin();
   ucp_config_t* config = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
   if (s != UCS_OK) return UcxError("reading the UCX configuration", s);
@@ -329,7 +335,7 @@ void UcxTransport::Impl::Loop() {
          now = std::chrono::steady_clock::now()) {
       busy = ucp_worker_progress(worker_) != 0 || posted_.load(std::memory_order_acquire);
       // Past the hot window a thread of this process or another may need the core more.
-      if (!busy && now > last_work_ + kHotSpin) sched_yield();
+      if (!busy && now > last_work_ + hot_spin_) sched_yield();
     }
     if (busy) continue;
     ucs_status_t s = ucp_worker_arm(worker_);
