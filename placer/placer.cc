@@ -181,6 +181,7 @@ class Chooser {
   }
 
   static constexpr size_t kMaxPairGroups = 48;
+  static constexpr size_t kMaxRepairGroups = 256;
 
   // Tries every assignment of groups to candidates when there are at most `budget` of them;
   // leaves device_of at the best that fits. False when there are more.
@@ -262,6 +263,50 @@ class Chooser {
       }
       if (!improved) break;
     }
+  }
+
+  // Bytes over device memory, summed over devices (variables plus peak activations).
+  double Overflow(const std::vector<int>& device_of) const {
+    std::vector<double> need = PeakNeeds(device_of);
+    double over = 0;
+    for (int d = 0; d < devices_.size(); ++d) {
+      over += std::max(0.0, need[d] - static_cast<double>(devices_.device(d).memory_bytes));
+    }
+    return over;
+  }
+
+  // From a placement that does not fit, moves one group at a time, each time the move that
+  // leaves the least overflow (the faster one among equals), until it fits; true when it does.
+  // The local search only takes moves that keep a placement fitting, so without this a start
+  // that overflows (the list schedule fills devices by variables alone) stays overflowing.
+  bool Repair(std::vector<int>& device_of) const {
+    // Each round simulates every move: bounded for the graphs the local search takes.
+    if (c_.groups.size() > kMaxRepairGroups) return false;
+    double over = Overflow(device_of);
+    for (size_t round = 0; over > 0 && round < std::min<size_t>(c_.groups.size(), 64); ++round) {
+      double best_over = over, best_time = std::numeric_limits<double>::infinity();
+      size_t best_k = 0;
+      int best_d = -1;
+      for (size_t k = 0; k < c_.groups.size(); ++k) {
+        const int from = device_of[c_.groups[k].members.front()];
+        for (int d : c_.groups[k].candidates) {
+          if (d == from) continue;
+          for (int v : c_.groups[k].members) device_of[v] = d;
+          double o = Overflow(device_of);
+          if (o < best_over || (o == best_over && best_d >= 0 && Predict(device_of) < best_time)) {
+            best_over = o;
+            best_time = Predict(device_of);
+            best_k = k;
+            best_d = d;
+          }
+          for (int v : c_.groups[k].members) device_of[v] = from;
+        }
+      }
+      if (best_d < 0) break;
+      for (int v : c_.groups[best_k].members) device_of[v] = best_d;
+      over = best_over;
+    }
+    return over <= 0 && FitsPeak(device_of);
   }
 
   // Every group on device d where it may go (else its first candidate).
@@ -443,8 +488,13 @@ Result<PlacementReport> Place(const Graph& graph, const DeviceSet& devices,
       tried.push_back(r.device_of);
     } else if (refine) {
       // Local search from the list schedule and from each single-device placement that fits.
+      std::vector<int> list_schedule = r.device_of;
       chooser.LocalSearch(r.device_of);
       tried.push_back(r.device_of);
+      if (!chooser.FitsPeak(r.device_of) && chooser.Repair(list_schedule)) {
+        chooser.LocalSearch(list_schedule);
+        tried.push_back(std::move(list_schedule));
+      }
       for (int d = 0; d < devices.size(); ++d) {
         std::vector<int> start = chooser.AllOn(d);
         if (!chooser.FitsMemory(start)) continue;
