@@ -293,11 +293,15 @@ class Chooser {
           if (d == from) continue;
           for (int v : c_.groups[k].members) device_of[v] = d;
           double o = Overflow(device_of);
-          if (o < best_over || (o == best_over && best_d >= 0 && Predict(device_of) < best_time)) {
-            best_over = o;
-            best_time = Predict(device_of);
-            best_k = k;
-            best_d = d;
+          if (o < best_over || (o == best_over && best_d >= 0)) {
+            // Among moves that leave as little overflow, the faster; each predicted once.
+            double t = Predict(device_of);
+            if (o < best_over || t < best_time) {
+              best_over = o;
+              best_time = t;
+              best_k = k;
+              best_d = d;
+            }
           }
           for (int v : c_.groups[k].members) device_of[v] = from;
         }

@@ -110,8 +110,6 @@ std::chrono::microseconds HotSpin() {
   return std::thread::hardware_concurrency() >= 8 ? std::chrono::microseconds(50)
                                                   : std::chrono::microseconds(0);
 }
-// The longest the progress thread sleeps without looking at its queue (a missed wake-up costs
-// at most this).
 }  // namespace
 
 // --- start and stop ---------------------------------------------------------------------------
