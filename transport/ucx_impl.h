@@ -8,6 +8,7 @@
 
 #include <sys/socket.h>
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -53,7 +54,23 @@ class UcxTransport::Impl {
  public:
   struct Peer {
     Impl* impl = nullptr;
-    ucp_ep_h ep = nullptr;  // progress thread only
+    ucp_ep_h ep = nullptr;  // progress thread only: what messages to it go out on
+    // Progress thread only. A peer of this host is reached through a second endpoint, made by
+    // its worker address (`same_host_address`, from the handshake): once `same_host`, the
+    // first one, by socket address, is `first_ep` until it is retired (closed).
+    bool same_host = false;
+    ucp_ep_h first_ep = nullptr;
+    std::string same_host_address;
+    // Guarded by impl->mu_: the endpoints UCX made here for the peer's own same-host endpoint
+    // (what arrives through it names them as its reply endpoint).
+    std::vector<ucp_ep_h> incoming;
+    // A same-host peer's process (from its SameHost message), watched for its end: a pidfd, or
+    // -1. Progress thread only.
+    int pid = 0;
+    int pidfd = -1;
+    ~Peer() {
+      if (pidfd >= 0) close(pidfd);
+    }
     std::string address;
     bool outgoing = false;
     enum class State { kConnecting, kReady, kFailed, kClosed };
@@ -184,6 +201,7 @@ class UcxTransport::Impl {
   void FinishRecv(RecvOp* op, ucs_status_t status);
   void ReleaseDesc(void* desc) { ucp_am_data_release(worker_, desc); }
   void CloseEndpoint(Peer* peer);
+  void CloseUcpEndpoint(ucp_ep_h ep);  // forced; progress thread
   // `reason`, when given, replaces UCX's words for `status`.
   void PeerFailed(Peer* peer, ucs_status_t status, std::string_view reason = {});
   // The peer a message came from (null when unknown), which is thereby heard from; `activity`:
@@ -205,6 +223,16 @@ class UcxTransport::Impl {
                                    size_t length, const ucp_am_recv_param_t* param);
   static ucs_status_t OnTensor(void* arg, const void* header, size_t header_length, void* data,
                                size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t OnSameHost(void* arg, const void* header, size_t header_length, void* data,
+                                 size_t length, const ucp_am_recv_param_t* param);
+  // Opens the second endpoint to a peer of this host and switches its messages to it.
+  void OpenSameHost(Peer* peer);
+  // Closes the first endpoint of a same-host peer (the other side closes its own).
+  void RetireFirstEndpoint(Peer* peer);
+  // Takes every endpoint of `peer` out of peer_of_ep_.
+  void ForgetEndpoints(Peer* peer) DFLOW_REQUIRES(mu_);
+  static ucs_status_t OnGoodbye(void* arg, const void* header, size_t header_length, void* data,
+                                size_t length, const ucp_am_recv_param_t* param);
   static ucs_status_t OnHeartbeat(void* arg, const void* header, size_t header_length, void* data,
                                   size_t length, const ucp_am_recv_param_t* param);
   // Sends heartbeats and fails the peers silent for longer than the peer timeout (progress
@@ -244,6 +272,9 @@ class UcxTransport::Impl {
   std::string task_ DFLOW_GUARDED_BY(mu_);  // options_.task, or the name a master assigned
   uint64_t incarnation_ = ProcessIncarnation();
   std::string bound_address_;
+  // Offered in handshakes when shared memory is on (see Hello in wire.h): empty otherwise.
+  std::string host_;
+  std::string worker_address_;
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;  // the progress thread's, once it runs

@@ -69,6 +69,7 @@ struct TransportStats {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   uint64_t messages_dropped = 0;  // malformed, from an unknown endpoint, or for a finished step
+  uint64_t same_host_peers = 0;   // peers this process reached by worker address (shared memory)
 };
 
 class UcxTransport final : public RendezvousFactory {

@@ -136,6 +136,10 @@ Result<std::string> Encode(const Hello& m) {
   w.U64(m.incarnation);
   RETURN_IF_ERROR(w.Str(m.token, kMaxTokenBytes, "the cluster token"));
   RETURN_IF_ERROR(w.Str(m.assign, kMaxTextBytes, "the assigned task name"));
+  if (m.version >= 2) {
+    RETURN_IF_ERROR(w.Str(m.host, kMaxTextBytes, "the host"));
+    RETURN_IF_ERROR(w.Str(m.address, kMaxAddressBytes, "the worker address"));
+  }
   return std::move(w).Finish("Hello");
 }
 
@@ -145,7 +149,20 @@ Result<std::string> Encode(const HelloReply& m) {
   RETURN_IF_ERROR(w.Str(m.task, kMaxTextBytes, "the task name"));
   w.U64(m.incarnation);
   RETURN_IF_ERROR(w.Str(m.reason, kMaxTextBytes, "the reason"));
+  if (m.version >= 2) {
+    RETURN_IF_ERROR(w.Str(m.host, kMaxTextBytes, "the host"));
+    RETURN_IF_ERROR(w.Str(m.address, kMaxAddressBytes, "the worker address"));
+  }
   return std::move(w).Finish("HelloReply");
+}
+
+Result<std::string> Encode(const SameHost& m) {
+  Writer w;
+  RETURN_IF_ERROR(w.Str(m.task, kMaxTextBytes, "the task name"));
+  w.U64(m.incarnation);
+  RETURN_IF_ERROR(w.Str(m.token, kMaxTokenBytes, "the cluster token"));
+  w.U64(m.pid);
+  return std::move(w).Finish("SameHost");
 }
 
 Result<std::string> Encode(const TensorHeader& m) {
@@ -193,6 +210,11 @@ std::string EncodeHeartbeat() {
   return std::move(w).Finish("Heartbeat").value();  // nothing that can be over a limit
 }
 
+std::string EncodeGoodbye() {
+  Writer w;
+  return std::move(w).Finish("Goodbye").value();
+}
+
 Result<Hello> DecodeHello(std::string_view bytes) {
   Reader r(bytes, "Hello");
   Hello m;
@@ -201,6 +223,10 @@ Result<Hello> DecodeHello(std::string_view bytes) {
   ASSIGN_OR_RETURN(m.incarnation, r.U64("incarnation"));
   ASSIGN_OR_RETURN(m.token, r.Str(kMaxTokenBytes, "token"));
   ASSIGN_OR_RETURN(m.assign, r.Str(kMaxTextBytes, "assigned task"));
+  if (m.version >= 2) {
+    ASSIGN_OR_RETURN(m.host, r.Str(kMaxTextBytes, "host"));
+    ASSIGN_OR_RETURN(m.address, r.Str(kMaxAddressBytes, "worker address"));
+  }
   RETURN_IF_ERROR(r.Done());
   return m;
 }
@@ -215,6 +241,23 @@ Result<HelloReply> DecodeHelloReply(std::string_view bytes) {
   ASSIGN_OR_RETURN(m.task, r.Str(kMaxTextBytes, "task name"));
   ASSIGN_OR_RETURN(m.incarnation, r.U64("incarnation"));
   ASSIGN_OR_RETURN(m.reason, r.Str(kMaxTextBytes, "reason"));
+  if (m.version >= 2) {
+    ASSIGN_OR_RETURN(m.host, r.Str(kMaxTextBytes, "host"));
+    ASSIGN_OR_RETURN(m.address, r.Str(kMaxAddressBytes, "worker address"));
+  }
+  RETURN_IF_ERROR(r.Done());
+  return m;
+}
+
+Result<SameHost> DecodeSameHost(std::string_view bytes) {
+  Reader r(bytes, "SameHost");
+  ASSIGN_OR_RETURN(uint16_t version, r.Start());
+  RETURN_IF_ERROR(r.CheckVersion(version));
+  SameHost m;
+  ASSIGN_OR_RETURN(m.task, r.Str(kMaxTextBytes, "task name"));
+  ASSIGN_OR_RETURN(m.incarnation, r.U64("incarnation"));
+  ASSIGN_OR_RETURN(m.token, r.Str(kMaxTokenBytes, "token"));
+  ASSIGN_OR_RETURN(m.pid, r.U64("pid"));
   RETURN_IF_ERROR(r.Done());
   return m;
 }
@@ -312,6 +355,13 @@ Result<CallResponse> DecodeCallResponse(std::string_view bytes) {
 
 Status DecodeHeartbeat(std::string_view bytes) {
   Reader r(bytes, "Heartbeat");
+  ASSIGN_OR_RETURN(uint16_t version, r.Start());
+  RETURN_IF_ERROR(r.CheckVersion(version));
+  return r.Done();
+}
+
+Status DecodeGoodbye(std::string_view bytes) {
+  Reader r(bytes, "Goodbye");
   ASSIGN_OR_RETURN(uint16_t version, r.Start());
   RETURN_IF_ERROR(r.CheckVersion(version));
   return r.Done();

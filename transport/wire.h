@@ -7,13 +7,17 @@
 // Binary form (all integers little-endian; "str" is a u16 length and that many bytes):
 //   every header  u32 magic "DFLW"  u16 protocol version  (then the fields of its type)
 //   Hello         str task  u64 incarnation  str token  str assign (the name the listener takes)
+//                 str host  str address (from version 2)
 //   HelloReply    u8 accepted  str task  u64 incarnation  str reason
+//                 str host  str address (from version 2)
+//   SameHost      str task  u64 incarnation  str token  u64 pid
 //   Tensor        u32 key length + RendezvousKey bytes (framework/rendezvous_key.h)
 //                 str send node  u8 dtype  u8 rank  i64 dims[rank]  u64 payload bytes
 //   AbortStep     i64 step  u8 status code  str message
 //   CallRequest   u64 call id  u16 method                       (payload: the request's bytes)
 //   CallResponse  u64 call id  u8 status code  str message      (payload: the result's bytes)
 //   Heartbeat     (nothing more)
+//   Goodbye       (nothing more)
 #pragma once
 
 #include <cstdint>
@@ -28,11 +32,12 @@
 namespace dflow::transport {
 
 inline constexpr uint32_t kWireMagic = 0x574c4644;  // "DFLW"
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;
 // No header is larger (UCX over TCP carries headers up to about 8 KiB).
 inline constexpr size_t kMaxHeaderBytes = 6144;
 inline constexpr size_t kMaxTokenBytes = 1024;
-inline constexpr size_t kMaxTextBytes = 2048;  // task names, node names, reasons, messages
+inline constexpr size_t kMaxTextBytes = 2048;     // task names, node names, reasons, messages
+inline constexpr size_t kMaxAddressBytes = 1024;  // a UCX worker address offered to a peer
 
 // The active message ids.
 enum class MessageType : uint16_t {
@@ -43,8 +48,10 @@ enum class MessageType : uint16_t {
   kCallRequest = 5,   // a request to the receiving process's call handler
   kCallResponse = 6,  // its answer
   kHeartbeat = 7,     // "still here": sent to every peer a few times per peer timeout
+  kSameHost = 8,      // first message on the second, same-host endpoint to a peer
+  kGoodbye = 9,       // the sender closes its endpoints (shared memory tells no one)
 };
-inline constexpr uint16_t kMaxMessageType = 7;
+inline constexpr uint16_t kMaxMessageType = 9;
 // The largest payload of a request or response (a partition's graph file travels in one).
 inline constexpr uint64_t kMaxCallBytes = uint64_t{1} << 30;
 
@@ -55,6 +62,13 @@ struct Hello {
   std::string token;
   // Non-empty: the task name the listening process takes (a master naming its workers).
   std::string assign;
+  // Offered when this process reaches peers of its host through shared memory: what names the
+  // host (boot, network and IPC namespaces) and this process's UCX worker address. A peer of
+  // the same host answers with its own, and each then opens a second endpoint by the other's
+  // worker address (UCX then carries large tensors over shared memory, not TCP; see
+  // ucx_transport.cc). Empty: not offered.
+  std::string host;
+  std::string address;
 };
 
 struct HelloReply {
@@ -63,6 +77,16 @@ struct HelloReply {
   std::string task;
   uint64_t incarnation = 0;
   std::string reason;  // why refused
+  std::string host;    // offered back (see Hello): only to a peer of the same host
+  std::string address;
+};
+
+// Sent first on the second endpoint (by worker address) so the receiver knows whose it is.
+struct SameHost {
+  std::string task;
+  uint64_t incarnation = 0;
+  std::string token;
+  uint64_t pid = 0;  // the sender's process, which the receiver watches
 };
 
 struct TensorHeader {
@@ -92,21 +116,25 @@ struct CallResponse {
 // larger than kMaxHeaderBytes.
 Result<std::string> Encode(const Hello& m);
 Result<std::string> Encode(const HelloReply& m);
+Result<std::string> Encode(const SameHost& m);
 Result<std::string> Encode(const TensorHeader& m);
 Result<std::string> Encode(const AbortStep& m);
 Result<std::string> Encode(const CallRequest& m);
 Result<std::string> Encode(const CallResponse& m);
 std::string EncodeHeartbeat();
+std::string EncodeGoodbye();
 
 // Decoders check the magic, the fields and that nothing trails. Hello and HelloReply decode
 // any protocol version (so a peer of another version gets a clear refusal); the others only
 // kProtocolVersion.
 Result<Hello> DecodeHello(std::string_view bytes);
 Result<HelloReply> DecodeHelloReply(std::string_view bytes);
+Result<SameHost> DecodeSameHost(std::string_view bytes);
 Result<TensorHeader> DecodeTensorHeader(std::string_view bytes);
 Result<AbortStep> DecodeAbortStep(std::string_view bytes);
 Result<CallRequest> DecodeCallRequest(std::string_view bytes);
 Result<CallResponse> DecodeCallResponse(std::string_view bytes);
 Status DecodeHeartbeat(std::string_view bytes);
+Status DecodeGoodbye(std::string_view bytes);
 
 }  // namespace dflow::transport

@@ -406,6 +406,22 @@ TEST(WorkerBadInputTest, MalformedMessagesAreDroppedNamingTheReasonAndTheWorkerK
   EXPECT_NE(worker.LogHaving("nobody waits for").find("a response to request 77 nobody waits for"),
             std::string::npos);
 
+  // A second endpoint announced with garbage, the wrong token or a task not connected here.
+  const auto kSameHost = static_cast<uint16_t>(wire::MessageType::kSameHost);
+  ASSERT_TRUE(peer->Send(kSameHost, "\x01\x02"));
+  EXPECT_NE(worker.LogHaving("malformed SameHost").find("dropped a malformed SameHost message"),
+            std::string::npos);
+  ASSERT_TRUE(peer->Send(
+      kSameHost, wire::Encode(wire::SameHost{"/job:master/task:7", 1, "not the token"}).value()));
+  EXPECT_NE(worker.LogHaving("with a wrong token")
+                .find("SameHost message from task /job:master/task:7 with a wrong token"),
+            std::string::npos);
+  ASSERT_TRUE(
+      peer->Send(kSameHost, wire::Encode(wire::SameHost{"/job:master/task:9", 1, kToken}).value()));
+  EXPECT_NE(worker.LogHaving("no connection here")
+                .find("from task /job:master/task:9, which has no connection here"),
+            std::string::npos);
+
   // A tensor header whose size lies: it says 2 floats and 4 MiB come.
   std::vector<char> big(4 << 20);
   ASSERT_TRUE(peer->Send(kTensor, good_tensor, big.data(), big.size()));

@@ -125,7 +125,8 @@ Status WriteSeeds(const std::filesystem::path& dir) {
   tensor.shape = Shape{2, 3};
   tensor.bytes = 24;
   std::vector<Result<std::string>> messages = {
-      Encode(Hello{kProtocolVersion, "/job:master/task:0", 1, "token", "/job:worker/task:1"}),
+      Encode(Hello{kProtocolVersion, "/job:master/task:0", 1, "token", "/job:worker/task:1",
+                   "boot net:[1] ipc:[2]", std::string("\x00\x01worker", 8)}),
       Encode(HelloReply{kProtocolVersion, false, "/job:worker/task:1", 2, "wrong token"}),
       Encode(tensor),
       Encode(AbortStep{4, Unavailable("lost task 1")}),
@@ -136,6 +137,8 @@ Status WriteSeeds(const std::filesystem::path& dir) {
   frame.meta = {{"signature", "s1"}, {"feeds", {"x:0"}}, {"send_recv_pairs", 2}};
   frame.blobs = {"graph bytes", ""};
   messages.push_back(distributed::EncodeFrame(frame));
+  messages.push_back(Encode(SameHost{"/job:worker/task:1", 2, "token"}));
+  messages.push_back(EncodeGoodbye());
   for (size_t i = 0; i < messages.size(); ++i) {
     if (!messages[i].ok()) return messages[i].status();
     RETURN_IF_ERROR(Write(dir / "wire" / ("message" + std::to_string(i)),

@@ -163,6 +163,51 @@ TEST(UcxTransportTest, LargeTensorsArriveExactlyInTheRecvsAllocator) {
   EXPECT_EQ(st.messages_dropped, 0u);
 }
 
+// Two transports of this host reach each other through a second endpoint (by worker address,
+// over shared memory) in both directions, unless shared memory is off; tensors arrive exactly
+// either way, small and large, each way.
+TEST(UcxTransportTest, PeersOfThisHostGetASecondEndpointUnlessSharedMemoryIsOff) {
+  if (const char* env = std::getenv("UCX_MM_ERROR_HANDLING")) {
+    GTEST_SKIP() << "UCX_MM_ERROR_HANDLING=" << env << " decides for the options here";
+  }
+  for (bool shared_memory : {true, false}) {
+    std::unique_ptr<UcxTransport> t[2];
+    for (int i = 0; i < 2; ++i) {
+      UcxTransportOptions o;
+      o.task = fmt::format("/job:localhost/task:{}", i);
+      o.token = kToken;
+      if (i == 0) o.listen_address = "127.0.0.1:0";
+      o.shared_memory = shared_memory;
+      o.log = [](std::string_view) {};
+      t[i] = UcxTransport::Create(std::move(o)).value();
+    }
+    ASSERT_TRUE(t[1]->Connect(t[0]->listen_address()).ok());
+    int64_t step = 0;
+    for (int64_t n : {3, 1 << 20}) {
+      for (int to : {0, 1}) {
+        ++step;
+        auto s = t[1 - to]->Create(step).value();
+        auto r = t[to]->Create(step).value();
+        Tensor x(DType::kF32, Shape{n});
+        for (int64_t i = 0; i < n; ++i) x.data<float>()[i] = static_cast<float>(i % 101 + to);
+        RendezvousKey key = KeyTo("x:0", step, to);
+        key.src_device = fmt::format("/job:localhost/task:{}/device:CPU:0", 1 - to);
+        RecvResult got;
+        r->RecvAsync(key, Expect(DType::kF32, Shape{n}, nullptr), got.Callback());
+        ASSERT_TRUE(s->Send(key, {"send_x"}, x).ok());
+        ASSERT_TRUE(got.Wait());
+        ASSERT_TRUE(got.status().ok()) << got.status().ToString();
+        EXPECT_EQ(std::memcmp(got.tensor().raw_data(), x.raw_data(), x.num_bytes()), 0)
+            << n << " elements to task " << to << ", shared_memory=" << shared_memory;
+      }
+    }
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(t[i]->stats().same_host_peers, shared_memory ? 1u : 0u) << "task " << i;
+      EXPECT_EQ(t[i]->stats().messages_dropped, 0u) << "task " << i;
+    }
+  }
+}
+
 TEST(UcxTransportTest, AWrongTokenIsRefusedOnBothSides) {
   std::vector<std::string> server_log;
   auto server = MakeTransport("/job:worker/task:0", true, &server_log);

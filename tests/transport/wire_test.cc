@@ -70,6 +70,36 @@ TEST(WireTest, EveryMessageRoundTrips) {
   Hello named{kProtocolVersion, "/job:master/task:0", 1, "t", "/job:worker/task:2"};
   EXPECT_EQ(DecodeHello(Encode(named).value())->assign, "/job:worker/task:2");
 
+  // The same-host offer, its answer and the message on the second endpoint.
+  const std::string address("\x00\x01\xffworker", 9);
+  Hello offer{kProtocolVersion, "/job:master/task:0", 1, "t", "", "boot net ipc pid", address};
+  auto o = DecodeHello(Encode(offer).value());
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->host, "boot net ipc pid");
+  EXPECT_EQ(o->address, address);
+  HelloReply back{kProtocolVersion, true, "/job:worker/task:0", 5, "", "boot net ipc pid", address};
+  auto b = DecodeHelloReply(Encode(back).value());
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->address, address);
+  offer.address = std::string(kMaxAddressBytes + 1, 'a');
+  EXPECT_EQ(Encode(offer).status().code(), StatusCode::kInvalidArgument);
+  auto same = DecodeSameHost(Encode(SameHost{"/job:worker/task:3", 7, "tok", 4242}).value());
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_EQ(same->task, "/job:worker/task:3");
+  EXPECT_EQ(same->incarnation, 7u);
+  EXPECT_EQ(same->token, "tok");
+  EXPECT_EQ(same->pid, 4242u);
+  EXPECT_TRUE(DecodeGoodbye(EncodeGoodbye()).ok());
+  EXPECT_FALSE(DecodeGoodbye(EncodeGoodbye() + "x").ok());
+  EXPECT_FALSE(DecodeGoodbye(EncodeHeartbeat().substr(0, 5)).ok());
+
+  // A version 1 Hello (no offer) still decodes, so its sender is refused for its version.
+  Hello old{1, "/job:master/task:0", 1, "t", "", "ignored", "ignored"};
+  auto v1 = DecodeHello(Encode(old).value());
+  ASSERT_TRUE(v1.ok()) << v1.status().ToString();
+  EXPECT_EQ(v1->version, 1);
+  EXPECT_TRUE(v1->host.empty());
+
   auto req = DecodeCallRequest(Encode(CallRequest{1234567890123, 9}).value());
   ASSERT_TRUE(req.ok()) << req.status().ToString();
   EXPECT_EQ(req->call_id, 1234567890123u);
