@@ -57,20 +57,13 @@ class UcxTransport::Impl {
     ucp_ep_h ep = nullptr;  // progress thread only: what messages to it go out on
     // Progress thread only. A peer of this host is reached through a second endpoint, made by
     // its worker address (`same_host_address`, from the handshake): once `same_host`, the
-    // first one, by socket address, is `first_ep` until it is retired (closed).
+    // first one, by socket address, is `first_ep`, open beside it (see OpenSameHost).
     bool same_host = false;
     ucp_ep_h first_ep = nullptr;
     std::string same_host_address;
     // Guarded by impl->mu_: the endpoints UCX made here for the peer's own same-host endpoint
     // (what arrives through it names them as its reply endpoint).
     std::vector<ucp_ep_h> incoming;
-    // A same-host peer's process (from its SameHost message), watched for its end: a pidfd, or
-    // -1. Progress thread only.
-    int pid = 0;
-    int pidfd = -1;
-    ~Peer() {
-      if (pidfd >= 0) close(pidfd);
-    }
     std::string address;
     bool outgoing = false;
     enum class State { kConnecting, kReady, kFailed, kClosed };
@@ -227,12 +220,8 @@ class UcxTransport::Impl {
                                  size_t length, const ucp_am_recv_param_t* param);
   // Opens the second endpoint to a peer of this host and switches its messages to it.
   void OpenSameHost(Peer* peer);
-  // Closes the first endpoint of a same-host peer (the other side closes its own).
-  void RetireFirstEndpoint(Peer* peer);
   // Takes every endpoint of `peer` out of peer_of_ep_.
   void ForgetEndpoints(Peer* peer) DFLOW_REQUIRES(mu_);
-  static ucs_status_t OnGoodbye(void* arg, const void* header, size_t header_length, void* data,
-                                size_t length, const ucp_am_recv_param_t* param);
   static ucs_status_t OnHeartbeat(void* arg, const void* header, size_t header_length, void* data,
                                   size_t length, const ucp_am_recv_param_t* param);
   // Sends heartbeats and fails the peers silent for longer than the peer timeout (progress

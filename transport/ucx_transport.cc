@@ -7,7 +7,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <strings.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -115,15 +114,14 @@ std::chrono::microseconds HotSpin() {
                                                   : std::chrono::microseconds(0);
 }
 
-// What two processes share exactly when they can share memory and see each other's process: the
-// boot, and the network, IPC and process namespaces (namespaces stand in for hosts in the
-// tests). Empty when unknown.
+// What two processes share exactly when they can share memory: the boot, and the network and
+// IPC namespaces (namespaces stand in for hosts in the tests). Empty when unknown.
 std::string HostIdentity() {
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
   if (boot.empty()) return "";
   std::string out = boot;
-  for (const char* ns : {"/proc/self/ns/net", "/proc/self/ns/ipc", "/proc/self/ns/pid"}) {
+  for (const char* ns : {"/proc/self/ns/net", "/proc/self/ns/ipc"}) {
     char link[128];
     ssize_t n = readlink(ns, link, sizeof(link));
     if (n <= 0) return "";
@@ -202,7 +200,7 @@ Status UcxTransport::Impl::Start() {
         Handler{MessageType::kCallRequest, &OnRequest},
         Handler{MessageType::kCallResponse, &OnResponse},
         Handler{MessageType::kHeartbeat, &OnHeartbeat},
-        Handler{MessageType::kSameHost, &OnSameHost}, Handler{MessageType::kGoodbye, &OnGoodbye}}) {
+        Handler{MessageType::kSameHost, &OnSameHost}}) {
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                     UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
@@ -284,8 +282,6 @@ void UcxTransport::Impl::ShutdownOnThread() {
       p->state = Peer::State::kClosed;
     }
   }
-  // A peer behind shared memory would not see the endpoints go (TCP's would): tell each.
-  for (Peer* p : peers) SendControl(p, MessageType::kGoodbye, EncodeGoodbye());
   {
     MutexLock lock(mu_);
     peer_of_task_.clear();
@@ -576,38 +572,19 @@ ucs_status_t UcxTransport::Impl::OnHeartbeat(void* arg, const void* header, size
   return UCS_OK;
 }
 
-ucs_status_t UcxTransport::Impl::OnGoodbye(void* arg, const void* header, size_t header_length,
-                                           void*, size_t, const ucp_am_recv_param_t* param) {
-  auto* self = static_cast<Impl*>(arg);
-  Peer* peer = self->PeerOf(param);
-  if (peer == nullptr) return UCS_OK;  // already closed here
-  Status s = DecodeGoodbye({static_cast<const char*>(header), header_length});
-  if (!s.ok()) return self->Drop(s.message());
-  self->PeerFailed(peer, UCS_ERR_CONNECTION_RESET, "it closed the connection");
-  return UCS_OK;
-}
-
 void UcxTransport::Impl::CheckPeers() {
   const auto now = std::chrono::steady_clock::now();
   const auto timeout = options_.peer_timeout;
   next_check_ = now + timeout / 6;
   // A tensor being pulled delays what its sender sends after it.
   const auto limit = timeout + std::chrono::milliseconds(pulling_bytes_ / 50'000);
-  std::vector<Peer*> ready, silent, exited;
+  std::vector<Peer*> ready, silent;
   {
     MutexLock lock(mu_);
     for (auto& p : all_peers_) {
       if (p->state != Peer::State::kReady || p->ep == nullptr) continue;
-      pollfd gone{p->pidfd, POLLIN, 0};
-      if (p->pidfd >= 0 && poll(&gone, 1, 0) > 0) {
-        exited.push_back(p.get());
-      } else {
-        (now - p->last_heard > limit ? silent : ready).push_back(p.get());
-      }
+      (now - p->last_heard > limit ? silent : ready).push_back(p.get());
     }
-  }
-  for (Peer* p : exited) {
-    PeerFailed(p, UCS_ERR_CONNECTION_RESET, fmt::format("its process (pid {}) ended", p->pid));
   }
   const std::string beat = EncodeHeartbeat();
   for (Peer* p : ready) SendControl(p, MessageType::kHeartbeat, beat);
@@ -754,7 +731,11 @@ ucs_status_t UcxTransport::Impl::OnHelloReply(void* arg, const void* header, siz
 // server and announces it with a SameHost message; the server, hearing it, opens its own to the
 // client (its SameHost cannot overtake the client's HelloReply, which came first). Each side
 // sends through its new endpoint from then on; what is still in flight on the first one arrives
-// as before. The first endpoint stays open: its failure fails the peer, as the new one's does.
+// as before. The first endpoint stays open, idle: what was sent on it may still be moving (a
+// large tensor is pulled through it), and its TCP connection reports at once a peer process
+// that ends or closes (shared memory tells no one). Its failure fails the peer, as the new
+// one's does. (Closing it once idle would spare the progress thread an epoll_wait per poll,
+// about a microsecond of latency, but "idle" needs both sides' word on every rendezvous.)
 void UcxTransport::Impl::OpenSameHost(Peer* peer) {
   if (peer->ep == nullptr || peer->same_host || peer->same_host_address.empty()) return;
   std::string me;
@@ -763,7 +744,7 @@ void UcxTransport::Impl::OpenSameHost(Peer* peer) {
     if (peer->state != Peer::State::kReady) return;
     me = task_;
   }
-  auto header = Encode(SameHost{me, incarnation_, options_.token, static_cast<uint64_t>(getpid())});
+  auto header = Encode(SameHost{me, incarnation_, options_.token});
   if (!header.ok()) return;  // not with names the handshake accepted
   ucp_ep_params_t ep{};
   ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER |
@@ -788,20 +769,6 @@ void UcxTransport::Impl::OpenSameHost(Peer* peer) {
   peer->first_ep = peer->ep;
   peer->ep = handle;
   SendControl(peer, MessageType::kSameHost, std::move(header).value());
-  // The server switches last: nothing more comes to it through the first endpoint.
-  if (!peer->outgoing) RetireFirstEndpoint(peer);
-}
-
-void UcxTransport::Impl::RetireFirstEndpoint(Peer* peer) {
-  ucp_ep_h ep = peer->first_ep;
-  if (ep == nullptr) return;
-  peer->first_ep = nullptr;
-  {
-    MutexLock lock(mu_);
-    auto it = peer_of_ep_.find(ep);
-    if (it != peer_of_ep_.end() && it->second == peer) peer_of_ep_.erase(it);
-  }
-  CloseUcpEndpoint(ep);
 }
 
 ucs_status_t UcxTransport::Impl::OnSameHost(void* arg, const void* header, size_t header_length,
@@ -831,31 +798,13 @@ ucs_status_t UcxTransport::Impl::OnSameHost(void* arg, const void* header, size_
     peer->incoming.push_back(param->reply_ep);
     peer->last_heard = std::chrono::steady_clock::now();
   }
-  // Shared memory does not tell when the process behind it dies (a socket would): CheckPeers
-  // watches the process itself.
-  if (peer->pidfd < 0 && m->pid > 0 && m->pid < uint64_t{1} << 31) {
-    peer->pid = static_cast<int>(m->pid);
-    peer->pidfd = static_cast<int>(syscall(SYS_pidfd_open, peer->pid, 0));
-  }
-  // The server answers with its own; the client, hearing the server's, is done with the first.
-  self->deferred_.push_back([self, peer] {
-    if (peer->outgoing) {
-      self->RetireFirstEndpoint(peer);
-    } else {
-      self->OpenSameHost(peer);
-    }
-  });
+  // The server answers with its own.
+  if (!peer->outgoing) self->deferred_.push_back([self, peer] { self->OpenSameHost(peer); });
   return UCS_OK;
 }
 
 void UcxTransport::Impl::OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status) {
   auto* peer = static_cast<Peer*>(arg);
-  if (peer->same_host && ep == peer->first_ep) {
-    // Closed by the other side after the switch (or failing with it: the endpoint in use, the
-    // heartbeats and the peer's process tell).
-    peer->impl->deferred_.push_back([peer] { peer->impl->RetireFirstEndpoint(peer); });
-    return;
-  }
   peer->impl->PeerFailed(peer, status);
 }
 

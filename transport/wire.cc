@@ -161,7 +161,6 @@ Result<std::string> Encode(const SameHost& m) {
   RETURN_IF_ERROR(w.Str(m.task, kMaxTextBytes, "the task name"));
   w.U64(m.incarnation);
   RETURN_IF_ERROR(w.Str(m.token, kMaxTokenBytes, "the cluster token"));
-  w.U64(m.pid);
   return std::move(w).Finish("SameHost");
 }
 
@@ -210,11 +209,6 @@ std::string EncodeHeartbeat() {
   return std::move(w).Finish("Heartbeat").value();  // nothing that can be over a limit
 }
 
-std::string EncodeGoodbye() {
-  Writer w;
-  return std::move(w).Finish("Goodbye").value();
-}
-
 Result<Hello> DecodeHello(std::string_view bytes) {
   Reader r(bytes, "Hello");
   Hello m;
@@ -257,7 +251,6 @@ Result<SameHost> DecodeSameHost(std::string_view bytes) {
   ASSIGN_OR_RETURN(m.task, r.Str(kMaxTextBytes, "task name"));
   ASSIGN_OR_RETURN(m.incarnation, r.U64("incarnation"));
   ASSIGN_OR_RETURN(m.token, r.Str(kMaxTokenBytes, "token"));
-  ASSIGN_OR_RETURN(m.pid, r.U64("pid"));
   RETURN_IF_ERROR(r.Done());
   return m;
 }
@@ -355,13 +348,6 @@ Result<CallResponse> DecodeCallResponse(std::string_view bytes) {
 
 Status DecodeHeartbeat(std::string_view bytes) {
   Reader r(bytes, "Heartbeat");
-  ASSIGN_OR_RETURN(uint16_t version, r.Start());
-  RETURN_IF_ERROR(r.CheckVersion(version));
-  return r.Done();
-}
-
-Status DecodeGoodbye(std::string_view bytes) {
-  Reader r(bytes, "Goodbye");
   ASSIGN_OR_RETURN(uint16_t version, r.Start());
   RETURN_IF_ERROR(r.CheckVersion(version));
   return r.Done();

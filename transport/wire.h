@@ -10,14 +10,13 @@
 //                 str host  str address (from version 2)
 //   HelloReply    u8 accepted  str task  u64 incarnation  str reason
 //                 str host  str address (from version 2)
-//   SameHost      str task  u64 incarnation  str token  u64 pid
+//   SameHost      str task  u64 incarnation  str token
 //   Tensor        u32 key length + RendezvousKey bytes (framework/rendezvous_key.h)
 //                 str send node  u8 dtype  u8 rank  i64 dims[rank]  u64 payload bytes
 //   AbortStep     i64 step  u8 status code  str message
 //   CallRequest   u64 call id  u16 method                       (payload: the request's bytes)
 //   CallResponse  u64 call id  u8 status code  str message      (payload: the result's bytes)
 //   Heartbeat     (nothing more)
-//   Goodbye       (nothing more)
 #pragma once
 
 #include <cstdint>
@@ -49,9 +48,8 @@ enum class MessageType : uint16_t {
   kCallResponse = 6,  // its answer
   kHeartbeat = 7,     // "still here": sent to every peer a few times per peer timeout
   kSameHost = 8,      // first message on the second, same-host endpoint to a peer
-  kGoodbye = 9,       // the sender closes its endpoints (shared memory tells no one)
 };
-inline constexpr uint16_t kMaxMessageType = 9;
+inline constexpr uint16_t kMaxMessageType = 8;
 // The largest payload of a request or response (a partition's graph file travels in one).
 inline constexpr uint64_t kMaxCallBytes = uint64_t{1} << 30;
 
@@ -86,7 +84,6 @@ struct SameHost {
   std::string task;
   uint64_t incarnation = 0;
   std::string token;
-  uint64_t pid = 0;  // the sender's process, which the receiver watches
 };
 
 struct TensorHeader {
@@ -122,7 +119,6 @@ Result<std::string> Encode(const AbortStep& m);
 Result<std::string> Encode(const CallRequest& m);
 Result<std::string> Encode(const CallResponse& m);
 std::string EncodeHeartbeat();
-std::string EncodeGoodbye();
 
 // Decoders check the magic, the fields and that nothing trails. Hello and HelloReply decode
 // any protocol version (so a peer of another version gets a clear refusal); the others only
@@ -135,6 +131,5 @@ Result<AbortStep> DecodeAbortStep(std::string_view bytes);
 Result<CallRequest> DecodeCallRequest(std::string_view bytes);
 Result<CallResponse> DecodeCallResponse(std::string_view bytes);
 Status DecodeHeartbeat(std::string_view bytes);
-Status DecodeGoodbye(std::string_view bytes);
 
 }  // namespace dflow::transport

@@ -138,7 +138,6 @@ Status WriteSeeds(const std::filesystem::path& dir) {
   frame.blobs = {"graph bytes", ""};
   messages.push_back(distributed::EncodeFrame(frame));
   messages.push_back(Encode(SameHost{"/job:worker/task:1", 2, "token"}));
-  messages.push_back(EncodeGoodbye());
   for (size_t i = 0; i < messages.size(); ++i) {
     if (!messages[i].ok()) return messages[i].status();
     RETURN_IF_ERROR(Write(dir / "wire" / ("message" + std::to_string(i)),

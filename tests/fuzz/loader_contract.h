@@ -98,7 +98,7 @@ inline std::string FrameProblem(std::string_view bytes) {
 inline std::string WireProblem(std::string_view bytes) {
   if (bytes.empty()) return "";
   using namespace transport;
-  const int which = static_cast<unsigned char>(bytes[0]) % 10;
+  const int which = static_cast<unsigned char>(bytes[0]) % 9;
   bytes.remove_prefix(1);
   if (which == 7) return FrameProblem(bytes);
   if (which == 6) {
@@ -106,11 +106,7 @@ inline std::string WireProblem(std::string_view bytes) {
     if (!s.ok()) return RefusalProblem(s, "Heartbeat");
     return bytes == EncodeHeartbeat() ? "" : "an accepted heartbeat is not the one heartbeat";
   }
-  if (which == 9) {
-    Status s = DecodeGoodbye(bytes);
-    if (!s.ok()) return RefusalProblem(s, "Goodbye");
-    return bytes == EncodeGoodbye() ? "" : "an accepted goodbye is not the one goodbye";
-  }
+
   const char* names[] = {"Hello",        "HelloReply", "Tensor", "AbortStep", "CallRequest",
                          "CallResponse", "",           "",       "SameHost"};
   Result<std::string> again = std::string();
