@@ -840,13 +840,12 @@ void UcxTransport::Impl::PeerFailed(Peer* peer, ucs_status_t status, std::string
 }
 
 void UcxTransport::Impl::ForgetEndpoints(Peer* peer) {
-  auto forget = [&](ucp_ep_h ep) {
+  peer->incoming.push_back(peer->ep);
+  peer->incoming.push_back(peer->first_ep);
+  for (ucp_ep_h ep : peer->incoming) {
     auto it = peer_of_ep_.find(ep);
     if (it != peer_of_ep_.end() && it->second == peer) peer_of_ep_.erase(it);
-  };
-  forget(peer->ep);
-  forget(peer->first_ep);
-  for (ucp_ep_h ep : peer->incoming) forget(ep);
+  }
   peer->incoming.clear();
 }
 
