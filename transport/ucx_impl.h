@@ -8,7 +8,6 @@
 
 #include <sys/socket.h>
 #include <ucp/api/ucp.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -56,9 +55,8 @@ class UcxTransport::Impl {
     Impl* impl = nullptr;
     ucp_ep_h ep = nullptr;  // progress thread only: what messages to it go out on
     // Progress thread only. A peer of this host is reached through a second endpoint, made by
-    // its worker address (`same_host_address`, from the handshake): once `same_host`, the
-    // first one, by socket address, is `first_ep`, open beside it (see OpenSameHost).
-    bool same_host = false;
+    // its worker address (`same_host_address`, from the handshake); the first one, by socket
+    // address, is then `first_ep`, open beside it (see OpenSameHost).
     ucp_ep_h first_ep = nullptr;
     std::string same_host_address;
     // Guarded by impl->mu_: the endpoints UCX made here for the peer's own same-host endpoint
@@ -194,7 +192,9 @@ class UcxTransport::Impl {
   void FinishRecv(RecvOp* op, ucs_status_t status);
   void ReleaseDesc(void* desc) { ucp_am_data_release(worker_, desc); }
   void CloseEndpoint(Peer* peer);
-  void CloseUcpEndpoint(ucp_ep_h ep);  // forced; progress thread
+  // Closes `ep` at once (progress thread): the close's request when it is still under way (the
+  // caller frees it), otherwise null.
+  void* CloseUcpEndpoint(ucp_ep_h ep);
   // `reason`, when given, replaces UCX's words for `status`.
   void PeerFailed(Peer* peer, ucs_status_t status, std::string_view reason = {});
   // The peer a message came from (null when unknown), which is thereby heard from; `activity`:
@@ -218,10 +218,15 @@ class UcxTransport::Impl {
                                size_t length, const ucp_am_recv_param_t* param);
   static ucs_status_t OnSameHost(void* arg, const void* header, size_t header_length, void* data,
                                  size_t length, const ucp_am_recv_param_t* param);
+  // Whether a peer's handshake offered a same-host endpoint this process can take.
+  bool SameHostOffer(const std::string& host, const std::string& address) const {
+    return !host_.empty() && host == host_ && !address.empty();
+  }
   // Opens the second endpoint to a peer of this host and switches its messages to it.
   void OpenSameHost(Peer* peer);
   // Takes every endpoint of `peer` out of peer_of_ep_.
   void ForgetEndpoints(Peer* peer) DFLOW_REQUIRES(mu_);
+  void ForgetEndpoint(Peer* peer, ucp_ep_h ep) DFLOW_REQUIRES(mu_);
   static ucs_status_t OnHeartbeat(void* arg, const void* header, size_t header_length, void* data,
                                   size_t length, const ucp_am_recv_param_t* param);
   // Sends heartbeats and fails the peers silent for longer than the peer timeout (progress

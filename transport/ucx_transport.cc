@@ -281,21 +281,14 @@ void UcxTransport::Impl::ShutdownOnThread() {
       if (p->ep != nullptr) peers.push_back(p.get());
       p->state = Peer::State::kClosed;
     }
-  }
-  {
-    MutexLock lock(mu_);
     peer_of_task_.clear();
     peer_of_ep_.clear();
   }
   for (Peer* p : peers) {
     for (ucp_ep_h* ep : {&p->ep, &p->first_ep}) {
       if (*ep == nullptr) continue;
-      ucp_request_param_t param{};
-      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      void* r = ucp_ep_close_nbx(*ep, &param);
+      if (void* r = CloseUcpEndpoint(*ep)) closing.push_back(r);
       *ep = nullptr;
-      if (r != nullptr && !UCS_PTR_IS_ERR(r)) closing.push_back(r);
     }
   }
   // Bounded: a close that does not finish in a second is left to ucp_worker_destroy.
@@ -643,19 +636,14 @@ ucs_status_t UcxTransport::Impl::OnHello(void* arg, const void* header, size_t h
   reply.task = me;
   if (!reply.accepted) {
     self->Log(fmt::format("refused a connection from {}: {}", peer->address, reply.reason));
-  } else if (!self->host_.empty() && hello->host == self->host_ && !hello->address.empty()) {
-    // A peer of this host: offer back this worker's address (see OpenSameHost).
+  } else if (self->SameHostOffer(hello->host, hello->address)) {
+    // A peer of this host: offer back this worker's address (see OpenSameHost). An accepted
+    // reply has room for it: it carries no reason.
     reply.host = self->host_;
     reply.address = self->worker_address_;
     peer->same_host_address = hello->address;
   }
   auto encoded = Encode(reply);
-  if (!encoded.ok() && !reply.host.empty()) {
-    reply.host.clear();
-    reply.address.clear();
-    peer->same_host_address.clear();
-    encoded = Encode(reply);
-  }
   if (!encoded.ok()) return UCS_OK;
   {
     MutexLock lock(self->mu_);
@@ -714,7 +702,7 @@ ucs_status_t UcxTransport::Impl::OnHelloReply(void* arg, const void* header, siz
     peer->task = reply->task;
     peer->incarnation = reply->incarnation;
     self->peer_of_task_[peer->task] = peer;
-    if (!self->host_.empty() && reply->host == self->host_ && !reply->address.empty()) {
+    if (self->SameHostOffer(reply->host, reply->address)) {
       // Before the first message Connect's caller sends (it is posted after this runs).
       peer->same_host_address = reply->address;
       self->deferred_.push_back([self, peer] { self->OpenSameHost(peer); });
@@ -737,7 +725,9 @@ ucs_status_t UcxTransport::Impl::OnHelloReply(void* arg, const void* header, siz
 // one's does. (Closing it once idle would spare the progress thread an epoll_wait per poll,
 // about a microsecond of latency, but "idle" needs both sides' word on every rendezvous.)
 void UcxTransport::Impl::OpenSameHost(Peer* peer) {
-  if (peer->ep == nullptr || peer->same_host || peer->same_host_address.empty()) return;
+  if (peer->ep == nullptr || peer->first_ep != nullptr || peer->same_host_address.empty()) {
+    return;
+  }
   std::string me;
   {
     MutexLock lock(mu_);
@@ -765,7 +755,6 @@ void UcxTransport::Impl::OpenSameHost(Peer* peer) {
     peer_of_ep_[handle] = peer;
     stats_.same_host_peers++;
   }
-  peer->same_host = true;
   peer->first_ep = peer->ep;
   peer->ep = handle;
   SendControl(peer, MessageType::kSameHost, std::move(header).value());
@@ -840,13 +829,15 @@ void UcxTransport::Impl::PeerFailed(Peer* peer, ucs_status_t status, std::string
 }
 
 void UcxTransport::Impl::ForgetEndpoints(Peer* peer) {
-  peer->incoming.push_back(peer->ep);
-  peer->incoming.push_back(peer->first_ep);
-  for (ucp_ep_h ep : peer->incoming) {
-    auto it = peer_of_ep_.find(ep);
-    if (it != peer_of_ep_.end() && it->second == peer) peer_of_ep_.erase(it);
-  }
+  ForgetEndpoint(peer, peer->ep);
+  ForgetEndpoint(peer, peer->first_ep);
+  for (ucp_ep_h ep : peer->incoming) ForgetEndpoint(peer, ep);
   peer->incoming.clear();
+}
+
+void UcxTransport::Impl::ForgetEndpoint(Peer* peer, ucp_ep_h ep) {
+  auto it = peer_of_ep_.find(ep);
+  if (it != peer_of_ep_.end() && it->second == peer) peer_of_ep_.erase(it);
 }
 
 void UcxTransport::Impl::CloseEndpoint(Peer* peer) {
@@ -856,20 +847,19 @@ void UcxTransport::Impl::CloseEndpoint(Peer* peer) {
     ForgetEndpoints(peer);
   }
   for (ucp_ep_h* ep : {&peer->ep, &peer->first_ep}) {
-    if (*ep != nullptr) CloseUcpEndpoint(*ep);
+    if (*ep == nullptr) continue;
+    // Freed at once; the worker finishes the close during progress.
+    if (void* r = CloseUcpEndpoint(*ep)) ucp_request_free(r);
     *ep = nullptr;
   }
 }
 
-void UcxTransport::Impl::CloseUcpEndpoint(ucp_ep_h ep) {
+void* UcxTransport::Impl::CloseUcpEndpoint(ucp_ep_h ep) {
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = UCP_EP_CLOSE_FLAG_FORCE;
   void* r = ucp_ep_close_nbx(ep, &param);
-  if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
-    // Freed once done; the worker finishes it during progress.
-    ucp_request_free(r);
-  }
+  return r != nullptr && !UCS_PTR_IS_ERR(r) ? r : nullptr;
 }
 
 // --- the public face --------------------------------------------------------------------------
