@@ -38,10 +38,13 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Create(transport::UcxTrans
   if (self->options_.release_after.count() > 0) {
     self->watcher_ = std::thread([self] { self->Watch(); });
   }
-  transport->SetCallHandler([self](const transport::UcxTransport::CallInfo& call,
-                                   std::string payload, transport::UcxTransport::Reply reply) {
-    self->Handle(call, std::move(payload), std::move(reply));
-  });
+  // A step's start only hands the request to the step pool: it needs no service thread.
+  transport->SetCallHandler(
+      [self](const transport::UcxTransport::CallInfo& call, std::string payload,
+             transport::UcxTransport::Reply reply) {
+        self->Handle(call, std::move(payload), std::move(reply));
+      },
+      {static_cast<uint16_t>(Method::kRunStep)});
   return service;
 }
 

@@ -2,16 +2,21 @@
 // (ucx_impl.h).
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "transport/ucx_impl.h"
 
 namespace dflow::transport {
 
 using namespace internal;
 
-void UcxTransport::Impl::SetCallHandler(UcxTransport::CallHandler handler) {
+void UcxTransport::Impl::SetCallHandler(UcxTransport::CallHandler handler,
+                                        std::vector<uint16_t> quick_methods) {
   MutexLock running(handler_run_mu_);  // waits for a handler call in progress
+  MutexLock running_quick(quick_run_mu_);
   MutexLock lock(service_mu_);
   handler_ = std::move(handler);
+  quick_methods_ = std::move(quick_methods);
 }
 
 void UcxTransport::Impl::ServiceLoop() {
@@ -231,32 +236,42 @@ ucs_status_t UcxTransport::Impl::OnRequest(void* arg, const void* header, size_t
 
 void UcxTransport::Impl::Serve(const std::string& from, CallRequest request, std::string payload,
                                Peer* peer) {
-  auto job = [this, from, request, peer, payload = std::move(payload)]() mutable {
-    UcxTransport::CallHandler handler;
-    MutexLock running(handler_run_mu_);
-    {
-      MutexLock lock(service_mu_);
-      handler = handler_;
-    }
-    if (!handler) {
-      Respond(
-          peer, request.call_id,
-          Unimplemented("task {} serves no requests (method {} asked)", task(), request.method));
-      return;
-    }
-    uint64_t id = request.call_id;
-    auto replied = std::make_shared<std::atomic<bool>>(false);
-    handler(UcxTransport::CallInfo{from, request.method}, std::move(payload),
-            [this, peer, id, replied](Result<std::string> result) {
-              if (replied->exchange(true)) return;  // exactly once
-              Respond(peer, id, std::move(result));
-            });
-  };
   {
     MutexLock lock(service_mu_);
-    service_queue_.push_back(std::move(job));
+    if (std::find(quick_methods_.begin(), quick_methods_.end(), request.method) ==
+        quick_methods_.end()) {
+      service_queue_.push_back([this, from, request, peer, payload = std::move(payload)]() mutable {
+        MutexLock running(handler_run_mu_);
+        CallHandler(from, request, std::move(payload), peer);
+      });
+      lock.Unlock();
+      service_cv_.NotifyOne();
+      return;
+    }
   }
-  service_cv_.NotifyOne();
+  MutexLock running(quick_run_mu_);
+  CallHandler(from, request, std::move(payload), peer);
+}
+
+void UcxTransport::Impl::CallHandler(const std::string& from, const CallRequest& request,
+                                     std::string payload, Peer* peer) {
+  UcxTransport::CallHandler handler;
+  {
+    MutexLock lock(service_mu_);
+    handler = handler_;
+  }
+  if (!handler) {
+    Respond(peer, request.call_id,
+            Unimplemented("task {} serves no requests (method {} asked)", task(), request.method));
+    return;
+  }
+  uint64_t id = request.call_id;
+  auto replied = std::make_shared<std::atomic<bool>>(false);
+  handler(UcxTransport::CallInfo{from, request.method}, std::move(payload),
+          [this, peer, id, replied](Result<std::string> result) {
+            if (replied->exchange(true)) return;  // exactly once
+            Respond(peer, id, std::move(result));
+          });
 }
 
 void UcxTransport::Impl::Respond(Peer* peer, uint64_t call_id, Result<std::string> result) {

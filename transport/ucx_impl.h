@@ -152,8 +152,8 @@ class UcxTransport::Impl {
   const UcxTransportOptions& options() const { return options_; }
 
   // Requests (ucx_calls.cc).
-  void SetCallHandler(UcxTransport::CallHandler handler)
-      DFLOW_EXCLUDES(service_mu_, handler_run_mu_);
+  void SetCallHandler(UcxTransport::CallHandler handler, std::vector<uint16_t> quick_methods)
+      DFLOW_EXCLUDES(service_mu_, handler_run_mu_, quick_run_mu_);
   Result<std::string> Call(const std::string& task, uint16_t method, std::string payload,
                            std::chrono::milliseconds timeout) DFLOW_EXCLUDES(mu_);
   void CallAsync(const std::string& task, uint16_t method, std::string payload,
@@ -252,7 +252,12 @@ class UcxTransport::Impl {
   ucs_status_t TakePayload(void* data, size_t length, const ucp_am_recv_param_t* param,
                            std::function<void(Status, std::string)> then);
   static void BlobDone(void* request, ucs_status_t status, size_t length, void* user_data);
-  void Serve(const std::string& from, CallRequest request, std::string payload, Peer* peer);
+  // Runs the handler for `request` now, on the service thread or, for a quick method, on the
+  // progress thread.
+  void Serve(const std::string& from, CallRequest request, std::string payload, Peer* peer)
+      DFLOW_EXCLUDES(service_mu_);
+  void CallHandler(const std::string& from, const CallRequest& request, std::string payload,
+                   Peer* peer) DFLOW_EXCLUDES(service_mu_);
   void Respond(Peer* peer, uint64_t call_id, Result<std::string> result);
   void FailCalls(Peer* peer, const Status& why) DFLOW_EXCLUDES(mu_);
   void FailCall(uint64_t call_id, const Status& why) DFLOW_EXCLUDES(mu_);
@@ -328,12 +333,16 @@ class UcxTransport::Impl {
   UcxTransport::Reply TakeCall(uint64_t id, Peer* from) DFLOW_REQUIRES(mu_);
   void UpdateNextDeadline() DFLOW_REQUIRES(mu_);
 
-  // The service thread runs the call handler, so a slow handler never stalls progress. A handler
-  // runs under handler_run_mu_, so SetCallHandler returns only once no old handler runs.
+  // The service thread runs the call handler, so a slow handler never stalls progress; the
+  // progress thread runs it for quick methods. A handler runs under handler_run_mu_ (service
+  // thread) or quick_run_mu_ (progress thread), so SetCallHandler returns only once no old
+  // handler runs. Order: handler_run_mu_, quick_run_mu_, service_mu_.
   Mutex handler_run_mu_;
+  Mutex quick_run_mu_;
   Mutex service_mu_;
   CondVar service_cv_;
   UcxTransport::CallHandler handler_ DFLOW_GUARDED_BY(service_mu_);
+  std::vector<uint16_t> quick_methods_ DFLOW_GUARDED_BY(service_mu_);
   std::deque<std::function<void()>> service_queue_ DFLOW_GUARDED_BY(service_mu_);
   bool service_stop_ DFLOW_GUARDED_BY(service_mu_) = false;
   std::thread service_;

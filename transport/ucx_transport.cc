@@ -889,8 +889,8 @@ std::string UcxTransport::listen_address() const { return impl_->listen_address(
 Result<std::string> UcxTransport::Connect(const std::string& address, const std::string& assign) {
   return impl_->Connect(address, assign);
 }
-void UcxTransport::SetCallHandler(CallHandler handler) {
-  impl_->SetCallHandler(std::move(handler));
+void UcxTransport::SetCallHandler(CallHandler handler, std::vector<uint16_t> quick_methods) {
+  impl_->SetCallHandler(std::move(handler), std::move(quick_methods));
 }
 Result<std::string> UcxTransport::Call(const std::string& task, uint16_t method,
                                        std::string payload, std::chrono::milliseconds timeout) {

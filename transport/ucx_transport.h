@@ -109,9 +109,12 @@ class UcxTransport final : public RendezvousFactory {
   using Reply = std::function<void(Result<std::string>)>;
   using CallHandler = std::function<void(const CallInfo& call, std::string payload, Reply reply)>;
   // Serves requests from now on (requests that come with no handler set are answered
-  // Unimplemented). Handlers run one at a time on the service thread. Returns once no call of
-  // the previous handler is running (so not from inside a handler).
-  void SetCallHandler(CallHandler handler);
+  // Unimplemented). Handlers run one at a time on the service thread, except for the
+  // `quick_methods`: those calls run on the transport's thread as they arrive, which spares a
+  // thread wake-up (the start of a step, say), so they must only hand the request on: never
+  // block, never wait for a reply. Returns once no call of the previous handler is running (so
+  // not from inside a handler).
+  void SetCallHandler(CallHandler handler, std::vector<uint16_t> quick_methods = {});
   // Asks `task` (connected) and waits for its reply: the result's bytes, or the handler's error
   // unchanged. DeadlineExceeded after `timeout`; Unavailable when the connection is lost first.
   Result<std::string> Call(const std::string& task, uint16_t method, std::string payload,

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -391,6 +392,34 @@ TEST(UcxTransportCallTest, RequestsReachTheHandlerAndRepliesComeBack) {
     std::reverse(want.begin(), want.end());
     EXPECT_EQ(*r, "42|/job:localhost/task:1|" + want) << n;
   }
+}
+
+// A quick method is answered while the service thread is busy with a slow call (it runs on the
+// transport's thread); an ordinary method waits behind the slow call.
+TEST(UcxTransportCallTest, QuickMethodsAreServedWhileTheServiceThreadIsBusy) {
+  Pair pair;
+  std::atomic<bool> release{false};
+  pair.receiver->SetCallHandler(
+      [&](const UcxTransport::CallInfo& call, std::string p, UcxTransport::Reply reply) {
+        if (call.method == 1) {
+          while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        reply(fmt::format("{}:{}", call.method, p));
+      },
+      {7});
+  std::promise<Result<std::string>> slow;
+  pair.sender->CallAsync("/job:localhost/task:0", 1, "a", std::chrono::seconds(10),
+                         [&](Result<std::string> r) { slow.set_value(std::move(r)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the slow call holds the thread
+  auto quick = pair.sender->Call("/job:localhost/task:0", 7, "b", std::chrono::seconds(5));
+  ASSERT_TRUE(quick.ok()) << quick.status().ToString();
+  EXPECT_EQ(*quick, "7:b");
+  auto waits = pair.sender->Call("/job:localhost/task:0", 2, "c", std::chrono::milliseconds(200));
+  EXPECT_EQ(waits.status().code(), StatusCode::kDeadlineExceeded) << waits.status().ToString();
+  release = true;
+  auto first = slow.get_future().get();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(*first, "1:a");
 }
 
 TEST(UcxTransportCallTest, AHandlersErrorReachesTheCallerUnchanged) {
