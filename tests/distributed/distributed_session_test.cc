@@ -17,6 +17,7 @@
 
 #include "distributed/local_worker.h"
 #include "distributed/test_mlp.h"
+#include "ops/all_reduce.h"
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
@@ -264,6 +265,49 @@ TEST(DistributedSessionTest, ElementwiseDagOverThreeDevicesIsExact) {
     EXPECT_EQ((*d)[i].ToVector<float>(), (*l)[i].ToVector<float>()) << fetches[i];
   }
   EXPECT_GT((*dist)->placement().cross_edges, 0);
+}
+
+// The ring all-reduce's nodes across worker processes (one of them with two devices): every
+// replica's sum against a plain loop, on integer values (exact in any order), for sizes below
+// the replica count, not divisible by it, and large enough for UCX's rendezvous protocol.
+TEST(DistributedSessionTest, AllReduceAcrossWorkerProcessesIsExact) {
+  WorkerProcess w0("cpu:0,cpu:1"), w1("cpu:0");
+  ASSERT_FALSE(w0.address().empty() || w1.address().empty());
+  const std::vector<std::string> devices = {"/job:worker/task:0/device:CPU:0",
+                                            "/job:worker/task:1/device:CPU:0",
+                                            "/job:worker/task:0/device:CPU:1"};
+  for (int64_t size : {int64_t{2}, int64_t{1001}, int64_t{300000}}) {
+    SCOPED_TRACE(size);
+    Scope root = Scope::NewRootScope();
+    std::vector<Output> values;
+    for (size_t r = 0; r < devices.size(); ++r) {
+      values.push_back(ops::Placeholder(
+          root.WithOpName(fmt::format("x{}", r)).WithDevice(devices[r]), DType::kF32, Shape{size}));
+    }
+    auto out = ops::AllReduce(root, values, devices, {ops::Reduction::kSum, 64 << 10});
+    ASSERT_TRUE(root.ok()) << root.status().ToString();
+    auto dist = DistributedSession::Create(root.graph(), {}, Cluster({&w0, &w1}));
+    ASSERT_TRUE(dist.ok()) << dist.status().ToString();
+    std::mt19937 gen(static_cast<unsigned>(size));
+    std::vector<float> want(size, 0.0f);
+    Session::Feeds feeds;
+    for (size_t r = 0; r < devices.size(); ++r) {
+      std::vector<float> v(size);
+      for (int64_t i = 0; i < size; ++i) {
+        v[i] = static_cast<float>(static_cast<int>(gen() % 201) - 100);
+        want[i] += v[i];
+      }
+      feeds.emplace_back(fmt::format("x{}", r), Tensor::FromVector(v, Shape{size}));
+    }
+    std::vector<std::string> fetches;
+    for (const Output& o : out) fetches.push_back(o.name());
+    auto got = (*dist)->Run(feeds, fetches);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    for (size_t r = 0; r < devices.size(); ++r) {
+      EXPECT_EQ((*got)[r].ToVector<float>(), want) << devices[r];
+    }
+    EXPECT_GT((*dist)->placement().cross_edges, 0);
+  }
 }
 
 TEST(DistributedSessionTest, AWorkersNodeErrorReachesTheMasterNamingTheNode) {
