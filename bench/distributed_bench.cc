@@ -8,7 +8,9 @@
 //   BM_DistributedStepOverhead  a step of one tiny node on each of two dflow-workers, from the
 //                          master and back;
 //   BM_ModelParallelStep2Proc   the wide MLP's training step (placer_bench's) over two
-//                          dflow-workers of one core each, against two in-process devices.
+//                          dflow-workers of one core each, against two in-process devices;
+//   BM_AllReduce2Proc      the ring all-reduce of 256 KiB, 4 MiB and 64 MiB between two
+//                          dflow-workers (scripts/bench.sh: against MPI_Allreduce and gloo).
 //
 // The peer of the first two is this program again:
 // `distributed_bench --peer ADDRESS lat|bw tcp|shm`.
@@ -28,6 +30,7 @@
 #include "bench/wide_mlp.h"
 #include "distributed/distributed_session.h"
 #include "distributed/local_worker.h"
+#include "ops/all_reduce.h"
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
@@ -44,6 +47,9 @@ constexpr char kBenchTask[] = "/job:bench/task:0";
 constexpr char kPeerTask[] = "/job:bench/task:1";
 constexpr int kWindow = 2;
 constexpr int64_t kBigElements = (4 << 20) / 4;
+// The ring all-reduce's chunks: each a Send/Recv of its own, so a chunk is summed while the next
+// is on its way.
+constexpr int64_t kAllReduceChunk = 1 << 20;
 
 std::string g_self;  // this program, for the peer
 
@@ -374,6 +380,72 @@ void BM_ModelParallelStep2Proc(benchmark::State& state) {
   RunSteps(state, **session, m);
 }
 
+// The ring all-reduce (ops/all_reduce.h) between two dflow-workers of one core each, as
+// scripts/bench.sh compares it with MPI_Allreduce and gloo on two processes: a step runs a chain
+// of `chain` all-reduces (each of the previous one's result; mean, so values stay put) of
+// variables of the given bytes, so the master's per-step overhead is spread over several
+// all-reduces as in a training step. Reports the time of one all-reduce.
+void BM_AllReduce2Proc(benchmark::State& state) {
+  const int64_t bytes = state.range(0);
+  const int64_t chain = std::max<int64_t>(1, (int64_t{8} << 20) / bytes);
+  auto token = distributed::WriteTokenFile("/tmp", kToken);
+  std::vector<std::unique_ptr<distributed::LocalWorker>> workers;
+  for (int i = 0; i < 2; ++i) {
+    auto w =
+        distributed::LocalWorker::Start(WorkerBinary(), {"--token-file", *token, "--threads", "1"});
+    if (!w.ok()) {
+      state.SkipWithError(w.status().ToString().c_str());
+      return;
+    }
+    workers.push_back(std::move(w).value());
+  }
+  std::remove(token->c_str());
+  Scope root = Scope::NewRootScope();
+  const std::vector<std::string> devices = {"/job:worker/task:0/device:CPU:0",
+                                            "/job:worker/task:1/device:CPU:0"};
+  std::vector<Output> values;
+  std::vector<std::string> init;
+  for (size_t r = 0; r < devices.size(); ++r) {
+    auto v = ops::InitializedVariable(root.WithDevice(devices[r]), Shape{bytes / 4},
+                                      ops::Initializer::Constant(static_cast<double>(r + 1)));
+    values.push_back(v.var);
+    init.push_back(v.init.node_name());
+  }
+  for (int64_t i = 0; i < chain; ++i) {
+    values = ops::AllReduce(root, values, devices, {ops::Reduction::kMean, kAllReduceChunk});
+  }
+  distributed::DistributedOptions cluster;
+  for (auto& w : workers) cluster.cluster.jobs["worker"].push_back(w->address());
+  cluster.token = kToken;
+  auto session = distributed::DistributedSession::Create(root.graph(), {}, cluster);
+  if (!session.ok()) {
+    state.SkipWithError(session.status().ToString().c_str());
+    return;
+  }
+  std::vector<std::string> targets;
+  for (const Output& v : values) targets.push_back(v.node_name());
+  Status s = (*session)->Run({}, {}, init).status();
+  for (int i = 0; i < 3 && s.ok(); ++i) s = (*session)->Run({}, {}, targets).status();
+  // The values are 1 and 2 on the two devices: every mean is 1.5.
+  auto check = (*session)->Run({}, {values[0].name()});
+  if (s.ok() && check.ok() && (*check)[0].data<float>()[bytes / 4 - 1] != 1.5f) {
+    s = Internal("the all-reduce gave {}, not 1.5", (*check)[0].data<float>()[bytes / 4 - 1]);
+  }
+  if (!s.ok() || !check.ok()) {
+    state.SkipWithError((s.ok() ? check.status() : s).ToString().c_str());
+    return;
+  }
+  for (auto _ : state) {
+    auto out = (*session)->Run({}, {}, targets);
+    if (!out.ok()) {
+      state.SkipWithError(out.status().ToString().c_str());
+      break;
+    }
+  }
+  state.counters["chain"] = static_cast<double>(chain);
+  state.counters["bytes"] = static_cast<double>(bytes);
+}
+
 BENCHMARK(BM_SendRecvLatency)
     ->Arg(0)
     ->Arg(1)
@@ -385,6 +457,13 @@ BENCHMARK(BM_SendRecvBandwidth)
     ->Arg(1)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1.0)
+    ->UseRealTime();
+BENCHMARK(BM_AllReduce2Proc)
+    ->Arg(256 << 10)
+    ->Arg(4 << 20)
+    ->Arg(64 << 20)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
     ->UseRealTime();
 BENCHMARK(BM_DistributedStepOverhead)->Unit(benchmark::kMicrosecond)->MinTime(1.0)->UseRealTime();
 BENCHMARK(BM_ModelParallelStep2Proc)

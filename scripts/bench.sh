@@ -64,6 +64,23 @@ if command -v ucx_perftest >/dev/null; then
   done
 fi
 
+# All-reduce peers on two processes: Open MPI's MPI_Allreduce (openmpi-bin, libopenmpi-dev) and
+# PyTorch's gloo (below, once PyTorch is there). Sizes as BM_AllReduce2Proc's.
+allreduce_sizes="262144 4194304 67108864"
+if ! command -v mpicxx >/dev/null || ! command -v mpirun >/dev/null; then
+  echo "bench: installing the MPI peer (openmpi-bin, libopenmpi-dev)..." >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    openmpi-bin libopenmpi-dev >/dev/null 2>&1 || true
+fi
+if command -v mpicxx >/dev/null && mkdir -p "$build/peers" &&
+  mpicxx -O2 bench/peers/mpi_allreduce.cc -o "$build/peers/mpi_allreduce" 2>/dev/null; then
+  # Root (CI) must say so to mpirun; two ranks on this host, over its shared memory.
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 \
+    mpirun -np 2 --oversubscribe "$build/peers/mpi_allreduce" $allreduce_sizes \
+    > "$out/mpi_allreduce.json" 2>/dev/null || rm -f "$out/mpi_allreduce.json"
+fi
+
 # PyTorch peer: Debian's package, for Debian's interpreter.
 py=/usr/bin/python3
 if ! "$py" -c "import torch" 2>/dev/null; then
@@ -74,6 +91,8 @@ if ! "$py" -c "import torch" 2>/dev/null; then
 fi
 if "$py" -c "import torch" 2>/dev/null; then
   "$py" bench/peers/torch_models.py > "$out/torch.json" 2>/dev/null || rm -f "$out/torch.json"
+  timeout 300 "$py" bench/peers/gloo_allreduce.py $allreduce_sizes > "$out/gloo_allreduce.json" \
+    2>/dev/null || rm -f "$out/gloo_allreduce.json"
 fi
 
 # ONNX Runtime peer: the same MLP exported from PyTorch, run by onnxruntime-node.
@@ -200,6 +219,26 @@ if os.path.exists(dpath):
         print(f"bench model_parallel_step_2proc_profiled: two_processes={prof['real_time']:.2f}ms "
               f"predicted={prof['predicted_ms']:.2f}ms "
               f"predicted/measured={prof['predicted_ms'] / prof['real_time']:.2f} target=0.85-1.15")
+    # Bus bandwidth as nccl-tests defines it: bytes / time x 2(n-1)/n, n = 2 processes.
+    mpi, gloo = peer("mpi_allreduce.json"), peer("gloo_allreduce.json")
+    shm = dist.get("BM_SendRecvBandwidth/1/min_time:1.000/real_time")
+    for size, label in [(262144, "256kib"), (4194304, "4mib"), (67108864, "64mib")]:
+        r = dist.get(f"BM_AllReduce2Proc/{size}/min_time:2.000/real_time")
+        if not r:
+            continue
+        seconds = r["real_time"] / 1e3 / r["chain"]  # one all-reduce of the step's chain
+        ours = size / seconds / 1e9
+        line = f"bench allreduce_{label}_2proc: busbw={ours:.2f}GB/s time={seconds * 1e6:.0f}us"
+        for peer_name, result, target in [("openmpi", mpi, 1.0), ("gloo", gloo, 2.0)]:
+            if result and str(size) in result:
+                theirs = size / result[str(size)] / 1e9
+                line += (f" {peer_name}={theirs:.2f}GB/s ratio={ours / theirs:.2f}"
+                         f" target={target:.1f}")
+            else:
+                line += f" {peer_name}=not-found"
+        if shm:
+            line += f" sendrecv_shm={shm['bytes_per_second'] / 1e9:.2f}GB/s"
+        print(line)
 for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_peak_memory_b128", "train_peak_bytes"),
                             ("BM_CnnTrainStep", "cnn_train_peak_memory_b128", "cnn_train_peak_bytes")]:
     r = mlp[key]
