@@ -49,7 +49,7 @@ constexpr int kWindow = 2;
 constexpr int64_t kBigElements = (4 << 20) / 4;
 // The ring all-reduce's chunks: each a Send/Recv of its own, so a chunk is summed while the next
 // is on its way.
-constexpr int64_t kAllReduceChunk = 1 << 20;
+constexpr int64_t kAllReduceChunk = 512 << 10;
 
 std::string g_self;  // this program, for the peer
 
