@@ -23,6 +23,7 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
+#include "ops/replicate.h"
 #include "ops/unary_ops.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
@@ -308,6 +309,45 @@ TEST(DistributedSessionTest, AllReduceAcrossWorkerProcessesIsExact) {
     }
     EXPECT_GT((*dist)->placement().cross_edges, 0);
   }
+}
+
+// Data parallelism across worker processes: the MLP replicated on two workers (ops/replicate.h),
+// its gradients all-reduced between them, follows the single replica trained here on the whole
+// batch; both workers' variables stay equal.
+TEST(DistributedSessionTest, ReplicasOnTwoWorkerProcessesFollowTheSingleReplica) {
+  WorkerProcess w0("cpu:0"), w1("cpu:0");
+  ASSERT_FALSE(w0.address().empty() || w1.address().empty());
+  Mlp model("", "");
+  ops::ReplicateOptions options;
+  options.devices = {"/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"};
+  options.averaged = {model.loss.node_name()};
+  auto replicated = ops::Replicate(model.root.graph(), options);
+  ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
+  auto dist = DistributedSession::Create(*replicated->graph, {}, Cluster({&w0, &w1}));
+  ASSERT_TRUE(dist.ok()) << dist.status().ToString();
+  Mlp local_model("", "");
+  auto local = Session::Create(local_model.root);
+  ASSERT_TRUE(local.ok()) << local.status().ToString();
+  ASSERT_TRUE((*dist)->Run({}, {}, model.init).ok());
+  ASSERT_TRUE((*local)->Run({}, {}, local_model.init).ok());
+  for (int s = 0; s < 4; ++s) {
+    auto feeds = MlpBatch(s);
+    auto d = (*dist)->Run(feeds, {model.loss.name()}, {model.step.name()});
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    auto l = (*local)->Run(feeds, {local_model.loss.name()}, {local_model.step.name()});
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    const float dl = (*d)[0].data<float>()[0], ll = (*l)[0].data<float>()[0];
+    EXPECT_NEAR(dl, ll, 1e-5f * std::max(1.0f, std::abs(ll))) << "step " << s;
+  }
+  const std::string w = model.weights[0].node_name();
+  auto copies = (*dist)->Run({}, {w, "replica1/" + w});
+  ASSERT_TRUE(copies.ok()) << copies.status().ToString();
+  EXPECT_EQ((*copies)[0].ToVector<float>(), (*copies)[1].ToVector<float>());
+  auto want = (*local)->Run({}, {local_model.weights[0].node_name()});
+  ASSERT_TRUE(want.ok());
+  const auto a = (*copies)[0].ToVector<float>(), b = (*want)[0].ToVector<float>();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5f) << w << "[" << i << "]";
 }
 
 TEST(DistributedSessionTest, AWorkersNodeErrorReachesTheMasterNamingTheNode) {

@@ -1,0 +1,341 @@
+#include "ops/replicate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "ops/array_ops.h"
+#include "ops/manip_ops.h"
+#include "ops/math_ops.h"
+#include "ops/state_ops.h"
+
+namespace dflow::ops {
+namespace {
+
+// A gradient input: node `node`'s input `input` in the single graph.
+struct GradUse {
+  int node;
+  int input;
+};
+
+class Replicator {
+ public:
+  Replicator(const Graph& single, const ReplicateOptions& options)
+      : g_(single), o_(options), n_(static_cast<int>(options.devices.size())) {}
+
+  Result<ReplicatedGraph> Run() {
+    RETURN_IF_ERROR(Classify());
+    out_.assign(n_, std::vector<std::vector<Output>>(g_.num_nodes()));
+    added_.assign(n_, std::vector<int>(g_.num_nodes(), -1));
+    AddFeeds();
+    // First every node up to the gradients, then the all-reduces, then the updates and what
+    // follows them.
+    std::vector<int> later;
+    for (int id : g_.topological_order()) {
+      if (g_.node(id).op() == "Placeholder") continue;
+      if (NeedsReduced(id)) {
+        later.push_back(id);
+        continue;
+      }
+      for (int r = 0; r < n_; ++r) RETURN_IF_ERROR(Copy(id, r));
+    }
+    RETURN_IF_ERROR(AllReduceGradients());
+    for (int id : later) {
+      for (int r = 0; r < n_; ++r) RETURN_IF_ERROR(Copy(id, r));
+    }
+    RETURN_IF_ERROR(AddGroups());
+    RETURN_IF_ERROR(AddSync());
+    RETURN_IF_ERROR(root_.status());
+    ReplicatedGraph result;
+    result.graph = root_.graph_ptr();
+    result.sync_target = sync_name_;
+    result.buckets = buckets_;
+    return result;
+  }
+
+ private:
+  // Finds the gradients, the grouped and averaged nodes, and the nodes that read a reduced
+  // gradient (directly or through others).
+  Status Classify() {
+    for (const std::string& name : o_.averaged) {
+      auto id = g_.FindNode(name);
+      if (!id) return NotFound("Replicate: no node '{}' to average over replicas", name);
+      const Node& node = g_.node(*id);
+      if (node.num_outputs() == 0 ||
+          (node.output_dtype(0) != DType::kF32 && node.output_dtype(0) != DType::kF64)) {
+        return InvalidArgument("Replicate: '{}' ({}) has no f32 or f64 output to average", name,
+                               node.op());
+      }
+      averaged_.insert(*id);
+    }
+    std::vector<bool> read(g_.num_nodes(), false);
+    for (int id = 0; id < g_.num_nodes(); ++id) {
+      for (const Endpoint& in : g_.node(id).inputs()) read[in.node] = true;
+    }
+    reduced_reader_.assign(g_.num_nodes(), false);
+    for (int id : g_.topological_order()) {
+      const Node& node = g_.node(id);
+      const OpDef* def = node.op_def();
+      for (int i = 0; def != nullptr && def->stateful && i < node.num_inputs() &&
+                      i < static_cast<int>(def->inputs.size());
+           ++i) {
+        if (def->inputs[i].name != "grad") continue;
+        const Endpoint& in = node.inputs()[i];
+        const Node& producer = g_.node(in.node);
+        if (!producer.output_shape(in.index).fully_defined()) {
+          return InvalidArgument(
+              "Replicate: the gradient '{}:{}' of '{}' has shape {}; every dimension must be known",
+              producer.name(), in.index, node.name(), producer.output_shape(in.index));
+        }
+        grad_uses_.push_back({id, i});
+        reduced_reader_[id] = true;
+      }
+      for (const Endpoint& in : node.inputs()) {
+        if (reduced_reader_[in.node]) reduced_reader_[id] = true;
+      }
+      for (int c : node.control_inputs()) {
+        if (reduced_reader_[c]) reduced_reader_[id] = true;
+      }
+      const bool effect = node.op() == "NoOp" || (def != nullptr && def->stateful);
+      if (!read[id] && effect && node.op() != "Variable" && !averaged_.count(id)) {
+        grouped_.insert(id);
+      }
+    }
+    return Status::OK();
+  }
+
+  bool NeedsReduced(int id) const { return reduced_reader_[id]; }
+
+  // The name of node `id`'s copy in replica r.
+  std::string Name(int id, int r) const {
+    const std::string& name = g_.node(id).name();
+    if (r == 0 && !averaged_.count(id) && !grouped_.count(id)) return name;
+    return fmt::format("replica{}/{}", r, name);
+  }
+
+  void AddFeeds() {
+    const Scope first = root_.WithDevice(o_.devices[0]);
+    for (int id : g_.topological_order()) {
+      const Node& node = g_.node(id);
+      if (node.op() != "Placeholder") continue;
+      const int fed = first.WithOpName(node.name()).AddNode("Placeholder", {}, node.attrs());
+      Output whole = root_.OutputOf(fed);
+      const Shape& shape = node.output_shape(0);
+      if (n_ > 1 && shape.rank() > 0 && shape.dims()[0] < 0) {
+        std::vector<Output> parts =
+            Split(first.WithOpName(fmt::format("{}/replica_split", node.name())), whole, n_, 0);
+        for (int r = 0; r < n_ && r < static_cast<int>(parts.size()); ++r) {
+          out_[r][id] = {parts[r]};
+        }
+      } else {
+        for (int r = 0; r < n_; ++r) out_[r][id] = {whole};
+      }
+    }
+  }
+
+  // The copy of input `i` of node `id` in replica r.
+  Output Input(int id, int i, int r) const {
+    const Node& node = g_.node(id);
+    // Replicas other than the first assign replica 0's values: identical initial copies.
+    // (A value read straight from a Variable stays the replica's own: an Assign is placed with
+    // every Variable it reads.)
+    if (r > 0 && node.op() == "Assign" && i == 1 &&
+        g_.node(node.inputs()[i].node).op() != "Variable") {
+      return Input(id, i, 0);
+    }
+    auto it = reduced_.find({id, i});
+    if (it != reduced_.end()) return it->second[r];
+    const Endpoint& in = node.inputs()[i];
+    const auto& outs = out_[r][in.node];
+    return in.index < static_cast<int>(outs.size()) ? outs[in.index] : Output();
+  }
+
+  Status Copy(int id, int r) {
+    const Node& node = g_.node(id);
+    std::vector<Output> inputs;
+    for (int i = 0; i < node.num_inputs(); ++i) {
+      inputs.push_back(Input(id, i, r));
+      if (!inputs.back().valid()) {
+        return Internal("Replicate: input {} of '{}' has no copy in replica {}", i, node.name(), r);
+      }
+    }
+    std::vector<Output> control;
+    for (int c : node.control_inputs()) {
+      if (added_[r][c] >= 0) control.push_back(root_.OutputOf(added_[r][c]));
+    }
+    Scope s = root_.WithOpName(Name(id, r)).WithDevice(o_.devices[r]);
+    if (!control.empty()) s = s.WithControlDependencies(control);
+    const int copy = s.AddNode(node.op(), inputs, node.attrs());
+    RETURN_IF_ERROR(root_.status());
+    if (!node.colocation_group().empty()) {
+      root_.graph_ptr()->SetColocationGroup(
+          copy, r == 0 ? node.colocation_group()
+                       : fmt::format("replica{}/{}", r, node.colocation_group()));
+    }
+    added_[r][id] = copy;
+    std::vector<Output> outs;
+    for (int k = 0; k < node.num_outputs(); ++k) outs.push_back(root_.OutputOf(copy, k));
+    out_[r][id] = std::move(outs);
+    return Status::OK();
+  }
+
+  // Packs the gradients into buckets and replaces each with its mean over replicas.
+  Status AllReduceGradients() {
+    // Each gradient once, in the order the backward pass makes them (node ids of the single
+    // graph grow as autodiff adds them, last layer first).
+    struct Grad {
+      Endpoint at;
+      std::vector<GradUse> uses;
+    };
+    std::map<std::pair<int, int>, size_t> index;
+    std::vector<Grad> grads;
+    for (const GradUse& use : grad_uses_) {
+      const Endpoint& at = g_.node(use.node).inputs()[use.input];
+      auto [it, fresh] = index.try_emplace({at.node, at.index}, grads.size());
+      if (fresh) grads.push_back({at, {}});
+      grads[it->second].uses.push_back(use);
+    }
+    std::stable_sort(grads.begin(), grads.end(),
+                     [](const Grad& a, const Grad& b) { return a.at.node < b.at.node; });
+    if (o_.first_bucket_bytes <= 0 || o_.bucket_bytes <= 0) {
+      return InvalidArgument("Replicate: bucket sizes must be positive ({} and {} given)",
+                             o_.first_bucket_bytes, o_.bucket_bytes);
+    }
+    // Buckets: consecutive gradients of one dtype up to the bucket's size.
+    std::vector<std::vector<size_t>> buckets;
+    int64_t filled = 0;
+    DType dtype = DType::kInvalid;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const Node& p = g_.node(grads[i].at.node);
+      const int64_t bytes = p.output_shape(grads[i].at.index).num_elements() *
+                            DTypeSize(p.output_dtype(grads[i].at.index));
+      const int64_t cap = buckets.size() <= 1 ? o_.first_bucket_bytes : o_.bucket_bytes;
+      if (buckets.empty() || p.output_dtype(grads[i].at.index) != dtype ||
+          (filled > 0 && filled + bytes > cap)) {
+        buckets.emplace_back();
+        filled = 0;
+        dtype = p.output_dtype(grads[i].at.index);
+      }
+      buckets.back().push_back(i);
+      filled += bytes;
+    }
+    buckets_ = static_cast<int>(buckets.size());
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      const Scope scope = root_.WithNameScope(fmt::format("gradient_bucket{}", b));
+      std::vector<int64_t> sizes;
+      for (size_t i : buckets[b]) {
+        sizes.push_back(g_.node(grads[i].at.node).output_shape(grads[i].at.index).num_elements());
+      }
+      // Each replica's bucket: its gradients flattened end to end.
+      std::vector<Output> packed;
+      for (int r = 0; r < n_; ++r) {
+        const Scope on = scope.WithDevice(o_.devices[r]);
+        std::vector<Output> flat;
+        for (size_t i : buckets[b]) {
+          const auto& outs = out_[r][grads[i].at.node];
+          if (grads[i].at.index >= static_cast<int>(outs.size())) {
+            return Internal("Replicate: a gradient of bucket {} has no copy in replica {}", b, r);
+          }
+          flat.push_back(Reshape(on, outs[grads[i].at.index], {-1}));
+        }
+        packed.push_back(flat.size() == 1 ? flat[0] : Concat(on, flat, 0));
+      }
+      std::vector<Output> mean =
+          n_ == 1 ? packed
+                  : AllReduce(scope, packed, o_.devices, {Reduction::kMean, o_.chunk_bytes});
+      RETURN_IF_ERROR(root_.status());
+      for (int r = 0; r < n_; ++r) {
+        const Scope on = scope.WithDevice(o_.devices[r]);
+        std::vector<Output> parts =
+            sizes.size() == 1 ? std::vector<Output>{mean[r]} : SplitV(on, mean[r], sizes, 0);
+        for (size_t k = 0; k < buckets[b].size() && k < parts.size(); ++k) {
+          const Grad& grad = grads[buckets[b][k]];
+          Output shaped =
+              Reshape(on, parts[k], g_.node(grad.at.node).output_shape(grad.at.index).dim_vector());
+          for (const GradUse& use : grad.uses) {
+            auto& slot = reduced_[{use.node, use.input}];
+            slot.resize(n_);
+            slot[r] = shaped;
+          }
+        }
+      }
+      RETURN_IF_ERROR(root_.status());
+    }
+    return Status::OK();
+  }
+
+  // The original names of grouped and averaged nodes, over all replicas' copies.
+  Status AddGroups() {
+    for (int id : grouped_) {
+      std::vector<Output> copies;
+      for (int r = 0; r < n_; ++r) copies.push_back(root_.OutputOf(added_[r][id]));
+      NoOp(root_.WithOpName(g_.node(id).name()).WithControlDependencies(copies));
+    }
+    for (int id : averaged_) {
+      std::vector<Output> copies;
+      for (int r = 0; r < n_; ++r) copies.push_back(out_[r][id][0]);
+      const Scope first = root_.WithDevice(o_.devices[0]);
+      const DType dtype = g_.node(id).output_dtype(0);
+      Tensor scale(dtype, Shape{});
+      if (dtype == DType::kF64) {
+        scale.data<double>()[0] = 1.0 / n_;
+      } else {
+        scale.data<float>()[0] = 1.0f / static_cast<float>(n_);
+      }
+      Output sum = n_ == 1 ? copies[0] : AddN(first, copies);
+      Mul(first.WithOpName(g_.node(id).name()), sum, Const(first, scale));
+    }
+    return root_.status();
+  }
+
+  // A NoOp assigning replica 0's value of every variable to the other replicas' copies.
+  Status AddSync() {
+    std::string name = "replica_sync";
+    for (int i = 1; root_.graph().FindNode(name); ++i) name = fmt::format("replica_sync_{}", i);
+    std::vector<Output> assigns;
+    for (int id = 0; id < g_.num_nodes(); ++id) {
+      if (g_.node(id).op() != "Variable") continue;
+      for (int r = 1; r < n_; ++r) {
+        // Through an Identity on the first device: an Assign is placed with every Variable it
+        // reads, and the two copies live on different devices.
+        const Scope on = root_.WithDevice(o_.devices[r]);
+        const size_t k = assigns.size();
+        Output value =
+            Identity(root_.WithOpName(fmt::format("{}/read_{}", name, k)).WithDevice(o_.devices[0]),
+                     out_[0][id][0]);
+        assigns.push_back(
+            Assign(on.WithOpName(fmt::format("{}/sync_{}", name, k)), out_[r][id][0], value));
+      }
+    }
+    NoOp(root_.WithOpName(name).WithControlDependencies(assigns));
+    sync_name_ = name;
+    return root_.status();
+  }
+
+  const Graph& g_;
+  const ReplicateOptions& o_;
+  const int n_;
+  Scope root_ = Scope::NewRootScope();
+  std::vector<std::vector<std::vector<Output>>> out_;  // [replica][node] -> outputs
+  std::vector<std::vector<int>> added_;                // [replica][node] -> id in the new graph
+  std::set<int> averaged_, grouped_;
+  std::vector<bool> reduced_reader_;
+  std::vector<GradUse> grad_uses_;
+  std::map<std::pair<int, int>, std::vector<Output>> reduced_;  // (node, input) -> per replica
+  int buckets_ = 0;
+  std::string sync_name_;
+};
+
+}  // namespace
+
+Result<ReplicatedGraph> Replicate(const Graph& single, const ReplicateOptions& options) {
+  if (options.devices.empty()) return InvalidArgument("Replicate: no devices given");
+  if (single.validated()) return Replicator(single, options).Run();
+  Graph copy = single;  // Validate orders the nodes topologically
+  RETURN_IF_ERROR(copy.Validate().WithPrefix("Replicate: "));
+  return Replicator(copy, options).Run();
+}
+
+}  // namespace dflow::ops

@@ -1,0 +1,57 @@
+// Data parallelism as a graph rewrite: a single-replica training graph (placeholders, a loss,
+// an optimizer's Minimize, as the examples build them) becomes N replicas, one per device, each
+// training on its share of every batch, their gradients averaged by ring all-reduces
+// (ops/all_reduce.h) so every replica applies the same update to its own copy of the variables
+// (mirrored variables, as Horovod and PyTorch DDP keep them).
+//
+// What the rewritten graph keeps, so that code written for the single replica runs it unchanged:
+//   - feeds: a placeholder whose first dimension is unknown (a batch) is fed the whole batch
+//     under its own name, on the first device, and split there into N equal parts, one per
+//     replica (the batch must divide by N); other placeholders go whole to every replica;
+//   - fetches: every node keeps its name in replica 0 ("replica1/...", "replica2/..." in the
+//     others), except the `averaged` nodes (the loss), whose name gives the mean over replicas;
+//   - targets: a NoOp or a node with effects that nothing reads (Minimize's NoOp, an initializer,
+//     an update) becomes a NoOp over all replicas' copies, so running it runs them all;
+//   - variables: replica 0's keep their names (checkpoints match the single-replica graph's);
+//     every Assign of another replica takes replica 0's value, so initializers give identical
+//     copies. After restoring a checkpoint, run `sync_target` to copy replica 0's variables to
+//     the others.
+//
+// Gradients: every input named "grad" of a stateful op (ApplySGD, ApplyAdam, ...) is replaced
+// by the mean over replicas. Gradients are packed into buckets in the order they are produced
+// (the last layer's first): a small first bucket, then about 25 MB each (as PyTorch DDP), each
+// bucket one all-reduce that starts as soon as its gradients exist, so communication overlaps
+// the rest of the backward pass.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "ops/all_reduce.h"
+
+namespace dflow::ops {
+
+struct ReplicateOptions {
+  std::vector<std::string> devices;   // one replica on each (at least one)
+  std::vector<std::string> averaged;  // nodes whose output 0 is averaged under their own name
+  int64_t first_bucket_bytes = 1 << 20;
+  int64_t bucket_bytes = 25 << 20;
+  int64_t chunk_bytes = 512 << 10;  // the all-reduces' chunks (AllReduceOptions)
+};
+
+struct ReplicatedGraph {
+  std::shared_ptr<Graph> graph;
+  std::string sync_target;  // copies replica 0's variables to the other replicas
+  int buckets = 0;          // all-reduces per step
+};
+
+// `single` may be validated already or not (a copy is then validated). Errors: InvalidArgument
+// for no devices, a graph that fails validation, a gradient whose shape
+// is not fully known (naming it) or bad bucket sizes; NotFound for an `averaged` name the graph
+// lacks.
+Result<ReplicatedGraph> Replicate(const Graph& single, const ReplicateOptions& options);
+
+}  // namespace dflow::ops

@@ -1,0 +1,201 @@
+// The data-parallel rewrite: N replicas on in-process devices against the single replica trained
+// on the whole batch, step by step, with SGD and Adam.
+#include "ops/replicate.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "ops/array_ops.h"
+#include "ops/initializers.h"
+#include "ops/math_ops.h"
+#include "ops/nn_ops.h"
+#include "ops/optimizers.h"
+#include "runtime/session.h"
+#include "test_util.h"
+
+namespace dflow {
+namespace {
+
+using testing::Devices;
+using testing::MessageHas;
+
+// A two-layer MLP on [batch, 8] inputs and 4 classes, trained by SGD or Adam.
+struct Mlp {
+  Scope root = Scope::NewRootScope();
+  std::vector<std::string> init, variables;
+  std::string loss, step;
+  explicit Mlp(bool adam) {
+    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 8});
+    auto y = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
+    std::vector<Output> vars;
+    Output h = x;
+    const int64_t sizes[] = {8, 16, 4};
+    for (int l = 0; l < 2; ++l) {
+      auto w = ops::InitializedVariable(root.WithOpName(fmt::format("w{}", l)),
+                                        Shape{sizes[l], sizes[l + 1]},
+                                        ops::Initializer::GlorotUniform(l + 1));
+      auto b = ops::InitializedVariable(root.WithOpName(fmt::format("b{}", l)), Shape{sizes[l + 1]},
+                                        ops::Initializer::Constant(0.1));
+      vars.insert(vars.end(), {w.var, b.var});
+      init.insert(init.end(), {w.init.node_name(), b.init.node_name()});
+      h = ops::BiasAdd(root, ops::MatMul(root, h, w.var), b.var);
+      if (l == 0) h = ops::Relu(root, h);
+    }
+    loss = ops::ReduceMean(root.WithOpName("loss"),
+                           ops::SparseSoftmaxCrossEntropyWithLogits(root, h, y).loss)
+               .node_name();
+    for (const Output& v : vars) variables.push_back(v.node_name());
+    if (adam) {
+      ops::Adam opt({.learning_rate = 0.01});
+      step = opt.Minimize(root, Output(&root.graph(), root.graph().FindNode(loss).value(), 0), vars)
+                 .name();
+      init.insert(init.end(), opt.init_targets().begin(), opt.init_targets().end());
+    } else {
+      ops::SGD opt({.learning_rate = 0.5});
+      step = opt.Minimize(root, Output(&root.graph(), root.graph().FindNode(loss).value(), 0), vars)
+                 .name();
+    }
+  }
+};
+
+Session::Feeds Batch(int step, int rows) {
+  std::mt19937 gen(step + 17);
+  Tensor x(DType::kF32, Shape{rows, 8}), y(DType::kI32, Shape{rows});
+  for (float& v : x.flat<float>()) v = std::uniform_real_distribution<float>(-1, 1)(gen);
+  for (int i = 0; i < rows; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(gen() % 4);
+  return {{"x", x}, {"labels", y}};
+}
+
+void TrainAgainstOneReplica(int replicas, bool adam, int64_t first_bucket_bytes) {
+  SCOPED_TRACE(fmt::format("{} replicas, {}", replicas, adam ? "Adam" : "SGD"));
+  Mlp single(adam), model(adam);
+  ops::ReplicateOptions options;
+  for (int r = 0; r < replicas; ++r) options.devices.push_back(fmt::format("cpu:{}", r));
+  options.averaged = {model.loss};
+  options.first_bucket_bytes = first_bucket_bytes;
+  auto replicated = ops::Replicate(model.root.graph(), options);
+  ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
+  // Four gradients of under 2 KiB: one bucket, or two after a first bucket of 64 bytes.
+  EXPECT_EQ(replicated->buckets, first_bucket_bytes < 1024 ? 2 : 1);
+
+  auto one = Session::Create(single.root);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  auto many = Session::Create(*replicated->graph, Devices(replicas));
+  ASSERT_TRUE(many.ok()) << many.status().ToString();
+  ASSERT_TRUE((*one)->Run({}, {}, single.init).ok());
+  // The initializers' names run every replica's; the copies start equal.
+  auto init = (*many)->Run({}, {}, model.init);
+  ASSERT_TRUE(init.ok()) << init.status().ToString();
+  for (int step = 0; step < 8; ++step) {
+    Session::Feeds feeds = Batch(step, 12);  // divides by 2, 3 and 4
+    auto a = (*one)->Run(feeds, {single.loss}, {single.step});
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    auto b = (*many)->Run(feeds, {model.loss}, {model.step});
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    const float la = (*a)[0].data<float>()[0], lb = (*b)[0].data<float>()[0];
+    EXPECT_NEAR(lb, la, 1e-5 * std::abs(la)) << "step " << step;
+  }
+  // Every replica's variables: equal to each other exactly (one all-reduced gradient, one
+  // update), and to the single replica's within rounding.
+  std::vector<std::string> fetches = single.variables;
+  auto want = (*one)->Run({}, fetches);
+  ASSERT_TRUE(want.ok());
+  for (int r = 0; r < replicas; ++r) {
+    std::vector<std::string> names;
+    for (const auto& v : model.variables) {
+      names.push_back(r == 0 ? v : fmt::format("replica{}/{}", r, v));
+    }
+    auto got = (*many)->Run({}, names);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    for (size_t v = 0; v < names.size(); ++v) {
+      auto w = (*want)[v].ToVector<float>(), g = (*got)[v].ToVector<float>();
+      ASSERT_EQ(w.size(), g.size());
+      for (size_t i = 0; i < w.size(); ++i) {
+        ASSERT_NEAR(g[i], w[i], 1e-5 + 1e-4 * std::abs(w[i])) << names[v] << "[" << i << "]";
+      }
+      if (r > 0) {
+        auto first = (*many)->Run({}, {model.variables[v]});
+        ASSERT_TRUE(first.ok());
+        EXPECT_EQ((*first)[0].ToVector<float>(), g) << names[v];
+      }
+    }
+  }
+}
+
+TEST(ReplicateTest, TwoAndFourReplicasFollowTheSingleReplicaWithSgd) {
+  TrainAgainstOneReplica(2, false, 1 << 20);
+  TrainAgainstOneReplica(4, false, 1 << 20);
+}
+
+TEST(ReplicateTest, ReplicasFollowTheSingleReplicaWithAdamAndManyBuckets) {
+  // A first bucket of 64 bytes: b1's gradient alone, then the rest.
+  TrainAgainstOneReplica(2, true, 64);
+  TrainAgainstOneReplica(3, true, 1 << 20);
+}
+
+TEST(ReplicateTest, SyncCopiesReplicaZerosVariablesToTheOthers) {
+  Mlp model(false);
+  ops::ReplicateOptions options;
+  options.devices = {"cpu:0", "cpu:1"};
+  auto replicated = ops::Replicate(model.root.graph(), options);
+  ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
+  auto session = Session::Create(*replicated->graph, Devices(2));
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ASSERT_TRUE((*session)->Run({}, {}, model.init).ok());
+  // Replica 0's copy of the step alone: its variables move, replica 1's stay; the sync then
+  // copies replica 0's to replica 1.
+  auto alone = (*session)->Run(Batch(0, 4), {}, {"replica0/" + model.step});
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  auto before = (*session)->Run({}, {"w0", "replica1/w0"});
+  ASSERT_TRUE(before.ok());
+  EXPECT_NE((*before)[0].ToVector<float>(), (*before)[1].ToVector<float>());
+  ASSERT_TRUE((*session)->Run({}, {}, {replicated->sync_target}).ok());
+  auto after = (*session)->Run({}, {"w0", "replica1/w0"});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ((*after)[0].ToVector<float>(), (*after)[1].ToVector<float>());
+  EXPECT_EQ((*after)[0].ToVector<float>(), (*before)[0].ToVector<float>());
+}
+
+TEST(ReplicateTest, ABatchThatDoesNotDivideNamesTheSplit) {
+  Mlp model(false);
+  ops::ReplicateOptions options;
+  options.devices = {"cpu:0", "cpu:1"};
+  auto replicated = ops::Replicate(model.root.graph(), options);
+  ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
+  auto session = Session::Create(*replicated->graph, Devices(2));
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE((*session)->Run({}, {}, model.init).ok());
+  auto r = (*session)->Run(Batch(0, 5), {}, {model.step});
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(MessageHas(r.status(), {"/replica_split", "does not split into 2"}))
+      << r.status().ToString();
+}
+
+TEST(ReplicateTest, BadOptionsAreErrorsNamingWhatIsWrong) {
+  Mlp model(false);
+  ops::ReplicateOptions options;
+  auto none = ops::Replicate(model.root.graph(), options);
+  EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(none.status(), {"no devices"})) << none.status().ToString();
+  options.devices = {"cpu:0", "cpu:1"};
+  options.averaged = {"no_such_loss"};
+  auto missing = ops::Replicate(model.root.graph(), options);
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(MessageHas(missing.status(), {"'no_such_loss'"})) << missing.status().ToString();
+  options.averaged = {"labels"};
+  auto integer = ops::Replicate(model.root.graph(), options);
+  EXPECT_EQ(integer.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(integer.status(), {"'labels'", "f32 or f64"}))
+      << integer.status().ToString();
+  options.averaged = {};
+  options.bucket_bytes = 0;
+  auto buckets = ops::Replicate(model.root.graph(), options);
+  EXPECT_TRUE(MessageHas(buckets.status(), {"bucket sizes must be positive"}))
+      << buckets.status().ToString();
+}
+
+}  // namespace
+}  // namespace dflow
