@@ -10,7 +10,9 @@
 //   BM_ModelParallelStep2Proc   the wide MLP's training step (placer_bench's) over two
 //                          dflow-workers of one core each, against two in-process devices;
 //   BM_AllReduce2Proc      the ring all-reduce of 256 KiB, 4 MiB and 64 MiB between two
-//                          dflow-workers (scripts/bench.sh: against MPI_Allreduce and gloo).
+//                          dflow-workers (scripts/bench.sh: against MPI_Allreduce and gloo);
+//   BM_DataParallelMlp2Proc     the MLP trained by two replicas on two dflow-workers (against
+//                          PyTorch DistributedDataParallel on two processes).
 //
 // The peer of the first two is this program again:
 // `distributed_bench --peer ADDRESS lat|bw tcp|shm`.
@@ -36,6 +38,7 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
+#include "ops/replicate.h"
 #include "ops/unary_ops.h"
 #include "transport/ucx_transport.h"
 
@@ -446,6 +449,84 @@ void BM_AllReduce2Proc(benchmark::State& state) {
   state.counters["bytes"] = static_cast<double>(bytes);
 }
 
+// Data parallelism: the MLP 784-512-512-10 (models_bench's) replicated on two dflow-workers of
+// one core each (ops/replicate.h), SGD on a batch of 128 fed by the master, 64 a replica; the
+// gradients averaged by the ring all-reduce. scripts/bench.sh compares it with PyTorch
+// DistributedDataParallel (gloo) on two one-thread processes.
+void BM_DataParallelMlp2Proc(benchmark::State& state) {
+  auto token = distributed::WriteTokenFile("/tmp", kToken);
+  std::vector<std::unique_ptr<distributed::LocalWorker>> workers;
+  for (int i = 0; i < 2; ++i) {
+    auto w =
+        distributed::LocalWorker::Start(WorkerBinary(), {"--token-file", *token, "--threads", "1"});
+    if (!w.ok()) {
+      state.SkipWithError(w.status().ToString().c_str());
+      return;
+    }
+    workers.push_back(std::move(w).value());
+  }
+  std::remove(token->c_str());
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 784});
+  auto labels = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
+  std::vector<Output> vars;
+  std::vector<std::string> init;
+  Output h = x;
+  const int64_t sizes[] = {784, 512, 512, 10};
+  for (int l = 0; l < 3; ++l) {
+    auto w = ops::InitializedVariable(root, Shape{sizes[l], sizes[l + 1]},
+                                      ops::Initializer::GlorotUniform(l + 1));
+    auto b = ops::InitializedVariable(root, Shape{sizes[l + 1]}, ops::Initializer::Zeros());
+    vars.insert(vars.end(), {w.var, b.var});
+    init.insert(init.end(), {w.init.node_name(), b.init.node_name()});
+    h = ops::BiasAdd(root, ops::MatMul(root, h, w.var), b.var);
+    if (l < 2) h = ops::Relu(root, h);
+  }
+  Output loss =
+      ops::ReduceMean(root, ops::SparseSoftmaxCrossEntropyWithLogits(root, h, labels).loss);
+  ops::SGD sgd({.learning_rate = 0.01});
+  ops::Operation step = sgd.Minimize(root, loss, vars);
+  ops::ReplicateOptions replicas;
+  replicas.devices = {"/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"};
+  replicas.averaged = {loss.node_name()};
+  replicas.chunk_bytes = kAllReduceChunk;
+  auto replicated = ops::Replicate(root.graph(), replicas);
+  if (!replicated.ok()) {
+    state.SkipWithError(replicated.status().ToString().c_str());
+    return;
+  }
+  distributed::DistributedOptions cluster;
+  for (auto& w : workers) cluster.cluster.jobs["worker"].push_back(w->address());
+  cluster.token = kToken;
+  auto session = distributed::DistributedSession::Create(*replicated->graph, {}, cluster);
+  if (!session.ok()) {
+    state.SkipWithError(session.status().ToString().c_str());
+    return;
+  }
+  Tensor images(DType::kF32, Shape{128, 784}), y(DType::kI32, Shape{128});
+  std::mt19937 gen(1);
+  for (float& v : images.flat<float>()) v = std::uniform_real_distribution<float>(0, 1)(gen);
+  for (int i = 0; i < 128; ++i) y.data<int32_t>()[i] = i % 10;
+  const Session::Feeds feeds = {{"x", images}, {"labels", y}};
+  Status s = (*session)->Run({}, {}, init).status();
+  for (int i = 0; i < 5 && s.ok(); ++i)
+    s = (*session)->Run(feeds, {loss.name()}, {step.name()}).status();
+  if (!s.ok()) {
+    state.SkipWithError(s.ToString().c_str());
+    return;
+  }
+  for (auto _ : state) {
+    auto out = (*session)->Run(feeds, {loss.name()}, {step.name()});
+    if (!out.ok()) {
+      state.SkipWithError(out.status().ToString().c_str());
+      break;
+    }
+  }
+  state.counters["examples_per_second"] = benchmark::Counter(
+      128.0 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["buckets"] = replicated->buckets;
+}
+
 BENCHMARK(BM_SendRecvLatency)
     ->Arg(0)
     ->Arg(1)
@@ -465,6 +546,7 @@ BENCHMARK(BM_AllReduce2Proc)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0)
     ->UseRealTime();
+BENCHMARK(BM_DataParallelMlp2Proc)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
 BENCHMARK(BM_DistributedStepOverhead)->Unit(benchmark::kMicrosecond)->MinTime(1.0)->UseRealTime();
 BENCHMARK(BM_ModelParallelStep2Proc)
     ->Arg(0)

@@ -51,7 +51,9 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Create(transport::UcxTrans
 WorkerService::WorkerService(transport::UcxTransport* transport, WorkerOptions options)
     : transport_(transport),
       options_(std::move(options)),
-      steps_(std::make_unique<ThreadPool>(options_.max_concurrent_steps)) {}
+      steps_(std::make_unique<ThreadPool>(options_.max_concurrent_steps, [] {
+        pthread_setname_np(pthread_self(), "dflow step");
+      })) {}
 
 WorkerService::~WorkerService() {
   transport_->SetCallHandler(nullptr);

@@ -93,6 +93,8 @@ if "$py" -c "import torch" 2>/dev/null; then
   "$py" bench/peers/torch_models.py > "$out/torch.json" 2>/dev/null || rm -f "$out/torch.json"
   timeout 300 "$py" bench/peers/gloo_allreduce.py $allreduce_sizes > "$out/gloo_allreduce.json" \
     2>/dev/null || rm -f "$out/gloo_allreduce.json"
+  timeout 300 "$py" bench/peers/torch_ddp_mlp.py > "$out/torch_ddp.json" 2>/dev/null ||
+    rm -f "$out/torch_ddp.json"
 fi
 
 # ONNX Runtime peer: the same MLP exported from PyTorch, run by onnxruntime-node.
@@ -238,6 +240,18 @@ if os.path.exists(dpath):
                 line += f" {peer_name}=not-found"
         if shm:
             line += f" sendrecv_shm={shm['bytes_per_second'] / 1e9:.2f}GB/s"
+        print(line)
+    dp = dist.get("BM_DataParallelMlp2Proc/min_time:3.000/real_time")
+    if dp:
+        ddp = peer("torch_ddp.json")
+        line = (f"bench data_parallel_mlp_2proc: throughput={dp['examples_per_second']:.0f}ex/s "
+                f"step={dp['real_time']:.2f}ms")
+        if ddp:
+            line += (f" pytorch{ddp['version'].split('+')[0]}_ddp_gloo="
+                     f"{ddp['examples_per_s']:.0f}ex/s ratio="
+                     f"{dp['examples_per_second'] / ddp['examples_per_s']:.2f} target=2.0")
+        else:
+            line += " pytorch_ddp=not-found"
         print(line)
 for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_peak_memory_b128", "train_peak_bytes"),
                             ("BM_CnnTrainStep", "cnn_train_peak_memory_b128", "cnn_train_peak_bytes")]:

@@ -20,6 +20,7 @@ void UcxTransport::Impl::SetCallHandler(UcxTransport::CallHandler handler,
 }
 
 void UcxTransport::Impl::ServiceLoop() {
+  pthread_setname_np(pthread_self(), "dflow service");
   for (;;) {
     std::function<void()> job;
     {

@@ -366,6 +366,7 @@ void UcxTransport::Impl::RunDeferred() {
 }
 
 void UcxTransport::Impl::Loop() {
+  pthread_setname_np(pthread_self(), "dflow progress");  // as perf and top show it
   while (!stop_.load()) {
     ExpireCalls();
     if (std::chrono::steady_clock::now() >= next_check_) CheckPeers();
