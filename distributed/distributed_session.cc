@@ -488,18 +488,24 @@ std::map<std::string, Frame> DistributedSession::VariablesByTask() const {
 }
 
 Status DistributedSession::SaveCheckpoint(const std::string& path) {
+  auto values = SnapshotVariables();
+  if (!values.ok()) {
+    return values.status().WithPrefix(fmt::format("cannot save checkpoint '{}': ", path));
+  }
+  return serialization::SaveCheckpoint(*values, path);
+}
+
+Result<std::map<std::string, Tensor>> DistributedSession::SnapshotVariables() {
   std::map<std::string, Tensor> values;
   for (auto& [task, request] : VariablesByTask()) {
     auto reply = transport_->Call(task, static_cast<uint16_t>(Method::kReadVariables),
                                   EncodeFrame(request), cluster_.request_timeout);
-    if (!reply.ok()) {
-      return InTask(task, reply.status())
-          .WithPrefix(fmt::format("cannot save checkpoint '{}': ", path));
-    }
+    if (!reply.ok()) return InTask(task, reply.status());
+    // Decoded from the reply: copies no later step changes.
     ASSIGN_OR_RETURN(auto part, DecodeTensors(*reply, "the variables of task " + task));
     values.merge(part);
   }
-  return serialization::SaveCheckpoint(values, path);
+  return values;
 }
 
 Status DistributedSession::RestoreCheckpoint(const std::string& path) {

@@ -55,6 +55,7 @@ class DistributedSession final : public Session {
                                   const std::vector<std::string>& targets,
                                   const RunOptions& options) override;
   Status SaveCheckpoint(const std::string& path) override;
+  Result<std::map<std::string, Tensor>> SnapshotVariables() override;
   Status RestoreCheckpoint(const std::string& path) override;
   // From profiled steps (RunOptions::profile): each node's span on its worker, by device type.
   MeasuredCosts MeasuredNodeCosts() const override DFLOW_EXCLUDES(mu_);

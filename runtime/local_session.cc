@@ -1,5 +1,7 @@
 #include "runtime/local_session.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "ops/register.h"
@@ -265,6 +267,14 @@ VariableStore::Variable* LocalSession::FindVariable(int node, bool create) {
 }
 
 Status LocalSession::SaveCheckpoint(const std::string& path) {
+  auto values = SnapshotVariables();
+  if (!values.ok()) {
+    return values.status().WithPrefix(fmt::format("cannot save checkpoint '{}': ", path));
+  }
+  return serialization::SaveCheckpoint(*values, path);
+}
+
+Result<std::map<std::string, Tensor>> LocalSession::SnapshotVariables() {
   std::map<std::string, Tensor> values;
   for (int v = 0; v < graph_.num_nodes(); ++v) {
     const Node& node = graph_.node(v);
@@ -276,14 +286,13 @@ Status LocalSession::SaveCheckpoint(const std::string& path) {
       value = var->value;
     }
     if (!value.valid()) {
-      return FailedPrecondition(
-          "cannot save checkpoint '{}': variable '{}' is uninitialised; run its initializer first",
-          path, node.name());
+      return FailedPrecondition("variable '{}' is uninitialised; run its initializer first",
+                                node.name());
     }
     ASSIGN_OR_RETURN(Tensor host, devices_[placement_.device_of[v]]->CopyToHost(value));
     values.emplace(node.name(), std::move(host));
   }
-  return serialization::SaveCheckpoint(values, path);
+  return values;
 }
 
 Status LocalSession::RestoreCheckpoint(const std::string& path) {

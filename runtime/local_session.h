@@ -33,6 +33,7 @@ class LocalSession final : public Session {
                                   const std::vector<std::string>& targets,
                                   const RunOptions& options) override;
   Status SaveCheckpoint(const std::string& path) override;
+  Result<std::map<std::string, Tensor>> SnapshotVariables() override;
   Status RestoreCheckpoint(const std::string& path) override;
   MeasuredCosts MeasuredNodeCosts() const override;
   const Graph& graph() const override { return graph_; }

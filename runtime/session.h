@@ -122,6 +122,12 @@ class Session {
   // Writes every variable's value to a checkpoint file (serialization/checkpoint_file.h),
   // atomically. FailedPrecondition naming a variable that was never assigned.
   virtual Status SaveCheckpoint(const std::string& path) = 0;
+  // Every variable's value by name, as host tensors that later steps leave alone (an update
+  // writes into a fresh buffer while another holder keeps the old one): what SaveCheckpoint
+  // writes, taken between steps in about the time of a map of references, so that another
+  // thread can write it while steps go on (runtime/checkpointer.h). FailedPrecondition naming a
+  // variable that was never assigned.
+  virtual Result<std::map<std::string, Tensor>> SnapshotVariables() = 0;
   // Sets every variable of the graph from a checkpoint, by name. Nothing changes unless all of
   // them can be restored: NotFound names a variable the file lacks; InvalidArgument names one
   // whose dtype or shape differs from the graph's, with the file. Variables in the file that

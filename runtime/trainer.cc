@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "runtime/checkpointer.h"
+
 namespace dflow {
 namespace {
 
@@ -33,6 +35,19 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
     return InvalidArgument("TrainLoop needs a loss to fetch and a train target");
   }
   const bool tty = isatty(STDERR_FILENO);
+  std::unique_ptr<Checkpointer> checkpointer;
+  if (!o.checkpoint_dir.empty()) {
+    if (o.checkpoint_every_steps <= 0 && o.checkpoint_every_seconds <= 0) {
+      return InvalidArgument(
+          "TrainLoop: checkpoint_dir '{}' needs checkpoint_every_steps or "
+          "checkpoint_every_seconds",
+          o.checkpoint_dir);
+    }
+    ASSIGN_OR_RETURN(checkpointer,
+                     Checkpointer::Create({.dir = o.checkpoint_dir, .keep = o.checkpoint_keep}));
+  }
+  int64_t step = 0, saved_step = 0, checkpoints = 0;  // over all epochs
+  auto last_save = Clock::now();
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     batches.StartEpoch(epoch - 1);
     EpochStats stats;
@@ -58,6 +73,16 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
       loss_sum += loss;
       examples += images.shape()[0];
       ++stats.steps;
+      ++step;
+      if (checkpointer && ((o.checkpoint_every_steps > 0 && step % o.checkpoint_every_steps == 0) ||
+                           (o.checkpoint_every_seconds > 0 &&
+                            std::chrono::duration<double>(Clock::now() - last_save).count() >=
+                                o.checkpoint_every_seconds))) {
+        RETURN_IF_ERROR(checkpointer->Save(session, step));
+        saved_step = step;
+        last_save = Clock::now();
+        ++checkpoints;
+      }
       double secs = std::chrono::duration<double>(Clock::now() - start).count();
       if (o.progress &&
           (tty ? stats.steps % 10 == 0 || stats.steps == total : stats.steps >= next_line)) {
@@ -73,7 +98,12 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
       std::nth_element(step_ms.begin(), step_ms.begin() + step_ms.size() / 2, step_ms.end());
       stats.median_step_ms = step_ms[step_ms.size() / 2];
     }
+    stats.checkpoints = checkpoints;
     if (on_epoch) RETURN_IF_ERROR(on_epoch(stats));
+  }
+  if (checkpointer) {
+    if (saved_step != step) RETURN_IF_ERROR(checkpointer->Save(session, step));
+    RETURN_IF_ERROR(checkpointer->Flush());
   }
   return Status::OK();
 }

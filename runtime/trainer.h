@@ -22,6 +22,15 @@ struct TrainLoopOptions {
   std::string train_target;            // node run every step (the optimizer's update)
   bool progress = true;
   int64_t max_steps_per_epoch = -1;  // > 0: shortened epochs (for CI)
+  // Checkpoints (runtime/checkpointer.h), none while checkpoint_dir is empty: the variables
+  // every checkpoint_every_steps steps (counted over all epochs) and whenever
+  // checkpoint_every_seconds have passed since the last, written by a background thread while
+  // training goes on, as DIR/ckpt-STEP.dfckpt; the newest checkpoint_keep stay. The last step's
+  // is written before TrainLoop returns.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every_steps = 0;
+  double checkpoint_every_seconds = 0;
+  int checkpoint_keep = 3;
 };
 
 struct EpochStats {
@@ -31,6 +40,7 @@ struct EpochStats {
   double seconds = 0;
   double examples_per_second = 0;
   double median_step_ms = 0;
+  int64_t checkpoints = 0;  // taken so far, all epochs
 };
 
 // Runs the epochs; calls on_epoch after each, stopping at the first error from a step or from

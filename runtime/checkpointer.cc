@@ -1,0 +1,149 @@
+#include "runtime/checkpointer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include "serialization/checkpoint_file.h"
+
+namespace dflow {
+namespace {
+
+constexpr char kPrefix[] = "ckpt-";
+constexpr char kSuffix[] = ".dfckpt";
+
+std::string PathOf(const std::string& dir, int64_t step) {
+  return (std::filesystem::path(dir) / fmt::format("{}{}{}", kPrefix, step, kSuffix)).string();
+}
+
+// The step of a checkpoint file's name, or -1.
+int64_t StepOf(const std::string& name) {
+  const std::string prefix = kPrefix, suffix = kSuffix;
+  if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) ||
+      !name.ends_with(suffix)) {
+    return -1;
+  }
+  const std::string digits =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.empty() || digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return -1;
+  }
+  return std::stoll(digits);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Checkpointer>> Checkpointer::Create(const CheckpointerOptions& options) {
+  if (options.dir.empty()) return InvalidArgument("Checkpointer: no directory given");
+  if (options.keep < 1) {
+    return InvalidArgument("Checkpointer: keep is {}; it must be >= 1", options.keep);
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(options.dir, ec);
+  if (ec || !std::filesystem::is_directory(options.dir)) {
+    return InvalidArgument("cannot make the checkpoint directory '{}': {}", options.dir,
+                           ec ? ec.message() : "not a directory");
+  }
+  return std::unique_ptr<Checkpointer>(new Checkpointer(options));
+}
+
+Checkpointer::Checkpointer(CheckpointerOptions options) : options_(std::move(options)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Checkpointer::~Checkpointer() {
+  {
+    MutexLock lock(mu_);
+    stop_ = true;
+  }
+  cv_.NotifyAll();
+  thread_.join();
+}
+
+Status Checkpointer::Save(Session& session, int64_t step) {
+  {
+    MutexLock lock(mu_);
+    if (!error_.ok()) return error_;
+  }
+  auto values = session.SnapshotVariables();
+  if (!values.ok()) {
+    return values.status().WithPrefix(fmt::format("cannot take checkpoint {}: ", step));
+  }
+  {
+    MutexLock lock(mu_);
+    pending_ = Snapshot{step, std::move(values).value()};  // a waiting older one is dropped
+  }
+  cv_.NotifyAll();
+  return Status::OK();
+}
+
+Status Checkpointer::Flush() {
+  MutexLock lock(mu_);
+  while (error_.ok() && (pending_.has_value() || writing_)) cv_.Wait(mu_);
+  return error_;
+}
+
+int64_t Checkpointer::written() const {
+  MutexLock lock(mu_);
+  return written_;
+}
+
+void Checkpointer::Loop() {
+  MutexLock lock(mu_);
+  for (;;) {
+    while (!stop_ && !pending_.has_value()) cv_.Wait(mu_);
+    if (!pending_.has_value()) return;  // stopping, nothing left to write
+    Snapshot snapshot = std::move(*pending_);
+    pending_.reset();
+    if (!error_.ok()) continue;  // a failed writer writes no more
+    writing_ = true;
+    lock.Unlock();
+    Status s = Write(snapshot.step, snapshot.values);
+    snapshot.values.clear();  // the buffers go before the next snapshot comes
+    lock.Lock();
+    writing_ = false;
+    if (s.ok()) {
+      written_++;
+    } else if (error_.ok()) {
+      error_ = s;
+    }
+    cv_.NotifyAll();
+  }
+}
+
+Status Checkpointer::Write(int64_t step, const std::map<std::string, Tensor>& values) {
+  RETURN_IF_ERROR(serialization::SaveCheckpoint(values, PathOf(options_.dir, step)));
+  // The newest `keep` stay; an older file that cannot be removed is left for the next time.
+  auto all = List(options_.dir);
+  for (size_t i = static_cast<size_t>(options_.keep); i < all.size(); ++i) {
+    std::error_code ec;
+    std::filesystem::remove(all[i].second, ec);
+  }
+  return Status::OK();
+}
+
+std::vector<std::pair<int64_t, std::string>> Checkpointer::List(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const int64_t step = StepOf(entry.path().filename().string());
+    if (step >= 0 && entry.is_regular_file(ec)) out.emplace_back(step, entry.path().string());
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return out;
+}
+
+Result<int64_t> Checkpointer::RestoreNewest(Session& session, const std::string& dir,
+                                            std::vector<std::string>* skipped) {
+  for (const auto& [step, path] : List(dir)) {
+    Status s = session.RestoreCheckpoint(path);
+    if (s.ok()) return step;
+    if (skipped != nullptr) skipped->push_back(s.ToString());
+  }
+  return NotFound("no checkpoint in '{}' restores", dir);
+}
+
+}  // namespace dflow

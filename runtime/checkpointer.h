@@ -1,0 +1,82 @@
+// Checkpoints written in the background, so saving does not stall training:
+//
+//   auto ckpt = Checkpointer::Create({.dir = "run1/checkpoints", .keep = 3});
+//   ... every K steps:  RETURN_IF_ERROR((*ckpt)->Save(*session, step));
+//   ... at the end:     RETURN_IF_ERROR((*ckpt)->Flush());
+//   ... after a crash:  auto step = Checkpointer::RestoreNewest(*session, "run1/checkpoints");
+//
+// Save takes the session's variables (Session::SnapshotVariables: references, not copies) and
+// returns; a background thread writes them to DIR/ckpt-STEP.dfckpt, atomically (a file is
+// either whole or absent), then deletes all but the newest `keep`. A snapshot that waits while
+// the writer is busy is replaced by a newer one: the newest always wins, and memory holds at
+// most two snapshots. A write's error stops further writes and is returned by the next Save or
+// Flush.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "graph/mutex.h"
+#include "graph/thread_annotations.h"
+#include "runtime/session.h"
+
+namespace dflow {
+
+struct CheckpointerOptions {
+  std::string dir;  // made when missing
+  int keep = 3;     // newest checkpoints kept (>= 1)
+};
+
+class Checkpointer {
+ public:
+  // InvalidArgument for an empty dir or keep < 1; the error of making the dir, naming it.
+  static Result<std::unique_ptr<Checkpointer>> Create(const CheckpointerOptions& options);
+  ~Checkpointer();  // finishes the write under way and any waiting one
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  // Takes `session`'s variables as the checkpoint of `step` and returns; they are written in
+  // the background. The snapshot's error, or an earlier write's.
+  Status Save(Session& session, int64_t step) DFLOW_EXCLUDES(mu_);
+  // Waits until every snapshot taken so far is written; the first write error.
+  Status Flush() DFLOW_EXCLUDES(mu_);
+  // Checkpoints written so far.
+  int64_t written() const DFLOW_EXCLUDES(mu_);
+  const std::string& dir() const { return options_.dir; }
+
+  // The checkpoint files in `dir`, newest step first: (step, path).
+  static std::vector<std::pair<int64_t, std::string>> List(const std::string& dir);
+  // Restores the newest checkpoint of `dir` that loads and fits the session's graph; the ones
+  // that do not (a damaged file, say) are skipped, each reason added to `skipped`. Returns its
+  // step. NotFound naming the dir when none restores.
+  static Result<int64_t> RestoreNewest(Session& session, const std::string& dir,
+                                       std::vector<std::string>* skipped = nullptr);
+
+ private:
+  explicit Checkpointer(CheckpointerOptions options);
+  void Loop() DFLOW_EXCLUDES(mu_);
+  Status Write(int64_t step, const std::map<std::string, Tensor>& values);
+
+  const CheckpointerOptions options_;
+  mutable Mutex mu_;
+  CondVar cv_;
+  struct Snapshot {
+    int64_t step;
+    std::map<std::string, Tensor> values;
+  };
+  std::optional<Snapshot> pending_ DFLOW_GUARDED_BY(mu_);
+  bool writing_ DFLOW_GUARDED_BY(mu_) = false;
+  bool stop_ DFLOW_GUARDED_BY(mu_) = false;
+  Status error_ DFLOW_GUARDED_BY(mu_);
+  int64_t written_ DFLOW_GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+};
+
+}  // namespace dflow

@@ -1,0 +1,218 @@
+// Background checkpoints: snapshots that later steps leave alone, atomic files, the newest few
+// kept, a damaged newest skipped on restore, and TrainLoop taking them every K steps.
+#include "runtime/checkpointer.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "ops/array_ops.h"
+#include "ops/initializers.h"
+#include "ops/math_ops.h"
+#include "ops/nn_ops.h"
+#include "ops/optimizers.h"
+#include "runtime/trainer.h"
+#include "serialization/checkpoint_file.h"
+#include "test_util.h"
+
+namespace dflow {
+namespace {
+
+using testing::MessageHas;
+
+// A linear model trained by SGD: its one variable changes every step.
+struct Model {
+  Scope root = Scope::NewRootScope();
+  std::string init, step, loss;
+  Model() {
+    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 4});
+    auto y = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
+    auto w = ops::InitializedVariable(root.WithOpName("w"), Shape{4, 3},
+                                      ops::Initializer::GlorotUniform(1));
+    init = w.init.node_name();
+    auto mean = ops::ReduceMean(
+        root.WithOpName("loss"),
+        ops::SparseSoftmaxCrossEntropyWithLogits(root, ops::MatMul(root, x, w.var), y).loss);
+    loss = mean.name();
+    step = ops::SGD({.learning_rate = 0.5}).Minimize(root, mean, {w.var}).name();
+  }
+};
+
+Session::Feeds Batch(int seed) {
+  std::mt19937 gen(seed);
+  Tensor x(DType::kF32, Shape{8, 4}), y(DType::kI32, Shape{8});
+  for (float& v : x.flat<float>()) v = std::uniform_real_distribution<float>(-1, 1)(gen);
+  for (int i = 0; i < 8; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(gen() % 3);
+  return {{"x", x}, {"labels", y}};
+}
+
+std::string FreshDir(const std::string& name) {
+  std::string dir = ::testing::TempDir() + "/checkpointer_" + name;
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+std::vector<float> W(Session& s) { return (*s.Run({}, {"w"}))[0].ToVector<float>(); }
+
+TEST(CheckpointerTest, ASnapshotKeepsTheValuesOfItsStepWhileTrainingGoesOn) {
+  Model m;
+  auto session = Session::Create(m.root);
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE((*session)->Run({}, {}, {m.init}).ok());
+  auto snapshot = (*session)->SnapshotVariables();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status().ToString();
+  const std::vector<float> before = W(**session);
+  ASSERT_TRUE((*session)->Run(Batch(1), {}, {m.step}).ok());
+  EXPECT_NE(W(**session), before);                         // the step moved w...
+  EXPECT_EQ(snapshot->at("w").ToVector<float>(), before);  // ...but not the snapshot
+}
+
+TEST(CheckpointerTest, WritesInTheBackgroundKeepsTheNewestAndRestores) {
+  Model m;
+  auto session = Session::Create(m.root);
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE((*session)->Run({}, {}, {m.init}).ok());
+  const std::string dir = FreshDir("keep");
+  auto ckpt = Checkpointer::Create({.dir = dir, .keep = 2});
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  std::map<int64_t, std::vector<float>> at;
+  for (int step = 1; step <= 5; ++step) {
+    ASSERT_TRUE((*session)->Run(Batch(step), {}, {m.step}).ok());
+    at[step] = W(**session);
+    ASSERT_TRUE((*ckpt)->Save(**session, step).ok());
+    ASSERT_TRUE((*ckpt)->Flush().ok());
+  }
+  EXPECT_EQ((*ckpt)->written(), 5);
+  auto files = Checkpointer::List(dir);
+  ASSERT_EQ(files.size(), 2u);  // keep = 2: steps 5 and 4
+  EXPECT_EQ(files[0].first, 5);
+  EXPECT_EQ(files[1].first, 4);
+  // Each file holds the variables of its step.
+  for (const auto& [step, path] : files) {
+    auto values = serialization::LoadCheckpoint(path);
+    ASSERT_TRUE(values.ok()) << values.status().ToString();
+    EXPECT_EQ(values->at("w").ToVector<float>(), at[step]) << path;
+  }
+  ASSERT_TRUE((*session)->Run(Batch(9), {}, {m.step}).ok());
+  auto restored = Checkpointer::RestoreNewest(**session, dir);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(*restored, 5);
+  EXPECT_EQ(W(**session), at[5]);
+}
+
+TEST(CheckpointerTest, ADamagedNewestCheckpointFallsBackToTheOneBefore) {
+  Model m;
+  auto session = Session::Create(m.root);
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE((*session)->Run({}, {}, {m.init}).ok());
+  const std::string dir = FreshDir("damaged");
+  std::vector<float> at2;
+  {
+    auto ckpt = Checkpointer::Create({.dir = dir, .keep = 3});
+    ASSERT_TRUE(ckpt.ok());
+    for (int step = 1; step <= 3; ++step) {
+      ASSERT_TRUE((*session)->Run(Batch(step), {}, {m.step}).ok());
+      if (step == 2) at2 = W(**session);
+      ASSERT_TRUE((*ckpt)->Save(**session, step).ok());
+      ASSERT_TRUE((*ckpt)->Flush().ok());
+    }
+  }
+  // The newest cut short, as by a disk filling up under a copy of it.
+  const std::string newest = Checkpointer::List(dir)[0].second;
+  const auto size = std::filesystem::file_size(newest);
+  std::filesystem::resize_file(newest, size / 2);
+  std::vector<std::string> skipped;
+  auto restored = Checkpointer::RestoreNewest(**session, dir, &skipped);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(*restored, 2);
+  EXPECT_EQ(W(**session), at2);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("ckpt-3.dfckpt"), std::string::npos) << skipped[0];
+  // No checkpoint at all.
+  auto none = Checkpointer::RestoreNewest(**session, FreshDir("none"));
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(MessageHas(none.status(), {"checkpointer_none"})) << none.status().ToString();
+}
+
+TEST(CheckpointerTest, ANewerSnapshotReplacesOneStillWaiting) {
+  Model m;
+  auto session = Session::Create(m.root);
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE((*session)->Run({}, {}, {m.init}).ok());
+  const std::string dir = FreshDir("burst");
+  auto ckpt = Checkpointer::Create({.dir = dir, .keep = 100});
+  ASSERT_TRUE(ckpt.ok());
+  for (int step = 1; step <= 50; ++step) ASSERT_TRUE((*ckpt)->Save(**session, step).ok());
+  ASSERT_TRUE((*ckpt)->Flush().ok());
+  // At most one write under way and one waiting at a time: some were replaced, the last never.
+  EXPECT_LE((*ckpt)->written(), 50);
+  EXPECT_EQ(Checkpointer::List(dir)[0].first, 50);
+}
+
+TEST(CheckpointerTest, ErrorsNameTheDirectoryOrTheVariable) {
+  auto empty = Checkpointer::Create({.dir = ""});
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+  auto keep = Checkpointer::Create({.dir = FreshDir("k"), .keep = 0});
+  EXPECT_TRUE(MessageHas(keep.status(), {"keep is 0"})) << keep.status().ToString();
+  const std::string file = FreshDir("file");
+  std::ofstream(file) << "not a directory";
+  auto blocked = Checkpointer::Create({.dir = file + "/sub"});
+  EXPECT_EQ(blocked.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(blocked.status(), {file + "/sub"})) << blocked.status().ToString();
+  // A variable never initialised: Save says which.
+  Model m;
+  auto session = Session::Create(m.root);
+  ASSERT_TRUE(session.ok());
+  auto ckpt = Checkpointer::Create({.dir = FreshDir("uninit")});
+  ASSERT_TRUE(ckpt.ok());
+  Status s = (*ckpt)->Save(**session, 7);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(MessageHas(s, {"checkpoint 7", "'w'"})) << s.ToString();
+}
+
+TEST(CheckpointerTest, TrainLoopCheckpointsEveryKStepsAndAtTheEnd) {
+  Model m;
+  auto session = Session::Create(m.root);
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE((*session)->Run({}, {}, {m.init}).ok());
+  Dataset data;
+  data.images = Tensor(DType::kF32, Shape{44, 4});
+  data.labels = Tensor(DType::kI32, Shape{44});
+  std::mt19937 gen(3);
+  for (float& v : data.images.flat<float>()) v = std::uniform_real_distribution<float>(-1, 1)(gen);
+  for (int i = 0; i < 44; ++i) data.labels.data<int32_t>()[i] = static_cast<int32_t>(gen() % 3);
+  Batcher batches(data, 4, 1);  // 11 steps an epoch
+  const std::string dir = FreshDir("loop");
+  TrainLoopOptions o{.epochs = 2, .loss = m.loss, .train_target = m.step, .progress = false};
+  o.checkpoint_dir = dir;
+  o.checkpoint_every_steps = 5;
+  o.checkpoint_keep = 10;
+  int64_t taken = 0;
+  Status s = TrainLoop(**session, batches, o, [&](const EpochStats& e) {
+    taken = e.checkpoints;
+    return Status::OK();
+  });
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(taken, 4);  // steps 5, 10, 15, 20; then 22 at the end
+  // The loop outruns the writer here (steps of microseconds), so some snapshots were replaced
+  // while they waited; the last is always written.
+  std::vector<int64_t> steps;
+  for (const auto& [step, path] : Checkpointer::List(dir)) steps.push_back(step);
+  ASSERT_FALSE(steps.empty());
+  EXPECT_EQ(steps[0], 22);
+  for (int64_t step : steps) EXPECT_TRUE(step == 22 || step % 5 == 0) << step;
+  // The last one holds the variables TrainLoop left.
+  auto last = serialization::LoadCheckpoint(Checkpointer::List(dir)[0].second);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->at("w").ToVector<float>(), W(**session));
+  // Checkpoints asked for without a period are an error naming the directory.
+  o.checkpoint_every_steps = 0;
+  Status none = TrainLoop(**session, batches, o, nullptr);
+  EXPECT_TRUE(MessageHas(none, {dir, "checkpoint_every_steps"})) << none.ToString();
+}
+
+}  // namespace
+}  // namespace dflow
