@@ -3,9 +3,13 @@
 //   the MLP 784-512-512-10: a training step (forward, backward, SGD update) and inference;
 //   the CNN of examples/fashion_mnist_cnn: a training step with SGD;
 //   one Adam update of a 2048x2048 variable (the model-parallel MLP's largest), gradient fed.
+//   the MLP's training step with a checkpoint every 10 steps, against none.
 // Training steps also report their peak memory (counters peak_bytes, arena_bytes).
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <random>
 
 #include "ops/array_ops.h"
@@ -14,6 +18,7 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
+#include "runtime/checkpointer.h"
 #include "runtime/session.h"
 
 namespace dflow {
@@ -84,6 +89,42 @@ void BM_MlpTrainStep(benchmark::State& state) {
     benchmark::DoNotOptimize(out);
   }
   ReportMemory(state, *m.session);
+}
+
+// The MLP's training step with a checkpoint taken every 10 steps (arg 1: runtime/checkpointer.h,
+// written by its background thread to a temporary folder) against none (arg 0): what
+// checkpointing costs the steps.
+void BM_MlpTrainCheckpointed(benchmark::State& state) {
+  Mlp m(true);
+  Session::Feeds feeds = {{"x", m.x}, {"labels", m.labels}};
+  std::unique_ptr<Checkpointer> ckpt;
+  const std::string dir = fmt::format("/tmp/dflow-bench-checkpoints-{}", getpid());
+  if (state.range(0) == 1) {
+    auto c = Checkpointer::Create({.dir = dir, .keep = 2});
+    if (!c.ok()) {
+      state.SkipWithError(c.status().ToString().c_str());
+      return;
+    }
+    ckpt = std::move(c).value();
+  }
+  for (int i = 0; i < 20; ++i) {
+    if (!m.session->Run(feeds, {m.loss.name()}, {m.step.name()}).ok()) std::abort();
+  }
+  int64_t step = 0;
+  for (auto _ : state) {
+    auto out = m.session->Run(feeds, {m.loss.name()}, {m.step.name()});
+    benchmark::DoNotOptimize(out);
+    if (ckpt && ++step % 10 == 0 && !ckpt->Save(*m.session, step).ok()) {
+      state.SkipWithError("a checkpoint failed");
+      break;
+    }
+  }
+  if (ckpt) {
+    if (!ckpt->Flush().ok()) state.SkipWithError("a checkpoint failed");
+    state.counters["checkpoints_written"] = static_cast<double>(ckpt->written());
+    ckpt.reset();
+    std::filesystem::remove_all(dir);
+  }
 }
 
 void BM_MlpInference(benchmark::State& state) {
@@ -182,6 +223,7 @@ void BM_AdamUpdate(benchmark::State& state) {
 BENCHMARK(BM_CnnTrainStep)->Unit(benchmark::kMillisecond)->MinTime(3.0);
 BENCHMARK(BM_MlpTrainStep)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_MlpInference)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_MlpTrainCheckpointed)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_AdamUpdate)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 }  // namespace

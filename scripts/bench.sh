@@ -154,6 +154,15 @@ for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_step_b128", "train_ms
         else:
             line += " onnxruntime=not-found"
     print(line)
+ck = {r["run_name"]: r for r in json.load(open(os.path.join(out, "models_bench.json")))[
+    "benchmarks"] if r.get("aggregate_name") == "median"}
+plain = ck.get("BM_MlpTrainCheckpointed/0/min_time:2.000")
+saved = ck.get("BM_MlpTrainCheckpointed/1/min_time:2.000")
+if plain and saved:
+    print(f"bench checkpoint_overhead: step={saved['real_time']:.3f}ms (a checkpoint every 10 "
+          f"steps, {saved['checkpoints_written']:.0f} written) no_checkpoints="
+          f"{plain['real_time']:.3f}ms ratio={saved['real_time'] / plain['real_time']:.3f} "
+          f"target=1.035")
 pl = {r["run_name"]: r for r in json.load(open(os.path.join(out, "placer_bench.json")))["benchmarks"]}
 targets = {"100000": 0.5, "1000000": 6}
 for n in ("10000", "100000", "1000000"):
