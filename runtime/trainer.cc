@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include "runtime/checkpointer.h"
@@ -27,6 +28,42 @@ void DrawProgress(const EpochStats& s, int epochs, int64_t step, int64_t total, 
   std::fflush(stderr);
 }
 
+// After a step failed with `why`: a session from o.reconnect (retried until the recovery
+// timeout) with the newest checkpoint restored; returns that checkpoint's step.
+Result<int64_t> Recover(const Status& why, int64_t step, const TrainLoopOptions& o,
+                        Checkpointer& checkpointer, Session** current) {
+  std::fprintf(stderr, "TrainLoop: step %lld failed: %s; recovering from the newest checkpoint\n",
+               static_cast<long long>(step), why.ToString().c_str());
+  RETURN_IF_ERROR(checkpointer.Flush());  // the newest snapshot on disk
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(o.recovery_timeout_seconds));
+  for (;;) {
+    auto session = o.reconnect();
+    if (session.ok() && *session != nullptr) {
+      *current = *session;
+      break;
+    }
+    Status last = session.ok() ? Internal("reconnect gave no session") : session.status();
+    if (Clock::now() + std::chrono::milliseconds(500) > deadline) {
+      return Unavailable(
+          "could not recover from the failure of step {} within {} s ({}); the last "
+          "attempt: {}",
+          step, o.recovery_timeout_seconds, why.ToString(), last.ToString());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  std::vector<std::string> skipped;
+  auto restored = Checkpointer::RestoreNewest(**current, checkpointer.dir(), &skipped);
+  for (const auto& s : skipped)
+    std::fprintf(stderr, "TrainLoop: skipped a checkpoint: %s\n", s.c_str());
+  RETURN_IF_ERROR(restored.status());
+  std::fprintf(stderr,
+               "TrainLoop: resumed from the checkpoint of step %lld (%lld steps to do again)\n",
+               static_cast<long long>(*restored), static_cast<long long>(step - *restored));
+  return *restored;
+}
+
 }  // namespace
 
 Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
@@ -46,7 +83,15 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
     ASSIGN_OR_RETURN(checkpointer,
                      Checkpointer::Create({.dir = o.checkpoint_dir, .keep = o.checkpoint_keep}));
   }
-  int64_t step = 0, saved_step = 0, checkpoints = 0;  // over all epochs
+  if (o.reconnect && !checkpointer) {
+    return InvalidArgument("TrainLoop: recovery (reconnect) needs checkpoint_dir");
+  }
+  Session* current = &session;                                          // another after a recovery
+  int64_t step = 0, saved_step = 0, checkpoints = 0, steps_redone = 0;  // over all epochs
+  int recoveries = 0;
+  // With recovery on, a checkpoint of the start: a worker lost before the first one can still
+  // be recovered from.
+  if (o.reconnect) RETURN_IF_ERROR(checkpointer->Save(*current, 0));
   auto last_save = Clock::now();
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     batches.StartEpoch(epoch - 1);
@@ -61,9 +106,17 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
     Tensor images, labels;
     while (stats.steps < total && batches.Next(&images, &labels)) {
       auto t0 = Clock::now();
-      auto out = session.Run({{o.images_feed, images}, {o.labels_feed, labels}}, {o.loss},
-                             {o.train_target});
-      if (!out.ok()) return out.status();
+      auto out = current->Run({{o.images_feed, images}, {o.labels_feed, labels}}, {o.loss},
+                              {o.train_target});
+      if (!out.ok()) {
+        if (!o.reconnect || out.status().code() != StatusCode::kUnavailable) return out.status();
+        ASSIGN_OR_RETURN(int64_t back_to,
+                         Recover(out.status(), step + 1, o, *checkpointer, &current));
+        steps_redone += step - back_to;
+        step = saved_step = back_to;
+        ++recoveries;
+        continue;
+      }
       step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
       double loss = out->at(0).dtype() == DType::kF64 ? out->at(0).data<double>()[0]
                                                       : out->at(0).data<float>()[0];
@@ -78,7 +131,7 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
                            (o.checkpoint_every_seconds > 0 &&
                             std::chrono::duration<double>(Clock::now() - last_save).count() >=
                                 o.checkpoint_every_seconds))) {
-        RETURN_IF_ERROR(checkpointer->Save(session, step));
+        RETURN_IF_ERROR(checkpointer->Save(*current, step));
         saved_step = step;
         last_save = Clock::now();
         ++checkpoints;
@@ -99,10 +152,12 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
       stats.median_step_ms = step_ms[step_ms.size() / 2];
     }
     stats.checkpoints = checkpoints;
+    stats.recoveries = recoveries;
+    stats.steps_redone = steps_redone;
     if (on_epoch) RETURN_IF_ERROR(on_epoch(stats));
   }
   if (checkpointer) {
-    if (saved_step != step) RETURN_IF_ERROR(checkpointer->Save(session, step));
+    if (saved_step != step) RETURN_IF_ERROR(checkpointer->Save(*current, step));
     RETURN_IF_ERROR(checkpointer->Flush());
   }
   return Status::OK();

@@ -31,6 +31,14 @@ struct TrainLoopOptions {
   int64_t checkpoint_every_steps = 0;
   double checkpoint_every_seconds = 0;
   int checkpoint_keep = 3;
+  // Recovery from a lost worker (needs checkpoints): when a step fails with Unavailable,
+  // `reconnect` is called (again every half second, for at most recovery_timeout_seconds) until
+  // it gives a session of the same graph, typically a new DistributedSession once the worker is
+  // back; the caller owns it, and TrainLoop uses it from then on (the failed one may be gone).
+  // The newest checkpoint is restored into it and training goes on from that step: the steps
+  // since are done again. Each recovery is reported on stderr and counted in EpochStats.
+  std::function<Result<Session*>()> reconnect;
+  double recovery_timeout_seconds = 60;
 };
 
 struct EpochStats {
@@ -40,11 +48,14 @@ struct EpochStats {
   double seconds = 0;
   double examples_per_second = 0;
   double median_step_ms = 0;
-  int64_t checkpoints = 0;  // taken so far, all epochs
+  int64_t checkpoints = 0;   // taken so far, all epochs
+  int recoveries = 0;        // from lost workers, so far
+  int64_t steps_redone = 0;  // by those recoveries
 };
 
-// Runs the epochs; calls on_epoch after each, stopping at the first error from a step or from
-// on_epoch. A non-finite loss is an InvalidArgument naming the epoch and step.
+// Runs the epochs; calls on_epoch after each, stopping at the first error from a step (one it
+// cannot recover from) or from on_epoch. A non-finite loss is an InvalidArgument naming the
+// epoch and step.
 Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& options,
                  const std::function<Status(const EpochStats&)>& on_epoch);
 

@@ -159,6 +159,18 @@ Status UcxTransport::Impl::Start() {
       return UcxError("enabling shared memory (UCX_MM_ERROR_HANDLING)", s);
     }
   }
+  // A process restarted at the address of one that died (a worker brought back to recover a
+  // training run) can listen at once: the dead one's connections linger in TIME_WAIT for a
+  // minute, which without SO_REUSEADDR fails the bind ("Address already in use"). Two live
+  // listeners on one port still cannot be. The user's own UCX_CM_REUSEADDR wins.
+  if (std::getenv("UCX_CM_REUSEADDR") == nullptr &&
+      std::getenv("UCX_TCP_CM_REUSEADDR") == nullptr) {
+    s = ucp_config_modify(config, "CM_REUSEADDR", "y");
+    if (s != UCS_OK) {
+      ucp_config_release(config);
+      return UcxError("allowing a listening address to be reused (UCX_CM_REUSEADDR)", s);
+    }
+  }
   // Tensors up to 1 MB go eagerly when shared memory is on: over shared memory UCX's rendezvous
   // costs three messages between the two progress threads before the data moves, and a ring
   // all-reduce's 128 KiB pieces between two workers took twice as long that way (334 against

@@ -8,8 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -25,6 +28,8 @@
 #include "ops/optimizers.h"
 #include "ops/replicate.h"
 #include "ops/unary_ops.h"
+#include "runtime/checkpointer.h"
+#include "runtime/trainer.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
 #include "status_matchers.h"
@@ -348,6 +353,87 @@ TEST(DistributedSessionTest, ReplicasOnTwoWorkerProcessesFollowTheSingleReplica)
   const auto a = (*copies)[0].ToVector<float>(), b = (*want)[0].ToVector<float>();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5f) << w << "[" << i << "]";
+}
+
+// kill -9 of a worker in the middle of training: TrainLoop's reconnect restarts it at its address
+// and makes a new session, the newest checkpoint is restored, and training goes on, redoing
+// fewer steps than the checkpoint period.
+TEST(DistributedSessionTest, TrainLoopRecoversFromAKilledWorker) {
+  auto token = WriteTokenFile(::testing::TempDir(), kToken);
+  ASSERT_TRUE(token.ok());
+  const std::vector<std::string> args = {"--devices", "cpu:0",     "--token-file",
+                                         *token,      "--threads", "1"};
+  auto w0 = LocalWorker::Start(DFLOW_WORKER_BINARY, args);
+  auto w1 = LocalWorker::Start(DFLOW_WORKER_BINARY, args);
+  ASSERT_TRUE(w0.ok() && w1.ok());
+  DistributedOptions cluster;
+  cluster.cluster.jobs["worker"] = {(*w0)->address(), (*w1)->address()};
+  cluster.token = kToken;
+  cluster.connect_timeout = std::chrono::seconds(10);
+  Mlp model("/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0");
+  auto first = DistributedSession::Create(model.root.graph(), {}, cluster);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  std::unique_ptr<Session> session = std::move(first).value();
+  ASSERT_TRUE(session->Run({}, {}, model.init).ok());
+
+  Dataset data;
+  data.images = Tensor(DType::kF32, Shape{320, 784});
+  data.labels = Tensor(DType::kI32, Shape{320});
+  std::mt19937 gen(4);
+  for (float& v : data.images.flat<float>()) v = std::uniform_real_distribution<float>(0, 1)(gen);
+  for (int i = 0; i < 320; ++i) data.labels.data<int32_t>()[i] = static_cast<int32_t>(gen() % 10);
+  Batcher batches(data, 32, 1);  // 10 steps an epoch
+  const std::string dir = ::testing::TempDir() + "/recovery_checkpoints";
+  std::filesystem::remove_all(dir);
+  TrainLoopOptions o{.epochs = 30,
+                     .loss = model.loss.name(),
+                     .train_target = model.step.name(),
+                     .progress = false};
+  o.checkpoint_dir = dir;
+  o.checkpoint_every_steps = 4;
+  o.recovery_timeout_seconds = 30;
+  std::unique_ptr<LocalWorker> restarted;
+  int reconnects = 0;
+  o.reconnect = [&]() -> Result<Session*> {
+    ++reconnects;
+    session.reset();  // the failed master goes first
+    if (!restarted) {
+      ASSIGN_OR_RETURN(restarted, LocalWorker::Start(DFLOW_WORKER_BINARY, args,
+                                                     cluster.cluster.jobs["worker"][1]));
+    }
+    ASSIGN_OR_RETURN(auto s, DistributedSession::Create(model.root.graph(), {}, cluster));
+    session = std::move(s);
+    return session.get();
+  };
+  // The killer: once the checkpoint of step 8 or later is on disk, worker 1 dies.
+  std::atomic<bool> killed{false};
+  std::thread killer([&] {
+    for (int i = 0; i < 30000 && !killed; ++i) {
+      auto files = Checkpointer::List(dir);
+      if (!files.empty() && files[0].first >= 8) {
+        (*w1)->Stop(SIGKILL);
+        killed = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  EpochStats last;
+  Status s = TrainLoop(*session, batches, o, [&](const EpochStats& e) {
+    last = e;
+    return Status::OK();
+  });
+  killer.join();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(killed) << "training ended before the kill";
+  EXPECT_EQ(last.recoveries, 1);
+  EXPECT_GE(reconnects, 1);
+  EXPECT_LT(last.steps_redone, o.checkpoint_every_steps);
+  EXPECT_TRUE(std::isfinite(last.mean_loss));
+  // The session TrainLoop ended with trains on: its loss is that of the last checkpoint's
+  // variables.
+  auto out = session->Run(MlpBatch(3), {model.loss.name()});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(DistributedSessionTest, AWorkersNodeErrorReachesTheMasterNamingTheNode) {
