@@ -12,7 +12,9 @@
 //   BM_AllReduce2Proc      the ring all-reduce of 256 KiB, 4 MiB and 64 MiB between two
 //                          dflow-workers (scripts/bench.sh: against MPI_Allreduce and gloo);
 //   BM_DataParallelMlp2Proc     the MLP trained by two replicas on two dflow-workers (against
-//                          PyTorch DistributedDataParallel on two processes).
+//                          PyTorch DistributedDataParallel on two processes);
+//   BM_RecoveryTime        from a worker's kill to the first step after recovery (restart
+//                          excluded).
 //
 // The peer of the first two is this program again:
 // `distributed_bench --peer ADDRESS lat|bw tcp|shm`.
@@ -25,6 +27,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -40,6 +43,7 @@
 #include "ops/optimizers.h"
 #include "ops/replicate.h"
 #include "ops/unary_ops.h"
+#include "runtime/checkpointer.h"
 #include "transport/ucx_transport.h"
 
 namespace dflow {
@@ -527,6 +531,83 @@ void BM_DataParallelMlp2Proc(benchmark::State& state) {
   state.counters["buckets"] = replicated->buckets;
 }
 
+// Recovery from a lost worker: the wide MLP of the model-parallel benchmark on two workers is
+// checkpointed, one worker is killed (SIGKILL), and the time from the kill to the end of the
+// first step after recovery is measured, the worker's restart excluded: the failed step's
+// detection, a new session (connect, measure links, place, compile), the checkpoint's restore
+// and one step. Manual time: one recovery per iteration.
+void BM_RecoveryTime(benchmark::State& state) {
+  auto token = distributed::WriteTokenFile("/tmp", kToken);
+  const std::vector<std::string> args = {"--token-file",   *token,  "--threads", "1",
+                                         "--memory-limit", "144MiB"};
+  WideMlp m;
+  SessionOptions options;
+  options.placer.costs.unknown_dim = 128;
+  options.device_memory_bytes = 72.0 * (1 << 20);
+  const std::string dir = fmt::format("/tmp/dflow-bench-recovery-{}", getpid());
+  const auto feeds = WideMlp::Batch();
+  double restart_s = 0;
+  for (auto _ : state) {
+    std::vector<std::unique_ptr<distributed::LocalWorker>> workers;
+    for (int i = 0; i < 2; ++i) {
+      auto w = distributed::LocalWorker::Start(WorkerBinary(), args);
+      if (!w.ok()) {
+        state.SkipWithError(w.status().ToString().c_str());
+        return;
+      }
+      workers.push_back(std::move(w).value());
+    }
+    distributed::DistributedOptions cluster;
+    for (auto& w : workers) cluster.cluster.jobs["worker"].push_back(w->address());
+    cluster.token = kToken;
+    auto session = distributed::DistributedSession::Create(m.root.graph(), options, cluster);
+    Status s = session.ok() ? (*session)->Run({}, {}, m.init).status() : session.status();
+    for (int i = 0; i < 3 && s.ok(); ++i) {
+      s = (*session)->Run(feeds, {m.loss.name()}, {m.step.name()}).status();
+    }
+    std::filesystem::remove_all(dir);
+    auto ckpt = Checkpointer::Create({.dir = dir});
+    if (s.ok()) s = ckpt.ok() ? (*ckpt)->Save(**session, 3) : ckpt.status();
+    if (s.ok()) s = (*ckpt)->Flush();
+    if (!s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      return;
+    }
+    const auto killed = std::chrono::steady_clock::now();
+    workers[1]->Stop(SIGKILL);
+    Status failed = (*session)->Run(feeds, {m.loss.name()}, {m.step.name()}).status();
+    if (failed.code() != StatusCode::kUnavailable) {
+      state.SkipWithError(("the step after the kill: " + failed.ToString()).c_str());
+      return;
+    }
+    session->reset();
+    const auto restart = std::chrono::steady_clock::now();
+    auto back =
+        distributed::LocalWorker::Start(WorkerBinary(), args, cluster.cluster.jobs["worker"][1]);
+    const double restart_this =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - restart).count();
+    if (!back.ok()) {
+      state.SkipWithError(back.status().ToString().c_str());
+      return;
+    }
+    session = distributed::DistributedSession::Create(m.root.graph(), options, cluster);
+    s = session.ok() ? Checkpointer::RestoreNewest(**session, dir).status() : session.status();
+    if (s.ok()) s = (*session)->Run(feeds, {m.loss.name()}, {m.step.name()}).status();
+    const double total =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+    if (!s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      return;
+    }
+    restart_s += restart_this;
+    state.SetIterationTime(total - restart_this);
+    session->reset();
+  }
+  std::filesystem::remove_all(dir);
+  std::remove(token->c_str());
+  state.counters["restart_s"] = restart_s / static_cast<double>(state.iterations());
+}
+
 BENCHMARK(BM_SendRecvLatency)
     ->Arg(0)
     ->Arg(1)
@@ -547,6 +628,7 @@ BENCHMARK(BM_AllReduce2Proc)
     ->MinTime(2.0)
     ->UseRealTime();
 BENCHMARK(BM_DataParallelMlp2Proc)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
+BENCHMARK(BM_RecoveryTime)->Unit(benchmark::kMillisecond)->Iterations(3)->UseManualTime();
 BENCHMARK(BM_DistributedStepOverhead)->Unit(benchmark::kMicrosecond)->MinTime(1.0)->UseRealTime();
 BENCHMARK(BM_ModelParallelStep2Proc)
     ->Arg(0)

@@ -250,6 +250,11 @@ if os.path.exists(dpath):
         if shm:
             line += f" sendrecv_shm={shm['bytes_per_second'] / 1e9:.2f}GB/s"
         print(line)
+    rec = dist.get("BM_RecoveryTime/iterations:3/manual_time")
+    if rec:
+        secs = rec["real_time"] / 1e3
+        print(f"bench recovery_time: time={secs:.3f}s (kill -9 to the first step after, the "
+              f"restart's {rec['restart_s']:.3f}s excluded) target=5s ratio={secs / 5:.2f}")
     dp = dist.get("BM_DataParallelMlp2Proc/min_time:3.000/real_time")
     if dp:
         ddp = peer("torch_ddp.json")
