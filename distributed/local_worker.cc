@@ -69,6 +69,14 @@ Result<std::unique_ptr<LocalWorker>> LocalWorker::Start(const std::string& binar
 
 LocalWorker::~LocalWorker() { Stop(SIGTERM); }
 
+std::optional<int> LocalWorker::Exited() {
+  if (pid_ <= 0) return -1;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return std::nullopt;
+  pid_ = -1;
+  return status;
+}
+
 int LocalWorker::Stop(int sig) {
   if (pid_ <= 0) return -1;
   kill(pid_, sig);

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,8 @@ class LocalWorker {
   pid_t pid() const { return pid_; }
   // Sends `sig` and reaps it (SIGKILL after 5 s); its wait status, -1 when already reaped.
   int Stop(int sig);
+  // Its wait status once it has ended (reaped here), without waiting; nullopt while it runs.
+  std::optional<int> Exited();
 
  private:
   LocalWorker() = default;

@@ -3,7 +3,9 @@
 //   dflow-worker --listen 127.0.0.1:7001 --devices cpu:0,cpu:1 --token-file FILE
 //                [--memory-limit SIZE] [--threads N] [--release-after SECONDS] [--fixed-costs]
 //
-// Port 0 picks a free port. Once ready it prints exactly one line on stdout,
+// Port 0 picks a free port; under mpirun, srun or another PMIx launcher the port is offset by
+// the rank (OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMIX_RANK). Once ready it prints exactly one
+// line on stdout,
 // "listening on HOST:PORT", and serves until SIGTERM or SIGINT (a clean exit, status 0). The
 // first master to connect names it (/job:worker/task:N). When no master has been connected for
 // --release-after seconds (default 300; 0: never), it drops its compiled graphs and variables.
@@ -21,6 +23,7 @@
 #include "distributed/worker_service.h"
 #include "ops/register.h"
 #include "tools/device_list.h"
+#include "tools/launch_rank.h"
 #include "tools/size_flag.h"
 #include "transport/ucx_transport.h"
 
@@ -42,7 +45,9 @@ int main(int argc, char** argv) {
   double release_after = 300;
   int threads = 0;
   bool fixed_costs = false;
-  app.add_option("--listen", listen, "HOST:PORT to listen on (port 0: any free port)");
+  app.add_option("--listen", listen,
+                 "HOST:PORT to listen on (port 0: any free port); under mpirun, srun or another "
+                 "PMIx launcher, PORT plus the process's rank");
   app.add_option("--devices", devices, "this worker's devices: cpu:0,cpu:1,...");
   app.add_option("--token-file", token_file, "file holding the cluster token")->required();
   app.add_option("--memory-limit", memory_limit, "per device, e.g. 512MiB (default: all)");
@@ -63,6 +68,16 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
+  // Under mpirun, srun or another PMIx launcher: the port plus the rank.
+  auto rank = dflow::tools::LaunchRankFromEnvironment();
+  if (!rank.ok()) return Fail(rank.status());
+  if (rank->has_value()) {
+    auto offset = dflow::tools::PortForRank(listen, (*rank)->rank);
+    if (!offset.ok()) return Fail(offset.status());
+    listen = *offset;
+    std::fprintf(stderr, "dflow-worker: rank %d of %d (%s)\n", (*rank)->rank, (*rank)->world_size,
+                 (*rank)->source.c_str());
+  }
   auto token = dflow::distributed::ReadTokenFile(token_file);
   if (!token.ok()) return Fail(token.status());
   auto device_list = dflow::tools::ParseDeviceList(devices);

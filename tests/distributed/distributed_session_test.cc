@@ -2,9 +2,12 @@
 // same graph in this process.
 #include "distributed/distributed_session.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +21,7 @@
 #include <thread>
 #include <tuple>
 
+#include "distributed/cluster_spec.h"
 #include "distributed/local_worker.h"
 #include "distributed/test_mlp.h"
 #include "ops/all_reduce.h"
@@ -433,6 +437,120 @@ TEST(DistributedSessionTest, TrainLoopRecoversFromAKilledWorker) {
   // variables.
   auto out = session->Run(MlpBatch(3), {model.loss.name()});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
+  std::filesystem::remove_all(dir);
+}
+
+// Under mpirun (or srun), a worker listens on its --listen port plus its rank.
+TEST(DistributedSessionTest, AWorkerUnderALauncherListensOnThePortPlusItsRank) {
+  auto token = WriteTokenFile(::testing::TempDir(), kToken);
+  ASSERT_TRUE(token.ok());
+  int probe = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int base = ntohs(addr.sin_port);
+  close(probe);
+  auto w = LocalWorker::Start(DFLOW_WORKER_BINARY, {"--token-file", *token},
+                              fmt::format("127.0.0.1:{}", base),
+                              {"env", "OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2"});
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ((*w)->address(), fmt::format("127.0.0.1:{}", base + 1));
+}
+
+// dflow-launch starts the workers and brings back one killed with -9; TrainLoop's reconnect only
+// makes a new session, and training goes on from the newest checkpoint.
+TEST(DistributedSessionTest, DflowLaunchRestartsAKilledWorkerAndTrainingGoesOn) {
+  auto token = WriteTokenFile(::testing::TempDir(), kToken);
+  ASSERT_TRUE(token.ok());
+  const std::string dir = ::testing::TempDir() + "/launch_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string spec = dir + "/cluster.json", log = dir + "/launch.err";
+  pid_t launcher = fork();
+  if (launcher == 0) {
+    freopen("/dev/null", "w", stdout);
+    freopen(log.c_str(), "w", stderr);
+    execl(DFLOW_LAUNCH_BINARY, DFLOW_LAUNCH_BINARY, "-n", "2", "--token-file", token->c_str(),
+          "--cluster-out", spec.c_str(), "--", "--threads", "1", nullptr);
+    std::_Exit(127);
+  }
+  for (int i = 0; i < 400 && !std::filesystem::exists(spec); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto loaded = ClusterSpec::Load(spec);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  DistributedOptions cluster;
+  cluster.cluster = *loaded;
+  cluster.token = kToken;
+  cluster.connect_timeout = std::chrono::seconds(10);
+  Mlp model("/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0");
+  auto first = DistributedSession::Create(model.root.graph(), {}, cluster);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  std::unique_ptr<Session> session = std::move(first).value();
+  ASSERT_TRUE(session->Run({}, {}, model.init).ok());
+  Dataset data;
+  data.images = Tensor(DType::kF32, Shape{320, 784});
+  data.labels = Tensor(DType::kI32, Shape{320});
+  std::mt19937 gen(5);
+  for (float& v : data.images.flat<float>()) v = std::uniform_real_distribution<float>(0, 1)(gen);
+  for (int i = 0; i < 320; ++i) data.labels.data<int32_t>()[i] = static_cast<int32_t>(gen() % 10);
+  Batcher batches(data, 32, 1);
+  TrainLoopOptions o{.epochs = 30,
+                     .loss = model.loss.name(),
+                     .train_target = model.step.name(),
+                     .progress = false};
+  o.checkpoint_dir = dir + "/checkpoints";
+  o.checkpoint_every_steps = 4;
+  o.recovery_timeout_seconds = 30;
+  o.reconnect = [&]() -> Result<Session*> {
+    session.reset();
+    ASSIGN_OR_RETURN(auto s, DistributedSession::Create(model.root.graph(), {}, cluster));
+    session = std::move(s);
+    return session.get();
+  };
+  // Worker 1's pid, from dflow-launch's log; killed once the checkpoint of step 8 is written.
+  std::ifstream in(log);
+  std::string line;
+  pid_t victim = -1;
+  while (std::getline(in, line)) {
+    if (sscanf(line.c_str(), "dflow-launch: worker 1 (pid %d)", &victim) == 1) break;
+  }
+  ASSERT_GT(victim, 0) << "no pid of worker 1 in " << log;
+  std::atomic<bool> killed{false};
+  std::thread killer([&] {
+    for (int i = 0; i < 30000 && !killed; ++i) {
+      auto files = Checkpointer::List(o.checkpoint_dir);
+      if (!files.empty() && files[0].first >= 8) {
+        kill(victim, SIGKILL);
+        killed = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  EpochStats last;
+  Status s = TrainLoop(*session, batches, o, [&](const EpochStats& e) {
+    last = e;
+    return Status::OK();
+  });
+  killer.join();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(killed);
+  EXPECT_EQ(last.recoveries, 1);
+  EXPECT_LT(last.steps_redone, o.checkpoint_every_steps);
+  session.reset();
+  kill(launcher, SIGTERM);
+  int status = 0;
+  waitpid(launcher, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  std::ifstream done(log);
+  std::string all((std::istreambuf_iterator<char>(done)), std::istreambuf_iterator<char>());
+  EXPECT_NE(all.find("worker 1 at " + cluster.cluster.jobs["worker"][1] +
+                     " killed by signal 9; restarting it"),
+            std::string::npos)
+      << all;
   std::filesystem::remove_all(dir);
 }
 
