@@ -1,5 +1,6 @@
 #include "runtime/trainer.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,12 +29,12 @@ void DrawProgress(const EpochStats& s, int epochs, int64_t step, int64_t total, 
   std::fflush(stderr);
 }
 
-// After a step failed with `why`: a session from o.reconnect (retried until the recovery
-// timeout) with the newest checkpoint restored; returns that checkpoint's step.
-Result<int64_t> Recover(const Status& why, int64_t step, const TrainLoopOptions& o,
-                        Checkpointer& checkpointer, Session** current) {
-  std::fprintf(stderr, "TrainLoop: step %lld failed: %s; recovering from the newest checkpoint\n",
-               static_cast<long long>(step), why.ToString().c_str());
+// After `what` failed with `why` (`step` steps done): a session from o.reconnect (retried until
+// the recovery timeout) with the newest checkpoint restored; returns that checkpoint's step.
+Result<int64_t> Recover(const Status& why, const std::string& what, int64_t step,
+                        const TrainLoopOptions& o, Checkpointer& checkpointer, Session** current) {
+  std::fprintf(stderr, "TrainLoop: %s failed: %s; recovering from the newest checkpoint\n",
+               what.c_str(), why.ToString().c_str());
   RETURN_IF_ERROR(checkpointer.Flush());  // the newest snapshot on disk
   const auto deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -47,19 +48,19 @@ Result<int64_t> Recover(const Status& why, int64_t step, const TrainLoopOptions&
     Status last = session.ok() ? Internal("reconnect gave no session") : session.status();
     if (Clock::now() + std::chrono::milliseconds(500) > deadline) {
       return Unavailable(
-          "could not recover from the failure of step {} within {} s ({}); the last "
-          "attempt: {}",
-          step, o.recovery_timeout_seconds, why.ToString(), last.ToString());
+          "could not recover from the failure of {} within {} s ({}); the last attempt: {}", what,
+          o.recovery_timeout_seconds, why.ToString(), last.ToString());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   std::vector<std::string> skipped;
   auto restored = Checkpointer::RestoreNewest(**current, checkpointer.dir(), &skipped);
-  for (const auto& s : skipped)
+  for (const auto& s : skipped) {
     std::fprintf(stderr, "TrainLoop: skipped a checkpoint: %s\n", s.c_str());
+  }
   RETURN_IF_ERROR(restored.status());
   std::fprintf(stderr,
-               "TrainLoop: resumed from the checkpoint of step %lld (%lld steps to do again)\n",
+               "TrainLoop: resumed from the checkpoint of step %lld (%lld steps done again)\n",
                static_cast<long long>(*restored), static_cast<long long>(step - *restored));
   return *restored;
 }
@@ -93,6 +94,16 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
   // be recovered from.
   if (o.reconnect) RETURN_IF_ERROR(checkpointer->Save(*current, 0));
   auto last_save = Clock::now();
+  // A lost worker (Unavailable, in a step or while taking a checkpoint) with reconnect set: a
+  // new session with the newest checkpoint restored. Any other error ends the loop.
+  auto recover = [&](const Status& why, const std::string& what) -> Status {
+    if (!o.reconnect || why.code() != StatusCode::kUnavailable) return why;
+    ASSIGN_OR_RETURN(int64_t back_to, Recover(why, what, step, o, *checkpointer, &current));
+    steps_redone += step - back_to;
+    step = saved_step = back_to;
+    ++recoveries;
+    return Status::OK();
+  };
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     batches.StartEpoch(epoch - 1);
     EpochStats stats;
@@ -109,12 +120,7 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
       auto out = current->Run({{o.images_feed, images}, {o.labels_feed, labels}}, {o.loss},
                               {o.train_target});
       if (!out.ok()) {
-        if (!o.reconnect || out.status().code() != StatusCode::kUnavailable) return out.status();
-        ASSIGN_OR_RETURN(int64_t back_to,
-                         Recover(out.status(), step + 1, o, *checkpointer, &current));
-        steps_redone += step - back_to;
-        step = saved_step = back_to;
-        ++recoveries;
+        RETURN_IF_ERROR(recover(out.status(), fmt::format("step {}", step + 1)));
         continue;
       }
       step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
@@ -131,10 +137,13 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
                            (o.checkpoint_every_seconds > 0 &&
                             std::chrono::duration<double>(Clock::now() - last_save).count() >=
                                 o.checkpoint_every_seconds))) {
-        RETURN_IF_ERROR(checkpointer->Save(*current, step));
-        saved_step = step;
-        last_save = Clock::now();
-        ++checkpoints;
+        if (Status saved = checkpointer->Save(*current, step); !saved.ok()) {
+          RETURN_IF_ERROR(recover(saved, fmt::format("the checkpoint of step {}", step)));
+        } else {
+          saved_step = step;
+          last_save = Clock::now();
+          ++checkpoints;
+        }
       }
       double secs = std::chrono::duration<double>(Clock::now() - start).count();
       if (o.progress &&

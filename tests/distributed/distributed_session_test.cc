@@ -361,7 +361,7 @@ TEST(DistributedSessionTest, ReplicasOnTwoWorkerProcessesFollowTheSingleReplica)
 
 // kill -9 of a worker in the middle of training: TrainLoop's reconnect restarts it at its address
 // and makes a new session, the newest checkpoint is restored, and training goes on, redoing
-// fewer steps than the checkpoint period.
+// at most the checkpoint period of steps (the kill may fail the taking of a checkpoint too).
 TEST(DistributedSessionTest, TrainLoopRecoversFromAKilledWorker) {
   auto token = WriteTokenFile(::testing::TempDir(), kToken);
   ASSERT_TRUE(token.ok());
@@ -431,7 +431,7 @@ TEST(DistributedSessionTest, TrainLoopRecoversFromAKilledWorker) {
   ASSERT_TRUE(killed) << "training ended before the kill";
   EXPECT_EQ(last.recoveries, 1);
   EXPECT_GE(reconnects, 1);
-  EXPECT_LT(last.steps_redone, o.checkpoint_every_steps);
+  EXPECT_LE(last.steps_redone, o.checkpoint_every_steps);  // "redoes at most K steps"
   EXPECT_TRUE(std::isfinite(last.mean_loss));
   // The session TrainLoop ended with trains on: its loss is that of the last checkpoint's
   // variables.
@@ -539,7 +539,7 @@ TEST(DistributedSessionTest, DflowLaunchRestartsAKilledWorkerAndTrainingGoesOn) 
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(killed);
   EXPECT_EQ(last.recoveries, 1);
-  EXPECT_LT(last.steps_redone, o.checkpoint_every_steps);
+  EXPECT_LE(last.steps_redone, o.checkpoint_every_steps);  // "redoes at most K steps"
   session.reset();
   kill(launcher, SIGTERM);
   int status = 0;
