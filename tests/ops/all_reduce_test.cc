@@ -94,6 +94,10 @@ TEST(AllReduceTest, SumsExactlyForEveryReplicaCountAndSize) {
   }
 }
 
+TEST(AllReduceTest, SixtyFourMebibytesSumExactly) {
+  Check({2, Shape{(16 << 20) + 1}, {ops::Reduction::kSum, 4 << 20}});  // 64 MiB and 4 bytes
+}
+
 TEST(AllReduceTest, ChunkedRingsGiveTheSameSums) {
   for (int replicas : {2, 3}) {
     // One element a chunk; a few chunks a segment; one chunk a segment.
