@@ -268,25 +268,40 @@ std::string WorkerBinary() {
   return dir + "/dflow-worker";
 }
 
-void BM_DistributedStepOverhead(benchmark::State& state) {
-  auto token = distributed::WriteTokenFile("/tmp", kToken);
-  std::vector<std::unique_ptr<distributed::LocalWorker>> workers;
+// Two dflow-workers of one core each (with `flags` besides), and the cluster that names them.
+// The token file stays until the end, for a worker started again.
+struct Workers {
+  std::vector<std::unique_ptr<distributed::LocalWorker>> list;
+  distributed::DistributedOptions cluster;
+  std::vector<std::string> args;  // what each was started with
+  ~Workers() {
+    if (args.size() > 1) std::remove(args[1].c_str());
+  }
+};
+Result<std::unique_ptr<Workers>> StartWorkers(const std::vector<std::string>& flags = {}) {
+  auto w = std::make_unique<Workers>();
+  ASSIGN_OR_RETURN(std::string token, distributed::WriteTokenFile("/tmp", kToken));
+  w->args = {"--token-file", token, "--threads", "1"};
+  w->args.insert(w->args.end(), flags.begin(), flags.end());
   for (int i = 0; i < 2; ++i) {
-    auto w =
-        distributed::LocalWorker::Start(WorkerBinary(), {"--token-file", *token, "--threads", "1"});
-    if (!w.ok()) {
-      state.SkipWithError(w.status().ToString().c_str());
-      return;
-    }
-    workers.push_back(std::move(w).value());
+    ASSIGN_OR_RETURN(auto worker, distributed::LocalWorker::Start(WorkerBinary(), w->args));
+    w->cluster.cluster.jobs["worker"].push_back(worker->address());
+    w->list.push_back(std::move(worker));
+  }
+  w->cluster.token = kToken;
+  return w;
+}
+
+void BM_DistributedStepOverhead(benchmark::State& state) {
+  auto workers = StartWorkers();
+  if (!workers.ok()) {
+    state.SkipWithError(workers.status().ToString().c_str());
+    return;
   }
   Scope root = Scope::NewRootScope();
   auto a = ops::Const(root.WithOpName("a").WithDevice("/job:worker/task:0/device:CPU:0"), 1.0f);
   auto b = ops::Const(root.WithOpName("b").WithDevice("/job:worker/task:1/device:CPU:0"), 2.0f);
-  distributed::DistributedOptions cluster;
-  for (auto& w : workers) cluster.cluster.jobs["worker"].push_back(w->address());
-  cluster.token = kToken;
-  auto session = distributed::DistributedSession::Create(root.graph(), {}, cluster);
+  auto session = distributed::DistributedSession::Create(root.graph(), {}, (*workers)->cluster);
   if (!session.ok()) {
     state.SkipWithError(session.status().ToString().c_str());
     return;
@@ -299,7 +314,6 @@ void BM_DistributedStepOverhead(benchmark::State& state) {
       break;
     }
   }
-  std::remove(token->c_str());
 }
 
 using bench::WideMlp;
@@ -342,21 +356,12 @@ void BM_ModelParallelStep2Proc(benchmark::State& state) {
     RunSteps(state, **session, m);
     return;
   }
-  auto token = distributed::WriteTokenFile("/tmp", kToken);
-  std::vector<std::unique_ptr<distributed::LocalWorker>> workers;
-  for (int i = 0; i < 2; ++i) {
-    auto w = distributed::LocalWorker::Start(
-        WorkerBinary(), {"--token-file", *token, "--threads", "1", "--memory-limit", "144MiB"});
-    if (!w.ok()) {
-      state.SkipWithError(w.status().ToString().c_str());
-      return;
-    }
-    workers.push_back(std::move(w).value());
+  auto workers = StartWorkers({"--memory-limit", "144MiB"});
+  if (!workers.ok()) {
+    state.SkipWithError(workers.status().ToString().c_str());
+    return;
   }
-  std::remove(token->c_str());
-  distributed::DistributedOptions cluster;
-  for (auto& w : workers) cluster.cluster.jobs["worker"].push_back(w->address());
-  cluster.token = kToken;
+  const distributed::DistributedOptions& cluster = (*workers)->cluster;
   auto session = distributed::DistributedSession::Create(m.root.graph(), options, cluster);
   if (!session.ok()) {
     state.SkipWithError(session.status().ToString().c_str());
@@ -395,18 +400,11 @@ void BM_ModelParallelStep2Proc(benchmark::State& state) {
 void BM_AllReduce2Proc(benchmark::State& state) {
   const int64_t bytes = state.range(0);
   const int64_t chain = std::max<int64_t>(1, (int64_t{8} << 20) / bytes);
-  auto token = distributed::WriteTokenFile("/tmp", kToken);
-  std::vector<std::unique_ptr<distributed::LocalWorker>> workers;
-  for (int i = 0; i < 2; ++i) {
-    auto w =
-        distributed::LocalWorker::Start(WorkerBinary(), {"--token-file", *token, "--threads", "1"});
-    if (!w.ok()) {
-      state.SkipWithError(w.status().ToString().c_str());
-      return;
-    }
-    workers.push_back(std::move(w).value());
+  auto workers = StartWorkers();
+  if (!workers.ok()) {
+    state.SkipWithError(workers.status().ToString().c_str());
+    return;
   }
-  std::remove(token->c_str());
   Scope root = Scope::NewRootScope();
   const std::vector<std::string> devices = {"/job:worker/task:0/device:CPU:0",
                                             "/job:worker/task:1/device:CPU:0"};
@@ -421,10 +419,7 @@ void BM_AllReduce2Proc(benchmark::State& state) {
   for (int64_t i = 0; i < chain; ++i) {
     values = ops::AllReduce(root, values, devices, {ops::Reduction::kMean, kAllReduceChunk});
   }
-  distributed::DistributedOptions cluster;
-  for (auto& w : workers) cluster.cluster.jobs["worker"].push_back(w->address());
-  cluster.token = kToken;
-  auto session = distributed::DistributedSession::Create(root.graph(), {}, cluster);
+  auto session = distributed::DistributedSession::Create(root.graph(), {}, (*workers)->cluster);
   if (!session.ok()) {
     state.SkipWithError(session.status().ToString().c_str());
     return;
@@ -458,18 +453,11 @@ void BM_AllReduce2Proc(benchmark::State& state) {
 // gradients averaged by the ring all-reduce. scripts/bench.sh compares it with PyTorch
 // DistributedDataParallel (gloo) on two one-thread processes.
 void BM_DataParallelMlp2Proc(benchmark::State& state) {
-  auto token = distributed::WriteTokenFile("/tmp", kToken);
-  std::vector<std::unique_ptr<distributed::LocalWorker>> workers;
-  for (int i = 0; i < 2; ++i) {
-    auto w =
-        distributed::LocalWorker::Start(WorkerBinary(), {"--token-file", *token, "--threads", "1"});
-    if (!w.ok()) {
-      state.SkipWithError(w.status().ToString().c_str());
-      return;
-    }
-    workers.push_back(std::move(w).value());
+  auto workers = StartWorkers();
+  if (!workers.ok()) {
+    state.SkipWithError(workers.status().ToString().c_str());
+    return;
   }
-  std::remove(token->c_str());
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 784});
   auto labels = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
@@ -499,10 +487,8 @@ void BM_DataParallelMlp2Proc(benchmark::State& state) {
     state.SkipWithError(replicated.status().ToString().c_str());
     return;
   }
-  distributed::DistributedOptions cluster;
-  for (auto& w : workers) cluster.cluster.jobs["worker"].push_back(w->address());
-  cluster.token = kToken;
-  auto session = distributed::DistributedSession::Create(*replicated->graph, {}, cluster);
+  auto session =
+      distributed::DistributedSession::Create(*replicated->graph, {}, (*workers)->cluster);
   if (!session.ok()) {
     state.SkipWithError(session.status().ToString().c_str());
     return;
@@ -537,9 +523,6 @@ void BM_DataParallelMlp2Proc(benchmark::State& state) {
 // detection, a new session (connect, measure links, place, compile), the checkpoint's restore
 // and one step. Manual time: one recovery per iteration.
 void BM_RecoveryTime(benchmark::State& state) {
-  auto token = distributed::WriteTokenFile("/tmp", kToken);
-  const std::vector<std::string> args = {"--token-file",   *token,  "--threads", "1",
-                                         "--memory-limit", "144MiB"};
   WideMlp m;
   SessionOptions options;
   options.placer.costs.unknown_dim = 128;
@@ -548,18 +531,12 @@ void BM_RecoveryTime(benchmark::State& state) {
   const auto feeds = WideMlp::Batch();
   double restart_s = 0;
   for (auto _ : state) {
-    std::vector<std::unique_ptr<distributed::LocalWorker>> workers;
-    for (int i = 0; i < 2; ++i) {
-      auto w = distributed::LocalWorker::Start(WorkerBinary(), args);
-      if (!w.ok()) {
-        state.SkipWithError(w.status().ToString().c_str());
-        return;
-      }
-      workers.push_back(std::move(w).value());
+    auto workers = StartWorkers({"--memory-limit", "144MiB"});
+    if (!workers.ok()) {
+      state.SkipWithError(workers.status().ToString().c_str());
+      return;
     }
-    distributed::DistributedOptions cluster;
-    for (auto& w : workers) cluster.cluster.jobs["worker"].push_back(w->address());
-    cluster.token = kToken;
+    const distributed::DistributedOptions& cluster = (*workers)->cluster;
     auto session = distributed::DistributedSession::Create(m.root.graph(), options, cluster);
     Status s = session.ok() ? (*session)->Run({}, {}, m.init).status() : session.status();
     for (int i = 0; i < 3 && s.ok(); ++i) {
@@ -574,7 +551,7 @@ void BM_RecoveryTime(benchmark::State& state) {
       return;
     }
     const auto killed = std::chrono::steady_clock::now();
-    workers[1]->Stop(SIGKILL);
+    (*workers)->list[1]->Stop(SIGKILL);
     Status failed = (*session)->Run(feeds, {m.loss.name()}, {m.step.name()}).status();
     if (failed.code() != StatusCode::kUnavailable) {
       state.SkipWithError(("the step after the kill: " + failed.ToString()).c_str());
@@ -582,8 +559,8 @@ void BM_RecoveryTime(benchmark::State& state) {
     }
     session->reset();
     const auto restart = std::chrono::steady_clock::now();
-    auto back =
-        distributed::LocalWorker::Start(WorkerBinary(), args, cluster.cluster.jobs["worker"][1]);
+    auto back = distributed::LocalWorker::Start(WorkerBinary(), (*workers)->args,
+                                                cluster.cluster.jobs.at("worker")[1]);
     const double restart_this =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - restart).count();
     if (!back.ok()) {
@@ -604,7 +581,6 @@ void BM_RecoveryTime(benchmark::State& state) {
     session->reset();
   }
   std::filesystem::remove_all(dir);
-  std::remove(token->c_str());
   state.counters["restart_s"] = restart_s / static_cast<double>(state.iterations());
 }
 

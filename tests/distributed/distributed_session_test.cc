@@ -359,6 +359,12 @@ TEST(DistributedSessionTest, ReplicasOnTwoWorkerProcessesFollowTheSingleReplica)
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5f) << w << "[" << i << "]";
 }
 
+// `n` random images and labels as a data set, the same for the same seed.
+Dataset RandomImages(int64_t n, int seed) {
+  Session::Feeds batch = MlpBatch(seed, n);
+  return {batch[0].second, batch[1].second};
+}
+
 // kill -9 of a worker in the middle of training: TrainLoop's reconnect restarts it at its address
 // and makes a new session, the newest checkpoint is restored, and training goes on, redoing
 // at most the checkpoint period of steps (the kill may fail the taking of a checkpoint too).
@@ -380,12 +386,7 @@ TEST(DistributedSessionTest, TrainLoopRecoversFromAKilledWorker) {
   std::unique_ptr<Session> session = std::move(first).value();
   ASSERT_TRUE(session->Run({}, {}, model.init).ok());
 
-  Dataset data;
-  data.images = Tensor(DType::kF32, Shape{320, 784});
-  data.labels = Tensor(DType::kI32, Shape{320});
-  std::mt19937 gen(4);
-  for (float& v : data.images.flat<float>()) v = std::uniform_real_distribution<float>(0, 1)(gen);
-  for (int i = 0; i < 320; ++i) data.labels.data<int32_t>()[i] = static_cast<int32_t>(gen() % 10);
+  Dataset data = RandomImages(320, 4);
   Batcher batches(data, 32, 1);  // 10 steps an epoch
   const std::string dir = ::testing::TempDir() + "/recovery_checkpoints";
   std::filesystem::remove_all(dir);
@@ -491,12 +492,7 @@ TEST(DistributedSessionTest, DflowLaunchRestartsAKilledWorkerAndTrainingGoesOn) 
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   std::unique_ptr<Session> session = std::move(first).value();
   ASSERT_TRUE(session->Run({}, {}, model.init).ok());
-  Dataset data;
-  data.images = Tensor(DType::kF32, Shape{320, 784});
-  data.labels = Tensor(DType::kI32, Shape{320});
-  std::mt19937 gen(5);
-  for (float& v : data.images.flat<float>()) v = std::uniform_real_distribution<float>(0, 1)(gen);
-  for (int i = 0; i < 320; ++i) data.labels.data<int32_t>()[i] = static_cast<int32_t>(gen() % 10);
+  Dataset data = RandomImages(320, 5);
   Batcher batches(data, 32, 1);
   TrainLoopOptions o{.epochs = 30,
                      .loss = model.loss.name(),

@@ -136,39 +136,49 @@ TEST(ReplicateTest, ReplicasFollowTheSingleReplicaWithAdamAndManyBuckets) {
   TrainAgainstOneReplica(3, true, 1 << 20);
 }
 
+// The SGD model as two replicas on cpu:0 and cpu:1, initialised.
+struct TwoReplicas {
+  Mlp model{false};
+  ops::ReplicatedGraph replicated;
+  std::unique_ptr<Session> session;
+  void Start() {
+    ops::ReplicateOptions options;
+    options.devices = {"cpu:0", "cpu:1"};
+    auto r = ops::Replicate(model.root.graph(), options);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    replicated = *r;
+    auto s = Session::Create(*replicated.graph, Devices(2));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    session = std::move(s).value();
+    ASSERT_TRUE(session->Run({}, {}, model.init).ok());
+  }
+};
+
 TEST(ReplicateTest, SyncCopiesReplicaZerosVariablesToTheOthers) {
-  Mlp model(false);
-  ops::ReplicateOptions options;
-  options.devices = {"cpu:0", "cpu:1"};
-  auto replicated = ops::Replicate(model.root.graph(), options);
-  ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
-  auto session = Session::Create(*replicated->graph, Devices(2));
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
-  ASSERT_TRUE((*session)->Run({}, {}, model.init).ok());
+  TwoReplicas two;
+  ASSERT_NO_FATAL_FAILURE(two.Start());
+  Session* session = two.session.get();
+  const Mlp& model = two.model;
   // Replica 0's copy of the step alone: its variables move, replica 1's stay; the sync then
   // copies replica 0's to replica 1.
-  auto alone = (*session)->Run(Batch(0, 4), {}, {"replica0/" + model.step});
+  auto alone = session->Run(Batch(0, 4), {}, {"replica0/" + model.step});
   ASSERT_TRUE(alone.ok()) << alone.status().ToString();
-  auto before = (*session)->Run({}, {"w0", "replica1/w0"});
+  auto before = session->Run({}, {"w0", "replica1/w0"});
   ASSERT_TRUE(before.ok());
   EXPECT_NE((*before)[0].ToVector<float>(), (*before)[1].ToVector<float>());
-  ASSERT_TRUE((*session)->Run({}, {}, {replicated->sync_target}).ok());
-  auto after = (*session)->Run({}, {"w0", "replica1/w0"});
+  ASSERT_TRUE(session->Run({}, {}, {two.replicated.sync_target}).ok());
+  auto after = session->Run({}, {"w0", "replica1/w0"});
   ASSERT_TRUE(after.ok());
   EXPECT_EQ((*after)[0].ToVector<float>(), (*after)[1].ToVector<float>());
   EXPECT_EQ((*after)[0].ToVector<float>(), (*before)[0].ToVector<float>());
 }
 
 TEST(ReplicateTest, ABatchThatDoesNotDivideNamesTheSplit) {
-  Mlp model(false);
-  ops::ReplicateOptions options;
-  options.devices = {"cpu:0", "cpu:1"};
-  auto replicated = ops::Replicate(model.root.graph(), options);
-  ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
-  auto session = Session::Create(*replicated->graph, Devices(2));
-  ASSERT_TRUE(session.ok());
-  ASSERT_TRUE((*session)->Run({}, {}, model.init).ok());
-  auto r = (*session)->Run(Batch(0, 5), {}, {model.step});
+  TwoReplicas two;
+  ASSERT_NO_FATAL_FAILURE(two.Start());
+  Session* session = two.session.get();
+  const Mlp& model = two.model;
+  auto r = session->Run(Batch(0, 5), {}, {model.step});
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(MessageHas(r.status(), {"/replica_split", "does not split into 2"}))
       << r.status().ToString();
