@@ -231,7 +231,11 @@ if os.path.exists(dpath):
               f"predicted={prof['predicted_ms']:.2f}ms "
               f"predicted/measured={prof['predicted_ms'] / prof['real_time']:.2f} target=0.85-1.15")
     # Bus bandwidth as nccl-tests defines it: bytes / time x 2(n-1)/n, n = 2 processes.
-    mpi, gloo = peer("mpi_allreduce.json"), peer("gloo_allreduce.json")
+    # (`peer` above is a figure by now, not the loader.)
+    def peer_file(name):
+        path = os.path.join(out, name)
+        return json.load(open(path)) if os.path.exists(path) else None
+    mpi, gloo = peer_file("mpi_allreduce.json"), peer_file("gloo_allreduce.json")
     shm = dist.get("BM_SendRecvBandwidth/1/min_time:1.000/real_time")
     for size, label in [(262144, "256kib"), (4194304, "4mib"), (67108864, "64mib")]:
         r = dist.get(f"BM_AllReduce2Proc/{size}/min_time:2.000/real_time")
@@ -257,7 +261,7 @@ if os.path.exists(dpath):
               f"restart's {rec['restart_s']:.3f}s excluded) target=5s ratio={secs / 5:.2f}")
     dp = dist.get("BM_DataParallelMlp2Proc/min_time:3.000/real_time")
     if dp:
-        ddp = peer("torch_ddp.json")
+        ddp = peer_file("torch_ddp.json")
         line = (f"bench data_parallel_mlp_2proc: throughput={dp['examples_per_second']:.0f}ex/s "
                 f"step={dp['real_time']:.2f}ms")
         if ddp:
