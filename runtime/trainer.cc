@@ -104,34 +104,44 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
     ++recoveries;
     return Status::OK();
   };
+  int64_t total = batches.batches_per_epoch();
+  if (o.max_steps_per_epoch > 0) total = std::min(total, o.max_steps_per_epoch);
+  bool rewound = false;  // a recovery went back to an earlier step: its epoch starts again
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     batches.StartEpoch(epoch - 1);
     EpochStats stats;
     stats.epoch = epoch;
-    int64_t total = batches.batches_per_epoch();
-    if (o.max_steps_per_epoch > 0) total = std::min(total, o.max_steps_per_epoch);
     std::vector<double> step_ms;
     double loss_sum = 0;
     int64_t examples = 0, next_line = 0;
     auto start = Clock::now();
     Tensor images, labels;
-    while (stats.steps < total && batches.Next(&images, &labels)) {
+    // After a recovery, the batches of this epoch that the restored checkpoint had seen are
+    // passed over, so training sees the batches it would have without the failure.
+    int64_t in_epoch = 0;  // batches of the epoch taken, passed over ones included
+    for (const int64_t done = step - (epoch - 1) * total;
+         in_epoch < done && batches.Next(&images, &labels);) {
+      ++in_epoch;
+    }
+    while (in_epoch < total && batches.Next(&images, &labels)) {
       auto t0 = Clock::now();
       auto out = current->Run({{o.images_feed, images}, {o.labels_feed, labels}}, {o.loss},
                               {o.train_target});
       if (!out.ok()) {
         RETURN_IF_ERROR(recover(out.status(), fmt::format("step {}", step + 1)));
-        continue;
+        rewound = true;
+        break;
       }
       step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
       double loss = out->at(0).dtype() == DType::kF64 ? out->at(0).data<double>()[0]
                                                       : out->at(0).data<float>()[0];
       if (!std::isfinite(loss)) {
-        return InvalidArgument("loss is {} at epoch {} step {}", loss, epoch, stats.steps + 1);
+        return InvalidArgument("loss is {} at epoch {} step {}", loss, epoch, in_epoch + 1);
       }
       loss_sum += loss;
       examples += images.shape()[0];
       ++stats.steps;
+      ++in_epoch;
       ++step;
       if (checkpointer && ((o.checkpoint_every_steps > 0 && step % o.checkpoint_every_steps == 0) ||
                            (o.checkpoint_every_seconds > 0 &&
@@ -139,6 +149,8 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
                                 o.checkpoint_every_seconds))) {
         if (Status saved = checkpointer->Save(*current, step); !saved.ok()) {
           RETURN_IF_ERROR(recover(saved, fmt::format("the checkpoint of step {}", step)));
+          rewound = true;
+          break;
         } else {
           saved_step = step;
           last_save = Clock::now();
@@ -146,11 +158,16 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
         }
       }
       double secs = std::chrono::duration<double>(Clock::now() - start).count();
-      if (o.progress &&
-          (tty ? stats.steps % 10 == 0 || stats.steps == total : stats.steps >= next_line)) {
-        DrawProgress(stats, o.epochs, stats.steps, total, loss_sum / stats.steps, secs, tty);
-        next_line = stats.steps + std::max<int64_t>(1, total / 4);
+      if (o.progress && (tty ? in_epoch % 10 == 0 || in_epoch == total : in_epoch >= next_line)) {
+        DrawProgress(stats, o.epochs, in_epoch, total, loss_sum / stats.steps, secs, tty);
+        next_line = in_epoch + std::max<int64_t>(1, total / 4);
       }
+    }
+    if (rewound) {
+      // Again from the epoch of the restored step (the loop's ++ makes it that epoch).
+      rewound = false;
+      epoch = static_cast<int>(step / std::max<int64_t>(total, 1));
+      continue;
     }
     if (o.progress && tty) std::fprintf(stderr, "\n");
     stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();

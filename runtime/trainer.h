@@ -36,7 +36,9 @@ struct TrainLoopOptions {
   // it gives a session of the same graph, typically a new DistributedSession once the worker is
   // back; the caller owns it, and TrainLoop uses it from then on (the failed one may be gone).
   // The newest checkpoint is restored into it and training goes on from that step: the steps
-  // since are done again. Each recovery is reported on stderr and counted in EpochStats.
+  // since are done again, on the batches they had (the epoch is taken up where the checkpoint
+  // was), so a recovered run ends as an uninterrupted one would. Each recovery is reported on
+  // stderr and counted in EpochStats.
   std::function<Result<Session*>()> reconnect;
   double recovery_timeout_seconds = 60;
 };
