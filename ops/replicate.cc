@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -39,14 +40,12 @@ class Replicator {
         later.push_back(id);
         continue;
       }
-      for (int r = 0; r < n_; ++r) RETURN_IF_ERROR(Copy(id, r));
+      RETURN_IF_ERROR(CopyAll(id));
     }
-    RETURN_IF_ERROR(AllReduceGradients());
-    for (int id : later) {
-      for (int r = 0; r < n_; ++r) RETURN_IF_ERROR(Copy(id, r));
-    }
+    RETURN_IF_ERROR(ps_mode() ? AverageOnServers() : AllReduceGradients());
+    for (int id : later) RETURN_IF_ERROR(CopyAll(id));
     RETURN_IF_ERROR(AddGroups());
-    RETURN_IF_ERROR(AddSync());
+    if (!ps_mode()) RETURN_IF_ERROR(AddSync());
     RETURN_IF_ERROR(root_.status());
     ReplicatedGraph result;
     result.graph = root_.graph_ptr();
@@ -103,10 +102,115 @@ class Replicator {
         grouped_.insert(id);
       }
     }
+    ClassifyShared();
+    // A node kept once needs no group over replicas.
+    for (auto it = grouped_.begin(); it != grouped_.end();) {
+      it = per_replica_[*it] ? std::next(it) : grouped_.erase(it);
+    }
     return Status::OK();
   }
 
   bool NeedsReduced(int id) const { return reduced_reader_[id]; }
+  bool ps_mode() const { return !o_.parameter_servers.empty(); }
+
+  // With parameter servers, a node is kept once (shared) unless it reads a batch (directly or
+  // through others); the updates are shared too, their gradients averaged over replicas.
+  void ClassifyShared() {
+    per_replica_.assign(g_.num_nodes(), !ps_mode());
+    if (!ps_mode()) return;
+    std::vector<int64_t> load(o_.parameter_servers.size(), 0);
+    std::vector<std::pair<int64_t, int>> variables;
+    for (int id : g_.topological_order()) {
+      const Node& node = g_.node(id);
+      if (node.op() == "Placeholder") {
+        const Shape& shape = node.output_shape(0);
+        per_replica_[id] = n_ > 1 && shape.rank() > 0 && shape.dims()[0] < 0;
+        continue;
+      }
+      if (node.op() == "Variable") {
+        const int64_t n = node.output_shape(0).num_elements();
+        variables.emplace_back(std::max<int64_t>(n, 1) * DTypeSize(node.output_dtype(0)), id);
+      }
+      if (reduced_reader_[id] && node.op_def() != nullptr && node.op_def()->stateful) continue;
+      bool reads_batch = false;
+      for (const Endpoint& in : node.inputs()) reads_batch = reads_batch || per_replica_[in.node];
+      for (int c : node.control_inputs()) reads_batch = reads_batch || per_replica_[c];
+      per_replica_[id] = reads_batch;
+    }
+    // A variable goes with the others an update reads (Adam's moments and step count), so
+    // whole groups are spread.
+    std::map<int, int> parent;
+    std::function<int(int)> find = [&](int v) {
+      auto it = parent.find(v);
+      if (it == parent.end() || it->second == v) return v;
+      return it->second = find(it->second);
+    };
+    for (int id = 0; id < g_.num_nodes(); ++id) {
+      const Node& node = g_.node(id);
+      if (node.op_def() == nullptr || !node.op_def()->stateful) continue;
+      int first = -1;
+      for (const Endpoint& in : node.inputs()) {
+        if (g_.node(in.node).op() != "Variable") continue;
+        if (first < 0) {
+          first = find(in.node);
+        } else {
+          parent[find(in.node)] = first;
+        }
+      }
+    }
+    std::map<int, int64_t> group_bytes;
+    for (const auto& [bytes, id] : variables) group_bytes[find(id)] += bytes;
+    std::vector<std::pair<int64_t, int>> groups;
+    for (const auto& [root, bytes] : group_bytes) groups.emplace_back(bytes, root);
+    std::sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    std::map<int, std::string> server_of_group;
+    for (const auto& [bytes, root] : groups) {
+      const size_t ps = std::min_element(load.begin(), load.end()) - load.begin();
+      load[ps] += bytes;
+      server_of_group[root] = o_.parameter_servers[ps];
+    }
+    for (const auto& [bytes, id] : variables) server_of_[id] = server_of_group[find(id)];
+  }
+
+  // Copies node `id` into every replica, or once when it is shared.
+  Status CopyAll(int id) {
+    if (per_replica_[id]) {
+      for (int r = 0; r < n_; ++r) RETURN_IF_ERROR(Copy(id, r));
+      return Status::OK();
+    }
+    RETURN_IF_ERROR(Copy(id, 0));
+    for (int r = 1; r < n_; ++r) {
+      out_[r][id] = out_[0][id];
+      added_[r][id] = added_[0][id];
+    }
+    return Status::OK();
+  }
+
+  // The parameter servers' mean of every gradient: the replicas' copies summed on the device
+  // of the variable the update changes, then scaled by 1/N.
+  Status AverageOnServers() {
+    for (const GradUse& use : grad_uses_) {
+      const Node& update = g_.node(use.node);
+      const Endpoint& at = update.inputs()[use.input];
+      auto server = server_of_.find(update.inputs()[0].node);
+      const Scope on =
+          root_.WithDevice(server != server_of_.end() ? server->second : o_.parameter_servers[0]);
+      std::vector<Output> grads;
+      for (int r = 0; r < n_; ++r) grads.push_back(out_[r][at.node][at.index]);
+      const DType dtype = g_.node(at.node).output_dtype(at.index);
+      Tensor scale(dtype, Shape{});
+      if (dtype == DType::kF64) {
+        scale.data<double>()[0] = 1.0 / n_;
+      } else {
+        scale.data<float>()[0] = 1.0f / static_cast<float>(n_);
+      }
+      Output mean = n_ == 1 ? grads[0] : Mul(on, AddN(on, grads), Const(on, scale));
+      reduced_[{use.node, use.input}] = std::vector<Output>(n_, mean);
+    }
+    return root_.status();
+  }
 
   // The name of node `id`'s copy in replica r.
   std::string Name(int id, int r) const {
@@ -165,7 +269,13 @@ class Replicator {
     for (int c : node.control_inputs()) {
       if (added_[r][c] >= 0) control.push_back(root_.OutputOf(added_[r][c]));
     }
-    Scope s = root_.WithOpName(Name(id, r)).WithDevice(o_.devices[r]);
+    // A shared node keeps its own device request; a variable goes to its parameter server.
+    std::string device = o_.devices[r];
+    if (!per_replica_[id]) {
+      auto server = server_of_.find(id);
+      device = server != server_of_.end() ? server->second : node.requested_device();
+    }
+    Scope s = root_.WithOpName(Name(id, r)).WithDevice(device);
     if (!control.empty()) s = s.WithControlDependencies(control);
     const int copy = s.AddNode(node.op(), inputs, node.attrs());
     RETURN_IF_ERROR(root_.status());
@@ -322,6 +432,8 @@ class Replicator {
   std::vector<std::vector<int>> added_;                // [replica][node] -> id in the new graph
   std::set<int> averaged_, grouped_;
   std::vector<bool> reduced_reader_;
+  std::vector<bool> per_replica_;         // copied into every replica (else kept once)
+  std::map<int, std::string> server_of_;  // variable -> its parameter server
   std::vector<GradUse> grad_uses_;
   std::map<std::pair<int, int>, std::vector<Output>> reduced_;  // (node, input) -> per replica
   int buckets_ = 0;

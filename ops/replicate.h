@@ -40,12 +40,17 @@ struct ReplicateOptions {
   int64_t first_bucket_bytes = 1 << 20;
   int64_t bucket_bytes = 25 << 20;
   int64_t chunk_bytes = 512 << 10;  // the all-reduces' chunks (AllReduceOptions)
+  // Parameter servers instead of all-reduce (synchronous): the variables, their optimizer state
+  // and updates are kept once, spread over these devices by bytes (largest first, each to the
+  // least loaded); every replica reads them there, and each update applies the mean of the
+  // replicas' gradients, summed on the variable's device. Empty: all-reduce, mirrored variables.
+  std::vector<std::string> parameter_servers;
 };
 
 struct ReplicatedGraph {
   std::shared_ptr<Graph> graph;
-  std::string sync_target;  // copies replica 0's variables to the other replicas
-  int buckets = 0;          // all-reduces per step
+  std::string sync_target;  // copies replica 0's variables to the others (all-reduce only)
+  int buckets = 0;          // all-reduces per step (all-reduce only)
 };
 
 // `single` may be validated already or not (a copy is then validated). Errors: InvalidArgument

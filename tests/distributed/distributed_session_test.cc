@@ -571,6 +571,44 @@ TEST(DistributedSessionTest, DflowLaunchRestartsAKilledWorkerAndTrainingGoesOn) 
   std::filesystem::remove_all(dir);
 }
 
+// Synchronous parameter servers across processes: two worker replicas, the variables and their
+// updates on a ps task; the loss follows the single replica's.
+TEST(DistributedSessionTest, ReplicasWithAParameterServerTaskFollowTheSingleReplica) {
+  WorkerProcess w0("cpu:0"), w1("cpu:0"), ps("cpu:0");
+  ASSERT_FALSE(w0.address().empty() || w1.address().empty() || ps.address().empty());
+  Mlp model("", "");
+  ops::ReplicateOptions options;
+  options.devices = {"/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"};
+  options.parameter_servers = {"/job:ps/task:0/device:CPU:0"};
+  options.averaged = {model.loss.node_name()};
+  auto replicated = ops::Replicate(model.root.graph(), options);
+  ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
+  DistributedOptions cluster = Cluster({&w0, &w1});
+  cluster.cluster.jobs["ps"] = {ps.address()};
+  auto dist = DistributedSession::Create(*replicated->graph, {}, cluster);
+  ASSERT_TRUE(dist.ok()) << dist.status().ToString();
+  Mlp local_model("", "");
+  auto local = Session::Create(local_model.root);
+  ASSERT_TRUE(local.ok());
+  ASSERT_TRUE((*dist)->Run({}, {}, model.init).ok());
+  ASSERT_TRUE((*local)->Run({}, {}, local_model.init).ok());
+  for (int s = 0; s < 4; ++s) {
+    auto feeds = MlpBatch(s);
+    auto d = (*dist)->Run(feeds, {model.loss.name()}, {model.step.name()});
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    auto l = (*local)->Run(feeds, {local_model.loss.name()}, {local_model.step.name()});
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    const float dl = (*d)[0].data<float>()[0], ll = (*l)[0].data<float>()[0];
+    EXPECT_NEAR(dl, ll, 1e-5f * std::max(1.0f, std::abs(ll))) << "step " << s;
+  }
+  // The variables live on the ps task.
+  const PlacementReport& placed = (*dist)->placement();
+  const auto w = (*dist)->graph().FindNode(model.weights[0].node_name());
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ((*dist)->device_set().device(placed.device_of[*w]).name.ToString(),
+            "/job:ps/task:0/device:CPU:0");
+}
+
 TEST(DistributedSessionTest, AWorkersNodeErrorReachesTheMasterNamingTheNode) {
   WorkerProcess w0("cpu:0"), w1("cpu:0");
   Scope root = Scope::NewRootScope();

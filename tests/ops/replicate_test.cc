@@ -69,21 +69,27 @@ Session::Feeds Batch(int step, int rows) {
   return {{"x", x}, {"labels", y}};
 }
 
-void TrainAgainstOneReplica(int replicas, bool adam, int64_t first_bucket_bytes) {
-  SCOPED_TRACE(fmt::format("{} replicas, {}", replicas, adam ? "Adam" : "SGD"));
+void TrainAgainstOneReplica(int replicas, bool adam, int64_t first_bucket_bytes,
+                            int parameter_servers = 0) {
+  SCOPED_TRACE(fmt::format("{} replicas, {}, {} parameter servers", replicas, adam ? "Adam" : "SGD",
+                           parameter_servers));
   Mlp single(adam), model(adam);
   ops::ReplicateOptions options;
   for (int r = 0; r < replicas; ++r) options.devices.push_back(fmt::format("cpu:{}", r));
+  for (int p = 0; p < parameter_servers; ++p) {
+    options.parameter_servers.push_back(fmt::format("cpu:{}", replicas + p));
+  }
   options.averaged = {model.loss};
   options.first_bucket_bytes = first_bucket_bytes;
   auto replicated = ops::Replicate(model.root.graph(), options);
   ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
-  // Four gradients of under 2 KiB: one bucket, or two after a first bucket of 64 bytes.
-  EXPECT_EQ(replicated->buckets, first_bucket_bytes < 1024 ? 2 : 1);
+  // Four gradients of under 2 KiB: one bucket, or two after a first bucket of 64 bytes (no
+  // all-reduce with parameter servers).
+  EXPECT_EQ(replicated->buckets, parameter_servers > 0 ? 0 : (first_bucket_bytes < 1024 ? 2 : 1));
 
   auto one = Session::Create(single.root);
   ASSERT_TRUE(one.ok()) << one.status().ToString();
-  auto many = Session::Create(*replicated->graph, Devices(replicas));
+  auto many = Session::Create(*replicated->graph, Devices(replicas + parameter_servers));
   ASSERT_TRUE(many.ok()) << many.status().ToString();
   ASSERT_TRUE((*one)->Run({}, {}, single.init).ok());
   // The initializers' names run every replica's; the copies start equal.
@@ -103,7 +109,7 @@ void TrainAgainstOneReplica(int replicas, bool adam, int64_t first_bucket_bytes)
   std::vector<std::string> fetches = single.variables;
   auto want = (*one)->Run({}, fetches);
   ASSERT_TRUE(want.ok());
-  for (int r = 0; r < replicas; ++r) {
+  for (int r = 0; r < (parameter_servers > 0 ? 1 : replicas); ++r) {
     std::vector<std::string> names;
     for (const auto& v : model.variables) {
       names.push_back(r == 0 ? v : fmt::format("replica{}/{}", r, v));
@@ -128,6 +134,31 @@ void TrainAgainstOneReplica(int replicas, bool adam, int64_t first_bucket_bytes)
 TEST(ReplicateTest, TwoAndFourReplicasFollowTheSingleReplicaWithSgd) {
   TrainAgainstOneReplica(2, false, 1 << 20);
   TrainAgainstOneReplica(4, false, 1 << 20);
+}
+
+// Synchronous parameter servers give what the all-reduce gives: the single replica's training.
+TEST(ReplicateTest, ParameterServersFollowTheSingleReplica) {
+  TrainAgainstOneReplica(2, false, 1 << 20, 1);
+  TrainAgainstOneReplica(3, true, 1 << 20, 2);
+}
+
+// Variables spread over the servers by bytes, largest first, each to the least loaded.
+TEST(ReplicateTest, VariablesGoToTheLeastLoadedServer) {
+  Mlp model(false);  // w0 512 bytes, w1 256, b0 64, b1 16
+  ops::ReplicateOptions options;
+  options.devices = {"cpu:0", "cpu:1"};
+  options.parameter_servers = {"cpu:2", "cpu:3"};
+  auto replicated = ops::Replicate(model.root.graph(), options);
+  ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
+  auto device = [&](const std::string& name) {
+    return replicated->graph->node(*replicated->graph->FindNode(name)).requested_device();
+  };
+  EXPECT_EQ(device("w0"), "/device:CPU:2");
+  EXPECT_EQ(device("w1"), "/device:CPU:3");
+  EXPECT_EQ(device("b0"), "/device:CPU:3");
+  EXPECT_EQ(device("b1"), "/device:CPU:3");
+  EXPECT_FALSE(replicated->graph->FindNode("replica1/w0").has_value());  // kept once
+  EXPECT_TRUE(replicated->sync_target.empty());
 }
 
 TEST(ReplicateTest, ReplicasFollowTheSingleReplicaWithAdamAndManyBuckets) {
