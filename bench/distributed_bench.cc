@@ -458,31 +458,12 @@ void BM_DataParallelMlp2Proc(benchmark::State& state) {
     state.SkipWithError(workers.status().ToString().c_str());
     return;
   }
-  Scope root = Scope::NewRootScope();
-  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 784});
-  auto labels = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
-  std::vector<Output> vars;
-  std::vector<std::string> init;
-  Output h = x;
-  const int64_t sizes[] = {784, 512, 512, 10};
-  for (int l = 0; l < 3; ++l) {
-    auto w = ops::InitializedVariable(root, Shape{sizes[l], sizes[l + 1]},
-                                      ops::Initializer::GlorotUniform(l + 1));
-    auto b = ops::InitializedVariable(root, Shape{sizes[l + 1]}, ops::Initializer::Zeros());
-    vars.insert(vars.end(), {w.var, b.var});
-    init.insert(init.end(), {w.init.node_name(), b.init.node_name()});
-    h = ops::BiasAdd(root, ops::MatMul(root, h, w.var), b.var);
-    if (l < 2) h = ops::Relu(root, h);
-  }
-  Output loss =
-      ops::ReduceMean(root, ops::SparseSoftmaxCrossEntropyWithLogits(root, h, labels).loss);
-  ops::SGD sgd({.learning_rate = 0.01});
-  ops::Operation step = sgd.Minimize(root, loss, vars);
+  WideMlp m(512, /*adam=*/false);
   ops::ReplicateOptions replicas;
   replicas.devices = {"/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"};
-  replicas.averaged = {loss.node_name()};
+  replicas.averaged = {m.loss.node_name()};
   replicas.chunk_bytes = kAllReduceChunk;
-  auto replicated = ops::Replicate(root.graph(), replicas);
+  auto replicated = ops::Replicate(m.root.graph(), replicas);
   if (!replicated.ok()) {
     state.SkipWithError(replicated.status().ToString().c_str());
     return;
@@ -493,20 +474,16 @@ void BM_DataParallelMlp2Proc(benchmark::State& state) {
     state.SkipWithError(session.status().ToString().c_str());
     return;
   }
-  Tensor images(DType::kF32, Shape{128, 784}), y(DType::kI32, Shape{128});
-  std::mt19937 gen(1);
-  for (float& v : images.flat<float>()) v = std::uniform_real_distribution<float>(0, 1)(gen);
-  for (int i = 0; i < 128; ++i) y.data<int32_t>()[i] = i % 10;
-  const Session::Feeds feeds = {{"x", images}, {"labels", y}};
-  Status s = (*session)->Run({}, {}, init).status();
+  const Session::Feeds feeds = WideMlp::Batch();
+  Status s = (*session)->Run({}, {}, m.init).status();
   for (int i = 0; i < 5 && s.ok(); ++i)
-    s = (*session)->Run(feeds, {loss.name()}, {step.name()}).status();
+    s = (*session)->Run(feeds, {m.loss.name()}, {m.step.name()}).status();
   if (!s.ok()) {
     state.SkipWithError(s.ToString().c_str());
     return;
   }
   for (auto _ : state) {
-    auto out = (*session)->Run(feeds, {loss.name()}, {step.name()});
+    auto out = (*session)->Run(feeds, {m.loss.name()}, {m.step.name()});
     if (!out.ok()) {
       state.SkipWithError(out.status().ToString().c_str());
       break;

@@ -21,12 +21,14 @@ struct WideMlp {
   Output loss;
   ops::Operation step;
   std::vector<std::string> init;
-  WideMlp() {
+  // Hidden layers of `width` units; Adam, or SGD with learning rate 0.01 (the MLP of
+  // models_bench and the data-parallel benchmark: width 512).
+  explicit WideMlp(int64_t width = 2048, bool adam = true) {
     auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 784});
     auto labels = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
     std::vector<Output> vars;
     Output h = x;
-    int64_t sizes[] = {784, 2048, 2048, 10};
+    const int64_t sizes[] = {784, width, width, 10};
     for (int l = 0; l < 3; ++l) {
       auto w = ops::InitializedVariable(root, Shape{sizes[l], sizes[l + 1]},
                                         ops::Initializer::GlorotUniform(l + 1));
@@ -37,9 +39,13 @@ struct WideMlp {
       if (l < 2) h = ops::Relu(root, h);
     }
     loss = ops::ReduceMean(root, ops::SparseSoftmaxCrossEntropyWithLogits(root, h, labels).loss);
-    ops::Adam adam({});
-    step = adam.Minimize(root, loss, vars);
-    init.insert(init.end(), adam.init_targets().begin(), adam.init_targets().end());
+    if (adam) {
+      ops::Adam optimizer({});
+      step = optimizer.Minimize(root, loss, vars);
+      init.insert(init.end(), optimizer.init_targets().begin(), optimizer.init_targets().end());
+    } else {
+      step = ops::SGD({.learning_rate = 0.01}).Minimize(root, loss, vars);
+    }
   }
   static Session::Feeds Batch() {
     Tensor images(DType::kF32, Shape{128, 784}), y(DType::kI32, Shape{128});

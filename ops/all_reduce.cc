@@ -5,22 +5,12 @@
 #include <algorithm>
 
 #include "ops/array_ops.h"
+#include "ops/grad_ops.h"
 #include "ops/manip_ops.h"
 #include "ops/math_ops.h"
 
 namespace dflow::ops {
 namespace {
-
-// 1/n in `dtype`, on the scope's device.
-Output Reciprocal(const Scope& scope, DType dtype, int64_t n) {
-  Tensor t(dtype, Shape{});
-  if (dtype == DType::kF64) {
-    t.data<double>()[0] = 1.0 / static_cast<double>(n);
-  } else {
-    t.data<float>()[0] = 1.0f / static_cast<float>(n);
-  }
-  return Const(scope, t);
-}
 
 // Checks the values against each other; the error names the first that differs.
 Status CheckValues(const std::vector<Output>& values, const std::vector<std::string>& devices,
@@ -89,7 +79,7 @@ std::vector<Output> AllReduce(const Scope& scope, const std::vector<Output>& val
   for (int64_t r = 0; r < n; ++r) on.push_back(base.WithDevice(devices[r]));
   auto finish = [&](int64_t r, Output total) {
     if (options.reduction == Reduction::kMean)
-      total = Mul(on[r], total, Reciprocal(on[r], dtype, n));
+      total = Mul(on[r], total, ScalarConst(on[r], dtype, 1.0 / static_cast<double>(n)));
     return total;
   };
 

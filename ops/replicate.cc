@@ -8,6 +8,7 @@
 #include <set>
 
 #include "ops/array_ops.h"
+#include "ops/grad_ops.h"
 #include "ops/manip_ops.h"
 #include "ops/math_ops.h"
 #include "ops/state_ops.h"
@@ -200,13 +201,7 @@ class Replicator {
       std::vector<Output> grads;
       for (int r = 0; r < n_; ++r) grads.push_back(out_[r][at.node][at.index]);
       const DType dtype = g_.node(at.node).output_dtype(at.index);
-      Tensor scale(dtype, Shape{});
-      if (dtype == DType::kF64) {
-        scale.data<double>()[0] = 1.0 / n_;
-      } else {
-        scale.data<float>()[0] = 1.0f / static_cast<float>(n_);
-      }
-      Output mean = n_ == 1 ? grads[0] : Mul(on, AddN(on, grads), Const(on, scale));
+      Output mean = n_ == 1 ? grads[0] : Mul(on, AddN(on, grads), ScalarConst(on, dtype, 1.0 / n_));
       reduced_[{use.node, use.input}] = std::vector<Output>(n_, mean);
     }
     return root_.status();
@@ -388,14 +383,8 @@ class Replicator {
       for (int r = 0; r < n_; ++r) copies.push_back(out_[r][id][0]);
       const Scope first = root_.WithDevice(o_.devices[0]);
       const DType dtype = g_.node(id).output_dtype(0);
-      Tensor scale(dtype, Shape{});
-      if (dtype == DType::kF64) {
-        scale.data<double>()[0] = 1.0 / n_;
-      } else {
-        scale.data<float>()[0] = 1.0f / static_cast<float>(n_);
-      }
       Output sum = n_ == 1 ? copies[0] : AddN(first, copies);
-      Mul(first.WithOpName(g_.node(id).name()), sum, Const(first, scale));
+      Mul(first.WithOpName(g_.node(id).name()), sum, ScalarConst(first, dtype, 1.0 / n_));
     }
     return root_.status();
   }

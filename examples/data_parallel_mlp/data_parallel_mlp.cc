@@ -20,9 +20,7 @@
 #include "ops/optimizers.h"
 #include "ops/replicate.h"
 #ifdef DFLOW_WITH_DISTRIBUTED
-#include "distributed/cluster_spec.h"
-#include "distributed/distributed_session.h"
-#include "distributed/local_worker.h"
+#include "examples/common/local_cluster.h"
 #endif
 
 using namespace dflow;
@@ -81,31 +79,14 @@ int main(int argc, char** argv) {
   // The replicas' devices.
   std::vector<std::string> devices;
 #ifdef DFLOW_WITH_DISTRIBUTED
-  std::vector<std::unique_ptr<distributed::LocalWorker>> workers;
-  distributed::DistributedOptions cluster;
-  if (local_workers > 0) {
-    cluster.token = "data-parallel-mlp";
-    auto token = distributed::WriteTokenFile("/tmp", cluster.token);
-    if (!token.ok()) return Fail(token.status());
-    std::string self = argv[0];
-    std::string worker = self.substr(0, self.rfind('/') + 1) + "dflow-worker";
-    for (int i = 0; i < local_workers; ++i) {
-      auto w = distributed::LocalWorker::Start(worker, {"--token-file", *token, "--threads", "1"});
-      if (!w.ok()) return Fail(w.status());
-      cluster.cluster.jobs["worker"].push_back((*w)->address());
-      std::printf("started dflow-worker %d at %s\n", i, (*w)->address().c_str());
-      workers.push_back(std::move(w).value());
-    }
-    std::remove(token->c_str());
-  } else if (!cluster_file.empty()) {
-    auto spec = distributed::ClusterSpec::Load(cluster_file);
-    if (!spec.ok()) return Fail(spec.status());
-    cluster.cluster = *spec;
-    auto token = distributed::ReadTokenFile(token_file);
-    if (!token.ok()) return Fail(token.status().WithPrefix("--token-file: "));
-    cluster.token = *token;
+  examples::LocalCluster cluster;
+  if (local_workers > 0 || !cluster_file.empty()) {
+    auto started = examples::StartCluster(argv[0], local_workers, cluster_file, token_file,
+                                          "data-parallel-mlp", {"--threads", "1"});
+    if (!started.ok()) return Fail(started.status());
+    cluster = std::move(started).value();
   }
-  for (const auto& [job, tasks] : cluster.cluster.jobs) {
+  for (const auto& [job, tasks] : cluster.options.cluster.jobs) {
     for (size_t t = 0; t < tasks.size(); ++t) {
       devices.push_back("/job:" + job + "/task:" + std::to_string(t) + "/device:CPU:0");
     }
@@ -160,7 +141,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<Session> s2;
 #ifdef DFLOW_WITH_DISTRIBUTED
   if (distributed) {
-    auto d = distributed::DistributedSession::Create(*replicated->graph, many, cluster);
+    auto d = distributed::DistributedSession::Create(*replicated->graph, many, cluster.options);
     if (!d.ok()) return Fail(d.status());
     s2 = std::move(d).value();
   }

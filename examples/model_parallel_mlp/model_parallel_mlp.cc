@@ -24,8 +24,7 @@
 #include "ops/optimizers.h"
 #include "tools/device_list.h"
 #ifdef DFLOW_WITH_DISTRIBUTED
-#include "distributed/distributed_session.h"
-#include "distributed/local_worker.h"
+#include "examples/common/local_cluster.h"
 #endif
 
 using namespace dflow;
@@ -110,38 +109,18 @@ int main(int argc, char** argv) {
   };
   examples::SessionMaker make;
 #ifdef DFLOW_WITH_DISTRIBUTED
-  std::vector<std::unique_ptr<distributed::LocalWorker>> workers;
-  distributed::DistributedOptions cluster;
+  examples::LocalCluster cluster;
   if (local_workers > 0 || !cluster_file.empty()) {
-    if (local_workers > 0) {
-      cluster.token = "model-parallel-mlp";
-      auto token = distributed::WriteTokenFile("/tmp", cluster.token);
-      if (!token.ok()) return Fail(token.status());
-      std::string self = argv[0];
-      std::string worker = self.substr(0, self.rfind('/') + 1) + "dflow-worker";
-      std::vector<std::string> worker_args = {
-          "--token-file",   *token,
-          "--threads",      "1",
-          "--memory-limit", std::to_string(static_cast<int64_t>(2 * memory_mib)) + "MiB"};
-      if (fixed_costs) worker_args.push_back("--fixed-costs");  // they register the defaults
-      for (int i = 0; i < local_workers; ++i) {
-        auto w = distributed::LocalWorker::Start(worker, worker_args);
-        if (!w.ok()) return Fail(w.status());
-        cluster.cluster.jobs["worker"].push_back((*w)->address());
-        std::printf("started dflow-worker %d at %s\n", i, (*w)->address().c_str());
-        workers.push_back(std::move(w).value());
-      }
-      std::remove(token->c_str());
-    } else {
-      auto spec = distributed::ClusterSpec::Load(cluster_file);
-      if (!spec.ok()) return Fail(spec.status());
-      cluster.cluster = *spec;
-      auto token = distributed::ReadTokenFile(token_file);
-      if (!token.ok()) return Fail(token.status().WithPrefix("--token-file: "));
-      cluster.token = *token;
-    }
+    std::vector<std::string> flags = {"--threads", "1", "--memory-limit",
+                                      std::to_string(static_cast<int64_t>(2 * memory_mib)) + "MiB"};
+    if (fixed_costs) flags.push_back("--fixed-costs");  // they register the defaults
+    auto started = examples::StartCluster(argv[0], local_workers, cluster_file, token_file,
+                                          "model-parallel-mlp", flags);
+    if (!started.ok()) return Fail(started.status());
+    cluster = std::move(started).value();
     make = [&](const Scope& scope, const SessionOptions& o) -> Result<std::unique_ptr<Session>> {
-      ASSIGN_OR_RETURN(auto s, distributed::DistributedSession::Create(scope.graph(), o, cluster));
+      ASSIGN_OR_RETURN(auto s,
+                       distributed::DistributedSession::Create(scope.graph(), o, cluster.options));
       return std::unique_ptr<Session>(std::move(s));
     };
   }

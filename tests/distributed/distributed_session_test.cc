@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <thread>
 #include <tuple>
@@ -365,6 +366,36 @@ Dataset RandomImages(int64_t n, int seed) {
   return {batch[0].second, batch[1].second};
 }
 
+// TrainLoop with `o`, and `kill` called once the checkpoint of step 8 or later is on disk.
+struct KilledRun {
+  Status status;
+  EpochStats last;  // of the last epoch
+  bool killed = false;
+};
+KilledRun TrainAndKill(Session& session, Batcher& batches, const TrainLoopOptions& o,
+                       const std::function<void()>& kill) {
+  KilledRun run;
+  std::atomic<bool> killed{false}, trained{false};
+  std::thread killer([&] {
+    for (int i = 0; i < 30000 && !killed && !trained; ++i) {
+      auto files = Checkpointer::List(o.checkpoint_dir);
+      if (!files.empty() && files[0].first >= 8) {
+        kill();
+        killed = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  run.status = TrainLoop(session, batches, o, [&](const EpochStats& e) {
+    run.last = e;
+    return Status::OK();
+  });
+  trained = true;
+  killer.join();
+  run.killed = killed;
+  return run;
+}
+
 // kill -9 of a worker in the middle of training: TrainLoop's reconnect restarts it at its address
 // and makes a new session, the newest checkpoint is restored, and training goes on, redoing
 // at most the checkpoint period of steps (the kill may fail the taking of a checkpoint too).
@@ -410,26 +441,10 @@ TEST(DistributedSessionTest, TrainLoopRecoversFromAKilledWorker) {
     session = std::move(s);
     return session.get();
   };
-  // The killer: once the checkpoint of step 8 or later is on disk, worker 1 dies.
-  std::atomic<bool> killed{false};
-  std::thread killer([&] {
-    for (int i = 0; i < 30000 && !killed; ++i) {
-      auto files = Checkpointer::List(dir);
-      if (!files.empty() && files[0].first >= 8) {
-        (*w1)->Stop(SIGKILL);
-        killed = true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  });
-  EpochStats last;
-  Status s = TrainLoop(*session, batches, o, [&](const EpochStats& e) {
-    last = e;
-    return Status::OK();
-  });
-  killer.join();
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  ASSERT_TRUE(killed) << "training ended before the kill";
+  KilledRun run = TrainAndKill(*session, batches, o, [&] { (*w1)->Stop(SIGKILL); });
+  const EpochStats& last = run.last;
+  ASSERT_TRUE(run.status.ok()) << run.status.ToString();
+  ASSERT_TRUE(run.killed) << "training ended before the kill";
   EXPECT_EQ(last.recoveries, 1);
   EXPECT_GE(reconnects, 1);
   EXPECT_LE(last.steps_redone, o.checkpoint_every_steps);  // "redoes at most K steps"
@@ -536,25 +551,10 @@ TEST(DistributedSessionTest, DflowLaunchRestartsAKilledWorkerAndTrainingGoesOn) 
     if (sscanf(line.c_str(), "dflow-launch: worker 1 (pid %d)", &victim) == 1) break;
   }
   ASSERT_GT(victim, 0) << "no pid of worker 1 in " << log;
-  std::atomic<bool> killed{false};
-  std::thread killer([&] {
-    for (int i = 0; i < 30000 && !killed; ++i) {
-      auto files = Checkpointer::List(o.checkpoint_dir);
-      if (!files.empty() && files[0].first >= 8) {
-        kill(victim, SIGKILL);
-        killed = true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  });
-  EpochStats last;
-  Status s = TrainLoop(*session, batches, o, [&](const EpochStats& e) {
-    last = e;
-    return Status::OK();
-  });
-  killer.join();
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  EXPECT_TRUE(killed);
+  KilledRun run = TrainAndKill(*session, batches, o, [&] { kill(victim, SIGKILL); });
+  const EpochStats& last = run.last;
+  EXPECT_TRUE(run.status.ok()) << run.status.ToString();
+  EXPECT_TRUE(run.killed);
   EXPECT_EQ(last.recoveries, 1);
   EXPECT_LE(last.steps_redone, o.checkpoint_every_steps);  // "redoes at most K steps"
   session.reset();

@@ -1,0 +1,55 @@
+// The cluster an example trains across (builds with UCX only): --local-workers N dflow-workers
+// started here, next to the example's binary, or the workers of --cluster FILE with
+// --token-file FILE.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/cluster_spec.h"
+#include "distributed/distributed_session.h"
+#include "distributed/local_worker.h"
+
+namespace dflow::examples {
+
+struct LocalCluster {
+  std::vector<std::unique_ptr<distributed::LocalWorker>> workers;  // stopped with it
+  distributed::DistributedOptions options;
+};
+
+// `local_workers` > 0: starts them with `worker_flags` (and a token file made here and removed
+// once they read it), printing each address; otherwise loads `cluster_file` and the token.
+inline Result<LocalCluster> StartCluster(const std::string& argv0, int local_workers,
+                                         const std::string& cluster_file,
+                                         const std::string& token_file, const std::string& token,
+                                         const std::vector<std::string>& worker_flags) {
+  LocalCluster c;
+  if (local_workers > 0) {
+    c.options.token = token;
+    ASSIGN_OR_RETURN(std::string file, distributed::WriteTokenFile("/tmp", token));
+    const std::string worker = argv0.substr(0, argv0.rfind('/') + 1) + "dflow-worker";
+    std::vector<std::string> args = {"--token-file", file};
+    args.insert(args.end(), worker_flags.begin(), worker_flags.end());
+    for (int i = 0; i < local_workers; ++i) {
+      auto w = distributed::LocalWorker::Start(worker, args);
+      if (!w.ok()) {
+        std::remove(file.c_str());
+        return w.status();
+      }
+      c.options.cluster.jobs["worker"].push_back((*w)->address());
+      std::printf("started dflow-worker %d at %s\n", i, (*w)->address().c_str());
+      c.workers.push_back(std::move(w).value());
+    }
+    std::remove(file.c_str());
+    return c;
+  }
+  ASSIGN_OR_RETURN(c.options.cluster, distributed::ClusterSpec::Load(cluster_file));
+  auto read = distributed::ReadTokenFile(token_file);
+  if (!read.ok()) return read.status().WithPrefix("--token-file: ");
+  c.options.token = *read;
+  return c;
+}
+
+}  // namespace dflow::examples
