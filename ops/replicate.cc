@@ -43,7 +43,7 @@ class Replicator {
       }
       RETURN_IF_ERROR(CopyAll(id));
     }
-    RETURN_IF_ERROR(ps_mode() ? AverageOnServers() : AllReduceGradients());
+    if (!async()) RETURN_IF_ERROR(ps_mode() ? AverageOnServers() : AllReduceGradients());
     for (int id : later) RETURN_IF_ERROR(CopyAll(id));
     RETURN_IF_ERROR(AddGroups());
     if (!ps_mode()) RETURN_IF_ERROR(AddSync());
@@ -52,6 +52,9 @@ class Replicator {
     result.graph = root_.graph_ptr();
     result.sync_target = sync_name_;
     result.buckets = buckets_;
+    result.replicas = n_;
+    result.asynchronous = async();
+    if (o_.mode == ReplicateOptions::Mode::kBoundedStaleness) result.max_staleness = o_.staleness;
     return result;
   }
 
@@ -104,6 +107,11 @@ class Replicator {
       }
     }
     ClassifyShared();
+    if (async()) {
+      // Each replica runs its own steps: nothing is grouped or averaged over replicas.
+      grouped_.clear();
+      averaged_.clear();
+    }
     // A node kept once needs no group over replicas.
     for (auto it = grouped_.begin(); it != grouped_.end();) {
       it = per_replica_[*it] ? std::next(it) : grouped_.erase(it);
@@ -113,9 +121,11 @@ class Replicator {
 
   bool NeedsReduced(int id) const { return reduced_reader_[id]; }
   bool ps_mode() const { return !o_.parameter_servers.empty(); }
+  bool async() const { return o_.mode != ReplicateOptions::Mode::kSync; }
 
   // With parameter servers, a node is kept once (shared) unless it reads a batch (directly or
-  // through others); the updates are shared too, their gradients averaged over replicas.
+  // through others); the updates are shared too, their gradients averaged over replicas (or,
+  // asynchronously, copied per replica and placed on their variable's server).
   void ClassifyShared() {
     per_replica_.assign(g_.num_nodes(), !ps_mode());
     if (!ps_mode()) return;
@@ -132,7 +142,9 @@ class Replicator {
         const int64_t n = node.output_shape(0).num_elements();
         variables.emplace_back(std::max<int64_t>(n, 1) * DTypeSize(node.output_dtype(0)), id);
       }
-      if (reduced_reader_[id] && node.op_def() != nullptr && node.op_def()->stateful) continue;
+      if (!async() && reduced_reader_[id] && node.op_def() != nullptr && node.op_def()->stateful) {
+        continue;
+      }
       bool reads_batch = false;
       for (const Endpoint& in : node.inputs()) reads_batch = reads_batch || per_replica_[in.node];
       for (int c : node.control_inputs()) reads_batch = reads_batch || per_replica_[c];
@@ -210,8 +222,8 @@ class Replicator {
   // The name of node `id`'s copy in replica r.
   std::string Name(int id, int r) const {
     const std::string& name = g_.node(id).name();
-    if (r == 0 && !averaged_.count(id) && !grouped_.count(id)) return name;
-    return fmt::format("replica{}/{}", r, name);
+    if (r == 0 && (averaged_.count(id) || grouped_.count(id))) return "replica0/" + name;
+    return ReplicaName(name, r);
   }
 
   void AddFeeds() {
@@ -222,7 +234,17 @@ class Replicator {
       const int fed = first.WithOpName(node.name()).AddNode("Placeholder", {}, node.attrs());
       Output whole = root_.OutputOf(fed);
       const Shape& shape = node.output_shape(0);
-      if (n_ > 1 && shape.rank() > 0 && shape.dims()[0] < 0) {
+      const bool batch = n_ > 1 && shape.rank() > 0 && shape.dims()[0] < 0;
+      if (batch && async()) {
+        // A placeholder of each replica's own, fed a whole batch.
+        out_[0][id] = {whole};
+        for (int r = 1; r < n_; ++r) {
+          const int own = root_.WithOpName(Name(id, r))
+                              .WithDevice(o_.devices[r])
+                              .AddNode("Placeholder", {}, node.attrs());
+          out_[r][id] = {root_.OutputOf(own)};
+        }
+      } else if (batch) {
         std::vector<Output> parts =
             Split(first.WithOpName(fmt::format("{}/replica_split", node.name())), whole, n_, 0);
         for (int r = 0; r < n_ && r < static_cast<int>(parts.size()); ++r) {
@@ -240,7 +262,7 @@ class Replicator {
     // Replicas other than the first assign replica 0's values: identical initial copies.
     // (A value read straight from a Variable stays the replica's own: an Assign is placed with
     // every Variable it reads.)
-    if (r > 0 && node.op() == "Assign" && i == 1 &&
+    if (r > 0 && !async() && node.op() == "Assign" && i == 1 &&
         g_.node(node.inputs()[i].node).op() != "Variable") {
       return Input(id, i, 0);
     }
@@ -265,10 +287,16 @@ class Replicator {
       if (added_[r][c] >= 0) control.push_back(root_.OutputOf(added_[r][c]));
     }
     // A shared node keeps its own device request; a variable goes to its parameter server.
+    // (An asynchronous replica's own update goes to its variable's server.)
     std::string device = o_.devices[r];
     if (!per_replica_[id]) {
       auto server = server_of_.find(id);
       device = server != server_of_.end() ? server->second : node.requested_device();
+    } else if (async() && node.op_def() != nullptr && node.op_def()->stateful) {
+      for (const Endpoint& in : node.inputs()) {
+        auto server = server_of_.find(in.node);
+        if (server != server_of_.end()) device = server->second;
+      }
     }
     Scope s = root_.WithOpName(Name(id, r)).WithDevice(device);
     if (!control.empty()) s = s.WithControlDependencies(control);
@@ -431,8 +459,20 @@ class Replicator {
 
 }  // namespace
 
+std::string ReplicaName(const std::string& name, int replica) {
+  return replica == 0 ? name : fmt::format("replica{}/{}", replica, name);
+}
+
 Result<ReplicatedGraph> Replicate(const Graph& single, const ReplicateOptions& options) {
   if (options.devices.empty()) return InvalidArgument("Replicate: no devices given");
+  if (options.mode != ReplicateOptions::Mode::kSync && options.parameter_servers.empty()) {
+    return InvalidArgument(
+        "Replicate: the asynchronous and bounded-staleness modes need parameter servers (with "
+        "all-reduce every replica applies the same mean)");
+  }
+  if (options.mode == ReplicateOptions::Mode::kBoundedStaleness && options.staleness < 0) {
+    return InvalidArgument("Replicate: staleness must be at least 0 ({} given)", options.staleness);
+  }
   if (single.validated()) return Replicator(single, options).Run();
   Graph copy = single;  // Validate orders the nodes topologically
   RETURN_IF_ERROR(copy.Validate().WithPrefix("Replicate: "));

@@ -22,6 +22,13 @@
 // (the last layer's first): a small first bucket, then about 25 MB each (as PyTorch DDP), each
 // bucket one all-reduce that starts as soon as its gradients exist, so communication overlaps
 // the rest of the backward pass.
+//
+// With parameter servers the variables are kept once, on the servers, and the replicas' updates
+// reach them synchronously (the mean of all gradients once per step, as above) or, in the
+// asynchronous modes, each replica's own gradient as soon as it has it: every replica then has
+// its own feeds, loss and train target (ReplicaName), runs its own steps, and TrainLoop runs the
+// replicas at once (TrainLoopOptions::replicas), holding back a replica that gets too far ahead
+// in the bounded-staleness mode.
 #pragma once
 
 #include <cstdint>
@@ -45,17 +52,39 @@ struct ReplicateOptions {
   // least loaded); every replica reads them there, and each update applies the mean of the
   // replicas' gradients, summed on the variable's device. Empty: all-reduce, mirrored variables.
   std::vector<std::string> parameter_servers;
+  // How the updates reach the parameter servers (only with parameter_servers):
+  //   kSync: once per step, the mean of all replicas' gradients; one Run steps every replica.
+  //   kAsync: each replica's update applies its own gradient when that is ready, in a step of
+  //     the replica's own. Batch placeholders, the loss and the train target are per replica
+  //     (replica 0 under the single graph's names, replica r under ReplicaName(name, r)), each
+  //     fed a whole batch; `averaged` names replica 0's node (no mean over replicas is made).
+  //     The optimizer's state (Adam's moments and step) is shared, as the variables are.
+  //   kBoundedStaleness: the graph of kAsync; TrainLoop holds a replica that has done more than
+  //     `staleness` steps more than the slowest (ReplicatedGraph::max_staleness).
+  enum class Mode { kSync, kAsync, kBoundedStaleness };
+  Mode mode = Mode::kSync;
+  int staleness = 0;  // kBoundedStaleness: at least 0
 };
 
 struct ReplicatedGraph {
   std::shared_ptr<Graph> graph;
   std::string sync_target;  // copies replica 0's variables to the others (all-reduce only)
   int buckets = 0;          // all-reduces per step (all-reduce only)
+  int replicas = 0;
+  // The asynchronous modes: each replica's steps are run on their own, by name (ReplicaName).
+  bool asynchronous = false;
+  int max_staleness = -1;  // kBoundedStaleness's bound for TrainLoop; -1: none
 };
+
+// The name of node (or tensor) `name` of the single-replica graph in replica `replica` of a
+// replicated graph: `name` itself in replica 0, "replicaR/name" in the others (except the
+// grouped and averaged names of the synchronous modes, which name all replicas).
+std::string ReplicaName(const std::string& name, int replica);
 
 // `single` may be validated already or not (a copy is then validated). Errors: InvalidArgument
 // for no devices, a graph that fails validation, a gradient whose shape
-// is not fully known (naming it) or bad bucket sizes; NotFound for an `averaged` name the graph
+// is not fully known (naming it), bad bucket sizes, an asynchronous mode without parameter
+// servers or a negative staleness; NotFound for an `averaged` name the graph
 // lacks.
 Result<ReplicatedGraph> Replicate(const Graph& single, const ReplicateOptions& options);
 

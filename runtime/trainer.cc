@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <thread>
 #include <vector>
 
+#include "graph/mutex.h"
 #include "runtime/checkpointer.h"
 
 namespace dflow {
@@ -65,12 +67,205 @@ Result<int64_t> Recover(const Status& why, const std::string& what, int64_t step
   return *restored;
 }
 
+double ScalarLoss(const Tensor& t) {
+  return t.dtype() == DType::kF64 ? t.data<double>()[0] : t.data<float>()[0];
+}
+
+// One epoch of asynchronous replicas (TrainLoopOptions::replicas), each from a thread of its
+// own: a replica waits while a checkpoint is taken or while it is too far ahead, takes the next
+// batch and runs its step. The first failure stops them all (running steps are cancelled).
+class AsyncEpoch {
+ public:
+  struct Setup {
+    Session* session;
+    Batcher* batches;
+    const TrainLoopOptions* options;
+    int epoch;
+    int64_t total;                 // batches in the epoch
+    int64_t taken;                 // of them, already taken (passed over after a recovery)
+    int64_t step;                  // steps done before, all epochs
+    std::vector<int64_t>* clocks;  // steps per replica, kept across epochs
+    std::function<bool(int64_t step)> checkpoint_due;
+    std::function<Status(int64_t step)> checkpoint;
+  };
+  explicit AsyncEpoch(Setup setup) : s_(std::move(setup)), step_(s_.step), taken_(s_.taken) {
+    active_.assign(s_.options->replicas.size(), true);
+  }
+
+  // Runs the epoch; the first failure, with what failed in *what.
+  Status Run(std::string* what) DFLOW_EXCLUDES(mu_) {
+    start_ = Clock::now();
+    std::vector<std::thread> threads;
+    for (size_t r = 0; r < s_.options->replicas.size(); ++r) {
+      threads.emplace_back([this, r] { Replica(static_cast<int>(r)); });
+    }
+    for (auto& t : threads) t.join();
+    MutexLock lock(mu_);
+    *what = what_;
+    return first_;
+  }
+
+  // After Run: the epoch's figures (steps, loss, examples, staleness) into *stats.
+  void Fill(EpochStats* stats, double* loss_sum, int64_t* examples, std::vector<double>* step_ms,
+            int64_t* step) DFLOW_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    stats->steps = steps_;
+    stats->mean_staleness = steps_ ? static_cast<double>(staleness_sum_) / steps_ : 0;
+    stats->most_staleness = most_staleness_;
+    stats->held = held_;
+    *loss_sum = loss_sum_;
+    *examples = examples_;
+    *step_ms = step_ms_;
+    *step = step_;
+  }
+
+ private:
+  // Whether replica r is more than max_staleness steps ahead of the slowest active one.
+  bool TooFarAhead(int r) DFLOW_REQUIRES(mu_) {
+    const int bound = s_.options->max_staleness;
+    if (bound < 0) return false;
+    int64_t slowest = (*s_.clocks)[r];
+    for (size_t j = 0; j < active_.size(); ++j) {
+      if (active_[j]) slowest = std::min(slowest, (*s_.clocks)[j]);
+    }
+    return (*s_.clocks)[r] - slowest > bound;
+  }
+
+  void Fail(const Status& why, const std::string& what) DFLOW_REQUIRES(mu_) {
+    if (first_.ok()) {
+      first_ = why;
+      what_ = what;
+    }
+    stop_ = true;
+    cancel_.Cancel(why);
+    cv_.NotifyAll();
+  }
+
+  void Replica(int r) DFLOW_EXCLUDES(mu_) {
+    const TrainLoopOptions::Replica& names = s_.options->replicas[r];
+    Tensor images, labels;
+    {
+      // All start together: a replica whose thread starts late still gets its share.
+      MutexLock lock(mu_);
+      ++ready_;
+      cv_.NotifyAll();
+      cv_.Wait(mu_, [&]() DFLOW_REQUIRES(mu_) { return ready_ == active_.size(); });
+    }
+    for (;;) {
+      int64_t started = 0;
+      {
+        MutexLock lock(mu_);
+        bool held = false;
+        cv_.Wait(mu_, [&]() DFLOW_REQUIRES(mu_) {
+          if (stop_) return true;
+          if (pausing_) return false;
+          if (TooFarAhead(r)) {
+            held = true;
+            return false;
+          }
+          return true;
+        });
+        if (held) ++held_;
+        if (stop_ || taken_ >= s_.total || !s_.batches->Next(&images, &labels)) {
+          active_[r] = false;  // the others no longer wait for it
+          cv_.NotifyAll();
+          return;
+        }
+        ++taken_;
+        ++running_;
+        started = step_;
+      }
+      const auto t0 = Clock::now();
+      Session::RunOptions run;
+      run.cancellation = &cancel_;
+      auto out = s_.session->Run({{names.images_feed, images}, {names.labels_feed, labels}},
+                                 {names.loss}, {names.train_target}, run);
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      MutexLock lock(mu_);
+      --running_;
+      cv_.NotifyAll();
+      if (!out.ok()) {
+        if (!stop_) Fail(out.status(), fmt::format("step {} (replica {})", step_ + 1, r));
+        return;
+      }
+      const double loss = ScalarLoss(out->at(0));
+      if (!std::isfinite(loss)) {
+        Fail(InvalidArgument("loss is {} at epoch {} step {} (replica {})", loss, s_.epoch,
+                             steps_ + 1, r),
+             "");
+        return;
+      }
+      const int64_t stale = step_ - started;
+      staleness_sum_ += stale;
+      most_staleness_ = std::max(most_staleness_, stale);
+      loss_sum_ += loss;
+      examples_ += images.shape()[0];
+      step_ms_.push_back(ms);
+      ++steps_;
+      ++step_;
+      ++(*s_.clocks)[r];
+      const int64_t done = s_.taken + steps_;
+      if (s_.options->progress &&
+          (tty_ ? done % 10 == 0 || done == s_.total : done >= next_line_)) {
+        EpochStats shown;
+        shown.epoch = s_.epoch;
+        DrawProgress(shown, s_.options->epochs, done, s_.total, loss_sum_ / steps_,
+                     std::chrono::duration<double>(Clock::now() - start_).count(), tty_);
+        next_line_ = done + std::max<int64_t>(1, s_.total / 4);
+      }
+      if (!pausing_ && s_.checkpoint_due && s_.checkpoint_due(step_)) {
+        // Every replica between steps while the variables are taken.
+        pausing_ = true;
+        cv_.Wait(mu_, [&]() DFLOW_REQUIRES(mu_) { return running_ == 0 || stop_; });
+        if (!stop_) {
+          const int64_t at = step_;
+          lock.Unlock();
+          Status saved = s_.checkpoint(at);
+          lock.Lock();
+          if (!saved.ok()) Fail(saved, fmt::format("the checkpoint of step {}", at));
+        }
+        pausing_ = false;
+        cv_.NotifyAll();
+      }
+    }
+  }
+
+  const Setup s_;
+  const bool tty_ = isatty(STDERR_FILENO);
+  Clock::time_point start_;
+  CancellationToken cancel_;
+  Mutex mu_;
+  CondVar cv_;
+  Status first_ DFLOW_GUARDED_BY(mu_);
+  std::string what_ DFLOW_GUARDED_BY(mu_);
+  bool stop_ DFLOW_GUARDED_BY(mu_) = false;
+  bool pausing_ DFLOW_GUARDED_BY(mu_) = false;
+  int running_ DFLOW_GUARDED_BY(mu_) = 0;
+  size_t ready_ DFLOW_GUARDED_BY(mu_) = 0;
+  std::vector<bool> active_ DFLOW_GUARDED_BY(mu_);
+  int64_t step_ DFLOW_GUARDED_BY(mu_);
+  int64_t taken_ DFLOW_GUARDED_BY(mu_);
+  int64_t steps_ DFLOW_GUARDED_BY(mu_) = 0;
+  int64_t examples_ DFLOW_GUARDED_BY(mu_) = 0;
+  double loss_sum_ DFLOW_GUARDED_BY(mu_) = 0;
+  int64_t staleness_sum_ DFLOW_GUARDED_BY(mu_) = 0;
+  int64_t most_staleness_ DFLOW_GUARDED_BY(mu_) = 0;
+  int64_t held_ DFLOW_GUARDED_BY(mu_) = 0;
+  std::vector<double> step_ms_ DFLOW_GUARDED_BY(mu_);
+  int64_t next_line_ DFLOW_GUARDED_BY(mu_) = 0;
+};
+
 }  // namespace
 
 Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
                  const std::function<Status(const EpochStats&)>& on_epoch) {
-  if (o.loss.empty() || o.train_target.empty()) {
+  if (o.replicas.empty() && (o.loss.empty() || o.train_target.empty())) {
     return InvalidArgument("TrainLoop needs a loss to fetch and a train target");
+  }
+  for (size_t r = 0; r < o.replicas.size(); ++r) {
+    if (o.replicas[r].loss.empty() || o.replicas[r].train_target.empty()) {
+      return InvalidArgument("TrainLoop: replica {} needs a loss to fetch and a train target", r);
+    }
   }
   const bool tty = isatty(STDERR_FILENO);
   std::unique_ptr<Checkpointer> checkpointer;
@@ -104,6 +299,20 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
     ++recoveries;
     return Status::OK();
   };
+  auto checkpoint_due = [&](int64_t at) {
+    return checkpointer && ((o.checkpoint_every_steps > 0 && at % o.checkpoint_every_steps == 0) ||
+                            (o.checkpoint_every_seconds > 0 &&
+                             std::chrono::duration<double>(Clock::now() - last_save).count() >=
+                                 o.checkpoint_every_seconds));
+  };
+  auto checkpoint = [&](int64_t at) -> Status {
+    RETURN_IF_ERROR(checkpointer->Save(*current, at));
+    saved_step = at;
+    last_save = Clock::now();
+    ++checkpoints;
+    return Status::OK();
+  };
+  std::vector<int64_t> clocks(o.replicas.size(), 0);  // asynchronous replicas' steps
   int64_t total = batches.batches_per_epoch();
   if (o.max_steps_per_epoch > 0) total = std::min(total, o.max_steps_per_epoch);
   bool rewound = false;  // a recovery went back to an earlier step: its epoch starts again
@@ -123,7 +332,27 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
          in_epoch < done && batches.Next(&images, &labels);) {
       ++in_epoch;
     }
-    while (in_epoch < total && batches.Next(&images, &labels)) {
+    if (!o.replicas.empty()) {
+      AsyncEpoch async({.session = current,
+                        .batches = &batches,
+                        .options = &o,
+                        .epoch = epoch,
+                        .total = total,
+                        .taken = in_epoch,
+                        .step = step,
+                        .clocks = &clocks,
+                        .checkpoint_due = checkpoint_due,
+                        .checkpoint = checkpoint});
+      std::string what;
+      Status failed = async.Run(&what);
+      async.Fill(&stats, &loss_sum, &examples, &step_ms, &step);
+      if (!failed.ok()) {
+        RETURN_IF_ERROR(recover(failed, what));
+        std::fill(clocks.begin(), clocks.end(), 0);
+        rewound = true;
+      }
+    }
+    while (o.replicas.empty() && in_epoch < total && batches.Next(&images, &labels)) {
       auto t0 = Clock::now();
       auto out = current->Run({{o.images_feed, images}, {o.labels_feed, labels}}, {o.loss},
                               {o.train_target});
@@ -133,8 +362,7 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
         break;
       }
       step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-      double loss = out->at(0).dtype() == DType::kF64 ? out->at(0).data<double>()[0]
-                                                      : out->at(0).data<float>()[0];
+      const double loss = ScalarLoss(out->at(0));
       if (!std::isfinite(loss)) {
         return InvalidArgument("loss is {} at epoch {} step {}", loss, epoch, in_epoch + 1);
       }
@@ -143,18 +371,11 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
       ++stats.steps;
       ++in_epoch;
       ++step;
-      if (checkpointer && ((o.checkpoint_every_steps > 0 && step % o.checkpoint_every_steps == 0) ||
-                           (o.checkpoint_every_seconds > 0 &&
-                            std::chrono::duration<double>(Clock::now() - last_save).count() >=
-                                o.checkpoint_every_seconds))) {
-        if (Status saved = checkpointer->Save(*current, step); !saved.ok()) {
+      if (checkpoint_due(step)) {
+        if (Status saved = checkpoint(step); !saved.ok()) {
           RETURN_IF_ERROR(recover(saved, fmt::format("the checkpoint of step {}", step)));
           rewound = true;
           break;
-        } else {
-          saved_step = step;
-          last_save = Clock::now();
-          ++checkpoints;
         }
       }
       double secs = std::chrono::duration<double>(Clock::now() - start).count();

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "runtime/dataset.h"
 #include "runtime/session.h"
@@ -41,6 +42,22 @@ struct TrainLoopOptions {
   // stderr and counted in EpochStats.
   std::function<Result<Session*>()> reconnect;
   double recovery_timeout_seconds = 60;
+  // Asynchronous replicas (ops::Replicate with parameter servers in an asynchronous mode): what
+  // each replica feeds, fetches and runs. When set, images_feed, labels_feed, loss and
+  // train_target are not used: the replicas train at once, each from a thread of its own
+  // taking the next batch of the epoch, so a step is one replica's batch and update. Checkpoints
+  // hold every replica between steps while the variables are taken; a recovery stops them all.
+  struct Replica {
+    std::string images_feed = "x";
+    std::string labels_feed = "labels";
+    std::string loss;
+    std::string train_target;
+  };
+  std::vector<Replica> replicas;
+  // With `replicas`: a replica that has done more than max_staleness steps more than the
+  // slowest replica still training waits for it (stale synchronous parallel; 0 keeps them in
+  // lockstep); -1: none waits (asynchronous).
+  int max_staleness = -1;
 };
 
 struct EpochStats {
@@ -53,6 +70,12 @@ struct EpochStats {
   int64_t checkpoints = 0;   // taken so far, all epochs
   int recoveries = 0;        // from lost workers, so far
   int64_t steps_redone = 0;  // by those recoveries
+  // Asynchronous replicas: per step, the steps of other replicas that ended while it ran (an
+  // upper bound on the updates its gradient missed), the mean and the most over the epoch; and
+  // the times a replica was held back by max_staleness.
+  double mean_staleness = 0;
+  int64_t most_staleness = 0;
+  int64_t held = 0;
 };
 
 // Runs the epochs; calls on_epoch after each, stopping at the first error from a step (one it

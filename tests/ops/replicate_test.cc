@@ -161,6 +161,82 @@ TEST(ReplicateTest, VariablesGoToTheLeastLoadedServer) {
   EXPECT_TRUE(replicated->sync_target.empty());
 }
 
+// Asynchronous parameter servers: each replica applies its own gradient in its own step, to
+// the one copy of the variables and Adam's state; steps of replicas 0, 1, 1, 0, ... one after
+// another are the single replica's steps on the same batches.
+TEST(ReplicateTest, AsynchronousReplicasApplyTheirOwnGradientsToTheServersVariables) {
+  Mlp single(true), model(true);
+  ops::ReplicateOptions options;
+  options.devices = {"cpu:0", "cpu:1"};
+  options.parameter_servers = {"cpu:2"};
+  options.averaged = {model.loss};
+  options.mode = ops::ReplicateOptions::Mode::kAsync;
+  auto replicated = ops::Replicate(model.root.graph(), options);
+  ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
+  EXPECT_TRUE(replicated->asynchronous);
+  EXPECT_EQ(replicated->replicas, 2);
+  EXPECT_EQ(replicated->max_staleness, -1);
+  const Graph& g = *replicated->graph;
+  EXPECT_FALSE(g.FindNode("x/replica_split").has_value());  // each replica fed its own batch
+  ASSERT_TRUE(g.FindNode("replica1/x").has_value());
+  EXPECT_EQ(g.node(*g.FindNode("replica1/x")).requested_device(), "/device:CPU:1");
+  EXPECT_FALSE(g.FindNode("replica1/w0").has_value());  // the variables are kept once
+  // Every replica's update runs on the server.
+  int updates = 0;
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    const Node& node = g.node(id);
+    if (node.op() != "ApplyAdam") continue;
+    ++updates;
+    EXPECT_EQ(node.requested_device(), "/device:CPU:2") << node.name();
+  }
+  EXPECT_EQ(updates, 8);  // four variables, two replicas
+
+  auto one = Session::Create(single.root);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  auto many = Session::Create(g, Devices(3));
+  ASSERT_TRUE(many.ok()) << many.status().ToString();
+  ASSERT_TRUE((*one)->Run({}, {}, single.init).ok());
+  ASSERT_TRUE((*many)->Run({}, {}, model.init).ok());
+  const int order[] = {0, 1, 1, 0, 1, 0, 0};
+  for (int step = 0; step < 7; ++step) {
+    const int r = order[step];
+    Session::Feeds feeds = Batch(step, 6), own;
+    for (const auto& [name, value] : feeds) own.emplace_back(ops::ReplicaName(name, r), value);
+    auto a = (*one)->Run(feeds, {single.loss}, {single.step});
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    auto b =
+        (*many)->Run(own, {ops::ReplicaName(model.loss, r)}, {ops::ReplicaName(model.step, r)});
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    const float la = (*a)[0].data<float>()[0], lb = (*b)[0].data<float>()[0];
+    EXPECT_NEAR(lb, la, 1e-5 * std::abs(la)) << "step " << step << ", replica " << r;
+  }
+  auto want = (*one)->Run({}, single.variables);
+  auto got = (*many)->Run({}, model.variables);
+  ASSERT_TRUE(want.ok() && got.ok());
+  for (size_t v = 0; v < model.variables.size(); ++v) {
+    auto w = (*want)[v].ToVector<float>(), g2 = (*got)[v].ToVector<float>();
+    ASSERT_EQ(w.size(), g2.size());
+    for (size_t i = 0; i < w.size(); ++i) {
+      ASSERT_NEAR(g2[i], w[i], 1e-5 + 1e-4 * std::abs(w[i]))
+          << model.variables[v] << "[" << i << "]";
+    }
+  }
+}
+
+TEST(ReplicateTest, BoundedStalenessGivesTheBoundForTrainLoop) {
+  Mlp model(false);
+  ops::ReplicateOptions options;
+  options.devices = {"cpu:0", "cpu:1"};
+  options.parameter_servers = {"cpu:2"};
+  options.mode = ops::ReplicateOptions::Mode::kBoundedStaleness;
+  options.staleness = 3;
+  auto replicated = ops::Replicate(model.root.graph(), options);
+  ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
+  EXPECT_TRUE(replicated->asynchronous);
+  EXPECT_EQ(replicated->max_staleness, 3);
+  EXPECT_TRUE(replicated->graph->FindNode(ops::ReplicaName(model.step, 1)).has_value());
+}
+
 TEST(ReplicateTest, ReplicasFollowTheSingleReplicaWithAdamAndManyBuckets) {
   // A first bucket of 64 bytes: b1's gradient alone, then the rest.
   TrainAgainstOneReplica(2, true, 64);
@@ -236,6 +312,17 @@ TEST(ReplicateTest, BadOptionsAreErrorsNamingWhatIsWrong) {
   auto buckets = ops::Replicate(model.root.graph(), options);
   EXPECT_TRUE(MessageHas(buckets.status(), {"bucket sizes must be positive"}))
       << buckets.status().ToString();
+  options.bucket_bytes = 25 << 20;
+  options.mode = ops::ReplicateOptions::Mode::kAsync;
+  auto async = ops::Replicate(model.root.graph(), options);
+  EXPECT_EQ(async.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(async.status(), {"need parameter servers"})) << async.status().ToString();
+  options.parameter_servers = {"cpu:2"};
+  options.mode = ops::ReplicateOptions::Mode::kBoundedStaleness;
+  options.staleness = -1;
+  auto negative = ops::Replicate(model.root.graph(), options);
+  EXPECT_TRUE(MessageHas(negative.status(), {"staleness must be at least 0", "-1"}))
+      << negative.status().ToString();
 }
 
 }  // namespace

@@ -1,15 +1,20 @@
 // TrainLoop and Accuracy on a small separable problem; a non-finite loss stops training.
 #include "runtime/trainer.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
+#include "ops/state_ops.h"
+#include "ops/unary_ops.h"
+#include "runtime/checkpointer.h"
 #include "test_util.h"
 
 namespace dflow {
@@ -102,6 +107,122 @@ TEST(TrainerTest, StepErrorsComeBackUnchanged) {
       TrainLoop(**s, batches,
                 {.loss = m.loss.name(), .train_target = m.step.name(), .progress = false}, nullptr);
   EXPECT_TRUE(MessageHas(st, {"SparseSoftmaxCrossEntropyWithLogits", "label 7 at row 3"}));
+}
+
+// Two replicas TrainLoop runs at once, each counting its steps in a variable of its own: replica
+// 0 on cpu:0 does almost nothing, replica 1 on cpu:1 ten 192x192 MatMuls per step.
+struct UnevenReplicas {
+  Scope root = Scope::NewRootScope();
+  std::vector<std::string> init;
+  TrainLoopOptions::Replica replica[2];
+  std::unique_ptr<Session> session;
+
+  void Start() {
+    for (int r = 0; r < 2; ++r) {
+      const Scope on = root.WithDevice(fmt::format("cpu:{}", r));
+      const std::string p = fmt::format("r{}_", r);
+      auto x = ops::Placeholder(on.WithOpName(p + "x"), DType::kF32, Shape{-1, 2});
+      auto y = ops::Placeholder(on.WithOpName(p + "labels"), DType::kI32, Shape{-1});
+      auto count =
+          ops::InitializedVariable(on.WithOpName(p + "count"), Shape{}, ops::Initializer::Zeros());
+      init.push_back(count.init.node_name());
+      Output loss =
+          ops::Add(on, ops::ReduceMean(on, x), ops::Cast(on, ops::ReduceSum(on, y), DType::kF32));
+      if (r == 1) {
+        auto w = ops::InitializedVariable(on.WithOpName("w"), Shape{192, 192},
+                                          ops::Initializer::GlorotUniform(3));
+        init.push_back(w.init.node_name());
+        Output h = w.var;
+        for (int i = 0; i < 10; ++i) h = ops::MatMul(on, h, w.var);
+        loss = ops::Add(on, loss, ops::Mul(on, ops::ReduceSum(on, h), ops::Const(on, 0.0f)));
+      }
+      loss = ops::Identity(on.WithOpName(p + "loss"), loss);
+      auto step = ops::Assign(on.WithOpName(p + "step"), count.var,
+                              ops::Add(on, count.var, ops::Const(on, 1.0f)));
+      replica[r] = {.images_feed = p + "x",
+                    .labels_feed = p + "labels",
+                    .loss = loss.name(),
+                    .train_target = step.node_name()};
+    }
+    auto s = Session::Create(root, testing::Devices(2));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    session = std::move(s).value();
+    ASSERT_TRUE(session->Run({}, {}, init).ok());
+  }
+
+  // One epoch of 64 batches; each replica's steps.
+  void Train(int max_staleness, EpochStats* stats, float counts[2],
+             const std::string& checkpoint_dir = "") {
+    Dataset data = Separable(1024);
+    Batcher batches(data, 16, 1);
+    TrainLoopOptions o{.progress = false};
+    o.replicas = {replica[0], replica[1]};
+    o.max_staleness = max_staleness;
+    if (!checkpoint_dir.empty()) {
+      o.checkpoint_dir = checkpoint_dir;
+      o.checkpoint_every_steps = 5;
+    }
+    Status st = TrainLoop(*session, batches, o, [&](const EpochStats& e) {
+      *stats = e;
+      return Status::OK();
+    });
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    auto c = session->Run({}, {"r0_count", "r1_count"});
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    counts[0] = (*c)[0].data<float>()[0];
+    counts[1] = (*c)[1].data<float>()[0];
+  }
+};
+
+TEST(TrainerTest, AsynchronousReplicasRunAtTheirOwnPace) {
+  UnevenReplicas uneven;
+  ASSERT_NO_FATAL_FAILURE(uneven.Start());
+  EpochStats stats;
+  float counts[2];
+  ASSERT_NO_FATAL_FAILURE(uneven.Train(-1, &stats, counts));
+  EXPECT_EQ(stats.steps, 64);
+  EXPECT_EQ(counts[0] + counts[1], 64);
+  EXPECT_EQ(stats.held, 0);
+  // The fast replica takes most batches, and the slow one's steps miss its updates.
+  EXPECT_GT(counts[0], counts[1] + 2) << counts[1];
+  EXPECT_GT(counts[1], 0);
+  EXPECT_GT(stats.most_staleness, 2);
+}
+
+TEST(TrainerTest, BoundedStalenessHoldsTheFastReplica) {
+  for (int bound : {0, 1}) {
+    SCOPED_TRACE(fmt::format("max_staleness {}", bound));
+    UnevenReplicas uneven;
+    ASSERT_NO_FATAL_FAILURE(uneven.Start());
+    EpochStats stats;
+    float counts[2];
+    const std::string dir = fmt::format("{}/trainer_bounded_{}", ::testing::TempDir(), bound);
+    std::filesystem::remove_all(dir);
+    ASSERT_NO_FATAL_FAILURE(uneven.Train(bound, &stats, counts, dir));
+    EXPECT_EQ(counts[0] + counts[1], 64);
+    EXPECT_LE(std::abs(counts[0] - counts[1]), bound + 1);
+    EXPECT_GT(stats.held, 0);
+    // While a step runs, the other replica ends at most 2 * bound + 1 of its own.
+    EXPECT_LE(stats.most_staleness, 2 * bound + 1);
+    EXPECT_GE(stats.checkpoints, 12);  // every 5 steps, each replica held while taken
+    EXPECT_FALSE(Checkpointer::List(dir).empty());
+  }
+}
+
+TEST(TrainerTest, AReplicasFailureStopsTheOthersAndComesBack) {
+  UnevenReplicas uneven;
+  ASSERT_NO_FATAL_FAILURE(uneven.Start());
+  Dataset data = Separable(512);
+  Batcher batches(data, 16, 1);
+  TrainLoopOptions o{.progress = false};
+  o.replicas = {uneven.replica[0], uneven.replica[1]};
+  o.replicas[1].train_target = "no_such_step";
+  Status st = TrainLoop(*uneven.session, batches, o, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+  EXPECT_TRUE(MessageHas(st, {"no_such_step"})) << st.ToString();
+  o.replicas[1].loss = "";
+  st = TrainLoop(*uneven.session, batches, o, nullptr);
+  EXPECT_TRUE(MessageHas(st, {"replica 1 needs a loss"})) << st.ToString();
 }
 
 }  // namespace
