@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <set>
 
@@ -11,6 +10,7 @@
 #include "ops/grad_ops.h"
 #include "ops/manip_ops.h"
 #include "ops/math_ops.h"
+#include "ops/split_variables.h"
 #include "ops/state_ops.h"
 
 namespace dflow::ops {
@@ -24,8 +24,14 @@ struct GradUse {
 
 class Replicator {
  public:
-  Replicator(const Graph& single, const ReplicateOptions& options)
-      : g_(single), o_(options), n_(static_cast<int>(options.devices.size())) {}
+  // `split`: the rewrite that made `single` with variables in row blocks, if one did.
+  Replicator(const Graph& single, const ReplicateOptions& options, const SplitVariables* split)
+      : g_(single), o_(options), n_(static_cast<int>(options.devices.size())) {
+    if (split != nullptr) {
+      whole_reads_.insert(split->whole_reads.begin(), split->whole_reads.end());
+      split_ = split->blocks;
+    }
+  }
 
   Result<ReplicatedGraph> Run() {
     RETURN_IF_ERROR(Classify());
@@ -53,6 +59,7 @@ class Replicator {
     result.sync_target = sync_name_;
     result.buckets = buckets_;
     result.replicas = n_;
+    result.split_variables = split_;
     result.asynchronous = async();
     if (o_.mode == ReplicateOptions::Mode::kBoundedStaleness) result.max_staleness = o_.staleness;
     return result;
@@ -138,6 +145,10 @@ class Replicator {
         per_replica_[id] = n_ > 1 && shape.rank() > 0 && shape.dims()[0] < 0;
         continue;
       }
+      if (whole_reads_.count(node.name())) {
+        per_replica_[id] = true;  // each replica joins a split variable's blocks itself
+        continue;
+      }
       if (node.op() == "Variable") {
         const int64_t n = node.output_shape(0).num_elements();
         variables.emplace_back(std::max<int64_t>(n, 1) * DTypeSize(node.output_dtype(0)), id);
@@ -152,27 +163,9 @@ class Replicator {
     }
     // A variable goes with the others an update reads (Adam's moments and step count), so
     // whole groups are spread.
-    std::map<int, int> parent;
-    std::function<int(int)> find = [&](int v) {
-      auto it = parent.find(v);
-      if (it == parent.end() || it->second == v) return v;
-      return it->second = find(it->second);
-    };
-    for (int id = 0; id < g_.num_nodes(); ++id) {
-      const Node& node = g_.node(id);
-      if (node.op_def() == nullptr || !node.op_def()->stateful) continue;
-      int first = -1;
-      for (const Endpoint& in : node.inputs()) {
-        if (g_.node(in.node).op() != "Variable") continue;
-        if (first < 0) {
-          first = find(in.node);
-        } else {
-          parent[find(in.node)] = first;
-        }
-      }
-    }
+    const std::map<int, int> group = VariableGroups(g_);
     std::map<int, int64_t> group_bytes;
-    for (const auto& [bytes, id] : variables) group_bytes[find(id)] += bytes;
+    for (const auto& [bytes, id] : variables) group_bytes[group.at(id)] += bytes;
     std::vector<std::pair<int64_t, int>> groups;
     for (const auto& [root, bytes] : group_bytes) groups.emplace_back(bytes, root);
     std::sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
@@ -184,7 +177,7 @@ class Replicator {
       load[ps] += bytes;
       server_of_group[root] = o_.parameter_servers[ps];
     }
-    for (const auto& [bytes, id] : variables) server_of_[id] = server_of_group[find(id)];
+    for (const auto& [bytes, id] : variables) server_of_[id] = server_of_group[group.at(id)];
   }
 
   // Copies node `id` into every replica, or once when it is shared.
@@ -444,6 +437,8 @@ class Replicator {
   const Graph& g_;
   const ReplicateOptions& o_;
   const int n_;
+  std::set<std::string> whole_reads_;  // Concats standing for split variables
+  std::map<std::string, int> split_;   // split variable -> its blocks
   Scope root_ = Scope::NewRootScope();
   std::vector<std::vector<std::vector<Output>>> out_;  // [replica][node] -> outputs
   std::vector<std::vector<int>> added_;                // [replica][node] -> id in the new graph
@@ -473,10 +468,17 @@ Result<ReplicatedGraph> Replicate(const Graph& single, const ReplicateOptions& o
   if (options.mode == ReplicateOptions::Mode::kBoundedStaleness && options.staleness < 0) {
     return InvalidArgument("Replicate: staleness must be at least 0 ({} given)", options.staleness);
   }
-  if (single.validated()) return Replicator(single, options).Run();
+  if (options.parameter_servers.size() >= 2 && options.max_variable_bytes > 0) {
+    Graph copy = single;
+    if (!copy.validated()) RETURN_IF_ERROR(copy.Validate().WithPrefix("Replicate: "));
+    ASSIGN_OR_RETURN(SplitVariables split,
+                     SplitVariablesIntoRowBlocks(copy, options.max_variable_bytes));
+    return Replicator(split.graph, options, &split).Run();
+  }
+  if (single.validated()) return Replicator(single, options, nullptr).Run();
   Graph copy = single;  // Validate orders the nodes topologically
   RETURN_IF_ERROR(copy.Validate().WithPrefix("Replicate: "));
-  return Replicator(copy, options).Run();
+  return Replicator(copy, options, nullptr).Run();
 }
 
 }  // namespace dflow::ops

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,12 @@ struct ReplicateOptions {
   // least loaded); every replica reads them there, and each update applies the mean of the
   // replicas' gradients, summed on the variable's device. Empty: all-reduce, mirrored variables.
   std::vector<std::string> parameter_servers;
+  // With two or more servers, a variable whose group (the variable with the optimizer state its
+  // update reads) is over this many bytes is split into blocks of rows of about this size
+  // (ops/split_variables.h), each block with its state and its update a group of its own,
+  // spread like whole ones; each replica joins the blocks it reads. Checkpoints then hold the
+  // blocks ("NAME/part0", ...). 0: never split.
+  int64_t max_variable_bytes = 16 << 20;
   // How the updates reach the parameter servers (only with parameter_servers):
   //   kSync: once per step, the mean of all replicas' gradients; one Run steps every replica.
   //   kAsync: each replica's update applies its own gradient when that is ready, in a step of
@@ -73,7 +80,8 @@ struct ReplicatedGraph {
   int replicas = 0;
   // The asynchronous modes: each replica's steps are run on their own, by name (ReplicaName).
   bool asynchronous = false;
-  int max_staleness = -1;  // kBoundedStaleness's bound for TrainLoop; -1: none
+  int max_staleness = -1;                      // kBoundedStaleness's bound for TrainLoop; -1: none
+  std::map<std::string, int> split_variables;  // variable -> the row blocks it was split into
 };
 
 // The name of node (or tensor) `name` of the single-replica graph in replica `replica` of a

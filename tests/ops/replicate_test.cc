@@ -6,13 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
+#include <set>
 
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
+#include "ops/replicate_fixture.h"
 #include "runtime/session.h"
 #include "test_util.h"
 
@@ -22,57 +25,10 @@ namespace {
 using testing::Devices;
 using testing::MessageHas;
 
-// A two-layer MLP on [batch, 8] inputs and 4 classes, trained by SGD or Adam.
-struct Mlp {
-  Scope root = Scope::NewRootScope();
-  std::vector<std::string> init, variables;
-  std::string loss, step;
-  explicit Mlp(bool adam) {
-    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 8});
-    auto y = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
-    std::vector<Output> vars;
-    Output h = x;
-    const int64_t sizes[] = {8, 16, 4};
-    for (int l = 0; l < 2; ++l) {
-      auto w = ops::InitializedVariable(root.WithOpName(fmt::format("w{}", l)),
-                                        Shape{sizes[l], sizes[l + 1]},
-                                        ops::Initializer::GlorotUniform(l + 1));
-      auto b = ops::InitializedVariable(root.WithOpName(fmt::format("b{}", l)), Shape{sizes[l + 1]},
-                                        ops::Initializer::Constant(0.1));
-      vars.insert(vars.end(), {w.var, b.var});
-      init.insert(init.end(), {w.init.node_name(), b.init.node_name()});
-      h = ops::BiasAdd(root, ops::MatMul(root, h, w.var), b.var);
-      if (l == 0) h = ops::Relu(root, h);
-    }
-    loss = ops::ReduceMean(root.WithOpName("loss"),
-                           ops::SparseSoftmaxCrossEntropyWithLogits(root, h, y).loss)
-               .node_name();
-    for (const Output& v : vars) variables.push_back(v.node_name());
-    if (adam) {
-      ops::Adam opt({.learning_rate = 0.01});
-      step = opt.Minimize(root, Output(&root.graph(), root.graph().FindNode(loss).value(), 0), vars)
-                 .name();
-      init.insert(init.end(), opt.init_targets().begin(), opt.init_targets().end());
-    } else {
-      ops::SGD opt({.learning_rate = 0.5});
-      step = opt.Minimize(root, Output(&root.graph(), root.graph().FindNode(loss).value(), 0), vars)
-                 .name();
-    }
-  }
-};
-
-Session::Feeds Batch(int step, int rows) {
-  std::mt19937 gen(step + 17);
-  Tensor x(DType::kF32, Shape{rows, 8}), y(DType::kI32, Shape{rows});
-  for (float& v : x.flat<float>()) v = std::uniform_real_distribution<float>(-1, 1)(gen);
-  for (int i = 0; i < rows; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(gen() % 4);
-  return {{"x", x}, {"labels", y}};
-}
-
 void TrainAgainstOneReplica(int replicas, bool adam, int64_t first_bucket_bytes,
-                            int parameter_servers = 0) {
-  SCOPED_TRACE(fmt::format("{} replicas, {}, {} parameter servers", replicas, adam ? "Adam" : "SGD",
-                           parameter_servers));
+                            int parameter_servers = 0, int64_t max_variable_bytes = 0) {
+  SCOPED_TRACE(fmt::format("{} replicas, {}, {} parameter servers, variables split over {} bytes",
+                           replicas, adam ? "Adam" : "SGD", parameter_servers, max_variable_bytes));
   Mlp single(adam), model(adam);
   ops::ReplicateOptions options;
   for (int r = 0; r < replicas; ++r) options.devices.push_back(fmt::format("cpu:{}", r));
@@ -81,6 +37,7 @@ void TrainAgainstOneReplica(int replicas, bool adam, int64_t first_bucket_bytes,
   }
   options.averaged = {model.loss};
   options.first_bucket_bytes = first_bucket_bytes;
+  options.max_variable_bytes = max_variable_bytes;
   auto replicated = ops::Replicate(model.root.graph(), options);
   ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
   // Four gradients of under 2 KiB: one bucket, or two after a first bucket of 64 bytes (no
@@ -235,6 +192,42 @@ TEST(ReplicateTest, BoundedStalenessGivesTheBoundForTrainLoop) {
   EXPECT_TRUE(replicated->asynchronous);
   EXPECT_EQ(replicated->max_staleness, 3);
   EXPECT_TRUE(replicated->graph->FindNode(ops::ReplicaName(model.step, 1)).has_value());
+}
+
+// Variables split into row blocks over two servers: w0 (with Adam's m and v, 1544 bytes) in three
+// blocks, w1 (776 bytes) in two, the biases whole; training still follows the single replica.
+TEST(ReplicateTest, BigVariablesSplitIntoRowBlocksOverTheServers) {
+  TrainAgainstOneReplica(2, true, 1 << 20, 2, 600);
+  TrainAgainstOneReplica(2, false, 1 << 20, 2, 300);
+  Mlp model(true);
+  ops::ReplicateOptions options;
+  options.devices = {"cpu:0", "cpu:1"};
+  options.parameter_servers = {"cpu:2", "cpu:3"};
+  options.max_variable_bytes = 600;
+  auto replicated = ops::Replicate(model.root.graph(), options);
+  ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
+  EXPECT_EQ(replicated->split_variables, (std::map<std::string, int>{{"w0", 3},
+                                                                     {"w0/update/m", 3},
+                                                                     {"w0/update/v", 3},
+                                                                     {"w1", 2},
+                                                                     {"w1/update/m", 2},
+                                                                     {"w1/update/v", 2}}));
+  const Graph& g = *replicated->graph;
+  std::set<std::string> servers;
+  for (int b = 0; b < 3; ++b) {
+    auto part = g.FindNode(fmt::format("w0/part{}", b));
+    ASSERT_TRUE(part.has_value()) << b;
+    servers.insert(g.node(*part).requested_device());
+  }
+  EXPECT_EQ(servers.size(), 2u);  // w0's blocks on both servers
+  // Each replica joins the blocks itself.
+  ASSERT_TRUE(g.FindNode("replica1/w0").has_value());
+  EXPECT_EQ(g.node(*g.FindNode("replica1/w0")).requested_device(), "/device:CPU:1");
+  // One server: nothing to share, nothing split.
+  options.parameter_servers = {"cpu:2"};
+  auto one = ops::Replicate(model.root.graph(), options);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_TRUE(one->split_variables.empty());
 }
 
 TEST(ReplicateTest, ReplicasFollowTheSingleReplicaWithAdamAndManyBuckets) {
