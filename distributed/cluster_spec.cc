@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include "graph/device_name.h"
+
 namespace dflow::distributed {
 
 std::vector<ClusterSpec::Task> ClusterSpec::tasks() const {
@@ -57,6 +59,26 @@ Result<ClusterSpec> ClusterSpec::Load(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return Parse(ss.str(), path);
+}
+
+Result<std::vector<std::string>> ReplicaHosts(const ClusterSpec& cluster,
+                                              const std::vector<std::string>& devices) {
+  std::vector<std::string> hosts;
+  for (const std::string& device : devices) {
+    ASSIGN_OR_RETURN(DeviceName name, DeviceName::Parse(device));
+    if (!name.job || !name.task) {
+      hosts.push_back("localhost");
+      continue;
+    }
+    auto job = cluster.jobs.find(*name.job);
+    if (job == cluster.jobs.end() || *name.task < 0 ||
+        *name.task >= static_cast<int>(job->second.size())) {
+      return InvalidArgument("ReplicaHosts: the cluster has no task for device '{}'", device);
+    }
+    const std::string& address = job->second[*name.task];
+    hosts.push_back(address.substr(0, address.rfind(':')));
+  }
+  return hosts;
 }
 
 }  // namespace dflow::distributed

@@ -28,4 +28,11 @@ struct ClusterSpec {
   static Result<ClusterSpec> Load(const std::string& path);
 };
 
+// The host (the address without its port) of each device's task, for
+// ops::ReplicateOptions::hosts; a device without a job and task is on this process's host,
+// "localhost". InvalidArgument naming a device that does not parse or whose task the cluster
+// lacks.
+Result<std::vector<std::string>> ReplicaHosts(const ClusterSpec& cluster,
+                                              const std::vector<std::string>& devices);
+
 }  // namespace dflow::distributed

@@ -39,6 +39,10 @@ Status CheckValues(const std::vector<Output>& values, const std::vector<std::str
     return InvalidArgument("AllReduce: a mean of '{}' needs f32 or f64, not {}", first.name(),
                            first.dtype());
   }
+  if (!options.hosts.empty() && options.hosts.size() != values.size()) {
+    return InvalidArgument("AllReduce: {} values but {} hosts", values.size(),
+                           options.hosts.size());
+  }
   if (options.chunk_bytes < 0) {
     return InvalidArgument("AllReduce: chunk_bytes is {}; it must be >= 0", options.chunk_bytes);
   }
@@ -84,6 +88,42 @@ std::vector<Output> AllReduce(const Scope& scope, const std::vector<Output>& val
   };
 
   std::vector<Output> out(n);
+  // Replicas by host, in order of first appearance.
+  std::vector<std::vector<int64_t>> by_host;
+  for (int64_t r = 0; r < static_cast<int64_t>(options.hosts.size()); ++r) {
+    auto same = std::find_if(by_host.begin(), by_host.end(), [&](const auto& members) {
+      return options.hosts[members[0]] == options.hosts[r];
+    });
+    if (same == by_host.end()) {
+      by_host.push_back({r});
+    } else {
+      same->push_back(r);
+    }
+  }
+  if (by_host.size() >= 2 && static_cast<int64_t>(by_host.size()) < n) {
+    // Each host's sum on its leader, the ring between leaders, the result back to the others.
+    std::vector<Output> sums;
+    std::vector<std::string> leaders;
+    for (const auto& members : by_host) {
+      const Scope& lead = on[members[0]];
+      std::vector<Output> local;
+      for (int64_t r : members) local.push_back(values[r]);
+      sums.push_back(local.size() == 1 ? local[0] : AddN(lead, local));
+      leaders.push_back(devices[members[0]]);
+    }
+    std::vector<Output> totals =
+        AllReduce(base, sums, leaders, {Reduction::kSum, options.chunk_bytes, {}});
+    if (!scope.ok()) return {};
+    for (size_t h = 0; h < by_host.size(); ++h) {
+      const int64_t leader = by_host[h][0];
+      out[leader] = finish(leader, totals[h]);
+      for (size_t m = 1; m < by_host[h].size(); ++m) {
+        const int64_t r = by_host[h][m];
+        out[r] = Identity(on[r], out[leader]);
+      }
+    }
+    return scope.ok() ? out : std::vector<Output>();
+  }
   if (n == 1 || elements < n) {
     // Too small to cut: summed on the first device and sent back.
     std::vector<Output> all;

@@ -11,6 +11,11 @@
 // and receives 2(n-1)/n of the tensor, however many replicas there are. Chunking cuts each
 // segment further: the chunks go round the ring independently, so one chunk is summed while the
 // next is on its way.
+//
+// Across hosts (AllReduceOptions::hosts), each host first sums its replicas' tensors on its first
+// replica's device, those leaders run the ring between hosts, and each leader hands the result
+// to its host's other replicas, as Horovod's hierarchical all-reduce does: the slow links
+// between hosts carry one ring's traffic, not one per replica.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +32,9 @@ struct AllReduceOptions {
   Reduction reduction = Reduction::kSum;
   // Each segment is cut into chunks of at most about this many bytes (0: one chunk a segment).
   int64_t chunk_bytes = 0;
+  // The host of each value's device (empty: all on one). With replicas on two or more hosts and
+  // more than one on some host, the reduction goes through one leader per host.
+  std::vector<std::string> hosts;
 };
 
 // The reduction of `values` (one per replica, values[i] read on devices[i]), returned once per
@@ -34,7 +42,8 @@ struct AllReduceOptions {
 // fully known shape; kMean needs a floating-point dtype. A tensor with fewer elements than
 // replicas is summed on devices[0] and sent back instead of going round the ring. Errors go to
 // the scope's status (and nothing is returned): no values, a device list of another length,
-// values that differ in dtype or shape (naming both), an unknown dimension.
+// values that differ in dtype or shape (naming both), an unknown dimension, hosts of another
+// length.
 std::vector<Output> AllReduce(const Scope& scope, const std::vector<Output>& values,
                               const std::vector<std::string>& devices,
                               const AllReduceOptions& options = {});

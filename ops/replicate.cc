@@ -368,9 +368,9 @@ class Replicator {
         }
         packed.push_back(flat.size() == 1 ? flat[0] : Concat(on, flat, 0));
       }
-      std::vector<Output> mean =
-          n_ == 1 ? packed
-                  : AllReduce(scope, packed, o_.devices, {Reduction::kMean, o_.chunk_bytes});
+      std::vector<Output> mean = n_ == 1 ? packed
+                                         : AllReduce(scope, packed, o_.devices,
+                                                     {Reduction::kMean, o_.chunk_bytes, o_.hosts});
       RETURN_IF_ERROR(root_.status());
       for (int r = 0; r < n_; ++r) {
         const Scope on = scope.WithDevice(o_.devices[r]);
@@ -460,6 +460,10 @@ std::string ReplicaName(const std::string& name, int replica) {
 
 Result<ReplicatedGraph> Replicate(const Graph& single, const ReplicateOptions& options) {
   if (options.devices.empty()) return InvalidArgument("Replicate: no devices given");
+  if (!options.hosts.empty() && options.hosts.size() != options.devices.size()) {
+    return InvalidArgument("Replicate: {} devices but {} hosts", options.devices.size(),
+                           options.hosts.size());
+  }
   if (options.mode != ReplicateOptions::Mode::kSync && options.parameter_servers.empty()) {
     return InvalidArgument(
         "Replicate: the asynchronous and bounded-staleness modes need parameter servers (with "

@@ -48,6 +48,9 @@ struct ReplicateOptions {
   int64_t first_bucket_bytes = 1 << 20;
   int64_t bucket_bytes = 25 << 20;
   int64_t chunk_bytes = 512 << 10;  // the all-reduces' chunks (AllReduceOptions)
+  // Each device's host (AllReduceOptions::hosts; distributed::ReplicaHosts gives them from a
+  // cluster spec): on several hosts, the all-reduces sum inside each host first.
+  std::vector<std::string> hosts;
   // Parameter servers instead of all-reduce (synchronous): the variables, their optimizer state
   // and updates are kept once, spread over these devices by bytes (largest first, each to the
   // least loaded); every replica reads them there, and each update applies the mean of the

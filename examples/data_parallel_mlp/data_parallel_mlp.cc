@@ -110,6 +110,14 @@ int main(int argc, char** argv) {
   ops::ReplicateOptions options;
   options.devices = devices;
   options.averaged = {model.loss.substr(0, model.loss.find(':'))};
+#ifdef DFLOW_WITH_DISTRIBUTED
+  if (distributed) {
+    // Workers on several hosts: the all-reduces sum inside each host first.
+    auto hosts = distributed::ReplicaHosts(cluster.options.cluster, devices);
+    if (!hosts.ok()) return Fail(hosts.status());
+    options.hosts = *hosts;
+  }
+#endif
   auto replicated = ops::Replicate(model.root.graph(), options);
   if (!replicated.ok()) return Fail(replicated.status());
 

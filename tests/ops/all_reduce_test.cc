@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
 #include "ops/array_ops.h"
@@ -27,9 +28,11 @@ std::string Device(int r) { return fmt::format("cpu:{}", r); }
 
 // Feeds integer values in [-50, 50], runs the all-reduce and checks every replica's output.
 void Check(const Case& c) {
+  std::string hosts;
+  for (const auto& h : c.options.hosts) hosts += h;
   SCOPED_TRACE(::testing::Message()
-               << c.replicas << " replicas of " << c.shape.ToString() << ", chunk_bytes "
-               << c.options.chunk_bytes << ", "
+               << c.replicas << " replicas of " << c.shape.ToString() << " on hosts '" << hosts
+               << "', chunk_bytes " << c.options.chunk_bytes << ", "
                << (c.options.reduction == ops::Reduction::kMean ? "mean" : "sum"));
   Scope root = Scope::NewRootScope();
   std::vector<Output> values;
@@ -82,6 +85,35 @@ void Check(const Case& c) {
   if (c.replicas > 1) {
     EXPECT_GT((*session)->placement().cross_edges, 0);
   }
+  if (c.options.hosts.empty()) return;
+  // Across hosts only the first replica of each host sends or receives.
+  const Graph& g = root.graph();
+  std::map<std::string, int> replica_of;  // requested device -> replica
+  for (int r = 0; r < c.replicas; ++r) {
+    replica_of[g.node(*g.FindNode(fmt::format("x{}", r))).requested_device()] = r;
+  }
+  auto leader = [&](int r) {
+    for (int q = 0; q < r; ++q) {
+      if (c.options.hosts[q] == c.options.hosts[r]) return false;
+    }
+    return true;
+  };
+  int between_hosts = 0;
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    auto to = replica_of.find(g.node(id).requested_device());
+    if (to == replica_of.end()) continue;
+    for (const Endpoint& in : g.node(id).inputs()) {
+      auto from = replica_of.find(g.node(in.node).requested_device());
+      if (from == replica_of.end() ||
+          c.options.hosts[from->second] == c.options.hosts[to->second]) {
+        continue;
+      }
+      ++between_hosts;
+      EXPECT_TRUE(leader(from->second) && leader(to->second))
+          << g.node(in.node).name() << " -> " << g.node(id).name();
+    }
+  }
+  EXPECT_GT(between_hosts, 0);
 }
 
 TEST(AllReduceTest, SumsExactlyForEveryReplicaCountAndSize) {
@@ -112,6 +144,20 @@ TEST(AllReduceTest, MeanDividesByTheReplicaCount) {
   for (int replicas : {2, 3, 4}) {
     Check({replicas, Shape{1}, {ops::Reduction::kMean}});
     Check({replicas, Shape{999}, {ops::Reduction::kMean, 1024}});
+  }
+}
+
+// On several hosts each host sums first: the results are the flat ring's, and only one replica
+// per host talks to other hosts.
+TEST(AllReduceTest, HostsSumInsideFirstThenRingBetweenLeaders) {
+  using Hosts = std::vector<std::string>;
+  for (const Hosts& hosts : {Hosts{"a", "a", "b", "b"}, Hosts{"a", "b", "b"},
+                             Hosts{"a", "a", "a", "b"}, Hosts{"b", "a", "b", "a"}}) {
+    const int n = static_cast<int>(hosts.size());
+    for (const Shape& shape : {Shape{1}, Shape{5}, Shape{1000, 3}}) {
+      Check({n, shape, {ops::Reduction::kSum, 0, hosts}});
+      Check({n, shape, {ops::Reduction::kMean, 1024, hosts}});
+    }
   }
 }
 
@@ -158,6 +204,8 @@ TEST(AllReduceTest, BadValuesAreInvalidArgumentNamingThem) {
   EXPECT_TRUE(MessageHas(s, {"at least one value"})) << s.ToString();
   s = error({Shape{4}, Shape{4}}, {"cpu:0", "cpu:1"}, {ops::Reduction::kSum, -1});
   EXPECT_TRUE(MessageHas(s, {"chunk_bytes is -1"})) << s.ToString();
+  s = error({Shape{4}, Shape{4}}, {"cpu:0", "cpu:1"}, {ops::Reduction::kSum, 0, {"a"}});
+  EXPECT_TRUE(MessageHas(s, {"2 values but 1 hosts"})) << s.ToString();
 }
 
 }  // namespace

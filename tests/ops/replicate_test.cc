@@ -26,7 +26,8 @@ using testing::Devices;
 using testing::MessageHas;
 
 void TrainAgainstOneReplica(int replicas, bool adam, int64_t first_bucket_bytes,
-                            int parameter_servers = 0, int64_t max_variable_bytes = 0) {
+                            int parameter_servers = 0, int64_t max_variable_bytes = 0,
+                            const std::vector<std::string>& hosts = {}) {
   SCOPED_TRACE(fmt::format("{} replicas, {}, {} parameter servers, variables split over {} bytes",
                            replicas, adam ? "Adam" : "SGD", parameter_servers, max_variable_bytes));
   Mlp single(adam), model(adam);
@@ -38,6 +39,7 @@ void TrainAgainstOneReplica(int replicas, bool adam, int64_t first_bucket_bytes,
   options.averaged = {model.loss};
   options.first_bucket_bytes = first_bucket_bytes;
   options.max_variable_bytes = max_variable_bytes;
+  options.hosts = hosts;
   auto replicated = ops::Replicate(model.root.graph(), options);
   ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
   // Four gradients of under 2 KiB: one bucket, or two after a first bucket of 64 bytes (no
@@ -230,6 +232,12 @@ TEST(ReplicateTest, BigVariablesSplitIntoRowBlocksOverTheServers) {
   EXPECT_TRUE(one->split_variables.empty());
 }
 
+// Four replicas on two hosts: each host sums first, then the hosts' ring.
+TEST(ReplicateTest, ReplicasOnTwoHostsFollowTheSingleReplica) {
+  TrainAgainstOneReplica(4, true, 1 << 20, 0, 0, {"a", "a", "b", "b"});
+  TrainAgainstOneReplica(3, false, 64, 0, 0, {"a", "b", "b"});
+}
+
 TEST(ReplicateTest, ReplicasFollowTheSingleReplicaWithAdamAndManyBuckets) {
   // A first bucket of 64 bytes: b1's gradient alone, then the rest.
   TrainAgainstOneReplica(2, true, 64);
@@ -302,6 +310,10 @@ TEST(ReplicateTest, BadOptionsAreErrorsNamingWhatIsWrong) {
       << integer.status().ToString();
   options.averaged = {};
   options.bucket_bytes = 0;
+  options.hosts = {"a"};
+  auto hosts = ops::Replicate(model.root.graph(), options);
+  EXPECT_TRUE(MessageHas(hosts.status(), {"2 devices but 1 hosts"})) << hosts.status().ToString();
+  options.hosts = {};
   auto buckets = ops::Replicate(model.root.graph(), options);
   EXPECT_TRUE(MessageHas(buckets.status(), {"bucket sizes must be positive"}))
       << buckets.status().ToString();
