@@ -12,6 +12,7 @@
 #include "ops/math_ops.h"
 #include "ops/split_variables.h"
 #include "ops/state_ops.h"
+#include "ops/unary_ops.h"
 
 namespace dflow::ops {
 namespace {
@@ -49,8 +50,13 @@ class Replicator {
       }
       RETURN_IF_ERROR(CopyAll(id));
     }
-    if (!async()) RETURN_IF_ERROR(ps_mode() ? AverageOnServers() : AllReduceGradients());
+    if (backups()) {
+      RETURN_IF_ERROR(CollectOnServers());
+    } else if (!async()) {
+      RETURN_IF_ERROR(ps_mode() ? AverageOnServers() : AllReduceGradients());
+    }
     for (int id : later) RETURN_IF_ERROR(CopyAll(id));
+    if (backups()) RETURN_IF_ERROR(AddBackupTargets());
     RETURN_IF_ERROR(AddGroups());
     if (!ps_mode()) RETURN_IF_ERROR(AddSync());
     RETURN_IF_ERROR(root_.status());
@@ -62,6 +68,11 @@ class Replicator {
     result.split_variables = split_;
     result.asynchronous = async();
     if (o_.mode == ReplicateOptions::Mode::kBoundedStaleness) result.max_staleness = o_.staleness;
+    result.backup_workers = backups() ? o_.backup_workers : 0;
+    result.replica_targets = replica_targets_;
+    result.apply_target = apply_target_;
+    result.weights_feed = weights_feed_;
+    result.init_target = init_target_;
     return result;
   }
 
@@ -114,7 +125,7 @@ class Replicator {
       }
     }
     ClassifyShared();
-    if (async()) {
+    if (async() || backups()) {
       // Each replica runs its own steps: nothing is grouped or averaged over replicas.
       grouped_.clear();
       averaged_.clear();
@@ -129,6 +140,10 @@ class Replicator {
   bool NeedsReduced(int id) const { return reduced_reader_[id]; }
   bool ps_mode() const { return !o_.parameter_servers.empty(); }
   bool async() const { return o_.mode != ReplicateOptions::Mode::kSync; }
+  // Synchronous with backup workers: replicas run their own steps, as asynchronous ones do, but
+  // leave their gradients on the servers for one update a step.
+  bool backups() const { return ps_mode() && !async() && o_.backup_workers > 0; }
+  bool own_batches() const { return async() || backups(); }
 
   // With parameter servers, a node is kept once (shared) unless it reads a batch (directly or
   // through others); the updates are shared too, their gradients averaged over replicas (or,
@@ -212,6 +227,74 @@ class Replicator {
     return root_.status();
   }
 
+  // Backup workers: each replica's gradient is assigned to a slot of its own on the variable's
+  // server; the update reads the sum over replicas of slot times that replica's weight (fed
+  // per step: 1/k for the k replicas counted, 0 for the others).
+  Status CollectOnServers() {
+    const Scope on_first = root_.WithDevice(o_.parameter_servers[0]);
+    weights_feed_ = FreeName("replica_weights");
+    Output weights = Placeholder(on_first.WithOpName(weights_feed_), DType::kF32, Shape{n_});
+    slot_assigns_.assign(n_, {});
+    std::map<std::pair<int, int>, Output> mean_of;  // gradient endpoint -> its weighted sum
+    for (const GradUse& use : grad_uses_) {
+      const Node& update = g_.node(use.node);
+      const Endpoint& at = update.inputs()[use.input];
+      auto done = mean_of.find({at.node, at.index});
+      if (done != mean_of.end()) {
+        reduced_[{use.node, use.input}] = std::vector<Output>(n_, done->second);
+        continue;
+      }
+      auto server = server_of_.find(update.inputs()[0].node);
+      const Scope on =
+          root_.WithDevice(server != server_of_.end() ? server->second : o_.parameter_servers[0]);
+      const Node& producer = g_.node(at.node);
+      const DType dtype = producer.output_dtype(at.index);
+      const Shape& shape = producer.output_shape(at.index);
+      std::vector<Output> terms;
+      for (int r = 0; r < n_; ++r) {
+        const std::string slot_name =
+            ReplicaName(fmt::format("{}_{}/gradient_slot", producer.name(), at.index), r);
+        Output slot = Variable(on.WithOpName(slot_name), shape, dtype);
+        slot_assigns_[r].push_back(
+            Assign(on.WithOpName(slot_name + "/assign"), slot, out_[r][at.node][at.index]));
+        slot_inits_.push_back(
+            Assign(on.WithOpName(slot_name + "/init"), slot, Fill(on, shape, 0, dtype)));
+        Output w = Slice(on, weights, {r}, {1});
+        if (dtype != DType::kF32) w = Cast(on, w, dtype);
+        terms.push_back(Mul(on, slot, w));
+      }
+      Output mean = n_ == 1 ? terms[0] : AddN(on, terms);
+      mean_of[{at.node, at.index}] = mean;
+      reduced_[{use.node, use.input}] = std::vector<Output>(n_, mean);
+    }
+    return root_.status();
+  }
+
+  // Backup workers: each replica's target (its gradients into their slots), the update over
+  // all of them, and the slots' initializer.
+  Status AddBackupTargets() {
+    for (int r = 0; r < n_; ++r) {
+      replica_targets_.push_back(FreeName(fmt::format("replica{}/gradients", r)));
+      NoOp(root_.WithOpName(replica_targets_.back()).WithControlDependencies(slot_assigns_[r]));
+    }
+    std::vector<Output> updates;
+    for (const GradUse& use : grad_uses_) updates.push_back(root_.OutputOf(added_[0][use.node]));
+    apply_target_ = FreeName("apply_gradients");
+    NoOp(root_.WithOpName(apply_target_).WithControlDependencies(updates));
+    init_target_ = FreeName("gradient_slots_init");
+    NoOp(root_.WithOpName(init_target_).WithControlDependencies(slot_inits_));
+    return root_.status();
+  }
+
+  // `name`, or name_1, name_2, ...: the first the new graph lacks.
+  std::string FreeName(const std::string& name) const {
+    std::string free = name;
+    for (int i = 1; root_.graph().FindNode(free) || g_.FindNode(free); ++i) {
+      free = fmt::format("{}_{}", name, i);
+    }
+    return free;
+  }
+
   // The name of node `id`'s copy in replica r.
   std::string Name(int id, int r) const {
     const std::string& name = g_.node(id).name();
@@ -228,7 +311,7 @@ class Replicator {
       Output whole = root_.OutputOf(fed);
       const Shape& shape = node.output_shape(0);
       const bool batch = n_ > 1 && shape.rank() > 0 && shape.dims()[0] < 0;
-      if (batch && async()) {
+      if (batch && own_batches()) {
         // A placeholder of each replica's own, fed a whole batch.
         out_[0][id] = {whole};
         for (int r = 1; r < n_; ++r) {
@@ -277,6 +360,9 @@ class Replicator {
     }
     std::vector<Output> control;
     for (int c : node.control_inputs()) {
+      // With backup workers a shared node (an update) runs in a step of its own: the order
+      // against a replica's nodes (an update after the variable's readers) holds by itself.
+      if (backups() && !per_replica_[id] && per_replica_[c]) continue;
       if (added_[r][c] >= 0) control.push_back(root_.OutputOf(added_[r][c]));
     }
     // A shared node keeps its own device request; a variable goes to its parameter server.
@@ -450,6 +536,11 @@ class Replicator {
   std::map<std::pair<int, int>, std::vector<Output>> reduced_;  // (node, input) -> per replica
   int buckets_ = 0;
   std::string sync_name_;
+  // Backup workers.
+  std::vector<std::vector<Output>> slot_assigns_;  // per replica
+  std::vector<Output> slot_inits_;
+  std::vector<std::string> replica_targets_;
+  std::string apply_target_, weights_feed_, init_target_;
 };
 
 }  // namespace
@@ -468,6 +559,15 @@ Result<ReplicatedGraph> Replicate(const Graph& single, const ReplicateOptions& o
     return InvalidArgument(
         "Replicate: the asynchronous and bounded-staleness modes need parameter servers (with "
         "all-reduce every replica applies the same mean)");
+  }
+  if (options.backup_workers != 0 &&
+      (options.parameter_servers.empty() || options.mode != ReplicateOptions::Mode::kSync ||
+       options.backup_workers < 0 ||
+       options.backup_workers >= static_cast<int>(options.devices.size()))) {
+    return InvalidArgument(
+        "Replicate: {} backup workers need synchronous parameter servers and fewer backups than "
+        "the {} replicas",
+        options.backup_workers, options.devices.size());
   }
   if (options.mode == ReplicateOptions::Mode::kBoundedStaleness && options.staleness < 0) {
     return InvalidArgument("Replicate: staleness must be at least 0 ({} given)", options.staleness);

@@ -74,6 +74,12 @@ struct ReplicateOptions {
   enum class Mode { kSync, kAsync, kBoundedStaleness };
   Mode mode = Mode::kSync;
   int staleness = 0;  // kBoundedStaleness: at least 0
+  // kSync with backup workers (0 < b < replicas): every step applies the mean gradient of the
+  // first N-b replicas done and drops the rest (stragglers no longer hold the step). Replicas
+  // run their own steps, as in kAsync (their own feeds and losses), each leaving its gradients
+  // in slots on the servers (ReplicatedGraph::replica_targets); the update (apply_target) reads
+  // them weighted by weights_feed. TrainLoopOptions::backup_workers runs this.
+  int backup_workers = 0;
 };
 
 struct ReplicatedGraph {
@@ -85,6 +91,12 @@ struct ReplicatedGraph {
   bool asynchronous = false;
   int max_staleness = -1;                      // kBoundedStaleness's bound for TrainLoop; -1: none
   std::map<std::string, int> split_variables;  // variable -> the row blocks it was split into
+  // Backup workers: each replica's target (its gradients into its slots on the servers), the
+  // update of the variables from the slots, the placeholder of the replicas' weights in it
+  // (f32[N]), and the slots' initializer (run it once, after the variables' initializers).
+  int backup_workers = 0;
+  std::vector<std::string> replica_targets;
+  std::string apply_target, weights_feed, init_target;
 };
 
 // The name of node (or tensor) `name` of the single-replica graph in replica `replica` of a
@@ -95,7 +107,8 @@ std::string ReplicaName(const std::string& name, int replica);
 // `single` may be validated already or not (a copy is then validated). Errors: InvalidArgument
 // for no devices, a graph that fails validation, a gradient whose shape
 // is not fully known (naming it), bad bucket sizes, an asynchronous mode without parameter
-// servers or a negative staleness; NotFound for an `averaged` name the graph
+// servers, a negative staleness or backup workers outside synchronous parameter servers or not
+// fewer than the replicas; NotFound for an `averaged` name the graph
 // lacks.
 Result<ReplicatedGraph> Replicate(const Graph& single, const ReplicateOptions& options);
 

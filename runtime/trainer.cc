@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -255,12 +256,222 @@ class AsyncEpoch {
   int64_t next_line_ DFLOW_GUARDED_BY(mu_) = 0;
 };
 
+// One epoch of synchronous replicas with backups (TrainLoopOptions::backup_workers): the
+// calling thread starts the idle replicas of each step, waits for the first k to be done and
+// runs the update; a thread per replica runs that replica's steps.
+class BackupEpoch {
+ public:
+  explicit BackupEpoch(AsyncEpoch::Setup setup)
+      : s_(std::move(setup)),
+        n_(static_cast<int>(s_.options->replicas.size())),
+        k_(n_ - s_.options->backup_workers),
+        step_(s_.step),
+        taken_(s_.taken) {
+    work_.resize(n_);
+  }
+
+  Status Run(std::string* what) DFLOW_EXCLUDES(mu_) {
+    const auto start = Clock::now();
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n_; ++r) threads.emplace_back([this, r] { Replica(r); });
+    Status status = Steps(start);
+    {
+      // Replicas still running finish their step (its gradient dropped) before the threads go.
+      MutexLock lock(mu_);
+      cv_.Wait(mu_, [&]() DFLOW_REQUIRES(mu_) { return busy_ == 0 || stop_; });
+      stop_ = true;
+      cv_.NotifyAll();
+    }
+    for (auto& t : threads) t.join();
+    MutexLock lock(mu_);
+    if (status.ok()) status = first_;
+    *what = status.ok() ? "" : what_;
+    return status;
+  }
+
+  void Fill(EpochStats* stats, double* loss_sum, int64_t* examples, std::vector<double>* step_ms,
+            int64_t* step) DFLOW_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    stats->steps = steps_;
+    stats->dropped = dropped_;
+    *loss_sum = loss_sum_;
+    *examples = examples_;
+    *step_ms = step_ms_;
+    *step = step_;
+  }
+
+ private:
+  struct Work {
+    bool assigned = false;
+    int64_t tag = 0;  // the step it is for
+    Tensor images, labels;
+  };
+
+  // The coordinator: each step, the idle replicas on new batches, the first k done, the update.
+  Status Steps(Clock::time_point start) DFLOW_EXCLUDES(mu_) {
+    const TrainLoopOptions& o = *s_.options;
+    const bool tty = isatty(STDERR_FILENO);
+    int64_t next_line = 0;
+    for (;;) {
+      const auto t0 = Clock::now();
+      MutexLock lock(mu_);
+      int started = 0;
+      for (int r = 0; r < n_ && !stop_; ++r) {
+        Work& w = work_[r];
+        if (idle_.count(r) == 0 && started_once_.count(r) > 0) continue;  // still running
+        if (taken_ >= s_.total || !s_.batches->Next(&w.images, &w.labels)) break;
+        ++taken_;
+        w.assigned = true;
+        w.tag = step_;
+        idle_.erase(r);
+        started_once_.insert(r);
+        ++busy_;
+        ++started;
+      }
+      cv_.NotifyAll();
+      counted_.clear();
+      if (stop_) return first_;
+      if (started < k_) {
+        // Too few batches left for a step: the epoch ends (those started are dropped).
+        dropped_ += started;
+        return Status::OK();
+      }
+      cv_.Wait(mu_, [&]() DFLOW_REQUIRES(mu_) {
+        return stop_ || static_cast<int>(counted_.size()) >= k_;
+      });
+      if (stop_) return first_;
+      Tensor weights(DType::kF32, Shape{n_});
+      for (int r = 0; r < n_; ++r) weights.data<float>()[r] = 0;
+      double loss = 0;
+      for (const auto& [r, l] : counted_) {
+        weights.data<float>()[r] = 1.0f / static_cast<float>(k_);
+        loss += l;
+      }
+      lock.Unlock();
+      Session::RunOptions run;
+      run.cancellation = &cancel_;
+      auto applied = s_.session->Run({{o.weights_feed, weights}}, {}, {o.apply_target}, run);
+      lock.Lock();
+      if (!applied.ok()) {
+        if (!stop_) Fail(applied.status(), fmt::format("the update of step {}", step_ + 1));
+        return first_;
+      }
+      loss /= k_;
+      if (!std::isfinite(loss)) {
+        Fail(InvalidArgument("loss is {} at epoch {} step {}", loss, s_.epoch, steps_ + 1), "");
+        return first_;
+      }
+      loss_sum_ += loss;
+      examples_ += step_examples_;
+      step_examples_ = 0;
+      step_ms_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      ++steps_;
+      ++step_;
+      const int64_t at = step_;
+      const int64_t done = taken_;
+      const double mean = loss_sum_ / steps_;
+      lock.Unlock();
+      if (o.progress && (tty ? steps_ % 10 == 0 || done >= s_.total : done >= next_line)) {
+        EpochStats shown;
+        shown.epoch = s_.epoch;
+        DrawProgress(shown, o.epochs, done, s_.total, mean,
+                     std::chrono::duration<double>(Clock::now() - start).count(), tty);
+        next_line = done + std::max<int64_t>(1, s_.total / 4);
+      }
+      if (s_.checkpoint_due && s_.checkpoint_due(at)) {
+        // The variables change only in updates, all made here; replicas still running write
+        // nothing but their own gradient slots.
+        if (Status saved = s_.checkpoint(at); !saved.ok()) {
+          MutexLock again(mu_);
+          Fail(saved, fmt::format("the checkpoint of step {}", at));
+          return first_;
+        }
+      }
+    }
+  }
+
+  void Fail(const Status& why, const std::string& what) DFLOW_REQUIRES(mu_) {
+    if (first_.ok()) {
+      first_ = why;
+      what_ = what;
+    }
+    stop_ = true;
+    cancel_.Cancel(why);
+    cv_.NotifyAll();
+  }
+
+  void Replica(int r) DFLOW_EXCLUDES(mu_) {
+    const TrainLoopOptions::Replica& names = s_.options->replicas[r];
+    for (;;) {
+      Tensor images, labels;
+      int64_t tag = 0;
+      {
+        MutexLock lock(mu_);
+        cv_.Wait(mu_, [&]() DFLOW_REQUIRES(mu_) { return work_[r].assigned || stop_; });
+        if (stop_) return;
+        work_[r].assigned = false;
+        images = std::move(work_[r].images);
+        labels = std::move(work_[r].labels);
+        tag = work_[r].tag;
+      }
+      Session::RunOptions run;
+      run.cancellation = &cancel_;
+      auto out = s_.session->Run({{names.images_feed, images}, {names.labels_feed, labels}},
+                                 {names.loss}, {names.train_target}, run);
+      MutexLock lock(mu_);
+      --busy_;
+      idle_.insert(r);
+      cv_.NotifyAll();
+      if (!out.ok()) {
+        if (!stop_) Fail(out.status(), fmt::format("step {} (replica {})", tag + 1, r));
+        continue;
+      }
+      if (tag == step_ && static_cast<int>(counted_.size()) < k_) {
+        counted_.emplace_back(r, ScalarLoss(out->at(0)));
+        step_examples_ += images.shape()[0];
+      } else {
+        ++dropped_;
+      }
+    }
+  }
+
+  const AsyncEpoch::Setup s_;
+  const int n_, k_;
+  CancellationToken cancel_;
+  Mutex mu_;
+  CondVar cv_;
+  Status first_ DFLOW_GUARDED_BY(mu_);
+  std::string what_ DFLOW_GUARDED_BY(mu_);
+  bool stop_ DFLOW_GUARDED_BY(mu_) = false;
+  std::vector<Work> work_ DFLOW_GUARDED_BY(mu_);
+  std::set<int> idle_ DFLOW_GUARDED_BY(mu_);          // done with their last step
+  std::set<int> started_once_ DFLOW_GUARDED_BY(mu_);  // given a step this epoch
+  int busy_ DFLOW_GUARDED_BY(mu_) = 0;
+  std::vector<std::pair<int, double>> counted_ DFLOW_GUARDED_BY(mu_);  // this step's, and losses
+  int64_t step_ DFLOW_GUARDED_BY(mu_);
+  int64_t taken_ DFLOW_GUARDED_BY(mu_);
+  int64_t steps_ DFLOW_GUARDED_BY(mu_) = 0;
+  int64_t examples_ DFLOW_GUARDED_BY(mu_) = 0;
+  int64_t step_examples_ DFLOW_GUARDED_BY(mu_) = 0;
+  int64_t dropped_ DFLOW_GUARDED_BY(mu_) = 0;
+  double loss_sum_ DFLOW_GUARDED_BY(mu_) = 0;
+  std::vector<double> step_ms_ DFLOW_GUARDED_BY(mu_);
+};
+
 }  // namespace
 
 Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
                  const std::function<Status(const EpochStats&)>& on_epoch) {
   if (o.replicas.empty() && (o.loss.empty() || o.train_target.empty())) {
     return InvalidArgument("TrainLoop needs a loss to fetch and a train target");
+  }
+  if (o.backup_workers != 0 &&
+      (o.backup_workers < 0 || o.backup_workers >= static_cast<int>(o.replicas.size()) ||
+       o.apply_target.empty() || o.weights_feed.empty())) {
+    return InvalidArgument(
+        "TrainLoop: {} backup workers need fewer backups than the {} replicas, an apply_target "
+        "and a weights_feed",
+        o.backup_workers, o.replicas.size());
   }
   for (size_t r = 0; r < o.replicas.size(); ++r) {
     if (o.replicas[r].loss.empty() || o.replicas[r].train_target.empty()) {
@@ -333,19 +544,27 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
       ++in_epoch;
     }
     if (!o.replicas.empty()) {
-      AsyncEpoch async({.session = current,
-                        .batches = &batches,
-                        .options = &o,
-                        .epoch = epoch,
-                        .total = total,
-                        .taken = in_epoch,
-                        .step = step,
-                        .clocks = &clocks,
-                        .checkpoint_due = checkpoint_due,
-                        .checkpoint = checkpoint});
+      AsyncEpoch::Setup setup{.session = current,
+                              .batches = &batches,
+                              .options = &o,
+                              .epoch = epoch,
+                              .total = total,
+                              .taken = in_epoch,
+                              .step = step,
+                              .clocks = &clocks,
+                              .checkpoint_due = checkpoint_due,
+                              .checkpoint = checkpoint};
       std::string what;
-      Status failed = async.Run(&what);
-      async.Fill(&stats, &loss_sum, &examples, &step_ms, &step);
+      Status failed;
+      if (o.backup_workers > 0) {
+        BackupEpoch backups(setup);
+        failed = backups.Run(&what);
+        backups.Fill(&stats, &loss_sum, &examples, &step_ms, &step);
+      } else {
+        AsyncEpoch async(setup);
+        failed = async.Run(&what);
+        async.Fill(&stats, &loss_sum, &examples, &step_ms, &step);
+      }
       if (!failed.ok()) {
         RETURN_IF_ERROR(recover(failed, what));
         std::fill(clocks.begin(), clocks.end(), 0);

@@ -58,6 +58,14 @@ struct TrainLoopOptions {
   // slowest replica still training waits for it (stale synchronous parallel; 0 keeps them in
   // lockstep); -1: none waits (asynchronous).
   int max_staleness = -1;
+  // With `replicas`, synchronous replicas with backups (ops::Replicate's backup_workers): every
+  // step starts each idle replica on a batch of its own and, as soon as replicas.size() -
+  // backup_workers of them are done, runs apply_target with weights_feed fed 1/k for each of
+  // those k replicas and 0 for the others. A replica still running then has its gradient
+  // dropped and joins a later step when it is done, so a straggler never holds a step.
+  int backup_workers = 0;
+  std::string apply_target;
+  std::string weights_feed;
 };
 
 struct EpochStats {
@@ -76,6 +84,8 @@ struct EpochStats {
   double mean_staleness = 0;
   int64_t most_staleness = 0;
   int64_t held = 0;
+  // Backup workers: the replicas' gradients dropped (done after their step's update).
+  int64_t dropped = 0;
 };
 
 // Runs the epochs; calls on_epoch after each, stopping at the first error from a step (one it

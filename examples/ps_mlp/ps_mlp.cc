@@ -3,11 +3,13 @@
 //   --mode sync       every step all replicas' mean gradient, applied once (as all-reduce does)
 //   --mode async      each replica applies its own gradient as soon as it has it
 //   --mode staleness  async, but a replica more than --staleness steps ahead of the slowest waits
+//   --backup-workers B  (sync) each step's update takes the first N-B replicas' gradients
 //   --replicas N --parameter-servers P   in-process devices cpu:0 .. cpu:N+P-1, servers last
 //   --local-workers    N+P dflow-worker processes started here, servers the last P
 //   --cluster FILE     the workers of a cluster spec (with --token-file), servers the last P
-// In the asynchronous modes a step is one replica's batch of --batch-size (the replicas take
-// the epoch's batches as they come); in sync mode a batch is split over the replicas. After
+// In the asynchronous modes and with backup workers a replica's step is a batch of
+// --batch-size of its own (the replicas take the epoch's batches as they come); otherwise a
+// batch is split over the replicas. After
 // every epoch the variables go through a checkpoint into the single-replica graph, which
 // measures the test accuracy. --min-accuracy fails the program when no epoch reached it (the
 // asynchronous modes' order of updates, and so their accuracy after a given epoch, varies from
@@ -63,13 +65,16 @@ int main(int argc, char** argv) {
   CLI::App app("Trains the Fashion-MNIST MLP as replicas with parameter servers");
   examples::TrainFlags flags(10);
   std::string mode = "async";
-  int replicas = 2, servers = 1, staleness = 2;
+  int replicas = 2, servers = 1, staleness = 2, backup_workers = 0;
   bool local_workers = false;
   std::string cluster_file, token_file;
   flags.AddTo(app);
   app.add_option("--mode", mode, "How updates reach the servers")
       ->check(CLI::IsMember({"sync", "async", "staleness"}));
   app.add_option("--staleness", staleness, "--mode staleness: steps a replica may lead by")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--backup-workers", backup_workers,
+                 "--mode sync: updates take the first replicas - B gradients of a step")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--replicas", replicas, "Replicas (in process, or the first workers)")
       ->check(CLI::Range(1, 16));
@@ -121,9 +126,11 @@ int main(int argc, char** argv) {
                  : mode == "async" ? ops::ReplicateOptions::Mode::kAsync
                                    : ops::ReplicateOptions::Mode::kBoundedStaleness;
   options.staleness = staleness;
+  options.backup_workers = backup_workers;
   auto replicated = ops::Replicate(model.root.graph(), options);
   if (!replicated.ok()) return Fail(replicated.status());
-  if (!replicated->asynchronous && flags.batch_size % replicas != 0) {
+  const bool own_batches = replicated->asynchronous || replicated->backup_workers > 0;
+  if (!own_batches && flags.batch_size % replicas != 0) {
     return Fail(InvalidArgument("--batch-size {} does not divide into {} replicas",
                                 flags.batch_size, replicas));
   }
@@ -158,6 +165,11 @@ int main(int argc, char** argv) {
     session = std::move(l).value();
   }
   if (Status s = session->Run({}, {}, {"init"}).status(); !s.ok()) return Fail(s);
+  if (!replicated->init_target.empty()) {
+    if (Status s = session->Run({}, {}, {replicated->init_target}).status(); !s.ok()) {
+      return Fail(s);
+    }
+  }
   // The single-replica graph on this process's CPU measures the accuracy.
   SessionOptions eval_options;
   eval_options.threads.num_threads = flags.threads;
@@ -168,14 +180,19 @@ int main(int argc, char** argv) {
               session->placement().Summary(session->device_set()).c_str());
 
   TrainLoopOptions loop{.epochs = flags.epochs, .max_steps_per_epoch = flags.max_steps};
-  if (replicated->asynchronous) {
+  if (own_batches) {
     for (int r = 0; r < replicas; ++r) {
       loop.replicas.push_back({.images_feed = ops::ReplicaName("x", r),
                                .labels_feed = ops::ReplicaName("labels", r),
                                .loss = ops::ReplicaName(model.loss, r),
-                               .train_target = ops::ReplicaName(model.step, r)});
+                               .train_target = replicated->backup_workers > 0
+                                                   ? replicated->replica_targets[r]
+                                                   : ops::ReplicaName(model.step, r)});
     }
     loop.max_staleness = replicated->max_staleness;
+    loop.backup_workers = replicated->backup_workers;
+    loop.apply_target = replicated->apply_target;
+    loop.weights_feed = replicated->weights_feed;
   } else {
     loop.loss = model.loss;
     loop.train_target = model.step;
@@ -200,6 +217,9 @@ int main(int argc, char** argv) {
     if (replicated->asynchronous) {
       std::printf(", staleness mean %.2f most %lld, held %lld times", e.mean_staleness,
                   static_cast<long long>(e.most_staleness), static_cast<long long>(e.held));
+    }
+    if (replicated->backup_workers > 0) {
+      std::printf(", %lld late gradients dropped", static_cast<long long>(e.dropped));
     }
     std::printf("\n");
     std::fflush(stdout);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -182,6 +183,79 @@ TEST(ReplicateTest, AsynchronousReplicasApplyTheirOwnGradientsToTheServersVariab
   }
 }
 
+// Backup workers: each replica leaves its gradients in slots on the server, and the update
+// applies their weighted sum. Weights {1, 0} are replica 0's step alone; {1/2, 1/2} the
+// synchronous step on both replicas' batches.
+TEST(ReplicateTest, BackupWorkersUpdateWithTheWeightedGradientsOfTheReplicasCounted) {
+  Mlp single(true), model(true);
+  ops::ReplicateOptions options;
+  options.devices = {"cpu:0", "cpu:1"};
+  options.parameter_servers = {"cpu:2"};
+  options.backup_workers = 1;
+  auto replicated = ops::Replicate(model.root.graph(), options);
+  ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
+  EXPECT_EQ(replicated->backup_workers, 1);
+  ASSERT_EQ(replicated->replica_targets.size(), 2u);
+  EXPECT_FALSE(replicated->apply_target.empty());
+  auto one = Session::Create(single.root);
+  auto many = Session::Create(*replicated->graph, Devices(3));
+  ASSERT_TRUE(one.ok() && many.ok());
+  ASSERT_TRUE((*one)->Run({}, {}, single.init).ok());
+  ASSERT_TRUE((*many)->Run({}, {}, model.init).ok());
+  auto slots = (*many)->Run({}, {}, {replicated->init_target});
+  ASSERT_TRUE(slots.ok()) << slots.status().ToString();
+  auto own = [](const Session::Feeds& feeds, int r) {
+    Session::Feeds out;
+    for (const auto& [name, value] : feeds) out.emplace_back(ops::ReplicaName(name, r), value);
+    return out;
+  };
+  auto weights = [](float a, float b) {
+    Tensor w(DType::kF32, Shape{2});
+    w.data<float>()[0] = a;
+    w.data<float>()[1] = b;
+    return w;
+  };
+  for (int step = 0; step < 4; ++step) {
+    const Session::Feeds a = Batch(2 * step, 6), b = Batch(2 * step + 1, 6);
+    for (int r = 0; r < 2; ++r) {
+      auto ran = (*many)->Run(own(r == 0 ? a : b, r), {ops::ReplicaName(model.loss, r)},
+                              {replicated->replica_targets[r]});
+      ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+    }
+    const bool both = step % 2 == 1;
+    auto applied =
+        (*many)->Run({{replicated->weights_feed, both ? weights(0.5, 0.5) : weights(1, 0)}}, {},
+                     {replicated->apply_target});
+    ASSERT_TRUE(applied.ok()) << applied.status().ToString();
+    // The single replica: replica 0's batch, or both batches as one.
+    Session::Feeds whole = a;
+    if (both) {
+      for (int f = 0; f < 2; ++f) {
+        const Tensor& x = a[f].second;
+        const Tensor& y = b[f].second;
+        std::vector<int64_t> dims = x.shape().dim_vector();
+        dims[0] *= 2;
+        Tensor joined(x.dtype(), Shape(dims));
+        std::memcpy(joined.raw_data(), x.raw_data(), x.num_bytes());
+        std::memcpy(static_cast<char*>(joined.raw_data()) + x.num_bytes(), y.raw_data(),
+                    y.num_bytes());
+        whole[f].second = joined;
+      }
+    }
+    ASSERT_TRUE((*one)->Run(whole, {}, {single.step}).ok());
+  }
+  auto want = (*one)->Run({}, single.variables);
+  auto got = (*many)->Run({}, model.variables);
+  ASSERT_TRUE(want.ok() && got.ok());
+  for (size_t v = 0; v < model.variables.size(); ++v) {
+    auto w = (*want)[v].ToVector<float>(), g2 = (*got)[v].ToVector<float>();
+    for (size_t i = 0; i < w.size(); ++i) {
+      ASSERT_NEAR(g2[i], w[i], 1e-5 + 1e-4 * std::abs(w[i]))
+          << model.variables[v] << "[" << i << "]";
+    }
+  }
+}
+
 TEST(ReplicateTest, BoundedStalenessGivesTheBoundForTrainLoop) {
   Mlp model(false);
   ops::ReplicateOptions options;
@@ -328,6 +402,11 @@ TEST(ReplicateTest, BadOptionsAreErrorsNamingWhatIsWrong) {
   auto negative = ops::Replicate(model.root.graph(), options);
   EXPECT_TRUE(MessageHas(negative.status(), {"staleness must be at least 0", "-1"}))
       << negative.status().ToString();
+  options.mode = ops::ReplicateOptions::Mode::kSync;
+  options.backup_workers = 2;
+  auto backups = ops::Replicate(model.root.graph(), options);
+  EXPECT_TRUE(MessageHas(backups.status(), {"2 backup workers", "fewer backups than the 2"}))
+      << backups.status().ToString();
 }
 
 }  // namespace

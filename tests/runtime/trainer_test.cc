@@ -9,6 +9,7 @@
 
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
+#include "ops/manip_ops.h"
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
@@ -110,11 +111,14 @@ TEST(TrainerTest, StepErrorsComeBackUnchanged) {
 }
 
 // Two replicas TrainLoop runs at once, each counting its steps in a variable of its own: replica
-// 0 on cpu:0 does almost nothing, replica 1 on cpu:1 ten 192x192 MatMuls per step.
+// 0 on cpu:0 does almost nothing, replica 1 on cpu:1 ten (or `matmuls`) 192x192 MatMuls per
+// step.
 struct UnevenReplicas {
   Scope root = Scope::NewRootScope();
   std::vector<std::string> init;
   TrainLoopOptions::Replica replica[2];
+  std::string extra_targets[2];  // run with each replica's step when set
+  int matmuls = 10;              // replica 1's work
   std::unique_ptr<Session> session;
 
   void Start() {
@@ -133,11 +137,15 @@ struct UnevenReplicas {
                                           ops::Initializer::GlorotUniform(3));
         init.push_back(w.init.node_name());
         Output h = w.var;
-        for (int i = 0; i < 10; ++i) h = ops::MatMul(on, h, w.var);
+        for (int i = 0; i < matmuls; ++i) h = ops::MatMul(on, h, w.var);
         loss = ops::Add(on, loss, ops::Mul(on, ops::ReduceSum(on, h), ops::Const(on, 0.0f)));
       }
       loss = ops::Identity(on.WithOpName(p + "loss"), loss);
-      auto step = ops::Assign(on.WithOpName(p + "step"), count.var,
+      std::vector<Output> after;
+      if (!extra_targets[r].empty()) {
+        after.push_back(root.OutputOf(*root.graph().FindNode(extra_targets[r])));
+      }
+      auto step = ops::Assign(on.WithOpName(p + "step").WithControlDependencies(after), count.var,
                               ops::Add(on, count.var, ops::Const(on, 1.0f)));
       replica[r] = {.images_feed = p + "x",
                     .labels_feed = p + "labels",
@@ -209,6 +217,66 @@ TEST(TrainerTest, BoundedStalenessHoldsTheFastReplica) {
   }
 }
 
+// Backup workers with the uneven replicas: each replica's step also writes its slot (replica r
+// writes r + 1) and the update adds the weighted slots to a total and counts itself. With one
+// backup of two, no step waits for the slow replica: the fast one is counted in nearly every
+// step, and the slow one's late gradients are dropped.
+TEST(TrainerTest, BackupWorkersDoNotWaitForTheSlowReplica) {
+  UnevenReplicas uneven;
+  uneven.matmuls = 40;
+  Scope& root = uneven.root;
+  std::vector<Output> weighted;
+  auto weights = ops::Placeholder(root.WithOpName("weights"), DType::kF32, Shape{2});
+  for (int r = 0; r < 2; ++r) {
+    const Scope on = root.WithDevice(fmt::format("cpu:{}", r));
+    auto slot = ops::InitializedVariable(on.WithOpName(fmt::format("slot{}", r)), Shape{1},
+                                         ops::Initializer::Zeros());
+    uneven.init.push_back(slot.init.node_name());
+    auto write = ops::Assign(on.WithOpName(fmt::format("write{}", r)), slot.var,
+                             ops::Const(on, std::vector<float>{r + 1.0f}, Shape{1}));
+    // The replica's target: its count and its slot.
+    uneven.extra_targets[r] = write.node_name();
+    weighted.push_back(ops::Mul(root, slot.var, ops::Slice(root, weights, {r}, {1})));
+  }
+  auto total =
+      ops::InitializedVariable(root.WithOpName("total"), Shape{1}, ops::Initializer::Zeros());
+  auto applies =
+      ops::InitializedVariable(root.WithOpName("applies"), Shape{}, ops::Initializer::Zeros());
+  uneven.init.insert(uneven.init.end(), {total.init.node_name(), applies.init.node_name()});
+  auto add = ops::Assign(root, total.var, ops::Add(root, total.var, ops::AddN(root, weighted)));
+  auto count = ops::Assign(root, applies.var, ops::Add(root, applies.var, ops::Const(root, 1.0f)));
+  ops::NoOp(root.WithOpName("apply").WithControlDependencies({add, count}));
+  ASSERT_NO_FATAL_FAILURE(uneven.Start());
+
+  Dataset data = Separable(1024);
+  Batcher batches(data, 16, 1);
+  TrainLoopOptions o{.progress = false};
+  o.replicas = {uneven.replica[0], uneven.replica[1]};
+  o.backup_workers = 1;
+  o.apply_target = "apply";
+  o.weights_feed = "weights";
+  EpochStats stats;
+  Status st = TrainLoop(*uneven.session, batches, o, [&](const EpochStats& e) {
+    stats = e;
+    return Status::OK();
+  });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto got = uneven.session->Run({}, {"r0_count", "r1_count", "total", "applies"});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  const float c0 = (*got)[0].data<float>()[0], c1 = (*got)[1].data<float>()[0];
+  const float sum = (*got)[2].data<float>()[0], steps = (*got)[3].data<float>()[0];
+  EXPECT_EQ(steps, stats.steps);
+  EXPECT_EQ(c0 + c1, stats.steps + stats.dropped);  // every replica step counted or dropped
+  EXPECT_LE(c0 + c1, 64);
+  EXPECT_GT(stats.dropped, 0);
+  EXPECT_GT(c0, c1);
+  EXPECT_LT(c1, steps / 2) << "the slow replica held the steps";
+  // One replica counted a step, its slot weighted 1: the total is the steps plus the slow
+  // replica's counted ones.
+  EXPECT_GE(sum, steps);
+  EXPECT_LE(sum, steps + c1);
+}
+
 TEST(TrainerTest, AReplicasFailureStopsTheOthersAndComesBack) {
   UnevenReplicas uneven;
   ASSERT_NO_FATAL_FAILURE(uneven.Start());
@@ -223,6 +291,10 @@ TEST(TrainerTest, AReplicasFailureStopsTheOthersAndComesBack) {
   o.replicas[1].loss = "";
   st = TrainLoop(*uneven.session, batches, o, nullptr);
   EXPECT_TRUE(MessageHas(st, {"replica 1 needs a loss"})) << st.ToString();
+  o.replicas[1] = uneven.replica[1];
+  o.backup_workers = 1;
+  st = TrainLoop(*uneven.session, batches, o, nullptr);
+  EXPECT_TRUE(MessageHas(st, {"1 backup workers", "apply_target"})) << st.ToString();
 }
 
 }  // namespace
