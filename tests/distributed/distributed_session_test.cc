@@ -23,6 +23,7 @@
 #include <tuple>
 
 #include "distributed/cluster_spec.h"
+#include "distributed/elastic.h"
 #include "distributed/local_worker.h"
 #include "distributed/test_mlp.h"
 #include "ops/all_reduce.h"
@@ -475,6 +476,89 @@ TEST(DistributedSessionTest, TrainLoopRecoversFromAKilledWorker) {
     }
   }
   std::filesystem::remove_all(dir);
+}
+
+// Elastic training: a worker killed for good; after ElasticOptions::wait_seconds the job goes
+// on with the replica that is left, from the newest checkpoint. Two replicas on a batch train
+// as one does, so the run still ends with the weights of training in one process.
+TEST(DistributedSessionTest, ElasticTrainingGoesOnWithFewerReplicas) {
+  auto token = WriteTokenFile(::testing::TempDir(), kToken);
+  ASSERT_TRUE(token.ok());
+  const std::vector<std::string> args = {"--devices", "cpu:0",     "--token-file",
+                                         *token,      "--threads", "1"};
+  auto w0 = LocalWorker::Start(DFLOW_WORKER_BINARY, args);
+  auto w1 = LocalWorker::Start(DFLOW_WORKER_BINARY, args);
+  ASSERT_TRUE(w0.ok() && w1.ok());
+  DistributedOptions cluster;
+  cluster.cluster.jobs["worker"] = {(*w0)->address(), (*w1)->address()};
+  cluster.token = kToken;
+  Mlp model("", "");
+  ops::ReplicateOptions replicate;
+  replicate.averaged = {model.loss.node_name()};
+  ElasticReplicas elastic(model.root.graph(), replicate, cluster, {},
+                          {.wait_seconds = 1, .batch_size = 32});
+  auto started = elastic.Start();
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  EXPECT_EQ(elastic.replicas(), 2);
+  ASSERT_TRUE((*started)->Run({}, {}, model.init).ok());
+
+  Dataset data = RandomImages(320, 4);
+  Batcher batches(data, 32, 1);  // 10 steps an epoch
+  const std::string dir = ::testing::TempDir() + "/elastic_checkpoints";
+  std::filesystem::remove_all(dir);
+  TrainLoopOptions o{.epochs = 30,
+                     .loss = model.loss.name(),
+                     .train_target = model.step.name(),
+                     .progress = false};
+  o.checkpoint_dir = dir;
+  o.checkpoint_every_steps = 4;
+  o.recovery_timeout_seconds = 30;
+  o.reconnect = [&] { return elastic.Reconnect(); };
+  KilledRun run = TrainAndKill(**started, batches, o, [&] { (*w1)->Stop(SIGKILL); });
+  ASSERT_TRUE(run.status.ok()) << run.status.ToString();
+  ASSERT_TRUE(run.killed) << "training ended before the kill";
+  EXPECT_EQ(run.last.recoveries, 1);
+  EXPECT_LE(run.last.steps_redone, o.checkpoint_every_steps);
+  EXPECT_EQ(elastic.replicas(), 1);
+  EXPECT_EQ(elastic.workers(), std::vector<std::string>{(*w0)->address()});
+
+  Mlp local_model("", "");
+  SessionOptions one_thread;
+  one_thread.threads.num_threads = 1;
+  auto local = Session::Create(local_model.root, one_thread);
+  ASSERT_TRUE(local.ok());
+  ASSERT_TRUE((*local)->Run({}, {}, local_model.init).ok());
+  Batcher again(data, 32, 1);
+  TrainLoopOptions plain{.epochs = 30,
+                         .loss = local_model.loss.name(),
+                         .train_target = local_model.step.name(),
+                         .progress = false};
+  ASSERT_TRUE(TrainLoop(**local, again, plain, nullptr).ok());
+  for (size_t l = 0; l < model.weights.size(); ++l) {
+    auto got = elastic.session()->Run({}, {model.weights[l].node_name()});
+    auto want = (*local)->Run({}, {local_model.weights[l].node_name()});
+    ASSERT_TRUE(got.ok() && want.ok()) << got.status().ToString();
+    const auto a = (*got)[0].ToVector<float>(), b = (*want)[0].ToVector<float>();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_NEAR(a[i], b[i], 1e-4f) << model.weights[l].node_name() << "[" << i << "]";
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DistributedSessionTest, ElasticReplicasAreSynchronousOnly) {
+  Mlp model("", "");
+  ops::ReplicateOptions replicate;
+  replicate.mode = ops::ReplicateOptions::Mode::kAsync;
+  DistributedOptions cluster;
+  cluster.cluster.jobs["worker"] = {"127.0.0.1:1"};
+  ElasticReplicas elastic(model.root.graph(), replicate, cluster, {}, {});
+  auto started = elastic.Start();
+  EXPECT_EQ(started.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(started.status(), {"only synchronous replicas are elastic"}));
+  ElasticReplicas no_job(model.root.graph(), {}, cluster, {}, {.job = "trainer"});
+  EXPECT_TRUE(MessageHas(no_job.Start().status(), {"no tasks of job 'trainer'"}));
 }
 
 // Under mpirun (or srun), a worker listens on its --listen port plus its rank.
