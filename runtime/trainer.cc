@@ -370,8 +370,9 @@ class BackupEpoch {
       const int64_t at = step_;
       const int64_t done = taken_;
       const double mean = loss_sum_ / steps_;
+      const int64_t steps = steps_;
       lock.Unlock();
-      if (o.progress && (tty ? steps_ % 10 == 0 || done >= s_.total : done >= next_line)) {
+      if (o.progress && (tty ? steps % 10 == 0 || done >= s_.total : done >= next_line)) {
         EpochStats shown;
         shown.epoch = s_.epoch;
         DrawProgress(shown, o.epochs, done, s_.total, mean,
