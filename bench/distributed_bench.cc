@@ -12,7 +12,8 @@
 //   BM_AllReduce2Proc      the ring all-reduce of 256 KiB, 4 MiB and 64 MiB between two
 //                          dflow-workers (scripts/bench.sh: against MPI_Allreduce and gloo);
 //   BM_DataParallelMlp2Proc     the MLP trained by two replicas on two dflow-workers (against
-//                          PyTorch DistributedDataParallel on two processes);
+//                          PyTorch DistributedDataParallel on two processes); DFLOW_DP_TRACE=FILE
+//                          writes a timeline of five of its steps first;
 //   BM_RecoveryTime        from a worker's kill to the first step after recovery (restart
 //                          excluded).
 //
@@ -44,6 +45,7 @@
 #include "ops/replicate.h"
 #include "ops/unary_ops.h"
 #include "runtime/checkpointer.h"
+#include "runtime/step_trace.h"
 #include "transport/ucx_transport.h"
 
 namespace dflow {
@@ -481,6 +483,19 @@ void BM_DataParallelMlp2Proc(benchmark::State& state) {
   if (!s.ok()) {
     state.SkipWithError(s.ToString().c_str());
     return;
+  }
+  if (const char* path = std::getenv("DFLOW_DP_TRACE")) {
+    // A timeline of five steps (every worker's nodes) for chrome://tracing or ui.perfetto.dev.
+    std::vector<StepTrace> traces(5);
+    for (auto& t : traces) {
+      Session::RunOptions traced;
+      traced.trace = &t;
+      (void)(*session)->Run(feeds, {m.loss.name()}, {m.step.name()}, traced);
+    }
+    if (Status written = WriteChromeTrace(traces, path); !written.ok()) {
+      state.SkipWithError(written.ToString().c_str());
+      return;
+    }
   }
   for (auto _ : state) {
     auto out = (*session)->Run(feeds, {m.loss.name()}, {m.step.name()});

@@ -21,8 +21,12 @@ reps=${DFLOW_BENCH_REPETITIONS:-5}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
+# Repetitions of different benchmarks interleaved at random: a slow spell of this shared machine
+# then spreads over all of them instead of biasing one side of a comparison (the checkpoint
+# overhead compares two runs of one benchmark).
 for b in executor_bench models_bench; do
   "$build/bin/$b" --benchmark_repetitions="$reps" --benchmark_format=json \
+    --benchmark_enable_random_interleaving=true \
     --benchmark_out="$out/$b.json" --benchmark_out_format=json >/dev/null
 done
 # One repetition: the 1M-node placement alone takes tens of seconds.

@@ -325,16 +325,23 @@ TEST(DistributedSessionTest, AllReduceAcrossWorkerProcessesIsExact) {
 // Data parallelism across worker processes: the MLP replicated on two workers (ops/replicate.h),
 // its gradients all-reduced between them, follows the single replica trained here on the whole
 // batch; both workers' variables stay equal.
-TEST(DistributedSessionTest, ReplicasOnTwoWorkerProcessesFollowTheSingleReplica) {
-  WorkerProcess w0("cpu:0"), w1("cpu:0");
-  ASSERT_FALSE(w0.address().empty() || w1.address().empty());
+// N replicas, one per worker process, against the single replica in this process.
+void ReplicasOnWorkerProcessesFollowTheSingleReplica(int n) {
+  SCOPED_TRACE(fmt::format("{} worker processes", n));
+  std::vector<std::unique_ptr<WorkerProcess>> workers;
+  std::vector<const WorkerProcess*> cluster;
   Mlp model("", "");
   ops::ReplicateOptions options;
-  options.devices = {"/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"};
+  for (int t = 0; t < n; ++t) {
+    workers.push_back(std::make_unique<WorkerProcess>("cpu:0"));
+    ASSERT_FALSE(workers.back()->address().empty());
+    cluster.push_back(workers.back().get());
+    options.devices.push_back(fmt::format("/job:worker/task:{}/device:CPU:0", t));
+  }
   options.averaged = {model.loss.node_name()};
   auto replicated = ops::Replicate(model.root.graph(), options);
   ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
-  auto dist = DistributedSession::Create(*replicated->graph, {}, Cluster({&w0, &w1}));
+  auto dist = DistributedSession::Create(*replicated->graph, {}, Cluster(cluster));
   ASSERT_TRUE(dist.ok()) << dist.status().ToString();
   Mlp local_model("", "");
   auto local = Session::Create(local_model.root);
@@ -351,7 +358,7 @@ TEST(DistributedSessionTest, ReplicasOnTwoWorkerProcessesFollowTheSingleReplica)
     EXPECT_NEAR(dl, ll, 1e-5f * std::max(1.0f, std::abs(ll))) << "step " << s;
   }
   const std::string w = model.weights[0].node_name();
-  auto copies = (*dist)->Run({}, {w, "replica1/" + w});
+  auto copies = (*dist)->Run({}, {w, fmt::format("replica{}/{}", n - 1, w)});
   ASSERT_TRUE(copies.ok()) << copies.status().ToString();
   EXPECT_EQ((*copies)[0].ToVector<float>(), (*copies)[1].ToVector<float>());
   auto want = (*local)->Run({}, {local_model.weights[0].node_name()});
@@ -359,6 +366,11 @@ TEST(DistributedSessionTest, ReplicasOnTwoWorkerProcessesFollowTheSingleReplica)
   const auto a = (*copies)[0].ToVector<float>(), b = (*want)[0].ToVector<float>();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5f) << w << "[" << i << "]";
+}
+
+TEST(DistributedSessionTest, ReplicasOnTwoAndFourWorkerProcessesFollowTheSingleReplica) {
+  ReplicasOnWorkerProcessesFollowTheSingleReplica(2);
+  ReplicasOnWorkerProcessesFollowTheSingleReplica(4);
 }
 
 // `n` random images and labels as a data set, the same for the same seed.
