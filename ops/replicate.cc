@@ -415,16 +415,19 @@ class Replicator {
       return InvalidArgument("Replicate: bucket sizes must be positive ({} and {} given)",
                              o_.first_bucket_bytes, o_.bucket_bytes);
     }
-    // Buckets: consecutive gradients of one dtype up to the bucket's size.
+    // Buckets: consecutive gradients of one dtype up to the bucket's size; a gradient of
+    // own_all_reduce_bytes or more alone (packing it would only copy it twice more).
     std::vector<std::vector<size_t>> buckets;
     int64_t filled = 0;
     DType dtype = DType::kInvalid;
+    bool alone = false;  // the last bucket holds one big gradient
     for (size_t i = 0; i < grads.size(); ++i) {
       const Node& p = g_.node(grads[i].at.node);
       const int64_t bytes = p.output_shape(grads[i].at.index).num_elements() *
                             DTypeSize(p.output_dtype(grads[i].at.index));
       const int64_t cap = buckets.size() <= 1 ? o_.first_bucket_bytes : o_.bucket_bytes;
-      if (buckets.empty() || p.output_dtype(grads[i].at.index) != dtype ||
+      const bool big = o_.own_all_reduce_bytes > 0 && bytes >= o_.own_all_reduce_bytes;
+      if (buckets.empty() || p.output_dtype(grads[i].at.index) != dtype || big || alone ||
           (filled > 0 && filled + bytes > cap)) {
         buckets.emplace_back();
         filled = 0;
@@ -432,6 +435,7 @@ class Replicator {
       }
       buckets.back().push_back(i);
       filled += bytes;
+      alone = big;
     }
     buckets_ = static_cast<int>(buckets.size());
     for (size_t b = 0; b < buckets.size(); ++b) {

@@ -21,7 +21,7 @@
 // by the mean over replicas. Gradients are packed into buckets in the order they are produced
 // (the last layer's first): a small first bucket, then about 25 MB each (as PyTorch DDP), each
 // bucket one all-reduce that starts as soon as its gradients exist, so communication overlaps
-// the rest of the backward pass.
+// the rest of the backward pass; a big gradient is all-reduced alone.
 //
 // With parameter servers the variables are kept once, on the servers, and the replicas' updates
 // reach them synchronously (the mean of all gradients once per step, as above) or, in the
@@ -48,6 +48,11 @@ struct ReplicateOptions {
   int64_t first_bucket_bytes = 1 << 20;
   int64_t bucket_bytes = 25 << 20;
   int64_t chunk_bytes = 512 << 10;  // the all-reduces' chunks (AllReduceOptions)
+  // A gradient of at least this many bytes is all-reduced on its own instead of packed into a
+  // bucket: packing costs a copy in and one out, and a gradient this big amortizes its
+  // messages (0: pack every gradient). The data-parallel MLP's step: 7.2 ms against 8.2 with
+  // its two big gradients packed.
+  int64_t own_all_reduce_bytes = 256 << 10;
   // Each device's host (AllReduceOptions::hosts; distributed::ReplicaHosts gives them from a
   // cluster spec): on several hosts, the all-reduces sum inside each host first.
   std::vector<std::string> hosts;

@@ -28,7 +28,8 @@ using testing::MessageHas;
 
 void TrainAgainstOneReplica(int replicas, bool adam, int64_t first_bucket_bytes,
                             int parameter_servers = 0, int64_t max_variable_bytes = 0,
-                            const std::vector<std::string>& hosts = {}) {
+                            const std::vector<std::string>& hosts = {},
+                            int64_t own_all_reduce_bytes = 256 << 10) {
   SCOPED_TRACE(fmt::format("{} replicas, {}, {} parameter servers, variables split over {} bytes",
                            replicas, adam ? "Adam" : "SGD", parameter_servers, max_variable_bytes));
   Mlp single(adam), model(adam);
@@ -41,11 +42,15 @@ void TrainAgainstOneReplica(int replicas, bool adam, int64_t first_bucket_bytes,
   options.first_bucket_bytes = first_bucket_bytes;
   options.max_variable_bytes = max_variable_bytes;
   options.hosts = hosts;
+  options.own_all_reduce_bytes = own_all_reduce_bytes;
   auto replicated = ops::Replicate(model.root.graph(), options);
   ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
   // Four gradients of under 2 KiB: one bucket, or two after a first bucket of 64 bytes (no
   // all-reduce with parameter servers).
-  EXPECT_EQ(replicated->buckets, parameter_servers > 0 ? 0 : (first_bucket_bytes < 1024 ? 2 : 1));
+  // With own_all_reduce_bytes of 256: w0 (512 bytes) and w1 (256) alone, the biases between
+  // them in buckets of their own.
+  const int buckets = own_all_reduce_bytes == 256 ? 4 : first_bucket_bytes < 1024 ? 2 : 1;
+  EXPECT_EQ(replicated->buckets, parameter_servers > 0 ? 0 : buckets);
 
   auto one = Session::Create(single.root);
   ASSERT_TRUE(one.ok()) << one.status().ToString();
@@ -315,6 +320,8 @@ TEST(ReplicateTest, ReplicasOnTwoHostsFollowTheSingleReplica) {
 TEST(ReplicateTest, ReplicasFollowTheSingleReplicaWithAdamAndManyBuckets) {
   // A first bucket of 64 bytes: b1's gradient alone, then the rest.
   TrainAgainstOneReplica(2, true, 64);
+  // Big gradients all-reduced alone.
+  TrainAgainstOneReplica(3, true, 1 << 20, 0, 0, {}, 256);
   TrainAgainstOneReplica(3, true, 1 << 20);
 }
 
