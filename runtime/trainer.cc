@@ -72,10 +72,9 @@ double ScalarLoss(const Tensor& t) {
   return t.dtype() == DType::kF64 ? t.data<double>()[0] : t.data<float>()[0];
 }
 
-// One epoch of asynchronous replicas (TrainLoopOptions::replicas), each from a thread of its
-// own: a replica waits while a checkpoint is taken or while it is too far ahead, takes the next
-// batch and runs its step. The first failure stops them all (running steps are cancelled).
-class AsyncEpoch {
+// What an epoch of replicas running at once shares: its setup, the first failure (which stops
+// every replica and cancels their running steps) and the epoch's figures.
+class ReplicaEpoch {
  public:
   struct Setup {
     Session* session;
@@ -89,7 +88,60 @@ class AsyncEpoch {
     std::function<bool(int64_t step)> checkpoint_due;
     std::function<Status(int64_t step)> checkpoint;
   };
-  explicit AsyncEpoch(Setup setup) : s_(std::move(setup)), step_(s_.step), taken_(s_.taken) {
+  explicit ReplicaEpoch(Setup setup) : s_(std::move(setup)), step_(s_.step), taken_(s_.taken) {}
+
+  // After the epoch: its figures into *stats, and the loop's running totals.
+  void Fill(EpochStats* stats, double* loss_sum, int64_t* examples, std::vector<double>* step_ms,
+            int64_t* step) DFLOW_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    stats->steps = steps_;
+    stats->mean_staleness = steps_ ? static_cast<double>(staleness_sum_) / steps_ : 0;
+    stats->most_staleness = most_staleness_;
+    stats->held = held_;
+    stats->dropped = dropped_;
+    *loss_sum = loss_sum_;
+    *examples = examples_;
+    *step_ms = step_ms_;
+    *step = step_;
+  }
+
+ protected:
+  void Fail(const Status& why, const std::string& what) DFLOW_REQUIRES(mu_) {
+    if (first_.ok()) {
+      first_ = why;
+      what_ = what;
+    }
+    stop_ = true;
+    cancel_.Cancel(why);
+    cv_.NotifyAll();
+  }
+
+  const Setup s_;
+  const bool tty_ = isatty(STDERR_FILENO);
+  CancellationToken cancel_;
+  Mutex mu_;
+  CondVar cv_;
+  Status first_ DFLOW_GUARDED_BY(mu_);
+  std::string what_ DFLOW_GUARDED_BY(mu_);
+  bool stop_ DFLOW_GUARDED_BY(mu_) = false;
+  int64_t step_ DFLOW_GUARDED_BY(mu_);   // all epochs
+  int64_t taken_ DFLOW_GUARDED_BY(mu_);  // batches of this epoch
+  int64_t steps_ DFLOW_GUARDED_BY(mu_) = 0;
+  int64_t examples_ DFLOW_GUARDED_BY(mu_) = 0;
+  double loss_sum_ DFLOW_GUARDED_BY(mu_) = 0;
+  std::vector<double> step_ms_ DFLOW_GUARDED_BY(mu_);
+  int64_t staleness_sum_ DFLOW_GUARDED_BY(mu_) = 0;
+  int64_t most_staleness_ DFLOW_GUARDED_BY(mu_) = 0;
+  int64_t held_ DFLOW_GUARDED_BY(mu_) = 0;
+  int64_t dropped_ DFLOW_GUARDED_BY(mu_) = 0;
+};
+
+// One epoch of asynchronous replicas (TrainLoopOptions::replicas), each from a thread of its
+// own: a replica waits while a checkpoint is taken or while it is too far ahead, takes the next
+// batch and runs its step.
+class AsyncEpoch : public ReplicaEpoch {
+ public:
+  explicit AsyncEpoch(Setup setup) : ReplicaEpoch(std::move(setup)) {
     active_.assign(s_.options->replicas.size(), true);
   }
 
@@ -106,20 +158,6 @@ class AsyncEpoch {
     return first_;
   }
 
-  // After Run: the epoch's figures (steps, loss, examples, staleness) into *stats.
-  void Fill(EpochStats* stats, double* loss_sum, int64_t* examples, std::vector<double>* step_ms,
-            int64_t* step) DFLOW_EXCLUDES(mu_) {
-    MutexLock lock(mu_);
-    stats->steps = steps_;
-    stats->mean_staleness = steps_ ? static_cast<double>(staleness_sum_) / steps_ : 0;
-    stats->most_staleness = most_staleness_;
-    stats->held = held_;
-    *loss_sum = loss_sum_;
-    *examples = examples_;
-    *step_ms = step_ms_;
-    *step = step_;
-  }
-
  private:
   // Whether replica r is more than max_staleness steps ahead of the slowest active one.
   bool TooFarAhead(int r) DFLOW_REQUIRES(mu_) {
@@ -130,16 +168,6 @@ class AsyncEpoch {
       if (active_[j]) slowest = std::min(slowest, (*s_.clocks)[j]);
     }
     return (*s_.clocks)[r] - slowest > bound;
-  }
-
-  void Fail(const Status& why, const std::string& what) DFLOW_REQUIRES(mu_) {
-    if (first_.ok()) {
-      first_ = why;
-      what_ = what;
-    }
-    stop_ = true;
-    cancel_.Cancel(why);
-    cv_.NotifyAll();
   }
 
   void Replica(int r) DFLOW_EXCLUDES(mu_) {
@@ -231,42 +259,23 @@ class AsyncEpoch {
     }
   }
 
-  const Setup s_;
-  const bool tty_ = isatty(STDERR_FILENO);
   Clock::time_point start_;
-  CancellationToken cancel_;
-  Mutex mu_;
-  CondVar cv_;
-  Status first_ DFLOW_GUARDED_BY(mu_);
-  std::string what_ DFLOW_GUARDED_BY(mu_);
-  bool stop_ DFLOW_GUARDED_BY(mu_) = false;
   bool pausing_ DFLOW_GUARDED_BY(mu_) = false;
   int running_ DFLOW_GUARDED_BY(mu_) = 0;
   size_t ready_ DFLOW_GUARDED_BY(mu_) = 0;
   std::vector<bool> active_ DFLOW_GUARDED_BY(mu_);
-  int64_t step_ DFLOW_GUARDED_BY(mu_);
-  int64_t taken_ DFLOW_GUARDED_BY(mu_);
-  int64_t steps_ DFLOW_GUARDED_BY(mu_) = 0;
-  int64_t examples_ DFLOW_GUARDED_BY(mu_) = 0;
-  double loss_sum_ DFLOW_GUARDED_BY(mu_) = 0;
-  int64_t staleness_sum_ DFLOW_GUARDED_BY(mu_) = 0;
-  int64_t most_staleness_ DFLOW_GUARDED_BY(mu_) = 0;
-  int64_t held_ DFLOW_GUARDED_BY(mu_) = 0;
-  std::vector<double> step_ms_ DFLOW_GUARDED_BY(mu_);
   int64_t next_line_ DFLOW_GUARDED_BY(mu_) = 0;
 };
 
 // One epoch of synchronous replicas with backups (TrainLoopOptions::backup_workers): the
 // calling thread starts the idle replicas of each step, waits for the first k to be done and
 // runs the update; a thread per replica runs that replica's steps.
-class BackupEpoch {
+class BackupEpoch : public ReplicaEpoch {
  public:
-  explicit BackupEpoch(AsyncEpoch::Setup setup)
-      : s_(std::move(setup)),
+  explicit BackupEpoch(Setup setup)
+      : ReplicaEpoch(std::move(setup)),
         n_(static_cast<int>(s_.options->replicas.size())),
-        k_(n_ - s_.options->backup_workers),
-        step_(s_.step),
-        taken_(s_.taken) {
+        k_(n_ - s_.options->backup_workers) {
     work_.resize(n_);
   }
 
@@ -289,17 +298,6 @@ class BackupEpoch {
     return status;
   }
 
-  void Fill(EpochStats* stats, double* loss_sum, int64_t* examples, std::vector<double>* step_ms,
-            int64_t* step) DFLOW_EXCLUDES(mu_) {
-    MutexLock lock(mu_);
-    stats->steps = steps_;
-    stats->dropped = dropped_;
-    *loss_sum = loss_sum_;
-    *examples = examples_;
-    *step_ms = step_ms_;
-    *step = step_;
-  }
-
  private:
   struct Work {
     bool assigned = false;
@@ -310,7 +308,6 @@ class BackupEpoch {
   // The coordinator: each step, the idle replicas on new batches, the first k done, the update.
   Status Steps(Clock::time_point start) DFLOW_EXCLUDES(mu_) {
     const TrainLoopOptions& o = *s_.options;
-    const bool tty = isatty(STDERR_FILENO);
     int64_t next_line = 0;
     for (;;) {
       const auto t0 = Clock::now();
@@ -372,11 +369,11 @@ class BackupEpoch {
       const double mean = loss_sum_ / steps_;
       const int64_t steps = steps_;
       lock.Unlock();
-      if (o.progress && (tty ? steps % 10 == 0 || done >= s_.total : done >= next_line)) {
+      if (o.progress && (tty_ ? steps % 10 == 0 || done >= s_.total : done >= next_line)) {
         EpochStats shown;
         shown.epoch = s_.epoch;
         DrawProgress(shown, o.epochs, done, s_.total, mean,
-                     std::chrono::duration<double>(Clock::now() - start).count(), tty);
+                     std::chrono::duration<double>(Clock::now() - start).count(), tty_);
         next_line = done + std::max<int64_t>(1, s_.total / 4);
       }
       if (s_.checkpoint_due && s_.checkpoint_due(at)) {
@@ -389,16 +386,6 @@ class BackupEpoch {
         }
       }
     }
-  }
-
-  void Fail(const Status& why, const std::string& what) DFLOW_REQUIRES(mu_) {
-    if (first_.ok()) {
-      first_ = why;
-      what_ = what;
-    }
-    stop_ = true;
-    cancel_.Cancel(why);
-    cv_.NotifyAll();
   }
 
   void Replica(int r) DFLOW_EXCLUDES(mu_) {
@@ -436,27 +423,13 @@ class BackupEpoch {
     }
   }
 
-  const AsyncEpoch::Setup s_;
   const int n_, k_;
-  CancellationToken cancel_;
-  Mutex mu_;
-  CondVar cv_;
-  Status first_ DFLOW_GUARDED_BY(mu_);
-  std::string what_ DFLOW_GUARDED_BY(mu_);
-  bool stop_ DFLOW_GUARDED_BY(mu_) = false;
   std::vector<Work> work_ DFLOW_GUARDED_BY(mu_);
   std::set<int> idle_ DFLOW_GUARDED_BY(mu_);          // done with their last step
   std::set<int> started_once_ DFLOW_GUARDED_BY(mu_);  // given a step this epoch
   int busy_ DFLOW_GUARDED_BY(mu_) = 0;
   std::vector<std::pair<int, double>> counted_ DFLOW_GUARDED_BY(mu_);  // this step's, and losses
-  int64_t step_ DFLOW_GUARDED_BY(mu_);
-  int64_t taken_ DFLOW_GUARDED_BY(mu_);
-  int64_t steps_ DFLOW_GUARDED_BY(mu_) = 0;
-  int64_t examples_ DFLOW_GUARDED_BY(mu_) = 0;
   int64_t step_examples_ DFLOW_GUARDED_BY(mu_) = 0;
-  int64_t dropped_ DFLOW_GUARDED_BY(mu_) = 0;
-  double loss_sum_ DFLOW_GUARDED_BY(mu_) = 0;
-  std::vector<double> step_ms_ DFLOW_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -545,16 +518,16 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
       ++in_epoch;
     }
     if (!o.replicas.empty()) {
-      AsyncEpoch::Setup setup{.session = current,
-                              .batches = &batches,
-                              .options = &o,
-                              .epoch = epoch,
-                              .total = total,
-                              .taken = in_epoch,
-                              .step = step,
-                              .clocks = &clocks,
-                              .checkpoint_due = checkpoint_due,
-                              .checkpoint = checkpoint};
+      ReplicaEpoch::Setup setup{.session = current,
+                                .batches = &batches,
+                                .options = &o,
+                                .epoch = epoch,
+                                .total = total,
+                                .taken = in_epoch,
+                                .step = step,
+                                .clocks = &clocks,
+                                .checkpoint_due = checkpoint_due,
+                                .checkpoint = checkpoint};
       std::string what;
       Status failed;
       if (o.backup_workers > 0) {

@@ -17,6 +17,17 @@ namespace dflow::examples {
 struct LocalCluster {
   std::vector<std::unique_ptr<distributed::LocalWorker>> workers;  // stopped with it
   distributed::DistributedOptions options;
+
+  // The first CPU of every task, by job name then index: "/job:worker/task:0/device:CPU:0", ...
+  std::vector<std::string> CpuDevices() const {
+    std::vector<std::string> devices;
+    for (const auto& [job, tasks] : options.cluster.jobs) {
+      for (size_t t = 0; t < tasks.size(); ++t) {
+        devices.push_back("/job:" + job + "/task:" + std::to_string(t) + "/device:CPU:0");
+      }
+    }
+    return devices;
+  }
 };
 
 // `local_workers` > 0: starts them with `worker_flags` (and a token file made here and removed

@@ -86,11 +86,7 @@ int main(int argc, char** argv) {
     if (!started.ok()) return Fail(started.status());
     cluster = std::move(started).value();
   }
-  for (const auto& [job, tasks] : cluster.options.cluster.jobs) {
-    for (size_t t = 0; t < tasks.size(); ++t) {
-      devices.push_back("/job:" + job + "/task:" + std::to_string(t) + "/device:CPU:0");
-    }
-  }
+  devices = cluster.CpuDevices();
 #else
   if (local_workers > 0 || !cluster_file.empty()) {
     return Fail(Unimplemented("this build has no UCX, so no workers"));

@@ -409,20 +409,74 @@ KilledRun TrainAndKill(Session& session, Batcher& batches, const TrainLoopOption
   return run;
 }
 
+// Two dflow-workers of one thread each (a restarted one takes `args` too) and their cluster.
+struct TwoWorkers {
+  std::vector<std::string> args;
+  Result<std::unique_ptr<LocalWorker>> w0 = Internal("not started"), w1 = Internal("not started");
+  DistributedOptions cluster;
+  void Start() {
+    auto token = WriteTokenFile(::testing::TempDir(), kToken);
+    ASSERT_TRUE(token.ok());
+    args = {"--devices", "cpu:0", "--token-file", *token, "--threads", "1"};
+    w0 = LocalWorker::Start(DFLOW_WORKER_BINARY, args);
+    w1 = LocalWorker::Start(DFLOW_WORKER_BINARY, args);
+    ASSERT_TRUE(w0.ok() && w1.ok());
+    cluster.cluster.jobs["worker"] = {(*w0)->address(), (*w1)->address()};
+    cluster.token = kToken;
+  }
+};
+
+// The MLP trained in this process for `epochs` over `data` (batches of 32, seed 1) without a
+// failure ends with the weights `session` holds for `model` (within 1e-4).
+void ExpectTheWeightsOfAnUninterruptedRun(Session& session, const Mlp& model, const Dataset& data,
+                                          int epochs) {
+  Mlp local_model("", "");
+  SessionOptions one_thread;
+  one_thread.threads.num_threads = 1;  // as each worker's device
+  auto local = Session::Create(local_model.root, one_thread);
+  ASSERT_TRUE(local.ok());
+  ASSERT_TRUE((*local)->Run({}, {}, local_model.init).ok());
+  Batcher again(data, 32, 1);
+  TrainLoopOptions plain{.epochs = epochs,
+                         .loss = local_model.loss.name(),
+                         .train_target = local_model.step.name(),
+                         .progress = false};
+  ASSERT_TRUE(TrainLoop(**local, again, plain, nullptr).ok());
+  for (size_t l = 0; l < model.weights.size(); ++l) {
+    auto got = session.Run({}, {model.weights[l].node_name()});
+    auto want = (*local)->Run({}, {local_model.weights[l].node_name()});
+    ASSERT_TRUE(got.ok() && want.ok()) << got.status().ToString();
+    const auto a = (*got)[0].ToVector<float>(), b = (*want)[0].ToVector<float>();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_NEAR(a[i], b[i], 1e-4f) << model.weights[l].node_name() << "[" << i << "]";
+    }
+  }
+}
+
+// 30 epochs of the MLP, a checkpoint every 4 steps into `dir` (emptied), 30 s to recover.
+TrainLoopOptions RecoveringLoop(const Mlp& model, const std::string& dir) {
+  std::filesystem::remove_all(dir);
+  TrainLoopOptions o{.epochs = 30,
+                     .loss = model.loss.name(),
+                     .train_target = model.step.name(),
+                     .progress = false};
+  o.checkpoint_dir = dir;
+  o.checkpoint_every_steps = 4;
+  o.recovery_timeout_seconds = 30;
+  return o;
+}
+
 // kill -9 of a worker in the middle of training: TrainLoop's reconnect restarts it at its address
 // and makes a new session, the newest checkpoint is restored, and training goes on, redoing
 // at most the checkpoint period of steps (the kill may fail the taking of a checkpoint too).
 TEST(DistributedSessionTest, TrainLoopRecoversFromAKilledWorker) {
-  auto token = WriteTokenFile(::testing::TempDir(), kToken);
-  ASSERT_TRUE(token.ok());
-  const std::vector<std::string> args = {"--devices", "cpu:0",     "--token-file",
-                                         *token,      "--threads", "1"};
-  auto w0 = LocalWorker::Start(DFLOW_WORKER_BINARY, args);
-  auto w1 = LocalWorker::Start(DFLOW_WORKER_BINARY, args);
-  ASSERT_TRUE(w0.ok() && w1.ok());
-  DistributedOptions cluster;
-  cluster.cluster.jobs["worker"] = {(*w0)->address(), (*w1)->address()};
-  cluster.token = kToken;
+  TwoWorkers two;
+  ASSERT_NO_FATAL_FAILURE(two.Start());
+  const std::vector<std::string>& args = two.args;
+  auto& w0 = two.w0;
+  auto& w1 = two.w1;
+  DistributedOptions& cluster = two.cluster;
   cluster.connect_timeout = std::chrono::seconds(10);
   Mlp model("/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0");
   auto first = DistributedSession::Create(model.root.graph(), {}, cluster);
@@ -433,14 +487,7 @@ TEST(DistributedSessionTest, TrainLoopRecoversFromAKilledWorker) {
   Dataset data = RandomImages(320, 4);
   Batcher batches(data, 32, 1);  // 10 steps an epoch
   const std::string dir = ::testing::TempDir() + "/recovery_checkpoints";
-  std::filesystem::remove_all(dir);
-  TrainLoopOptions o{.epochs = 30,
-                     .loss = model.loss.name(),
-                     .train_target = model.step.name(),
-                     .progress = false};
-  o.checkpoint_dir = dir;
-  o.checkpoint_every_steps = 4;
-  o.recovery_timeout_seconds = 30;
+  TrainLoopOptions o = RecoveringLoop(model, dir);
   std::unique_ptr<LocalWorker> restarted;
   int reconnects = 0;
   o.reconnect = [&]() -> Result<Session*> {
@@ -465,28 +512,7 @@ TEST(DistributedSessionTest, TrainLoopRecoversFromAKilledWorker) {
   // The recovered run saw the batches an uninterrupted one sees (the restored checkpoint's
   // epoch is taken up where it was), so it ends with the same weights as training in one
   // process without a failure.
-  Mlp local_model("", "");
-  SessionOptions one_thread;
-  one_thread.threads.num_threads = 1;  // as each worker's device
-  auto local = Session::Create(local_model.root, one_thread);
-  ASSERT_TRUE(local.ok());
-  ASSERT_TRUE((*local)->Run({}, {}, local_model.init).ok());
-  Batcher again(data, 32, 1);
-  TrainLoopOptions plain{.epochs = 30,
-                         .loss = local_model.loss.name(),
-                         .train_target = local_model.step.name(),
-                         .progress = false};
-  ASSERT_TRUE(TrainLoop(**local, again, plain, nullptr).ok());
-  for (size_t l = 0; l < model.weights.size(); ++l) {
-    auto got = session->Run({}, {model.weights[l].node_name()});
-    auto want = (*local)->Run({}, {local_model.weights[l].node_name()});
-    ASSERT_TRUE(got.ok() && want.ok());
-    const auto a = (*got)[0].ToVector<float>(), b = (*want)[0].ToVector<float>();
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) {
-      ASSERT_NEAR(a[i], b[i], 1e-4f) << model.weights[l].node_name() << "[" << i << "]";
-    }
-  }
+  ExpectTheWeightsOfAnUninterruptedRun(*session, model, data, 30);
   std::filesystem::remove_all(dir);
 }
 
@@ -494,16 +520,12 @@ TEST(DistributedSessionTest, TrainLoopRecoversFromAKilledWorker) {
 // on with the replica that is left, from the newest checkpoint. Two replicas on a batch train
 // as one does, so the run still ends with the weights of training in one process.
 TEST(DistributedSessionTest, ElasticTrainingGoesOnWithFewerReplicas) {
-  auto token = WriteTokenFile(::testing::TempDir(), kToken);
-  ASSERT_TRUE(token.ok());
-  const std::vector<std::string> args = {"--devices", "cpu:0",     "--token-file",
-                                         *token,      "--threads", "1"};
-  auto w0 = LocalWorker::Start(DFLOW_WORKER_BINARY, args);
-  auto w1 = LocalWorker::Start(DFLOW_WORKER_BINARY, args);
-  ASSERT_TRUE(w0.ok() && w1.ok());
-  DistributedOptions cluster;
-  cluster.cluster.jobs["worker"] = {(*w0)->address(), (*w1)->address()};
-  cluster.token = kToken;
+  TwoWorkers two;
+  ASSERT_NO_FATAL_FAILURE(two.Start());
+  const std::vector<std::string>& args = two.args;
+  auto& w0 = two.w0;
+  auto& w1 = two.w1;
+  DistributedOptions& cluster = two.cluster;
   Mlp model("", "");
   ops::ReplicateOptions replicate;
   replicate.averaged = {model.loss.node_name()};
@@ -517,14 +539,7 @@ TEST(DistributedSessionTest, ElasticTrainingGoesOnWithFewerReplicas) {
   Dataset data = RandomImages(320, 4);
   Batcher batches(data, 32, 1);  // 10 steps an epoch
   const std::string dir = ::testing::TempDir() + "/elastic_checkpoints";
-  std::filesystem::remove_all(dir);
-  TrainLoopOptions o{.epochs = 30,
-                     .loss = model.loss.name(),
-                     .train_target = model.step.name(),
-                     .progress = false};
-  o.checkpoint_dir = dir;
-  o.checkpoint_every_steps = 4;
-  o.recovery_timeout_seconds = 30;
+  TrainLoopOptions o = RecoveringLoop(model, dir);
   o.reconnect = [&] { return elastic.Reconnect(); };
   KilledRun run = TrainAndKill(**started, batches, o, [&] { (*w1)->Stop(SIGKILL); });
   ASSERT_TRUE(run.status.ok()) << run.status.ToString();
@@ -534,28 +549,7 @@ TEST(DistributedSessionTest, ElasticTrainingGoesOnWithFewerReplicas) {
   EXPECT_EQ(elastic.replicas(), 1);
   EXPECT_EQ(elastic.workers(), std::vector<std::string>{(*w0)->address()});
 
-  Mlp local_model("", "");
-  SessionOptions one_thread;
-  one_thread.threads.num_threads = 1;
-  auto local = Session::Create(local_model.root, one_thread);
-  ASSERT_TRUE(local.ok());
-  ASSERT_TRUE((*local)->Run({}, {}, local_model.init).ok());
-  Batcher again(data, 32, 1);
-  TrainLoopOptions plain{.epochs = 30,
-                         .loss = local_model.loss.name(),
-                         .train_target = local_model.step.name(),
-                         .progress = false};
-  ASSERT_TRUE(TrainLoop(**local, again, plain, nullptr).ok());
-  for (size_t l = 0; l < model.weights.size(); ++l) {
-    auto got = elastic.session()->Run({}, {model.weights[l].node_name()});
-    auto want = (*local)->Run({}, {local_model.weights[l].node_name()});
-    ASSERT_TRUE(got.ok() && want.ok()) << got.status().ToString();
-    const auto a = (*got)[0].ToVector<float>(), b = (*want)[0].ToVector<float>();
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) {
-      ASSERT_NEAR(a[i], b[i], 1e-4f) << model.weights[l].node_name() << "[" << i << "]";
-    }
-  }
+  ExpectTheWeightsOfAnUninterruptedRun(*elastic.session(), model, data, 30);
   std::filesystem::remove_all(dir);
 }
 
