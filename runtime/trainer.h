@@ -88,8 +88,8 @@ struct EpochStats {
   int64_t dropped = 0;
 };
 
-// Runs the epochs; calls on_epoch after each, stopping at the first error from a step (one it
-// cannot recover from) or from on_epoch. A non-finite loss is an InvalidArgument naming the
+// Runs the epochs; calls on_epoch after each (again for an epoch that a recovery went back
+// into), stopping at the first error from a step (one it cannot recover from) or from on_epoch. A non-finite loss is an InvalidArgument naming the
 // epoch and step.
 Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& options,
                  const std::function<Status(const EpochStats&)>& on_epoch);

@@ -699,6 +699,77 @@ TEST(DistributedSessionTest, ReplicasWithAParameterServerTaskFollowTheSingleRepl
             "/job:ps/task:0/device:CPU:0");
 }
 
+// Asynchronous replicas with a parameter server task, one replica's worker killed mid-training
+// and restarted: TrainLoop stops both replicas, restores the newest checkpoint into a new
+// session and trains on; the loss still falls.
+TEST(DistributedSessionTest, AsynchronousReplicasRecoverFromAKilledWorker) {
+  TwoWorkers two;
+  ASSERT_NO_FATAL_FAILURE(two.Start());
+  auto ps = LocalWorker::Start(DFLOW_WORKER_BINARY, two.args);
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  DistributedOptions cluster = two.cluster;
+  cluster.cluster.jobs["ps"] = {(*ps)->address()};
+  Mlp model("", "");
+  ops::ReplicateOptions options;
+  options.devices = {"/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"};
+  options.parameter_servers = {"/job:ps/task:0/device:CPU:0"};
+  options.mode = ops::ReplicateOptions::Mode::kAsync;
+  auto replicated = ops::Replicate(model.root.graph(), options);
+  ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
+  auto first = DistributedSession::Create(*replicated->graph, {}, cluster);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  std::unique_ptr<Session> session = std::move(first).value();
+  ASSERT_TRUE(session->Run({}, {}, model.init).ok());
+
+  Dataset data = RandomImages(320, 4);
+  Batcher batches(data, 32, 1);
+  TrainLoopOptions o = RecoveringLoop(model, ::testing::TempDir() + "/async_checkpoints");
+  for (int r = 0; r < 2; ++r) {
+    o.replicas.push_back({.images_feed = ops::ReplicaName("x", r),
+                          .labels_feed = ops::ReplicaName("labels", r),
+                          .loss = ops::ReplicaName(model.loss.name(), r),
+                          .train_target = ops::ReplicaName(model.step.name(), r)});
+  }
+  std::unique_ptr<LocalWorker> restarted;
+  o.reconnect = [&]() -> Result<Session*> {
+    session.reset();
+    if (!restarted) {
+      ASSIGN_OR_RETURN(restarted, LocalWorker::Start(DFLOW_WORKER_BINARY, two.args,
+                                                     cluster.cluster.jobs["worker"][1]));
+    }
+    ASSIGN_OR_RETURN(auto s, DistributedSession::Create(*replicated->graph, {}, cluster));
+    session = std::move(s);
+    return session.get();
+  };
+  std::vector<double> losses;
+  std::atomic<bool> killed{false};
+  std::thread killer([&] {
+    for (int i = 0; i < 30000 && !killed; ++i) {
+      auto files = Checkpointer::List(o.checkpoint_dir);
+      if (!files.empty() && files[0].first >= 8) {
+        (*two.w1)->Stop(SIGKILL);
+        killed = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  EpochStats last;
+  Status st = TrainLoop(*session, batches, o, [&](const EpochStats& e) {
+    losses.push_back(e.mean_loss);
+    last = e;
+    return Status::OK();
+  });
+  killed = true;
+  killer.join();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(last.recoveries, 1);
+  EXPECT_EQ(last.epoch, 30);
+  ASSERT_GE(losses.size(), 30u);  // an epoch a recovery goes back into is reported again
+  EXPECT_LT(losses.back(), losses.front());
+  EXPECT_GT(last.steps, 0);
+  std::filesystem::remove_all(o.checkpoint_dir);
+}
+
 TEST(DistributedSessionTest, AWorkersNodeErrorReachesTheMasterNamingTheNode) {
   WorkerProcess w0("cpu:0"), w1("cpu:0");
   Scope root = Scope::NewRootScope();
