@@ -465,6 +465,8 @@ void BM_DataParallelMlp2Proc(benchmark::State& state) {
   replicas.devices = {"/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"};
   replicas.averaged = {m.loss.node_name()};
   replicas.chunk_bytes = kAllReduceChunk;
+  // Each worker gets its half of the batch from this process, as each DDP process reads its own.
+  replicas.feed_shards = true;
   auto replicated = ops::Replicate(m.root.graph(), replicas);
   if (!replicated.ok()) {
     state.SkipWithError(replicated.status().ToString().c_str());
@@ -476,7 +478,18 @@ void BM_DataParallelMlp2Proc(benchmark::State& state) {
     state.SkipWithError(session.status().ToString().c_str());
     return;
   }
-  const Session::Feeds feeds = WideMlp::Batch();
+  Session::Feeds feeds;
+  for (const auto& [name, whole] : WideMlp::Batch()) {
+    for (int r = 0; r < 2; ++r) {
+      std::vector<int64_t> dims = whole.shape().dim_vector();
+      dims[0] /= 2;
+      Tensor half(whole.dtype(), Shape(dims));
+      std::memcpy(half.raw_data(),
+                  static_cast<const char*>(whole.raw_data()) + r * half.num_bytes(),
+                  half.num_bytes());
+      feeds.emplace_back(ops::ReplicaName(name, r), half);
+    }
+  }
   Status s = (*session)->Run({}, {}, m.init).status();
   for (int i = 0; i < 5 && s.ok(); ++i)
     s = (*session)->Run(feeds, {m.loss.name()}, {m.step.name()}).status();

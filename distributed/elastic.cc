@@ -21,10 +21,11 @@ ElasticReplicas::ElasticReplicas(Graph single, ops::ReplicateOptions replicate,
 }
 
 Result<Session*> ElasticReplicas::Start() {
-  if (replicate_.mode != ops::ReplicateOptions::Mode::kSync || replicate_.backup_workers > 0) {
+  if (replicate_.mode != ops::ReplicateOptions::Mode::kSync || replicate_.backup_workers > 0 ||
+      replicate_.feed_shards) {
     return InvalidArgument(
-        "ElasticReplicas: only synchronous replicas are elastic (asynchronous ones and backup "
-        "workers name each replica's steps)");
+        "ElasticReplicas: only synchronous replicas fed whole batches are elastic (asynchronous "
+        "ones, backup workers and fed shards name each replica's feeds)");
   }
   if (all_.empty()) {
     return InvalidArgument("ElasticReplicas: the cluster has no tasks of job '{}'", options_.job);

@@ -143,7 +143,7 @@ class Replicator {
   // Synchronous with backup workers: replicas run their own steps, as asynchronous ones do, but
   // leave their gradients on the servers for one update a step.
   bool backups() const { return ps_mode() && !async() && o_.backup_workers > 0; }
-  bool own_batches() const { return async() || backups(); }
+  bool own_batches() const { return async() || backups() || o_.feed_shards; }
 
   // With parameter servers, a node is kept once (shared) unless it reads a batch (directly or
   // through others); the updates are shared too, their gradients averaged over replicas (or,

@@ -53,6 +53,11 @@ struct ReplicateOptions {
   // messages (0: pack every gradient). The data-parallel MLP's step: 7.2 ms against 8.2 with
   // its two big gradients packed.
   int64_t own_all_reduce_bytes = 256 << 10;
+  // Batch placeholders per replica (replica r's under ReplicaName(name, r)) instead of one split
+  // on the first device: the caller feeds each replica its share of the batch, so each share
+  // goes straight to its replica rather than through the first one (TrainLoopOptions::
+  // feed_shards splits the batches). As in the asynchronous modes, which always do this.
+  bool feed_shards = false;
   // Each device's host (AllReduceOptions::hosts; distributed::ReplicaHosts gives them from a
   // cluster spec): on several hosts, the all-reduces sum inside each host first.
   std::vector<std::string> hosts;

@@ -7,12 +7,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include "graph/mutex.h"
+#include "ops/replicate.h"
 #include "runtime/checkpointer.h"
 
 namespace dflow {
@@ -66,6 +68,30 @@ Result<int64_t> Recover(const Status& why, const std::string& what, int64_t step
                "TrainLoop: resumed from the checkpoint of step %lld (%lld steps done again)\n",
                static_cast<long long>(*restored), static_cast<long long>(step - *restored));
   return *restored;
+}
+
+// The step's feeds: the batch whole, or cut into o.feed_shards parts along its first dimension,
+// part r under replica r's names.
+Result<Session::Feeds> StepFeeds(const TrainLoopOptions& o, const Tensor& images,
+                                 const Tensor& labels) {
+  if (o.feed_shards <= 1) return Session::Feeds{{o.images_feed, images}, {o.labels_feed, labels}};
+  Session::Feeds feeds;
+  for (const auto& [name, whole] : {std::pair{o.images_feed, images}, {o.labels_feed, labels}}) {
+    const int64_t rows = whole.shape().rank() > 0 ? whole.shape()[0] : 0;
+    if (rows % o.feed_shards != 0) {
+      return InvalidArgument("TrainLoop: a batch of {} rows of '{}' does not split into {} shards",
+                             rows, name, o.feed_shards);
+    }
+    std::vector<int64_t> dims = whole.shape().dim_vector();
+    dims[0] = rows / o.feed_shards;
+    const size_t bytes = whole.num_bytes() / o.feed_shards;
+    for (int r = 0; r < o.feed_shards; ++r) {
+      Tensor part(whole.dtype(), Shape(dims));
+      std::memcpy(part.raw_data(), static_cast<const char*>(whole.raw_data()) + r * bytes, bytes);
+      feeds.emplace_back(ops::ReplicaName(name, r), std::move(part));
+    }
+  }
+  return feeds;
 }
 
 double ScalarLoss(const Tensor& t) {
@@ -547,8 +573,8 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
     }
     while (o.replicas.empty() && in_epoch < total && batches.Next(&images, &labels)) {
       auto t0 = Clock::now();
-      auto out = current->Run({{o.images_feed, images}, {o.labels_feed, labels}}, {o.loss},
-                              {o.train_target});
+      ASSIGN_OR_RETURN(Session::Feeds feeds, StepFeeds(o, images, labels));
+      auto out = current->Run(feeds, {o.loss}, {o.train_target});
       if (!out.ok()) {
         RETURN_IF_ERROR(recover(out.status(), fmt::format("step {}", step + 1)));
         rewound = true;

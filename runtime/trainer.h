@@ -21,6 +21,10 @@ struct TrainLoopOptions {
   std::string labels_feed = "labels";  // placeholder fed with each batch's labels
   std::string loss;                    // scalar tensor fetched every step
   std::string train_target;            // node run every step (the optimizer's update)
+  // Synchronous replicas fed their shares (ops::ReplicateOptions::feed_shards): each batch is
+  // cut into this many equal parts along its first dimension, part r fed to replica r's
+  // placeholders ("x" for replica 0, "replicaR/x" for the others). 0 or 1: whole batches.
+  int feed_shards = 0;
   bool progress = true;
   int64_t max_steps_per_epoch = -1;  // > 0: shortened epochs (for CI)
   // Checkpoints (runtime/checkpointer.h), none while checkpoint_dir is empty: the variables
@@ -89,8 +93,8 @@ struct EpochStats {
 };
 
 // Runs the epochs; calls on_epoch after each (again for an epoch that a recovery went back
-// into), stopping at the first error from a step (one it cannot recover from) or from on_epoch. A non-finite loss is an InvalidArgument naming the
-// epoch and step.
+// into), stopping at the first error from a step (one it cannot recover from) or from on_epoch. A
+// non-finite loss is an InvalidArgument naming the epoch and step.
 Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& options,
                  const std::function<Status(const EpochStats&)>& on_epoch);
 

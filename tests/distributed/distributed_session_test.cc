@@ -562,7 +562,7 @@ TEST(DistributedSessionTest, ElasticReplicasAreSynchronousOnly) {
   ElasticReplicas elastic(model.root.graph(), replicate, cluster, {}, {});
   auto started = elastic.Start();
   EXPECT_EQ(started.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(MessageHas(started.status(), {"only synchronous replicas are elastic"}));
+  EXPECT_TRUE(MessageHas(started.status(), {"only synchronous replicas fed whole batches"}));
   ElasticReplicas no_job(model.root.graph(), {}, cluster, {}, {.job = "trainer"});
   EXPECT_TRUE(MessageHas(no_job.Start().status(), {"no tasks of job 'trainer'"}));
 }

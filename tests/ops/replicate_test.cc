@@ -18,6 +18,7 @@
 #include "ops/optimizers.h"
 #include "ops/replicate_fixture.h"
 #include "runtime/session.h"
+#include "runtime/trainer.h"
 #include "test_util.h"
 
 namespace dflow {
@@ -342,6 +343,52 @@ struct TwoReplicas {
     ASSERT_TRUE(session->Run({}, {}, model.init).ok());
   }
 };
+
+// Fed shards: each replica's share of the batch fed under its own name (TrainLoop cuts the
+// batches) trains as the whole batch does in the single replica.
+TEST(ReplicateTest, ReplicasFedTheirSharesFollowTheSingleReplica) {
+  Mlp single(true), model(true);
+  ops::ReplicateOptions options;
+  options.devices = {"cpu:0", "cpu:1"};
+  options.averaged = {model.loss};
+  options.feed_shards = true;
+  auto replicated = ops::Replicate(model.root.graph(), options);
+  ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
+  EXPECT_FALSE(replicated->graph->FindNode("x/replica_split").has_value());
+  ASSERT_TRUE(replicated->graph->FindNode("replica1/labels").has_value());
+  auto one = Session::Create(single.root);
+  auto many = Session::Create(*replicated->graph, Devices(2));
+  ASSERT_TRUE(one.ok() && many.ok());
+  ASSERT_TRUE((*one)->Run({}, {}, single.init).ok());
+  ASSERT_TRUE((*many)->Run({}, {}, model.init).ok());
+  Session::Feeds all = Batch(0, 64);
+  Dataset data{all[0].second, all[1].second};
+  TrainLoopOptions whole{
+      .epochs = 2, .loss = single.loss, .train_target = single.step, .progress = false};
+  TrainLoopOptions shards{.epochs = 2,
+                          .loss = model.loss,
+                          .train_target = model.step,
+                          .feed_shards = 2,
+                          .progress = false};
+  Batcher a(data, 8, 3), b(data, 8, 3);
+  ASSERT_TRUE(TrainLoop(**one, a, whole, nullptr).ok());
+  Status trained = TrainLoop(**many, b, shards, nullptr);
+  ASSERT_TRUE(trained.ok()) << trained.ToString();
+  auto want = (*one)->Run({}, single.variables);
+  auto got = (*many)->Run({}, model.variables);
+  ASSERT_TRUE(want.ok() && got.ok());
+  for (size_t v = 0; v < model.variables.size(); ++v) {
+    auto w = (*want)[v].ToVector<float>(), g2 = (*got)[v].ToVector<float>();
+    for (size_t i = 0; i < w.size(); ++i) {
+      ASSERT_NEAR(g2[i], w[i], 1e-5 + 1e-4 * std::abs(w[i]))
+          << model.variables[v] << "[" << i << "]";
+    }
+  }
+  // A batch that does not cut into the shards names the rows and the feed.
+  Batcher odd(data, 7, 3);
+  Status uneven = TrainLoop(**many, odd, shards, nullptr);
+  EXPECT_TRUE(MessageHas(uneven, {"a batch of 7 rows of 'x'", "2 shards"})) << uneven.ToString();
+}
 
 TEST(ReplicateTest, SyncCopiesReplicaZerosVariablesToTheOthers) {
   TwoReplicas two;
