@@ -571,20 +571,38 @@ TEST(DistributedSessionTest, ElasticReplicasAreSynchronousOnly) {
 TEST(DistributedSessionTest, AWorkerUnderALauncherListensOnThePortPlusItsRank) {
   auto token = WriteTokenFile(::testing::TempDir(), kToken);
   ASSERT_TRUE(token.ok());
-  int probe = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const int base = ntohs(addr.sin_port);
-  close(probe);
-  auto w = LocalWorker::Start(DFLOW_WORKER_BINARY, {"--token-file", *token},
-                              fmt::format("127.0.0.1:{}", base),
-                              {"env", "OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2"});
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
-  EXPECT_EQ((*w)->address(), fmt::format("127.0.0.1:{}", base + 1));
+  // A port the kernel hands out, the one above it free too when checked; another process may
+  // still take it before the worker binds (the tests run side by side), so a few tries.
+  auto bind_port = [](int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    socklen_t len = sizeof(addr);
+    int got = -1;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      got = ntohs(addr.sin_port);
+    }
+    close(fd);
+    return got;
+  };
+  Status last;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const int base = bind_port(0);
+    if (base <= 0 || base >= 65535 || bind_port(base + 1) != base + 1) continue;
+    auto w = LocalWorker::Start(DFLOW_WORKER_BINARY, {"--token-file", *token},
+                                fmt::format("127.0.0.1:{}", base),
+                                {"env", "OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2"});
+    if (!w.ok()) {
+      last = w.status();
+      continue;
+    }
+    EXPECT_EQ((*w)->address(), fmt::format("127.0.0.1:{}", base + 1));
+    return;
+  }
+  FAIL() << "no worker started in 10 tries; the last: " << last.ToString();
 }
 
 // dflow-launch starts the workers and brings back one killed with -9; TrainLoop's reconnect only
