@@ -124,7 +124,7 @@ void Checkpointer::Loop() {
 }
 
 Status Checkpointer::Write(int64_t step, const std::map<std::string, Tensor>& values) {
-  RETURN_IF_ERROR(serialization::SaveCheckpoint(values, PathOf(options_.dir, step)));
+  RETURN_IF_ERROR(writer_.Save(values, PathOf(options_.dir, step)));
   // The newest `keep` stay; an older file that cannot be removed is left for the next time.
   auto all = List(options_.dir);
   for (size_t i = static_cast<size_t>(options_.keep); i < all.size(); ++i) {

@@ -26,6 +26,7 @@
 #include "graph/mutex.h"
 #include "graph/thread_annotations.h"
 #include "runtime/session.h"
+#include "serialization/checkpoint_file.h"
 
 namespace dflow {
 
@@ -65,6 +66,7 @@ class Checkpointer {
   Status Write(int64_t step, const std::map<std::string, Tensor>& values);
 
   const CheckpointerOptions options_;
+  serialization::CheckpointWriter writer_;  // the writer thread's only
   mutable Mutex mu_;
   CondVar cv_;
   struct Snapshot {

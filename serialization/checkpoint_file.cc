@@ -7,10 +7,18 @@
 
 namespace dflow::serialization {
 
-std::string EncodeCheckpoint(const std::map<std::string, Tensor>& variables) {
+namespace {
+
+size_t EncodedSize(const std::map<std::string, Tensor>& variables) {
   size_t bytes = 1024;
   for (const auto& [name, t] : variables) bytes += t.num_bytes() + name.size() + 64;
-  flatbuffers::FlatBufferBuilder b(bytes);
+  return bytes;
+}
+
+// The checkpoint's bytes in `b` (cleared first).
+std::string_view Encode(const std::map<std::string, Tensor>& variables,
+                        flatbuffers::FlatBufferBuilder& b) {
+  b.Clear();
   std::vector<flatbuffers::Offset<fb::Variable>> vars;
   for (const auto& [name, t] : variables) {
     auto value = EncodeTensor(b, t);
@@ -18,7 +26,26 @@ std::string EncodeCheckpoint(const std::map<std::string, Tensor>& variables) {
   }
   auto vec = b.CreateVector(vars);
   b.Finish(fb::CreateCheckpoint(b, kCheckpointFormatVersion, vec), fb::CheckpointIdentifier());
-  return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+  return {reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()};
+}
+
+}  // namespace
+
+std::string EncodeCheckpoint(const std::map<std::string, Tensor>& variables) {
+  flatbuffers::FlatBufferBuilder b(EncodedSize(variables));
+  return std::string(Encode(variables, b));
+}
+
+struct CheckpointWriter::Buffer {
+  flatbuffers::FlatBufferBuilder builder{1024};
+};
+
+CheckpointWriter::CheckpointWriter() : buffer_(std::make_unique<Buffer>()) {}
+CheckpointWriter::~CheckpointWriter() = default;
+
+Status CheckpointWriter::Save(const std::map<std::string, Tensor>& variables,
+                              const std::string& path) {
+  return WriteFileAtomically(path, Encode(variables, buffer_->builder));
 }
 
 Result<std::map<std::string, Tensor>> DecodeCheckpoint(std::string_view bytes,
@@ -40,7 +67,8 @@ Result<std::map<std::string, Tensor>> DecodeCheckpoint(std::string_view bytes,
 }
 
 Status SaveCheckpoint(const std::map<std::string, Tensor>& variables, const std::string& path) {
-  return WriteFileAtomically(path, EncodeCheckpoint(variables));
+  flatbuffers::FlatBufferBuilder b(EncodedSize(variables));
+  return WriteFileAtomically(path, Encode(variables, b));
 }
 
 Result<std::map<std::string, Tensor>> LoadCheckpoint(const std::string& path) {

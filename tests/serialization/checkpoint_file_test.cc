@@ -2,10 +2,12 @@
 // RestoreCheckpoint with their errors.
 #include "serialization/checkpoint_file.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
@@ -71,6 +73,28 @@ std::unique_ptr<Session> Make(const Scope& root, const SessionOptions& options =
 }
 
 std::vector<float> Read(Session& s) { return s.Run({}, {"read"})->at(0).ToVector<float>(); }
+
+// One writer, one checkpoint after another (its buffer kept): each file loads back as written,
+// a smaller one after a bigger one included, and matches SaveCheckpoint's bytes.
+TEST(CheckpointFileTest, AWriterReusesItsBufferAcrossCheckpoints) {
+  CheckpointWriter writer;
+  for (int n : {1000, 10, 300}) {
+    std::map<std::string, Tensor> vars;
+    vars["w"] = Tensor::FromVector<float>(std::vector<float>(n, 0.5f * n), Shape{n});
+    vars["step"] = Tensor::FromVector<int64_t>({int64_t{n}}, Shape{});
+    const std::string path = ::testing::TempDir() + fmt::format("/writer_{}.dfckpt", n);
+    ASSERT_TRUE(writer.Save(vars, path).ok());
+    auto loaded = LoadCheckpoint(path);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    ASSERT_EQ(loaded->size(), 2u);
+    EXPECT_EQ(loaded->at("w").ToVector<float>(), vars["w"].ToVector<float>());
+    EXPECT_EQ(loaded->at("step").ToVector<int64_t>(), std::vector<int64_t>{int64_t{n}});
+    std::ifstream in(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(bytes, EncodeCheckpoint(vars)) << n;
+    std::filesystem::remove(path);
+  }
+}
 
 TEST(CheckpointFileTest, SessionsSaveAndRestoreVariablesByName) {
   Model m;
