@@ -27,6 +27,22 @@ namespace {
 using testing::Devices;
 using testing::MessageHas;
 
+// The variables of `model` in `many` (replica 0's, or the servers') equal the single replica's
+// in `one` within rounding.
+void ExpectTheSameVariables(Session& one, const Mlp& single, Session& many, const Mlp& model) {
+  auto want = one.Run({}, single.variables);
+  auto got = many.Run({}, model.variables);
+  ASSERT_TRUE(want.ok() && got.ok()) << got.status().ToString();
+  for (size_t v = 0; v < model.variables.size(); ++v) {
+    auto w = (*want)[v].ToVector<float>(), g = (*got)[v].ToVector<float>();
+    ASSERT_EQ(w.size(), g.size()) << model.variables[v];
+    for (size_t i = 0; i < w.size(); ++i) {
+      ASSERT_NEAR(g[i], w[i], 1e-5 + 1e-4 * std::abs(w[i]))
+          << model.variables[v] << "[" << i << "]";
+    }
+  }
+}
+
 void TrainAgainstOneReplica(int replicas, bool adam, int64_t first_bucket_bytes,
                             int parameter_servers = 0, int64_t max_variable_bytes = 0,
                             const std::vector<std::string>& hosts = {},
@@ -176,17 +192,7 @@ TEST(ReplicateTest, AsynchronousReplicasApplyTheirOwnGradientsToTheServersVariab
     const float la = (*a)[0].data<float>()[0], lb = (*b)[0].data<float>()[0];
     EXPECT_NEAR(lb, la, 1e-5 * std::abs(la)) << "step " << step << ", replica " << r;
   }
-  auto want = (*one)->Run({}, single.variables);
-  auto got = (*many)->Run({}, model.variables);
-  ASSERT_TRUE(want.ok() && got.ok());
-  for (size_t v = 0; v < model.variables.size(); ++v) {
-    auto w = (*want)[v].ToVector<float>(), g2 = (*got)[v].ToVector<float>();
-    ASSERT_EQ(w.size(), g2.size());
-    for (size_t i = 0; i < w.size(); ++i) {
-      ASSERT_NEAR(g2[i], w[i], 1e-5 + 1e-4 * std::abs(w[i]))
-          << model.variables[v] << "[" << i << "]";
-    }
-  }
+  ExpectTheSameVariables(**one, single, **many, model);
 }
 
 // Backup workers: each replica leaves its gradients in slots on the server, and the update
@@ -250,16 +256,7 @@ TEST(ReplicateTest, BackupWorkersUpdateWithTheWeightedGradientsOfTheReplicasCoun
     }
     ASSERT_TRUE((*one)->Run(whole, {}, {single.step}).ok());
   }
-  auto want = (*one)->Run({}, single.variables);
-  auto got = (*many)->Run({}, model.variables);
-  ASSERT_TRUE(want.ok() && got.ok());
-  for (size_t v = 0; v < model.variables.size(); ++v) {
-    auto w = (*want)[v].ToVector<float>(), g2 = (*got)[v].ToVector<float>();
-    for (size_t i = 0; i < w.size(); ++i) {
-      ASSERT_NEAR(g2[i], w[i], 1e-5 + 1e-4 * std::abs(w[i]))
-          << model.variables[v] << "[" << i << "]";
-    }
-  }
+  ExpectTheSameVariables(**one, single, **many, model);
 }
 
 TEST(ReplicateTest, BoundedStalenessGivesTheBoundForTrainLoop) {
@@ -374,16 +371,7 @@ TEST(ReplicateTest, ReplicasFedTheirSharesFollowTheSingleReplica) {
   ASSERT_TRUE(TrainLoop(**one, a, whole, nullptr).ok());
   Status trained = TrainLoop(**many, b, shards, nullptr);
   ASSERT_TRUE(trained.ok()) << trained.ToString();
-  auto want = (*one)->Run({}, single.variables);
-  auto got = (*many)->Run({}, model.variables);
-  ASSERT_TRUE(want.ok() && got.ok());
-  for (size_t v = 0; v < model.variables.size(); ++v) {
-    auto w = (*want)[v].ToVector<float>(), g2 = (*got)[v].ToVector<float>();
-    for (size_t i = 0; i < w.size(); ++i) {
-      ASSERT_NEAR(g2[i], w[i], 1e-5 + 1e-4 * std::abs(w[i]))
-          << model.variables[v] << "[" << i << "]";
-    }
-  }
+  ExpectTheSameVariables(**one, single, **many, model);
   // A batch that does not cut into the shards names the rows and the feed.
   Batcher odd(data, 7, 3);
   Status uneven = TrainLoop(**many, odd, shards, nullptr);
