@@ -312,7 +312,7 @@ class Replicator {
       const Shape& shape = node.output_shape(0);
       const bool batch = n_ > 1 && shape.rank() > 0 && shape.dims()[0] < 0;
       if (batch && own_batches()) {
-        // A placeholder of each replica's own, fed a whole batch.
+        // A placeholder of each replica's own, fed its batch or its share of one.
         out_[0][id] = {whole};
         for (int r = 1; r < n_; ++r) {
           const int own = root_.WithOpName(Name(id, r))
@@ -502,8 +502,7 @@ class Replicator {
 
   // A NoOp assigning replica 0's value of every variable to the other replicas' copies.
   Status AddSync() {
-    std::string name = "replica_sync";
-    for (int i = 1; root_.graph().FindNode(name); ++i) name = fmt::format("replica_sync_{}", i);
+    const std::string name = FreeName("replica_sync");
     std::vector<Output> assigns;
     for (int id = 0; id < g_.num_nodes(); ++id) {
       if (g_.node(id).op() != "Variable") continue;

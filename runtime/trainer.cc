@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <set>
 #include <thread>
 #include <vector>
 
@@ -303,6 +302,7 @@ class BackupEpoch : public ReplicaEpoch {
         n_(static_cast<int>(s_.options->replicas.size())),
         k_(n_ - s_.options->backup_workers) {
     work_.resize(n_);
+    running_.assign(n_, false);
   }
 
   Status Run(std::string* what) DFLOW_EXCLUDES(mu_) {
@@ -341,13 +341,12 @@ class BackupEpoch : public ReplicaEpoch {
       int started = 0;
       for (int r = 0; r < n_ && !stop_; ++r) {
         Work& w = work_[r];
-        if (idle_.count(r) == 0 && started_once_.count(r) > 0) continue;  // still running
+        if (running_[r]) continue;
         if (taken_ >= s_.total || !s_.batches->Next(&w.images, &w.labels)) break;
         ++taken_;
         w.assigned = true;
         w.tag = step_;
-        idle_.erase(r);
-        started_once_.insert(r);
+        running_[r] = true;
         ++busy_;
         ++started;
       }
@@ -434,7 +433,7 @@ class BackupEpoch : public ReplicaEpoch {
                                  {names.loss}, {names.train_target}, run);
       MutexLock lock(mu_);
       --busy_;
-      idle_.insert(r);
+      running_[r] = false;
       cv_.NotifyAll();
       if (!out.ok()) {
         if (!stop_) Fail(out.status(), fmt::format("step {} (replica {})", tag + 1, r));
@@ -451,9 +450,8 @@ class BackupEpoch : public ReplicaEpoch {
 
   const int n_, k_;
   std::vector<Work> work_ DFLOW_GUARDED_BY(mu_);
-  std::set<int> idle_ DFLOW_GUARDED_BY(mu_);          // done with their last step
-  std::set<int> started_once_ DFLOW_GUARDED_BY(mu_);  // given a step this epoch
-  int busy_ DFLOW_GUARDED_BY(mu_) = 0;
+  std::vector<bool> running_ DFLOW_GUARDED_BY(mu_);  // a step of the replica's is under way
+  int busy_ DFLOW_GUARDED_BY(mu_) = 0;               // of them running
   std::vector<std::pair<int, double>> counted_ DFLOW_GUARDED_BY(mu_);  // this step's, and losses
   int64_t step_examples_ DFLOW_GUARDED_BY(mu_) = 0;
 };
