@@ -456,6 +456,41 @@ class BackupEpoch : public ReplicaEpoch {
   int64_t step_examples_ DFLOW_GUARDED_BY(mu_) = 0;
 };
 
+// NotFound naming the option and the node when `ref` ("node" or "node:i") names no node of
+// `graph`: checked before the first step, so a misspelt name of a replica that might not get a
+// step before the others finish an epoch still ends the loop.
+Status CheckNamed(const Graph& graph, const std::string& what, const std::string& ref) {
+  if (ref.empty()) return Status::OK();
+  ASSIGN_OR_RETURN(InputRef parsed, ParseInputRef(ref));
+  if (!graph.FindNode(parsed.node)) {
+    return NotFound("TrainLoop: {} '{}': no node named '{}'", what, ref, parsed.node);
+  }
+  return Status::OK();
+}
+
+Status CheckNames(const Graph& graph, const TrainLoopOptions& o) {
+  if (o.replicas.empty()) {
+    RETURN_IF_ERROR(CheckNamed(graph, "images_feed", o.images_feed));
+    RETURN_IF_ERROR(CheckNamed(graph, "labels_feed", o.labels_feed));
+    RETURN_IF_ERROR(CheckNamed(graph, "loss", o.loss));
+    RETURN_IF_ERROR(CheckNamed(graph, "train_target", o.train_target));
+    for (int r = 1; r < o.feed_shards; ++r) {
+      RETURN_IF_ERROR(CheckNamed(graph, "images_feed's shard", ops::ReplicaName(o.images_feed, r)));
+      RETURN_IF_ERROR(CheckNamed(graph, "labels_feed's shard", ops::ReplicaName(o.labels_feed, r)));
+    }
+  }
+  for (size_t r = 0; r < o.replicas.size(); ++r) {
+    const TrainLoopOptions::Replica& rep = o.replicas[r];
+    const std::string of = fmt::format("replica {}'s ", r);
+    RETURN_IF_ERROR(CheckNamed(graph, of + "images_feed", rep.images_feed));
+    RETURN_IF_ERROR(CheckNamed(graph, of + "labels_feed", rep.labels_feed));
+    RETURN_IF_ERROR(CheckNamed(graph, of + "loss", rep.loss));
+    RETURN_IF_ERROR(CheckNamed(graph, of + "train_target", rep.train_target));
+  }
+  RETURN_IF_ERROR(CheckNamed(graph, "apply_target", o.apply_target));
+  return CheckNamed(graph, "weights_feed", o.weights_feed);
+}
+
 }  // namespace
 
 Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
@@ -476,6 +511,7 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
       return InvalidArgument("TrainLoop: replica {} needs a loss to fetch and a train target", r);
     }
   }
+  RETURN_IF_ERROR(CheckNames(session.graph(), o));
   const bool tty = isatty(STDERR_FILENO);
   std::unique_ptr<Checkpointer> checkpointer;
   if (!o.checkpoint_dir.empty()) {

@@ -111,14 +111,14 @@ TEST(TrainerTest, StepErrorsComeBackUnchanged) {
 }
 
 // Two replicas TrainLoop runs at once, each counting its steps in a variable of its own: replica
-// 0 on cpu:0 does almost nothing, replica 1 on cpu:1 ten (or `matmuls`) 192x192 MatMuls per
-// step.
+// 0 on cpu:0 does `matmuls[0]` 192x192 MatMuls per step (none by default), replica 1 on cpu:1
+// `matmuls[1]` (ten).
 struct UnevenReplicas {
   Scope root = Scope::NewRootScope();
   std::vector<std::string> init;
   TrainLoopOptions::Replica replica[2];
   std::string extra_targets[2];  // run with each replica's step when set
-  int matmuls = 10;              // replica 1's work
+  int matmuls[2] = {0, 10};      // each replica's work
   std::unique_ptr<Session> session;
 
   void Start() {
@@ -132,12 +132,12 @@ struct UnevenReplicas {
       init.push_back(count.init.node_name());
       Output loss =
           ops::Add(on, ops::ReduceMean(on, x), ops::Cast(on, ops::ReduceSum(on, y), DType::kF32));
-      if (r == 1) {
-        auto w = ops::InitializedVariable(on.WithOpName("w"), Shape{192, 192},
+      if (matmuls[r] > 0) {
+        auto w = ops::InitializedVariable(on.WithOpName(p + "w"), Shape{192, 192},
                                           ops::Initializer::GlorotUniform(3));
         init.push_back(w.init.node_name());
         Output h = w.var;
-        for (int i = 0; i < matmuls; ++i) h = ops::MatMul(on, h, w.var);
+        for (int i = 0; i < matmuls[r]; ++i) h = ops::MatMul(on, h, w.var);
         loss = ops::Add(on, loss, ops::Mul(on, ops::ReduceSum(on, h), ops::Const(on, 0.0f)));
       }
       loss = ops::Identity(on.WithOpName(p + "loss"), loss);
@@ -158,11 +158,11 @@ struct UnevenReplicas {
     ASSERT_TRUE(session->Run({}, {}, init).ok());
   }
 
-  // One epoch of 64 batches; each replica's steps.
+  // One epoch of `batches` batches of 16; each replica's steps.
   void Train(int max_staleness, EpochStats* stats, float counts[2],
-             const std::string& checkpoint_dir = "") {
-    Dataset data = Separable(1024);
-    Batcher batches(data, 16, 1);
+             const std::string& checkpoint_dir = "", int batches = 64) {
+    Dataset data = Separable(16 * batches);
+    Batcher batcher(data, 16, 1);
     TrainLoopOptions o{.progress = false};
     o.replicas = {replica[0], replica[1]};
     o.max_staleness = max_staleness;
@@ -170,7 +170,7 @@ struct UnevenReplicas {
       o.checkpoint_dir = checkpoint_dir;
       o.checkpoint_every_steps = 5;
     }
-    Status st = TrainLoop(*session, batches, o, [&](const EpochStats& e) {
+    Status st = TrainLoop(*session, batcher, o, [&](const EpochStats& e) {
       *stats = e;
       return Status::OK();
     });
@@ -184,12 +184,16 @@ struct UnevenReplicas {
 
 TEST(TrainerTest, AsynchronousReplicasRunAtTheirOwnPace) {
   UnevenReplicas uneven;
+  uneven.matmuls[0] = 1;
   ASSERT_NO_FATAL_FAILURE(uneven.Start());
   EpochStats stats;
   float counts[2];
-  ASSERT_NO_FATAL_FAILURE(uneven.Train(-1, &stats, counts));
-  EXPECT_EQ(stats.steps, 64);
-  EXPECT_EQ(counts[0] + counts[1], 64);
+  // A MatMul a step for the fast replica and 256 batches: long enough that the slow replica's
+  // thread gets going before the fast one has taken every batch on a loaded machine (with no
+  // work and 64 batches, the fast one had taken them all 6 ms after the start).
+  ASSERT_NO_FATAL_FAILURE(uneven.Train(-1, &stats, counts, "", 256));
+  EXPECT_EQ(stats.steps, 256);
+  EXPECT_EQ(counts[0] + counts[1], 256);
   EXPECT_EQ(stats.held, 0);
   // The fast replica takes most batches, and the slow one's steps miss its updates.
   EXPECT_GT(counts[0], counts[1] + 2) << counts[1];
@@ -223,7 +227,7 @@ TEST(TrainerTest, BoundedStalenessHoldsTheFastReplica) {
 // step, and the slow one's late gradients are dropped.
 TEST(TrainerTest, BackupWorkersDoNotWaitForTheSlowReplica) {
   UnevenReplicas uneven;
-  uneven.matmuls = 40;
+  uneven.matmuls[1] = 100;
   Scope& root = uneven.root;
   std::vector<Output> weighted;
   auto weights = ops::Placeholder(root.WithOpName("weights"), DType::kF32, Shape{2});
@@ -277,7 +281,9 @@ TEST(TrainerTest, BackupWorkersDoNotWaitForTheSlowReplica) {
   EXPECT_LE(sum, steps + c1);
 }
 
-TEST(TrainerTest, AReplicasFailureStopsTheOthersAndComesBack) {
+TEST(TrainerTest, MisnamedReplicaOptionsAreRefusedBeforeTheFirstStep) {
+  // Checked up front: a replica whose first step would only come after the others had done
+  // the whole epoch must not let a misspelt name through.
   UnevenReplicas uneven;
   ASSERT_NO_FATAL_FAILURE(uneven.Start());
   Dataset data = Separable(512);
@@ -287,7 +293,13 @@ TEST(TrainerTest, AReplicasFailureStopsTheOthersAndComesBack) {
   o.replicas[1].train_target = "no_such_step";
   Status st = TrainLoop(*uneven.session, batches, o, nullptr);
   EXPECT_EQ(st.code(), StatusCode::kNotFound);
-  EXPECT_TRUE(MessageHas(st, {"no_such_step"})) << st.ToString();
+  EXPECT_TRUE(MessageHas(st, {"replica 1's train_target", "no_such_step"})) << st.ToString();
+  o.replicas[1] = uneven.replica[1];
+  o.replicas[0].labels_feed = "no_such_labels";
+  st = TrainLoop(*uneven.session, batches, o, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+  EXPECT_TRUE(MessageHas(st, {"replica 0's labels_feed", "no_such_labels"})) << st.ToString();
+  o.replicas[0] = uneven.replica[0];
   o.replicas[1].loss = "";
   st = TrainLoop(*uneven.session, batches, o, nullptr);
   EXPECT_TRUE(MessageHas(st, {"replica 1 needs a loss"})) << st.ToString();
@@ -295,6 +307,39 @@ TEST(TrainerTest, AReplicasFailureStopsTheOthersAndComesBack) {
   o.backup_workers = 1;
   st = TrainLoop(*uneven.session, batches, o, nullptr);
   EXPECT_TRUE(MessageHas(st, {"1 backup workers", "apply_target"})) << st.ToString();
+  TrainLoopOptions single{.loss = "r0_loss", .train_target = "r0_step", .progress = false};
+  st = TrainLoop(*uneven.session, batches, single, nullptr);  // images_feed "x" by default
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+  EXPECT_TRUE(MessageHas(st, {"images_feed 'x'"})) << st.ToString();
+}
+
+TEST(TrainerTest, AReplicasFailureStopsTheOthersAndComesBack) {
+  UnevenReplicas uneven;
+  ASSERT_NO_FATAL_FAILURE(uneven.Start());
+  Dataset data = Separable(512);
+  Batcher batches(data, 16, 1);
+  TrainLoopOptions o{.progress = false};
+  o.replicas = {uneven.replica[0], uneven.replica[1]};
+  // Replica 1 feeds replica 0's placeholder, so its first step fails at run time; staleness 1
+  // holds replica 0 until then, so the failure comes whatever the threads' timing.
+  o.replicas[1].images_feed = uneven.replica[0].images_feed;
+  o.max_staleness = 1;
+  Status st = TrainLoop(*uneven.session, batches, o, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(st, {"placeholder 'r1_x'", "must be fed"})) << st.ToString();
+  auto counts = uneven.session->Run({}, {"r0_count", "r1_count"});
+  ASSERT_TRUE(counts.ok()) << counts.status().ToString();
+  EXPECT_LE((*counts)[0].data<float>()[0], 2.0f);  // held at most one step ahead of none done
+  EXPECT_EQ((*counts)[1].data<float>()[0], 0.0f);
+  // The same session trains again with the right feeds: every batch stepped by one replica.
+  o.replicas[1] = uneven.replica[1];
+  int64_t steps = 0;
+  st = TrainLoop(*uneven.session, batches, o, [&](const EpochStats& e) {
+    steps = e.steps;
+    return Status::OK();
+  });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(steps, 512 / 16);
 }
 
 }  // namespace
