@@ -11,6 +11,8 @@
 //                          dflow-workers of one core each, against two in-process devices;
 //   BM_AllReduce2Proc      the ring all-reduce of 256 KiB, 4 MiB and 64 MiB between two
 //                          dflow-workers (scripts/bench.sh: against MPI_Allreduce and gloo);
+//                          DFLOW_ALLREDUCE_TRACE=FILE writes FILE.BYTES, a timeline of three
+//                          steps of each size;
 //   BM_DataParallelMlp2Proc     the MLP trained by two replicas on two dflow-workers (against
 //                          PyTorch DistributedDataParallel on two processes); DFLOW_DP_TRACE=FILE
 //                          writes a timeline of five of its steps first;
@@ -438,6 +440,20 @@ void BM_AllReduce2Proc(benchmark::State& state) {
   if (!s.ok() || !check.ok()) {
     state.SkipWithError((s.ok() ? check.status() : s).ToString().c_str());
     return;
+  }
+  if (const char* path = std::getenv("DFLOW_ALLREDUCE_TRACE")) {
+    // A timeline of three steps of this size for chrome://tracing or ui.perfetto.dev.
+    std::vector<StepTrace> traces(3);
+    for (auto& t : traces) {
+      Session::RunOptions traced;
+      traced.trace = &t;
+      (void)(*session)->Run({}, {}, targets, traced);
+    }
+    Status written = WriteChromeTrace(traces, fmt::format("{}.{}", path, bytes));
+    if (!written.ok()) {
+      state.SkipWithError(written.ToString().c_str());
+      return;
+    }
   }
   for (auto _ : state) {
     auto out = (*session)->Run({}, {}, targets);

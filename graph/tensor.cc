@@ -57,6 +57,7 @@ Tensor& Tensor::operator=(const Tensor& o) {
   dtype_ = o.dtype_;
   shape_ = o.shape_;
   buf_ = o.buf_;
+  offset_ = o.offset_;
   return *this;
 }
 
@@ -66,6 +67,7 @@ Tensor& Tensor::operator=(Tensor&& o) noexcept {
     dtype_ = o.dtype_;
     shape_ = o.shape_;
     buf_ = o.buf_;
+    offset_ = o.offset_;
     o.buf_ = nullptr;
   }
   return *this;
@@ -80,6 +82,14 @@ Tensor Tensor::Reshaped(const Shape& shape) const {
   DFLOW_CHECK(shape.num_elements() == num_elements());
   Tensor t(*this);
   t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::Part(int64_t first, const Shape& shape) const {
+  DFLOW_CHECK(first >= 0 && first + shape.num_elements() <= num_elements());
+  Tensor t(*this);
+  t.shape_ = shape;
+  t.offset_ += static_cast<size_t>(first) * DTypeSize(dtype_);
   return t;
 }
 

@@ -1,8 +1,9 @@
 // Tensor: a dtype, a shape and a reference-counted buffer.
 //
 // Copying a Tensor shares its buffer (no data copy); the buffer returns to its allocator when
-// the last Tensor referring to it goes. Buffers on the CPU are 64-byte aligned. A default-built
-// Tensor is empty (valid() is false).
+// the last Tensor referring to it goes. Buffers on the CPU are 64-byte aligned; a view (Part)
+// starts inside its buffer, aligned to its element size only. A default-built Tensor is empty
+// (valid() is false).
 #pragma once
 
 #include <atomic>
@@ -64,10 +65,11 @@ class Tensor {
     return FromVector<T>({value}, Shape{});
   }
 
-  Tensor(const Tensor& o) : dtype_(o.dtype_), shape_(o.shape_), buf_(o.buf_) {
+  Tensor(const Tensor& o) : dtype_(o.dtype_), shape_(o.shape_), buf_(o.buf_), offset_(o.offset_) {
     if (buf_) buf_->Ref();
   }
-  Tensor(Tensor&& o) noexcept : dtype_(o.dtype_), shape_(o.shape_), buf_(o.buf_) {
+  Tensor(Tensor&& o) noexcept
+      : dtype_(o.dtype_), shape_(o.shape_), buf_(o.buf_), offset_(o.offset_) {
     o.buf_ = nullptr;
   }
   Tensor& operator=(const Tensor& o);
@@ -85,7 +87,7 @@ class Tensor {
   const std::string& device() const;
   bool host_accessible() const { return !buf_ || buf_->allocator()->host_accessible(); }
 
-  void* raw_data() const { return buf_ ? buf_->data() : nullptr; }
+  void* raw_data() const { return buf_ ? static_cast<char*>(buf_->data()) + offset_ : nullptr; }
   // REQUIRES: DTypeOf<T> == dtype(). Aborts otherwise (a programmer error).
   template <typename T>
   T* data() const {
@@ -104,6 +106,11 @@ class Tensor {
 
   // A tensor of the same buffer seen with another shape. REQUIRES: same element count.
   Tensor Reshaped(const Shape& shape) const;
+  // A view of `shape` whose data are this tensor's from element `first` on, sharing the buffer
+  // (Split's contiguous pieces). It counts as a reference to the whole buffer, so neither it
+  // nor the tensor is overwritten in place while the other lives.
+  // REQUIRES: first + shape's elements <= num_elements().
+  Tensor Part(int64_t first, const Shape& shape) const;
   // A new buffer holding a copy of the data (on the default CPU allocator).
   Tensor Clone() const;
   bool SharesBufferWith(const Tensor& o) const { return buf_ != nullptr && buf_ == o.buf_; }
@@ -121,6 +128,7 @@ class Tensor {
   DType dtype_ = DType::kInvalid;
   Shape shape_;
   Buffer* buf_ = nullptr;
+  size_t offset_ = 0;  // bytes into buf_ (a Part)
 };
 
 template <typename T>

@@ -2,6 +2,7 @@
 //   ucx_transport.cc   start and stop, the progress thread, peers and their handshakes
 //   ucx_rendezvous.cc  tensors of Send/Recv, step boxes, aborts
 //   ucx_calls.cc       requests and responses, the service thread
+//   ucx_by_reference.cc  tensors copied straight out of a same-host sender's memory
 // Threads: the progress thread owns the UCX worker (every ucp_* call but ucp_worker_signal runs
 // there); mu_ guards the peers, step boxes, calls and figures; callbacks run outside mu_.
 #pragma once
@@ -71,6 +72,15 @@ class UcxTransport::Impl {
     Status failure;  // guarded by impl->mu_: why kFailed
     // Guarded by impl->mu_: when a message from it last arrived.
     std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();
+    // Guarded by impl->mu_. The peer's process id once this process has read its memory (the
+    // SameHost probe), so that tensors it sends by reference can be copied; 0 otherwise.
+    int pid = 0;
+    // Guarded by impl->mu_: the peer reads this process's memory (its PeerReads said so), so
+    // large tensors go to it by reference.
+    bool reads_me = false;
+    // Guarded by impl->mu_: this process offered the peer its memory (SameHost) and has not
+    // heard whether it reads it (Connect waits for that).
+    bool awaiting_verdict = false;
   };
 
   struct StepBox;
@@ -90,6 +100,7 @@ class UcxTransport::Impl {
     // "KEY of Send 'n'" for a tensor (read back from its header: only failures need it), or
     // `what`.
     std::string What() const;
+    uint64_t ref_id = 0;  // a TensorRef's: its entry in held_
   };
 
   // One tensor on its way into a Recv's buffer through UCX's rendezvous protocol.
@@ -113,6 +124,12 @@ class UcxTransport::Impl {
     std::string from_task;
     Rendezvous::DoneCallback waiting;  // a Recv came first
     RecvArgs recv;
+    // Arrived by reference (TensorRef), not yet copied: where in which process, and the peer
+    // to tell once copied (non-null exactly then).
+    Peer* ref_peer = nullptr;
+    int ref_pid = 0;
+    uint64_t ref_address = 0;
+    uint64_t ref_id = 0;
   };
 
   struct StepBox {
@@ -224,6 +241,8 @@ class UcxTransport::Impl {
   }
   // Opens the second endpoint to a peer of this host and switches its messages to it.
   void OpenSameHost(Peer* peer);
+  // OpenSameHost's work: whether an offer of this process's memory went out.
+  bool SendSameHost(Peer* peer);
   // Takes every endpoint of `peer` out of peer_of_ep_.
   void ForgetEndpoints(Peer* peer) DFLOW_REQUIRES(mu_);
   void ForgetEndpoint(Peer* peer, ucp_ep_h ep) DFLOW_REQUIRES(mu_);
@@ -236,6 +255,30 @@ class UcxTransport::Impl {
                                   size_t length, const ucp_am_recv_param_t* param);
   ucs_status_t ReceiveTensor(std::string_view header, void* data, size_t length,
                              const ucp_am_recv_param_t* param);
+
+  // Tensors by reference (ucx_by_reference.cc).
+  static ucs_status_t OnTensorRef(void* arg, const void* header, size_t header_length, void* data,
+                                  size_t length, const ucp_am_recv_param_t* param);
+  ucs_status_t ReceiveTensorRef(std::string_view header, const ucp_am_recv_param_t* param);
+  static ucs_status_t OnTensorRefDone(void* arg, const void* header, size_t header_length,
+                                      void* data, size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t OnPeerReads(void* arg, const void* header, size_t header_length, void* data,
+                                  size_t length, const ucp_am_recv_param_t* param);
+  // The SameHost probe of `m` (progress thread): whether this process reads the peer's memory
+  // (then it notes its pid), told to the peer (PeerReads).
+  void ProbePeer(Peer* peer, const SameHost& m) DFLOW_EXCLUDES(mu_);
+  // For a slot that arrived by reference: copies the tensor into a buffer of the Recv's
+  // allocator, tells the sender and delivers it, or fails the Recv and the step (Unavailable
+  // naming the Send, the Recv and the task when the sender's memory cannot be read).
+  void TakeByReference(const Slot& slot, const RendezvousKey& key, const RecvArgs& recv,
+                       const Rendezvous::DoneCallback& done);
+  Status CopyByReference(const Slot& slot, const RendezvousKey& key, std::string_view recv_node,
+                         Tensor* into) DFLOW_EXCLUDES(mu_);
+  // Tells each peer that the tensors it sent by reference with these ids are copied or
+  // dropped (any thread; sent from the progress thread).
+  void Release(std::vector<std::pair<Peer*, uint64_t>> refs);
+  // Forgets the tensors held for `peer` (it is lost).
+  void DropHeld(Peer* peer) DFLOW_REQUIRES(mu_);
   ucs_status_t Drop(std::string_view why) DFLOW_EXCLUDES(mu_);
 
   // Requests and responses: payloads arrive eagerly or are pulled into a string.
@@ -312,6 +355,16 @@ class UcxTransport::Impl {
   std::unordered_set<int64_t> finished_ DFLOW_GUARDED_BY(mu_);
   std::deque<int64_t> finished_order_ DFLOW_GUARDED_BY(mu_);
   TransportStats stats_ DFLOW_GUARDED_BY(mu_);
+  // Tensors sent by reference, by id, held until their receiver answers TensorRefDone or is
+  // lost.
+  struct Held {
+    Tensor tensor;
+    Peer* peer = nullptr;
+  };
+  std::unordered_map<uint64_t, Held> held_ DFLOW_GUARDED_BY(mu_);
+  std::atomic<uint64_t> next_ref_id_{1};
+  // Read by same-host peers to learn whether they can read this process's memory (SameHost).
+  uint64_t probe_value_ = 0;
 
   // Calls this process waits on, by id: each ends once, by its reply, its connection's loss or
   // its deadline (which the progress thread checks), and `done` then runs outside mu_.

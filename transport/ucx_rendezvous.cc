@@ -20,6 +20,11 @@ using namespace internal;
 // --- sending ----------------------------------------------------------------------------------
 
 std::string UcxTransport::Impl::SendOp::What() const {
+  if (type == MessageType::kTensorRef) {
+    auto r = DecodeTensorRef(header);
+    if (!r.ok()) return "a tensor";
+    return fmt::format("{} of Send '{}'", r->tensor.key.ToString(), r->tensor.send_node);
+  }
   if (type != MessageType::kTensor) return what;
   auto h = DecodeTensorHeader(header);
   if (!h.ok()) return "a tensor";
@@ -47,7 +52,10 @@ void UcxTransport::Impl::StartSend(SendOp* op) {
   param.flags = UCP_AM_SEND_FLAG_REPLY;
   param.cb.send = &SendDone;
   param.user_data = op;
-  size_t bytes = op->tensor.dtype() == DType::kInvalid ? op->bytes.size() : op->tensor.num_bytes();
+  // A tensor by reference sends its header alone.
+  size_t bytes = op->type == MessageType::kTensorRef     ? 0
+                 : op->tensor.dtype() == DType::kInvalid ? op->bytes.size()
+                                                         : op->tensor.num_bytes();
   const void* payload = bytes == 0 ? nullptr
                                    : (op->tensor.dtype() == DType::kInvalid
                                           ? static_cast<const void*>(op->bytes.data())
@@ -76,16 +84,23 @@ void UcxTransport::Impl::FinishSend(SendOp* op, ucs_status_t status) {
     FailCall(op->call_id,
              Unavailable("sending request {} failed: {}", op->what, ucs_status_string(status)));
   }
-  if (op->type == MessageType::kTensor) {
+  if (op->type == MessageType::kTensor || op->type == MessageType::kTensorRef) {
+    const bool by_reference = op->type == MessageType::kTensorRef;
     if (status == UCS_OK) {
       MutexLock lock(mu_);
       stats_.tensors_sent++;
       stats_.bytes_sent += op->tensor.num_bytes();
+      if (by_reference) stats_.tensors_sent_by_reference++;
     } else {
       std::string task;
+      Tensor unheld;  // let go outside mu_
       {
         MutexLock lock(mu_);
         task = op->peer->task;
+        if (auto it = held_.find(op->ref_id); by_reference && it != held_.end()) {
+          unheld = std::move(it->second.tensor);
+          held_.erase(it);
+        }
       }
       AbortStep(op->step,
                 Unavailable("sending {} to task {} failed: {}", op->What(), task,
@@ -139,6 +154,14 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
   h.shape = tensor.shape();
   h.bytes = tensor.num_bytes();
   ASSIGN_OR_RETURN(std::string header, Encode(h));
+  // Big enough to go by reference, should the peer read this process's memory.
+  std::string ref_header;
+  uint64_t ref_id = 0;
+  if (options_.by_reference_bytes > 0 && h.bytes >= options_.by_reference_bytes) {
+    ref_id = next_ref_id_.fetch_add(1);
+    ASSIGN_OR_RETURN(ref_header,
+                     Encode(TensorRef{h, reinterpret_cast<uintptr_t>(tensor.raw_data()), ref_id}));
+  }
   auto* op = new SendOp;
   op->impl = this;
   op->type = MessageType::kTensor;
@@ -159,6 +182,11 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
     } else if ((op->peer = ReadyPeer(dst_task)) == nullptr) {
       refused = Unavailable("Send '{}': no connection to task {}, the destination of {}", args.node,
                             dst_task, key.ToString());
+    } else if (ref_id != 0 && op->peer->reads_me) {
+      held_[ref_id] = {tensor, op->peer};
+      op->type = MessageType::kTensorRef;
+      op->header = std::move(ref_header);
+      op->ref_id = ref_id;
     }
     if (!refused.ok()) {
       delete op;
@@ -379,6 +407,7 @@ void UcxTransport::Impl::RecvAsync(const RendezvousKey& key, const RecvArgs& arg
   RecvOp* pull = nullptr;
   void* desc = nullptr;
   size_t length = 0;
+  Slot by_reference;
   {
     MutexLock lock(mu_);
     std::shared_ptr<StepBox> box = Box(key.step_id);
@@ -396,6 +425,9 @@ void UcxTransport::Impl::RecvAsync(const RendezvousKey& key, const RecvArgs& arg
         slot.waiting = std::move(done);
         slot.recv = args;
         return;
+      } else if (slot.ref_peer != nullptr) {
+        by_reference = std::move(slot);
+        box->slots.erase(key);
       } else if (slot.desc == nullptr) {
         tensor = std::move(slot.tensor);
         send_node = std::move(slot.send_node);
@@ -430,6 +462,11 @@ void UcxTransport::Impl::RecvAsync(const RendezvousKey& key, const RecvArgs& arg
     Post([this, pull, desc, length] { StartRecv(pull, desc, length); });
     return;
   }
+  if (by_reference.ref_peer != nullptr) {
+    // Copied here, on the Recv's thread.
+    TakeByReference(by_reference, key, args, done);
+    return;
+  }
   if (desc != nullptr) Post([this, desc] { ReleaseDesc(desc); });
   if (!failed.ok()) {
     done(failed, Tensor());
@@ -455,6 +492,7 @@ void UcxTransport::Impl::CancelRecv(const RendezvousKey& key, const Status& why)
 void UcxTransport::Impl::AbortStep(int64_t step, const Status& status, bool tell_peers) {
   std::vector<Rendezvous::DoneCallback> waiting;
   std::vector<void*> descs;
+  std::vector<std::pair<Peer*, uint64_t>> refs;
   std::vector<Peer*> peers;
   Status why;
   {
@@ -466,6 +504,7 @@ void UcxTransport::Impl::AbortStep(int64_t step, const Status& status, bool tell
     for (auto& [key, slot] : box->slots) {
       if (slot.waiting) waiting.push_back(std::move(slot.waiting));
       if (slot.desc != nullptr) descs.push_back(slot.desc);
+      if (slot.ref_peer != nullptr) refs.emplace_back(slot.ref_peer, slot.ref_id);
     }
     box->slots.clear();
     if (tell_peers) {
@@ -479,6 +518,7 @@ void UcxTransport::Impl::AbortStep(int64_t step, const Status& status, bool tell
       for (void* d : descs) ReleaseDesc(d);
     });
   }
+  Release(std::move(refs));
   if (!peers.empty()) {
     transport::AbortStep m;
     m.step_id = step;
@@ -518,6 +558,7 @@ void UcxTransport::Impl::AttachStep(int64_t step) {
 void UcxTransport::Impl::ReleaseStep(int64_t step) {
   std::vector<Rendezvous::DoneCallback> waiting;
   std::vector<void*> descs;
+  std::vector<std::pair<Peer*, uint64_t>> refs;
   {
     MutexLock lock(mu_);
     auto it = boxes_.find(step);
@@ -525,6 +566,7 @@ void UcxTransport::Impl::ReleaseStep(int64_t step) {
       for (auto& [key, slot] : it->second->slots) {
         if (slot.waiting) waiting.push_back(std::move(slot.waiting));
         if (slot.desc != nullptr) descs.push_back(slot.desc);
+        if (slot.ref_peer != nullptr) refs.emplace_back(slot.ref_peer, slot.ref_id);
       }
       if (it->second->aborted.ok()) {
         it->second->aborted = Cancelled("the rendezvous of step {} was destroyed", step);
@@ -544,6 +586,7 @@ void UcxTransport::Impl::ReleaseStep(int64_t step) {
       for (void* d : descs) ReleaseDesc(d);
     });
   }
+  Release(std::move(refs));
   for (auto& done : waiting) {
     done(Cancelled("the rendezvous of step {} was destroyed", step), Tensor());
   }

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <random>
 
 #include "graph/device_name.h"
 #include "transport/ucx_impl.h"
@@ -145,6 +146,8 @@ bool MmErrorHandling(bool fallback) {
 
 Status UcxTransport::Impl::Start() {
   hot_spin_ = HotSpin();
+  std::random_device random;
+  probe_value_ = (uint64_t{random()} << 32 | random()) | 1;  // never 0, unlike unread memory
   ucp_config_t* config = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
   if (s != UCS_OK) return UcxError("reading the UCX configuration", s);
@@ -223,7 +226,10 @@ Status UcxTransport::Impl::Start() {
         Handler{MessageType::kCallRequest, &OnRequest},
         Handler{MessageType::kCallResponse, &OnResponse},
         Handler{MessageType::kHeartbeat, &OnHeartbeat},
-        Handler{MessageType::kSameHost, &OnSameHost}}) {
+        Handler{MessageType::kSameHost, &OnSameHost},
+        Handler{MessageType::kTensorRef, &OnTensorRef},
+        Handler{MessageType::kTensorRefDone, &OnTensorRefDone},
+        Handler{MessageType::kPeerReads, &OnPeerReads}}) {
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                     UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
@@ -524,9 +530,14 @@ Result<std::string> UcxTransport::Impl::Connect(const std::string& address,
     SendControl(peer, MessageType::kHello, std::move(header));
   });
   MutexLock lock(mu_);
+  // A peer of this host is ready once it has said whether it reads this process's memory, so
+  // that tensors go by reference from the first step on (without its word in time they go
+  // through UCX until it comes).
   bool answered = peers_changed_.WaitFor(mu_, options_.connect_timeout, [&]() DFLOW_REQUIRES(mu_) {
-    return peer->state != Peer::State::kConnecting;
+    return peer->state != Peer::State::kConnecting &&
+           !(peer->state == Peer::State::kReady && peer->awaiting_verdict);
   });
+  if (!answered && peer->state == Peer::State::kReady) answered = true;
   if (answered && peer->state == Peer::State::kReady && !assign.empty() && peer->task != assign) {
     peer->state = Peer::State::kFailed;
     peer->failure =
@@ -729,6 +740,7 @@ ucs_status_t UcxTransport::Impl::OnHelloReply(void* arg, const void* header, siz
     if (self->SameHostOffer(reply->host, reply->address)) {
       // Before the first message Connect's caller sends (it is posted after this runs).
       peer->same_host_address = reply->address;
+      peer->awaiting_verdict = self->options_.by_reference_bytes > 0;
       self->deferred_.push_back([self, peer] { self->OpenSameHost(peer); });
     }
   }
@@ -749,17 +761,31 @@ ucs_status_t UcxTransport::Impl::OnHelloReply(void* arg, const void* header, siz
 // one's does. (Closing it once idle would spare the progress thread an epoll_wait per poll,
 // about a microsecond of latency, but "idle" needs both sides' word on every rendezvous.)
 void UcxTransport::Impl::OpenSameHost(Peer* peer) {
+  if (SendSameHost(peer)) return;
+  // No offer of this process's memory went out: Connect waits for no answer to it.
+  MutexLock lock(mu_);
+  peer->awaiting_verdict = false;
+  peers_changed_.NotifyAll();
+}
+
+bool UcxTransport::Impl::SendSameHost(Peer* peer) {
   if (peer->ep == nullptr || peer->first_ep != nullptr || peer->same_host_address.empty()) {
-    return;
+    return false;
   }
   std::string me;
   {
     MutexLock lock(mu_);
-    if (peer->state != Peer::State::kReady) return;
+    if (peer->state != Peer::State::kReady) return false;
     me = task_;
   }
-  auto header = Encode(SameHost{me, incarnation_, options_.token});
-  if (!header.ok()) return;  // not with names the handshake accepted
+  SameHost offer{me, incarnation_, options_.token};
+  if (options_.by_reference_bytes > 0) {
+    offer.pid = static_cast<uint32_t>(getpid());
+    offer.probe_address = reinterpret_cast<uintptr_t>(&probe_value_);
+    offer.probe_value = probe_value_;
+  }
+  auto header = Encode(offer);
+  if (!header.ok()) return false;  // not with names the handshake accepted
   ucp_ep_params_t ep{};
   ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER |
                   UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
@@ -772,7 +798,7 @@ void UcxTransport::Impl::OpenSameHost(Peer* peer) {
   if (s != UCS_OK) {
     Log(fmt::format("task {} at {} stays on its first endpoint: the same-host one failed: {}",
                     ReadyTask(peer), peer->address, ucs_status_string(s)));
-    return;
+    return false;
   }
   {
     MutexLock lock(mu_);
@@ -782,6 +808,7 @@ void UcxTransport::Impl::OpenSameHost(Peer* peer) {
   peer->first_ep = peer->ep;
   peer->ep = handle;
   SendControl(peer, MessageType::kSameHost, std::move(header).value());
+  return offer.pid != 0;
 }
 
 ucs_status_t UcxTransport::Impl::OnSameHost(void* arg, const void* header, size_t header_length,
@@ -813,6 +840,7 @@ ucs_status_t UcxTransport::Impl::OnSameHost(void* arg, const void* header, size_
   }
   // The server answers with its own.
   if (!peer->outgoing) self->deferred_.push_back([self, peer] { self->OpenSameHost(peer); });
+  self->ProbePeer(peer, *m);
   return UCS_OK;
 }
 
@@ -838,6 +866,7 @@ void UcxTransport::Impl::PeerFailed(Peer* peer, ucs_status_t status, std::string
                     : Unavailable("cannot connect to {}: {}", peer->address, words);
     peer->state = Peer::State::kFailed;
     peer->failure = why;
+    DropHeld(peer);
     auto it = peer_of_task_.find(peer->task);
     if (it != peer_of_task_.end() && it->second == peer) peer_of_task_.erase(it);
     peers_changed_.NotifyAll();

@@ -58,6 +58,14 @@ struct UcxTransportOptions {
   // TCP over loopback; UCX picks per peer. The environment's UCX_MM_ERROR_HANDLING, when set,
   // decides instead (=n keeps such peers on TCP, as between two hosts).
   bool shared_memory = true;
+  // Between processes of this host that may read each other's memory (process_vm_readv: the
+  // same user, unless Yama's ptrace_scope forbids it, or CAP_SYS_PTRACE), tensors of this many
+  // bytes or more travel by reference: the receiver copies them straight out of the sender's
+  // memory, once, and tells the sender when it may free them (UCX's shared memory copies a
+  // tensor three times, in 8 KiB fragments, through two progress threads). Whether a peer can
+  // is tried when it connects (a probe read); otherwise, and with 0 here on either side,
+  // tensors go through UCX. Needs shared_memory.
+  size_t by_reference_bytes = 64 << 10;
   // Told one line for each event a person should see: a refused or lost peer, a message
   // dropped as malformed. Called from the progress thread; null: stderr.
   std::function<void(std::string_view)> log;
@@ -70,6 +78,9 @@ struct TransportStats {
   uint64_t bytes_received = 0;
   uint64_t messages_dropped = 0;  // malformed, from an unknown endpoint, or for a finished step
   uint64_t same_host_peers = 0;   // peers this process reached by worker address (shared memory)
+  uint64_t readable_peers = 0;    // peers whose memory this process reads (by_reference_bytes)
+  uint64_t tensors_sent_by_reference = 0;      // of tensors_sent
+  uint64_t tensors_received_by_reference = 0;  // of tensors_received
 };
 
 class UcxTransport final : public RendezvousFactory {

@@ -128,6 +128,9 @@ class Reader {
   std::string_view message_;
 };
 
+Status WriteTensorFields(Writer& w, const TensorHeader& m);
+Result<TensorHeader> ReadTensorFields(Reader& r, std::string_view message);
+
 }  // namespace
 
 Result<std::string> Encode(const Hello& m) {
@@ -161,11 +164,40 @@ Result<std::string> Encode(const SameHost& m) {
   RETURN_IF_ERROR(w.Str(m.task, kMaxTextBytes, "the task name"));
   w.U64(m.incarnation);
   RETURN_IF_ERROR(w.Str(m.token, kMaxTokenBytes, "the cluster token"));
+  w.U32(m.pid);
+  w.U64(m.probe_address);
+  w.U64(m.probe_value);
   return std::move(w).Finish("SameHost");
 }
 
 Result<std::string> Encode(const TensorHeader& m) {
   Writer w;
+  RETURN_IF_ERROR(WriteTensorFields(w, m));
+  return std::move(w).Finish("Tensor");
+}
+
+Result<std::string> Encode(const TensorRef& m) {
+  Writer w;
+  RETURN_IF_ERROR(WriteTensorFields(w, m.tensor));
+  w.U64(m.address);
+  w.U64(m.id);
+  return std::move(w).Finish("TensorRef");
+}
+
+Result<std::string> Encode(const TensorRefDone& m) {
+  if (m.ids.empty() || m.ids.size() > kMaxRefsDone) {
+    return InvalidArgument("a TensorRefDone carries 1 to {} ids, not {}", kMaxRefsDone,
+                           m.ids.size());
+  }
+  Writer w;
+  w.U16(static_cast<uint16_t>(m.ids.size()));
+  for (uint64_t id : m.ids) w.U64(id);
+  return std::move(w).Finish("TensorRefDone");
+}
+
+namespace {
+
+Status WriteTensorFields(Writer& w, const TensorHeader& m) {
   std::string key = m.key.Encode();
   w.U32(static_cast<uint32_t>(key.size()));
   w.Bytes(key);
@@ -175,8 +207,10 @@ Result<std::string> Encode(const TensorHeader& m) {
   w.U8(static_cast<uint8_t>(m.shape.rank()));
   for (int64_t d : m.shape.dims()) w.I64(d);
   w.U64(m.bytes);
-  return std::move(w).Finish("Tensor");
+  return Status::OK();
 }
+
+}  // namespace
 
 Result<std::string> Encode(const CallRequest& m) {
   Writer w;
@@ -207,6 +241,12 @@ Result<std::string> Encode(const AbortStep& m) {
 std::string EncodeHeartbeat() {
   Writer w;
   return std::move(w).Finish("Heartbeat").value();  // nothing that can be over a limit
+}
+
+std::string EncodePeerReads(bool reads) {
+  Writer w;
+  w.U8(reads ? 1 : 0);
+  return std::move(w).Finish("PeerReads").value();
 }
 
 Result<Hello> DecodeHello(std::string_view bytes) {
@@ -251,6 +291,9 @@ Result<SameHost> DecodeSameHost(std::string_view bytes) {
   ASSIGN_OR_RETURN(m.task, r.Str(kMaxTextBytes, "task name"));
   ASSIGN_OR_RETURN(m.incarnation, r.U64("incarnation"));
   ASSIGN_OR_RETURN(m.token, r.Str(kMaxTokenBytes, "token"));
+  ASSIGN_OR_RETURN(m.pid, r.U32("pid"));
+  ASSIGN_OR_RETURN(m.probe_address, r.U64("probe address"));
+  ASSIGN_OR_RETURN(m.probe_value, r.U64("probe value"));
   RETURN_IF_ERROR(r.Done());
   return m;
 }
@@ -259,33 +302,72 @@ Result<TensorHeader> DecodeTensorHeader(std::string_view bytes) {
   Reader r(bytes, "Tensor");
   ASSIGN_OR_RETURN(uint16_t version, r.Start());
   RETURN_IF_ERROR(r.CheckVersion(version));
+  ASSIGN_OR_RETURN(TensorHeader m, ReadTensorFields(r, "Tensor"));
+  RETURN_IF_ERROR(r.Done());
+  return m;
+}
+
+Result<TensorRef> DecodeTensorRef(std::string_view bytes) {
+  Reader r(bytes, "TensorRef");
+  ASSIGN_OR_RETURN(uint16_t version, r.Start());
+  RETURN_IF_ERROR(r.CheckVersion(version));
+  TensorRef m;
+  ASSIGN_OR_RETURN(m.tensor, ReadTensorFields(r, "TensorRef"));
+  ASSIGN_OR_RETURN(m.address, r.U64("address"));
+  ASSIGN_OR_RETURN(m.id, r.U64("reference id"));
+  RETURN_IF_ERROR(r.Done());
+  return m;
+}
+
+Result<TensorRefDone> DecodeTensorRefDone(std::string_view bytes) {
+  Reader r(bytes, "TensorRefDone");
+  ASSIGN_OR_RETURN(uint16_t version, r.Start());
+  RETURN_IF_ERROR(r.CheckVersion(version));
+  ASSIGN_OR_RETURN(uint16_t count, r.U16("count"));
+  if (count == 0 || count > kMaxRefsDone) {
+    return InvalidArgument("TensorRefDone message: {} ids; 1 to {} may come", count, kMaxRefsDone);
+  }
+  TensorRefDone m;
+  m.ids.resize(count);
+  for (uint64_t& id : m.ids) {
+    ASSIGN_OR_RETURN(id, r.U64("reference id"));
+  }
+  RETURN_IF_ERROR(r.Done());
+  return m;
+}
+
+namespace {
+
+// The fields of a Tensor header (also the start of a TensorRef), named as `message`.
+Result<TensorHeader> ReadTensorFields(Reader& r, std::string_view message) {
   TensorHeader m;
   ASSIGN_OR_RETURN(uint32_t key_bytes, r.U32("key length"));
   ASSIGN_OR_RETURN(std::string_view key, r.Bytes(key_bytes, "rendezvous key"));
   auto decoded = RendezvousKey::Decode(key);
   if (!decoded.ok()) {
-    return InvalidArgument("Tensor message: bad rendezvous key: {}", decoded.status().message());
+    return InvalidArgument("{} message: bad rendezvous key: {}", message,
+                           decoded.status().message());
   }
   m.key = std::move(decoded).value();
   ASSIGN_OR_RETURN(m.send_node, r.Str(kMaxTextBytes, "Send node"));
   ASSIGN_OR_RETURN(uint8_t dtype, r.U8("dtype"));
   if (dtype == 0 || dtype >= kNumDTypes) {
-    return InvalidArgument("Tensor message: unknown dtype {}", dtype);
+    return InvalidArgument("{} message: unknown dtype {}", message, dtype);
   }
   m.dtype = static_cast<DType>(dtype);
   ASSIGN_OR_RETURN(uint8_t rank, r.U8("rank"));
   if (rank > Shape::kMaxRank) {
-    return InvalidArgument("Tensor message: rank {} is over the limit of {}", rank,
+    return InvalidArgument("{} message: rank {} is over the limit of {}", message, rank,
                            Shape::kMaxRank);
   }
   int64_t dims[Shape::kMaxRank];
   uint64_t elements = 1;
   for (int i = 0; i < rank; ++i) {
     ASSIGN_OR_RETURN(dims[i], r.I64("dimension"));
-    if (dims[i] < 0) return InvalidArgument("Tensor message: dimension {} is {}", i, dims[i]);
+    if (dims[i] < 0) return InvalidArgument("{} message: dimension {} is {}", message, i, dims[i]);
     // Bounded product: no overflow below kMaxPayloadBytes.
     if (dims[i] != 0 && elements > kMaxPayloadBytes / static_cast<uint64_t>(dims[i])) {
-      return InvalidArgument("Tensor message: shape over {} elements", kMaxPayloadBytes);
+      return InvalidArgument("{} message: shape over {} elements", message, kMaxPayloadBytes);
     }
     elements *= static_cast<uint64_t>(dims[i]);
   }
@@ -293,12 +375,13 @@ Result<TensorHeader> DecodeTensorHeader(std::string_view bytes) {
   ASSIGN_OR_RETURN(m.bytes, r.U64("payload bytes"));
   if (elements > kMaxPayloadBytes / DTypeSize(m.dtype) ||
       m.bytes != elements * DTypeSize(m.dtype)) {
-    return InvalidArgument("Tensor message: {} payload bytes for a {}{} tensor", m.bytes,
+    return InvalidArgument("{} message: {} payload bytes for a {}{} tensor", message, m.bytes,
                            DTypeName(m.dtype), m.shape);
   }
-  RETURN_IF_ERROR(r.Done());
   return m;
 }
+
+}  // namespace
 
 Result<AbortStep> DecodeAbortStep(std::string_view bytes) {
   Reader r(bytes, "AbortStep");
@@ -351,6 +434,16 @@ Status DecodeHeartbeat(std::string_view bytes) {
   ASSIGN_OR_RETURN(uint16_t version, r.Start());
   RETURN_IF_ERROR(r.CheckVersion(version));
   return r.Done();
+}
+
+Result<bool> DecodePeerReads(std::string_view bytes) {
+  Reader r(bytes, "PeerReads");
+  ASSIGN_OR_RETURN(uint16_t version, r.Start());
+  RETURN_IF_ERROR(r.CheckVersion(version));
+  ASSIGN_OR_RETURN(uint8_t reads, r.U8("reads"));
+  if (reads > 1) return InvalidArgument("PeerReads message: reads flag {}", reads);
+  RETURN_IF_ERROR(r.Done());
+  return reads == 1;
 }
 
 }  // namespace dflow::transport

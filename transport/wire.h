@@ -11,8 +11,12 @@
 //   HelloReply    u8 accepted  str task  u64 incarnation  str reason
 //                 str host  str address (from version 2)
 //   SameHost      str task  u64 incarnation  str token
+//                 u32 pid  u64 probe address  u64 probe value (from version 3)
 //   Tensor        u32 key length + RendezvousKey bytes (framework/rendezvous_key.h)
 //                 str send node  u8 dtype  u8 rank  i64 dims[rank]  u64 payload bytes
+//   TensorRef     (a Tensor header's fields)  u64 address  u64 reference id  (no payload)
+//   TensorRefDone u16 count (1 to kMaxRefsDone)  u64 reference ids[count]
+//   PeerReads     u8 reads (0 or 1)
 //   AbortStep     i64 step  u8 status code  str message
 //   CallRequest   u64 call id  u16 method                       (payload: the request's bytes)
 //   CallResponse  u64 call id  u8 status code  str message      (payload: the result's bytes)
@@ -22,6 +26,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "framework/rendezvous_key.h"
 #include "graph/dtype.h"
@@ -31,7 +36,7 @@
 namespace dflow::transport {
 
 inline constexpr uint32_t kWireMagic = 0x574c4644;  // "DFLW"
-inline constexpr uint16_t kProtocolVersion = 2;
+inline constexpr uint16_t kProtocolVersion = 3;
 // No header is larger (UCX over TCP carries headers up to about 8 KiB).
 inline constexpr size_t kMaxHeaderBytes = 6144;
 inline constexpr size_t kMaxTokenBytes = 1024;
@@ -40,16 +45,21 @@ inline constexpr size_t kMaxAddressBytes = 1024;  // a UCX worker address offere
 
 // The active message ids.
 enum class MessageType : uint16_t {
-  kHello = 1,         // client -> server, first message on a connection
-  kHelloReply = 2,    // server -> client: accepted or refused, with the reason
-  kTensor = 3,        // a Send's tensor for a Recv in the receiving process
-  kAbortStep = 4,     // the step failed in the sending process
-  kCallRequest = 5,   // a request to the receiving process's call handler
-  kCallResponse = 6,  // its answer
-  kHeartbeat = 7,     // "still here": sent to every peer a few times per peer timeout
-  kSameHost = 8,      // first message on the second, same-host endpoint to a peer
+  kHello = 1,           // client -> server, first message on a connection
+  kHelloReply = 2,      // server -> client: accepted or refused, with the reason
+  kTensor = 3,          // a Send's tensor for a Recv in the receiving process
+  kAbortStep = 4,       // the step failed in the sending process
+  kCallRequest = 5,     // a request to the receiving process's call handler
+  kCallResponse = 6,    // its answer
+  kHeartbeat = 7,       // "still here": sent to every peer a few times per peer timeout
+  kSameHost = 8,        // first message on the second, same-host endpoint to a peer
+  kTensorRef = 9,       // a Send's tensor left in the sender's memory for the receiver to copy
+  kTensorRefDone = 10,  // receiver -> sender: those tensors are copied (or dropped); free them
+  kPeerReads = 11,      // answers SameHost's probe: whether tensors may come by reference
 };
-inline constexpr uint16_t kMaxMessageType = 8;
+inline constexpr uint16_t kMaxMessageType = 11;
+// The most reference ids one TensorRefDone carries.
+inline constexpr size_t kMaxRefsDone = 512;
 // The largest payload of a request or response (a partition's graph file travels in one).
 inline constexpr uint64_t kMaxCallBytes = uint64_t{1} << 30;
 
@@ -80,10 +90,16 @@ struct HelloReply {
 };
 
 // Sent first on the second endpoint (by worker address) so the receiver knows whose it is.
+// It also lets the receiver try reading the sender's memory (process_vm_readv): 8 bytes at
+// `probe_address` of process `pid` should be `probe_value`. When they are, the receiver answers
+// PeerReads saying so, and the sender may send it tensors by reference (TensorRef).
 struct SameHost {
   std::string task;
   uint64_t incarnation = 0;
   std::string token;
+  uint32_t pid = 0;
+  uint64_t probe_address = 0;
+  uint64_t probe_value = 0;
 };
 
 struct TensorHeader {
@@ -92,6 +108,18 @@ struct TensorHeader {
   DType dtype = DType::kInvalid;
   Shape shape;
   uint64_t bytes = 0;  // the payload: DTypeSize(dtype) * shape.num_elements()
+};
+
+// A tensor that stays in the sender's memory at `address` (`tensor.bytes` long) until the
+// receiver has copied it out and answered TensorRefDone with `id`.
+struct TensorRef {
+  TensorHeader tensor;
+  uint64_t address = 0;
+  uint64_t id = 0;
+};
+
+struct TensorRefDone {
+  std::vector<uint64_t> ids;  // 1 to kMaxRefsDone
 };
 
 struct AbortStep {
@@ -115,10 +143,13 @@ Result<std::string> Encode(const Hello& m);
 Result<std::string> Encode(const HelloReply& m);
 Result<std::string> Encode(const SameHost& m);
 Result<std::string> Encode(const TensorHeader& m);
+Result<std::string> Encode(const TensorRef& m);
+Result<std::string> Encode(const TensorRefDone& m);
 Result<std::string> Encode(const AbortStep& m);
 Result<std::string> Encode(const CallRequest& m);
 Result<std::string> Encode(const CallResponse& m);
 std::string EncodeHeartbeat();
+std::string EncodePeerReads(bool reads);
 
 // Decoders check the magic, the fields and that nothing trails. Hello and HelloReply decode
 // any protocol version (so a peer of another version gets a clear refusal); the others only
@@ -127,9 +158,12 @@ Result<Hello> DecodeHello(std::string_view bytes);
 Result<HelloReply> DecodeHelloReply(std::string_view bytes);
 Result<SameHost> DecodeSameHost(std::string_view bytes);
 Result<TensorHeader> DecodeTensorHeader(std::string_view bytes);
+Result<TensorRef> DecodeTensorRef(std::string_view bytes);
+Result<TensorRefDone> DecodeTensorRefDone(std::string_view bytes);
 Result<AbortStep> DecodeAbortStep(std::string_view bytes);
 Result<CallRequest> DecodeCallRequest(std::string_view bytes);
 Result<CallResponse> DecodeCallResponse(std::string_view bytes);
 Status DecodeHeartbeat(std::string_view bytes);
+Result<bool> DecodePeerReads(std::string_view bytes);
 
 }  // namespace dflow::transport

@@ -183,7 +183,9 @@ class ConcatKernel : public OpKernel {
   int64_t axis_;
 };
 
-// The inverse of Concat: each output copies its contiguous block of every outer row.
+// The inverse of Concat: each output copies its contiguous block of every outer row, or, when
+// there is one outer row (a split along the first dimension that is not 1), is a view of its
+// block of the input (no copy).
 class SplitKernel : public OpKernel {
  public:
   explicit SplitKernel(const KernelInit& init)
@@ -205,6 +207,14 @@ class SplitKernel : public OpKernel {
     const auto* src = static_cast<const char*>(x.raw_data());
     int64_t row = xs[axis] * inner, offset = 0;
     std::vector<int64_t> dims = xs.dim_vector();
+    if (outer == 1 && x.host_accessible()) {
+      for (int i = 0; i < ctx.num_outputs(); ++i) {
+        dims[axis] = pieces[i];
+        ctx.set_output(i, x.Part(offset, Shape(dims)));
+        offset += pieces[i] * inner;
+      }
+      return Status::OK();
+    }
     for (int i = 0; i < ctx.num_outputs(); ++i) {
       dims[axis] = pieces[i];
       ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(i, x.dtype(), Shape(dims)));

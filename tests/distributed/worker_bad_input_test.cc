@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <ucp/api/ucp.h>
 
 #include <chrono>
@@ -420,6 +421,40 @@ TEST(WorkerBadInputTest, MalformedMessagesAreDroppedNamingTheReasonAndTheWorkerK
       peer->Send(kSameHost, wire::Encode(wire::SameHost{"/job:master/task:9", 1, kToken}).value()));
   EXPECT_NE(worker.LogHaving("no connection here")
                 .find("from task /job:master/task:9, which has no connection here"),
+            std::string::npos);
+
+  // Tensors by reference: a probe that reads back another value leaves this peer unreadable,
+  // so a tensor by reference from it is dropped (the worker never reads memory it has not
+  // probed); malformed by-reference messages are dropped naming the reason.
+  static uint64_t probe = 0x1234;
+  ASSERT_TRUE(peer->Send(
+      kSameHost,
+      wire::Encode(wire::SameHost{"/job:master/task:7", 1, kToken, static_cast<uint32_t>(getpid()),
+                                  reinterpret_cast<uintptr_t>(&probe), 0x4321})
+          .value()));
+  EXPECT_NE(worker.LogHaving("cannot be read")
+                .find("tensors from task /job:master/task:7 come through UCX: its memory cannot "
+                      "be read here (the probe read another value)"),
+            std::string::npos);
+  const auto kTensorRef = static_cast<uint16_t>(wire::MessageType::kTensorRef);
+  ASSERT_TRUE(peer->Send(
+      kTensorRef,
+      wire::Encode(wire::TensorRef{tensor, reinterpret_cast<uintptr_t>(values), 5}).value()));
+  EXPECT_NE(worker.LogHaving("not readable here")
+                .find("a tensor by reference from task /job:master/task:7, whose memory is not "
+                      "readable here"),
+            std::string::npos);
+  ASSERT_TRUE(peer->Send(kTensorRef, "\x01\x02"));
+  EXPECT_NE(worker.LogHaving("malformed tensor by reference")
+                .find("malformed tensor by reference from task /job:master/task:7"),
+            std::string::npos);
+  ASSERT_TRUE(peer->Send(static_cast<uint16_t>(wire::MessageType::kTensorRefDone), good_tensor));
+  EXPECT_NE(worker.LogHaving("malformed TensorRefDone")
+                .find("malformed TensorRefDone from task /job:master/task:7"),
+            std::string::npos);
+  ASSERT_TRUE(peer->Send(static_cast<uint16_t>(wire::MessageType::kPeerReads), "garbage"));
+  EXPECT_NE(worker.LogHaving("malformed PeerReads")
+                .find("malformed PeerReads from task /job:master/task:7"),
             std::string::npos);
 
   // A tensor header whose size lies: it says 2 floats and 4 MiB come.

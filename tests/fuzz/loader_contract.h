@@ -98,7 +98,7 @@ inline std::string FrameProblem(std::string_view bytes) {
 inline std::string WireProblem(std::string_view bytes) {
   if (bytes.empty()) return "";
   using namespace transport;
-  const int which = static_cast<unsigned char>(bytes[0]) % 9;
+  const int which = static_cast<unsigned char>(bytes[0]) % 12;
   bytes.remove_prefix(1);
   if (which == 7) return FrameProblem(bytes);
   if (which == 6) {
@@ -107,8 +107,14 @@ inline std::string WireProblem(std::string_view bytes) {
     return bytes == EncodeHeartbeat() ? "" : "an accepted heartbeat is not the one heartbeat";
   }
 
+  if (which == 11) {
+    auto reads = DecodePeerReads(bytes);
+    if (!reads.ok()) return RefusalProblem(reads.status(), "PeerReads");
+    return bytes == EncodePeerReads(*reads) ? "" : "an accepted PeerReads does not round-trip";
+  }
   const char* names[] = {"Hello",        "HelloReply", "Tensor", "AbortStep", "CallRequest",
-                         "CallResponse", "",           "",       "SameHost"};
+                         "CallResponse", "",           "",       "SameHost",  "TensorRef",
+                         "TensorRefDone"};
   Result<std::string> again = std::string();
   Status refused;
   auto check = [&](auto decoded) {
@@ -136,6 +142,12 @@ inline std::string WireProblem(std::string_view bytes) {
       break;
     case 8:
       check(DecodeSameHost(bytes));
+      break;
+    case 9:
+      check(DecodeTensorRef(bytes));
+      break;
+    case 10:
+      check(DecodeTensorRefDone(bytes));
       break;
     default:
       check(DecodeCallResponse(bytes));

@@ -96,6 +96,42 @@ TEST(ManipOpsTest, SplitEquallyAndBySizes) {
   EXPECT_EQ(out[6].ToVector<float>(), second);
 }
 
+// A split along the first dimension hands out views of the input (no copy); element-wise ops
+// that could run in place on a piece (its last reader) must still leave the input and the
+// other pieces as they were.
+TEST(ManipOpsTest, RowPiecesAreViewsThatInPlaceOpsDoNotWriteThrough) {
+  Tensor x = Iota(Shape{6, 4});
+  Tensor expect_x = x.Clone();
+  Tensor part = x.Part(8, Shape{2, 4});
+  EXPECT_TRUE(part.SharesBufferWith(x));
+  EXPECT_EQ(part.raw_data(), static_cast<char*>(x.raw_data()) + 8 * sizeof(float));
+  EXPECT_EQ(part.ToVector<float>(), std::vector<float>({8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(x.buffer_refs(), 2);
+
+  Scope root = Scope::NewRootScope();
+  auto in = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{6, 4});
+  auto rows = ops::Split(root, in, 3, 0);
+  // Each piece's only reader is an element-wise op: each runs on a view whose buffer others
+  // hold, so it must write elsewhere.
+  auto a = ops::Add(root, rows[0], ops::Const(root, 100.0f));
+  auto b = ops::Neg(root, rows[1]);
+  auto c = ops::Mul(root, rows[2], rows[2]);
+  auto whole = ops::Identity(root, in);
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  for (int run = 0; run < 2; ++run) {  // the second from a memory plan
+    auto out = (*session)->Run({{"x", x}}, {a.name(), b.name(), c.name(), whole.name()});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_EQ((*out)[0].data<float>()[i], i + 100.0f);
+      EXPECT_EQ((*out)[1].data<float>()[i], -(i + 8.0f));
+      EXPECT_EQ((*out)[2].data<float>()[i], (i + 16.0f) * (i + 16.0f));
+    }
+    EXPECT_TRUE((*out)[3].BitwiseEquals(expect_x)) << (*out)[3].DebugString();
+    EXPECT_TRUE(x.BitwiseEquals(expect_x)) << x.DebugString();
+  }
+}
+
 TEST(ManipOpsTest, SplitRunTimeErrorNamesTheNode) {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 2});

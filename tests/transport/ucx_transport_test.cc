@@ -29,9 +29,11 @@ constexpr char kToken[] = "test-cluster-token";
 
 std::unique_ptr<UcxTransport> MakeTransport(const std::string& task, bool listen,
                                             std::vector<std::string>* log = nullptr,
-                                            std::string token = kToken) {
+                                            std::string token = kToken,
+                                            size_t by_reference_bytes = 64 << 10) {
   UcxTransportOptions o;
   o.task = task;
+  o.by_reference_bytes = by_reference_bytes;
   o.token = std::move(token);
   if (listen) o.listen_address = "127.0.0.1:0";
   o.connect_timeout = std::chrono::seconds(5);
@@ -50,14 +52,17 @@ std::unique_ptr<UcxTransport> MakeTransport(const std::string& task, bool listen
 }
 
 // Two transports in this process, joined over loopback: the sender is task 1, the receiver
-// task 0 (the conformance suite's keys go to /job:localhost/task:0).
+// task 0 (the conformance suite's keys go to /job:localhost/task:0). Both are of this host, so
+// tensors of `by_reference_bytes` or more go by reference (0: all through UCX).
 struct Pair {
-  std::unique_ptr<UcxTransport> receiver = MakeTransport("/job:localhost/task:0", true);
-  std::unique_ptr<UcxTransport> sender = MakeTransport("/job:localhost/task:1", false);
-  Pair() {
+  explicit Pair(size_t by_reference_bytes = 64 << 10)
+      : receiver(MakeTransport("/job:localhost/task:0", true, nullptr, kToken, by_reference_bytes)),
+        sender(MakeTransport("/job:localhost/task:1", false, nullptr, kToken, by_reference_bytes)) {
     auto peer = sender->Connect(receiver->listen_address());
     EXPECT_TRUE(peer.ok()) << peer.status().ToString();
   }
+  std::unique_ptr<UcxTransport> receiver;
+  std::unique_ptr<UcxTransport> sender;
 };
 
 // Sends go in through the sender's rendezvous, receives through the receiver's: every tensor
@@ -86,6 +91,7 @@ class PairRendezvous final : public Rendezvous {
 
 class PairFactory final : public RendezvousFactory {
  public:
+  explicit PairFactory(size_t by_reference_bytes) : pair_(by_reference_bytes) {}
   Result<std::unique_ptr<Rendezvous>> Create(int64_t step) override {
     ASSIGN_OR_RETURN(auto s, pair_.sender->Create(step));
     ASSIGN_OR_RETURN(auto r, pair_.receiver->Create(step));
@@ -99,10 +105,13 @@ class PairFactory final : public RendezvousFactory {
 
 using testing::RendezvousConformance;
 using testing::RendezvousUnderTest;
-INSTANTIATE_TEST_SUITE_P(Ucx, RendezvousConformance,
-                         ::testing::Values(RendezvousUnderTest{
-                             "UcxLoopback", [] { return std::make_unique<PairFactory>(); }}),
-                         [](const auto& info) { return info.param.name; });
+// Through UCX (by_reference_bytes 0), and with every tensor by reference (1 byte and up).
+INSTANTIATE_TEST_SUITE_P(
+    Ucx, RendezvousConformance,
+    ::testing::Values(
+        RendezvousUnderTest{"UcxLoopback", [] { return std::make_unique<PairFactory>(0); }},
+        RendezvousUnderTest{"UcxByReference", [] { return std::make_unique<PairFactory>(1); }}),
+    [](const auto& info) { return info.param.name; });
 
 RendezvousKey KeyTo(const std::string& tensor, int64_t step, int dst_task = 0) {
   RendezvousKey k;
@@ -123,10 +132,8 @@ RecvArgs Expect(DType dtype, const Shape& shape, Allocator* allocator) {
   return a;
 }
 
-// Large tensors take UCX's rendezvous protocol and land in the Recv's allocator, whether the
-// Recv or the tensor comes first.
-TEST(UcxTransportTest, LargeTensorsArriveExactlyInTheRecvsAllocator) {
-  Pair pair;
+void LargeTensorsArriveExactly(size_t by_reference) {
+  Pair pair(by_reference);
   CpuAllocator device_memory("/job:localhost/task:0/device:CPU:0");
   int64_t step = 1;
   for (int64_t n : {1, 1000, 16 * 1024, 1 << 20, 16 << 20}) {
@@ -162,6 +169,19 @@ TEST(UcxTransportTest, LargeTensorsArriveExactlyInTheRecvsAllocator) {
   EXPECT_EQ(st.tensors_received, 10u);
   EXPECT_EQ(pair.sender->stats().tensors_sent, 10u);
   EXPECT_EQ(st.messages_dropped, 0u);
+  // 16 Ki and more floats by reference, when on.
+  EXPECT_EQ(st.tensors_received_by_reference, by_reference > 0 ? 6u : 0u);
+  EXPECT_EQ(pair.sender->stats().tensors_sent_by_reference, by_reference > 0 ? 6u : 0u);
+  EXPECT_EQ(st.readable_peers, by_reference > 0 ? 1u : 0u);
+}
+
+// Large tensors take UCX's rendezvous protocol, or go by reference, and land in the Recv's
+// allocator, whether the Recv or the tensor comes first.
+TEST(UcxTransportTest, LargeTensorsArriveExactlyInTheRecvsAllocator) {
+  for (size_t by_reference : {size_t{0}, size_t{64 << 10}}) {
+    SCOPED_TRACE(fmt::format("by_reference_bytes={}", by_reference));
+    ASSERT_NO_FATAL_FAILURE(LargeTensorsArriveExactly(by_reference));
+  }
 }
 
 // Two transports of this host reach each other through a second endpoint (by worker address,
@@ -207,6 +227,100 @@ TEST(UcxTransportTest, PeersOfThisHostGetASecondEndpointUnlessSharedMemoryIsOff)
     for (int i = 0; i < 2; ++i) {
       EXPECT_EQ(t[i]->stats().same_host_peers, shared_memory ? 1u : 0u) << "task " << i;
       EXPECT_EQ(t[i]->stats().messages_dropped, 0u) << "task " << i;
+    }
+  }
+}
+
+// True once `t` holds the only reference to its buffer (the sender let go of what it held for
+// a Recv), within five seconds.
+bool BecomesUnique(const Tensor& t) {
+  for (int i = 0; i < 500 && !t.buffer_unique(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return t.buffer_unique();
+}
+
+// A tensor sent by reference stays in the sender's memory until the receiver has copied it
+// (then the sender lets it go), or until the receiving step ends without a copy; the receiver
+// never reads a sender that is gone: the step fails instead.
+TEST(UcxTransportTest, TensorsByReferenceAreHeldUntilCopiedOrDropped) {
+  Pair pair;
+  ASSERT_EQ(pair.receiver->stats().readable_peers, 1u);
+  const int64_t n = 64 << 10;  // 256 KiB
+  Tensor x(DType::kF32, Shape{n});
+  for (int64_t i = 0; i < n; ++i) x.data<float>()[i] = static_cast<float>(i % 977);
+  const Tensor copy = x.Clone();
+  {
+    // Copied when the Recv asks: held until then, let go after.
+    auto s = pair.sender->Create(1).value();
+    auto r = pair.receiver->Create(1).value();
+    ASSERT_TRUE(s->Send(KeyTo("x:0", 1), {"send_x"}, x).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_FALSE(x.buffer_unique()) << "the sender holds it for the Recv";
+    RecvResult got;
+    r->RecvAsync(KeyTo("x:0", 1), Expect(DType::kF32, Shape{n}, nullptr), got.Callback());
+    ASSERT_TRUE(got.Wait());
+    ASSERT_TRUE(got.status().ok()) << got.status().ToString();
+    EXPECT_FALSE(got.tensor().SharesBufferWith(x));
+    EXPECT_TRUE(got.tensor().BitwiseEquals(copy));
+    EXPECT_TRUE(BecomesUnique(x)) << "still held after the copy";
+  }
+  {
+    // The receiving step ends without a Recv: let go too.
+    auto s = pair.sender->Create(2).value();
+    auto r = pair.receiver->Create(2).value();
+    ASSERT_TRUE(s->Send(KeyTo("x:0", 2), {"send_x"}, x).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    r->Abort(Cancelled("the step is given up"));
+    EXPECT_TRUE(BecomesUnique(x)) << "still held after the receiver's abort";
+  }
+  EXPECT_EQ(pair.sender->stats().tensors_sent_by_reference, 2u);
+  EXPECT_EQ(pair.receiver->stats().tensors_received_by_reference, 1u);
+  {
+    // The sender is gone before the Recv asks: the Recv fails, Unavailable, naming the task.
+    auto s = pair.sender->Create(3).value();
+    auto r = pair.receiver->Create(3).value();
+    ASSERT_TRUE(s->Send(KeyTo("x:0", 3), {"send_x"}, x).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    s.reset();
+    pair.sender.reset();
+    EXPECT_TRUE(x.buffer_unique());
+    RecvResult got;
+    r->RecvAsync(KeyTo("x:0", 3), Expect(DType::kF32, Shape{n}, nullptr), got.Callback());
+    ASSERT_TRUE(got.Wait());
+    EXPECT_EQ(got.status().code(), StatusCode::kUnavailable) << got.status().ToString();
+    EXPECT_TRUE(MessageHas(got.status(), {"/job:localhost/task:1"})) << got.status().ToString();
+  }
+}
+
+// Either side with by_reference_bytes 0: every tensor goes through UCX, both ways.
+TEST(UcxTransportTest, NoTensorsByReferenceWhenEitherSideTurnsThemOff) {
+  for (int off : {0, 1}) {
+    auto receiver =
+        MakeTransport("/job:localhost/task:0", true, nullptr, kToken, off == 0 ? 0 : 64 << 10);
+    auto sender =
+        MakeTransport("/job:localhost/task:1", false, nullptr, kToken, off == 1 ? 0 : 64 << 10);
+    ASSERT_TRUE(sender->Connect(receiver->listen_address()).ok());
+    for (int to : {0, 1}) {
+      UcxTransport* from = to == 0 ? sender.get() : receiver.get();
+      UcxTransport* into = to == 0 ? receiver.get() : sender.get();
+      auto s = from->Create(10 + to).value();
+      auto r = into->Create(10 + to).value();
+      Tensor x(DType::kF32, Shape{1 << 18});
+      for (int64_t i = 0; i < x.num_elements(); ++i) x.data<float>()[i] = static_cast<float>(i);
+      RendezvousKey key = KeyTo("x:0", 10 + to, to);
+      key.src_device = fmt::format("/job:localhost/task:{}/device:CPU:0", 1 - to);
+      RecvResult got;
+      r->RecvAsync(key, Expect(DType::kF32, x.shape(), nullptr), got.Callback());
+      ASSERT_TRUE(s->Send(key, {"send_x"}, x).ok());
+      ASSERT_TRUE(got.Wait());
+      ASSERT_TRUE(got.status().ok()) << got.status().ToString();
+      EXPECT_TRUE(got.tensor().BitwiseEquals(x));
+    }
+    for (UcxTransport* t : {sender.get(), receiver.get()}) {
+      EXPECT_EQ(t->stats().readable_peers, 0u) << off;
+      EXPECT_EQ(t->stats().tensors_sent_by_reference, 0u) << off;
+      EXPECT_EQ(t->stats().tensors_received, 1u) << off;
     }
   }
 }

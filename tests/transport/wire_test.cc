@@ -83,11 +83,46 @@ TEST(WireTest, EveryMessageRoundTrips) {
   EXPECT_EQ(b->address, address);
   offer.address = std::string(kMaxAddressBytes + 1, 'a');
   EXPECT_EQ(Encode(offer).status().code(), StatusCode::kInvalidArgument);
-  auto same = DecodeSameHost(Encode(SameHost{"/job:worker/task:3", 7, "tok"}).value());
+  auto same = DecodeSameHost(
+      Encode(SameHost{"/job:worker/task:3", 7, "tok", 4321, 0x7ffd12345678, ~uint64_t{5}}).value());
   ASSERT_TRUE(same.ok()) << same.status().ToString();
   EXPECT_EQ(same->task, "/job:worker/task:3");
   EXPECT_EQ(same->incarnation, 7u);
   EXPECT_EQ(same->token, "tok");
+  EXPECT_EQ(same->pid, 4321u);
+  EXPECT_EQ(same->probe_address, 0x7ffd12345678u);
+  EXPECT_EQ(same->probe_value, ~uint64_t{5});
+
+  // Tensors by reference: the tensor's fields, its address and id; the answer's ids.
+  TensorRef ref{SampleTensor(), 0x7f0012340000, 99};
+  auto by_ref = DecodeTensorRef(Encode(ref).value());
+  ASSERT_TRUE(by_ref.ok()) << by_ref.status().ToString();
+  EXPECT_EQ(by_ref->tensor.key.ToString(), ref.tensor.key.ToString());
+  EXPECT_EQ(by_ref->tensor.send_node, ref.tensor.send_node);
+  EXPECT_EQ(by_ref->tensor.shape, ref.tensor.shape);
+  EXPECT_EQ(by_ref->tensor.bytes, ref.tensor.bytes);
+  EXPECT_EQ(by_ref->address, 0x7f0012340000u);
+  EXPECT_EQ(by_ref->id, 99u);
+  // A Tensor header is not a TensorRef, nor the other way round.
+  EXPECT_TRUE(MessageHas(DecodeTensorRef(Encode(SampleTensor()).value()).status(),
+                         {"TensorRef message", "truncated"}));
+  EXPECT_TRUE(MessageHas(DecodeTensorHeader(Encode(ref).value()).status(), {"trail"}));
+  std::vector<uint64_t> ids(kMaxRefsDone);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = i * 3 + 1;
+  auto done = DecodeTensorRefDone(Encode(TensorRefDone{ids}).value());
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(done->ids, ids);
+  EXPECT_EQ(Encode(TensorRefDone{}).status().code(), StatusCode::kInvalidArgument);
+  ids.push_back(1);
+  EXPECT_TRUE(MessageHas(Encode(TensorRefDone{ids}).status(), {"1 to 512 ids"}));
+  for (bool reads : {false, true}) {
+    auto p = DecodePeerReads(EncodePeerReads(reads));
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_EQ(*p, reads);
+  }
+  std::string bad_flag = EncodePeerReads(true);
+  bad_flag.back() = 2;
+  EXPECT_TRUE(MessageHas(DecodePeerReads(bad_flag).status(), {"PeerReads message", "flag 2"}));
 
   // A version 1 Hello (no offer) still decodes, so its sender is refused for its version.
   Hello old{1, "/job:master/task:0", 1, "t", "", "ignored", "ignored"};
@@ -210,7 +245,10 @@ TEST(WireTest, GarbageNeverCrashesADecoder) {
       Encode(HelloReply{kProtocolVersion, true, "/job:w/task:1", 2, ""}).value(),
       Encode(AbortStep{4, Unavailable("gone")}).value(),
       Encode(CallRequest{3, 2}).value(),
-      Encode(CallResponse{3, Internal("x")}).value()};
+      Encode(CallResponse{3, Internal("x")}).value(),
+      Encode(TensorRef{SampleTensor(), 64, 2}).value(),
+      Encode(TensorRefDone{{1, 2, 3}}).value(),
+      EncodePeerReads(true)};
   int decoded = 0;
   for (int i = 0; i < 20000; ++i) {
     std::string bytes;
@@ -224,7 +262,9 @@ TEST(WireTest, GarbageNeverCrashesADecoder) {
     }
     decoded += DecodeTensorHeader(bytes).ok() + DecodeHello(bytes).ok() +
                DecodeHelloReply(bytes).ok() + DecodeAbortStep(bytes).ok() +
-               DecodeCallRequest(bytes).ok() + DecodeCallResponse(bytes).ok();
+               DecodeCallRequest(bytes).ok() + DecodeCallResponse(bytes).ok() +
+               DecodeTensorRef(bytes).ok() + DecodeTensorRefDone(bytes).ok() +
+               DecodePeerReads(bytes).ok();
   }
   // Some mutations leave a valid message (a changed name byte); most do not.
   EXPECT_LT(decoded, 40000);
