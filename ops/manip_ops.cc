@@ -67,6 +67,35 @@ Status ConcatShape(InferenceContext& c) {
   return Status::OK();
 }
 
+Status EmptyShape(InferenceContext& c) {
+  ASSIGN_OR_RETURN(Shape s, c.GetAttr<Shape>("shape"));
+  if (!s.fully_defined()) return c.Error("shape must be fully defined, got {}", s);
+  c.set_output(0, s);
+  return Status::OK();
+}
+
+Status WriteRowsShape(InferenceContext& c) {
+  ASSIGN_OR_RETURN(int64_t offset, c.GetAttr<int64_t>("offset"));
+  const Shape& x = c.input_shape(0);
+  const Shape& y = c.input_shape(1);
+  if (!x.unknown_rank() && !y.unknown_rank()) {
+    if (x.rank() == 0 || x.rank() != y.rank()) {
+      return c.Error("rows of {} cannot go into {}: the ranks must agree and be at least 1", y, x);
+    }
+    for (int d = 1; d < x.rank(); ++d) {
+      if (x[d] >= 0 && y[d] >= 0 && x[d] != y[d]) {
+        return c.Error("rows of {} cannot go into {}: dimension {} differs", y, x, d);
+      }
+    }
+    if (offset < 0 || (x[0] >= 0 && y[0] >= 0 && offset + y[0] > x[0])) {
+      return c.Error("rows [{}, {}) are outside the {} rows of {}", offset,
+                     offset + std::max<int64_t>(y[0], 0), x[0], x);
+    }
+  }
+  c.set_output(0, x);
+  return Status::OK();
+}
+
 // Each input's gradient is its slice of g; the sizes along the axis must be known.
 Status ConcatGrad(GradContext& c) {
   ASSIGN_OR_RETURN(int64_t axis, c.node().GetAttr<int64_t>("axis"));
@@ -260,6 +289,21 @@ Status RegisterManipOps(OpRegistry& r) {
        .cost_fn = ElementwiseCostFn(0),
        .grad_fn = ConcatGrad}));
   RETURN_IF_ERROR(
+      r.Register({.name = "Empty",
+                  .outputs = {{.name = "y", .type_attr = "dtype", .allowed = kCastTypes}},
+                  .attrs = {{"shape", AttrType::kShape, std::nullopt},
+                            {"dtype", AttrType::kDType, DType::kF32}},
+                  .shape_fn = EmptyShape,
+                  .cost_fn = ElementwiseCostFn(0)}));
+  RETURN_IF_ERROR(r.Register(
+      {.name = "WriteRows",
+       .inputs = {{.name = "x", .type_attr = "T", .allowed = kCastTypes},
+                  {.name = "y", .type_attr = "T", .allowed = kCastTypes}},
+       .outputs = {{.name = "z", .type_attr = "T"}},
+       .attrs = {{"T", AttrType::kDType, std::nullopt}, {"offset", AttrType::kInt, std::nullopt}},
+       .shape_fn = WriteRowsShape,
+       .cost_fn = ElementwiseCostFn(0)}));
+  RETURN_IF_ERROR(
       r.Register({.name = "Split",
                   .inputs = {{.name = "x", .type_attr = "T", .allowed = kCastTypes}},
                   .outputs = {{.name = "ys", .type_attr = "T", .number_attr = "num_split"}},
@@ -321,6 +365,14 @@ Output Concat(const Scope& scope, const std::vector<Output>& xs, int64_t axis) {
     return Output();
   }
   return scope.OutputOf(scope.AddNode("Concat", xs, {{"axis", axis}}));
+}
+Output Empty(const Scope& scope, const Shape& shape, DType dtype) {
+  internal::RegisterOpDefinitions();
+  return scope.OutputOf(scope.AddNode("Empty", {}, {{"shape", shape}, {"dtype", dtype}}));
+}
+Output WriteRows(const Scope& scope, Output x, Output y, int64_t offset) {
+  internal::RegisterOpDefinitions();
+  return scope.OutputOf(scope.AddNode("WriteRows", {x, y}, {{"offset", offset}}));
 }
 std::vector<Output> SplitV(const Scope& scope, Output x, const std::vector<int64_t>& sizes,
                            int64_t axis) {

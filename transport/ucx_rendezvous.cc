@@ -463,8 +463,12 @@ void UcxTransport::Impl::RecvAsync(const RendezvousKey& key, const RecvArgs& arg
     return;
   }
   if (by_reference.ref_peer != nullptr) {
-    // Copied here, on the Recv's thread.
-    TakeByReference(by_reference, key, args, done);
+    // Copied on the progress thread, not this one: the step's thread goes on to what is ready
+    // beside the Recv (in a ring all-reduce, the pieces the peer waits for) instead of copying
+    // first.
+    Post([this, slot = std::move(by_reference), key, args, done = std::move(done)] {
+      TakeByReference(slot, key, args, done);
+    });
     return;
   }
   if (desc != nullptr) Post([this, desc] { ReleaseDesc(desc); });

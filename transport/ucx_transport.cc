@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -146,6 +147,15 @@ bool MmErrorHandling(bool fallback) {
 
 Status UcxTransport::Impl::Start() {
   hot_spin_ = HotSpin();
+  if (const char* v = std::getenv("DFLOW_BY_REFERENCE_BYTES")) {
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long bytes = std::strtoull(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || errno != 0 || *v == '-') {
+      return InvalidArgument("DFLOW_BY_REFERENCE_BYTES='{}' is not a number of bytes", v);
+    }
+    options_.by_reference_bytes = static_cast<size_t>(bytes);
+  }
   std::random_device random;
   probe_value_ = (uint64_t{random()} << 32 | random()) | 1;  // never 0, unlike unread memory
   ucp_config_t* config = nullptr;

@@ -64,7 +64,8 @@ struct UcxTransportOptions {
   // memory, once, and tells the sender when it may free them (UCX's shared memory copies a
   // tensor three times, in 8 KiB fragments, through two progress threads). Whether a peer can
   // is tried when it connects (a probe read); otherwise, and with 0 here on either side,
-  // tensors go through UCX. Needs shared_memory.
+  // tensors go through UCX. Needs shared_memory. The environment's DFLOW_BY_REFERENCE_BYTES,
+  // when set, decides instead.
   size_t by_reference_bytes = 64 << 10;
   // Told one line for each event a person should see: a refused or lost peer, a message
   // dropped as malformed. Called from the progress thread; null: stderr.

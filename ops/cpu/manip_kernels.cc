@@ -1,5 +1,6 @@
-// CPU kernels of Transpose, Concat, Split, Slice, Pad, OneHot and CheckNumerics. Transpose, Slice
-// and Pad share one strided copy; Concat copies contiguous blocks.
+// CPU kernels of Transpose, Concat, Split, Empty, WriteRows, Slice, Pad, OneHot and
+// CheckNumerics. Transpose, Slice and Pad share one strided copy; Concat copies contiguous
+// blocks.
 #include <cmath>
 #include <cstring>
 
@@ -233,6 +234,51 @@ class SplitKernel : public OpKernel {
   std::vector<int64_t> sizes_;
 };
 
+class EmptyKernel : public OpKernel {
+ public:
+  explicit EmptyKernel(const KernelInit& init)
+      : shape_(std::get<Shape>(*init.node.FindAttr("shape"))),
+        dtype_(std::get<DType>(*init.node.FindAttr("dtype"))) {}
+  Status Compute(KernelContext& ctx) override {
+    return ctx.AllocateOutput(0, dtype_, shape_).status();
+  }
+
+ private:
+  Shape shape_;
+  DType dtype_;
+};
+
+class WriteRowsKernel : public OpKernel {
+ public:
+  explicit WriteRowsKernel(const KernelInit& init)
+      : offset_(std::get<int64_t>(*init.node.FindAttr("offset"))) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& y = ctx.input(1);
+    const Shape& xs = x.shape();
+    const Shape& ys = y.shape();
+    bool fits =
+        xs.rank() >= 1 && xs.rank() == ys.rank() && offset_ >= 0 && offset_ + ys[0] <= xs[0];
+    for (int d = 1; fits && d < xs.rank(); ++d) fits = xs[d] == ys[d];
+    if (!fits) {
+      return InvalidArgument("rows of {} cannot go into {} at row {}", ys, xs, offset_);
+    }
+    // x stays in its value slot while this runs, forwarded to output 0 or not.
+    ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), xs));
+    if (out->raw_data() != x.raw_data() && x.num_bytes() > 0) {
+      std::memcpy(out->raw_data(), x.raw_data(), x.num_bytes());
+    }
+    const size_t row = xs[0] > 0 ? x.num_bytes() / static_cast<size_t>(xs[0]) : 0;
+    if (y.num_bytes() > 0) {
+      std::memcpy(static_cast<char*>(out->raw_data()) + offset_ * row, y.raw_data(), y.num_bytes());
+    }
+    return Status::OK();
+  }
+
+ private:
+  int64_t offset_;
+};
+
 class OneHotKernel : public OpKernel {
  public:
   explicit OneHotKernel(const KernelInit& init)
@@ -292,6 +338,8 @@ Status RegisterManipKernels() {
   RETURN_IF_ERROR(RegisterKernel<SliceKernel>("Slice", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<PadKernel>("Pad", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ConcatKernel>("Concat", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<EmptyKernel>("Empty", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<WriteRowsKernel>("WriteRows", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<SplitKernel>("Split", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<OneHotKernel>("OneHot", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<CheckNumericsKernel>("CheckNumerics", "CPU"));

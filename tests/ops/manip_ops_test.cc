@@ -132,6 +132,29 @@ TEST(ManipOpsTest, RowPiecesAreViewsThatInPlaceOpsDoNotWriteThrough) {
   }
 }
 
+TEST(ManipOpsTest, WriteRowsThatDoNotFitAreErrorsNamingTheNode) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Const(root, Iota(Shape{4, 2}));
+  ops::WriteRows(root.WithOpName("past_the_end"), x, ops::Const(root, Iota(Shape{2, 2})), 3);
+  EXPECT_TRUE(MessageHas(root.status(), {"past_the_end", "rows [3, 5)", "outside the 4 rows"}))
+      << root.status().ToString();
+  Scope wide = Scope::NewRootScope();
+  ops::WriteRows(wide.WithOpName("wide"), ops::Const(wide, Iota(Shape{4, 2})),
+                 ops::Const(wide, Iota(Shape{1, 3})), 0);
+  EXPECT_TRUE(MessageHas(wide.status(), {"wide", "dimension 1 differs"}))
+      << wide.status().ToString();
+  // Rows known only at run time.
+  Scope late = Scope::NewRootScope();
+  auto some = ops::Placeholder(late.WithOpName("x"), DType::kF32, Shape{-1, 2});
+  auto w = ops::WriteRows(late.WithOpName("late"), some, ops::Const(late, Iota(Shape{3, 2})), 0);
+  auto session = Session::Create(late);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto r = (*session)->Run({{"x", Iota(Shape{2, 2})}}, {w.name()});
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(r.status(), {"'late'", "cannot go into", "at row 0"}))
+      << r.status().ToString();
+}
+
 TEST(ManipOpsTest, SplitRunTimeErrorNamesTheNode) {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 2});

@@ -366,6 +366,13 @@ TEST(UcxTransportTest, BadOptionsAndAddressesAreInvalidArguments) {
   auto r = UcxTransport::Create(o);
   EXPECT_TRUE(MessageHas(r.status(), {"127.0.0.1", "HOST:PORT"})) << r.status().ToString();
   o.listen_address = "";
+  for (const char* bad : {"12x", "", "-5"}) {
+    setenv("DFLOW_BY_REFERENCE_BYTES", bad, 1);
+    auto env = UcxTransport::Create(o);
+    EXPECT_EQ(env.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(MessageHas(env.status(), {"DFLOW_BY_REFERENCE_BYTES", bad})) << bad;
+  }
+  unsetenv("DFLOW_BY_REFERENCE_BYTES");
   auto t = UcxTransport::Create(o).value();
   EXPECT_TRUE(MessageHas(t->Connect("127.0.0.1:99999").status(), {"port over 65535"}));
 }

@@ -1,6 +1,6 @@
 // Cases for the ops that create, pass through or rearrange data: Placeholder, Const, Identity,
 // Reshape, ReshapeLike, ZerosLike, OnesLike, Fill, CheckNumerics, Transpose, Slice, Pad, Concat,
-// Split and OneHot.
+// Split, WriteRows and OneHot.
 #include <fmt/format.h>
 
 #include "op_cases.h"
@@ -386,6 +386,52 @@ void AddOneHot(CaseRng& rng, std::vector<OpCase>& cases) {
   }
 }
 
+// WriteRows into a fed tensor (which it must copy first: the caller holds it), and a chain of
+// them from an Empty (each writing into the one before's buffer) that fills every row.
+void AddWriteRows(CaseRng& rng, std::vector<OpCase>& cases) {
+  const std::vector<std::tuple<DType, Shape, Shape, int64_t>> into = {
+      {DType::kF32, Shape{5, 3}, Shape{2, 3}, 1},
+      {DType::kF64, Shape{4}, Shape{4}, 0},
+      {DType::kI32, Shape{3, 2, 2}, Shape{1, 2, 2}, 2},
+      {DType::kF32, Shape{3, 2}, Shape{0, 2}, 3},
+  };
+  for (const auto& [dt, xs, ys, offset] : into) {
+    int64_t at = offset;
+    cases.push_back(
+        OpCase{.op = "WriteRows",
+               .tag = fmt::format("at{}", offset),
+               .inputs = {rng.Uniform(dt, xs, -50, 50), rng.Uniform(dt, ys, -50, 50)},
+               .build = One([at](const Scope& sc, const std::vector<Output>& in) {
+                 return ops::WriteRows(sc, in[0], in[1], at);
+               }),
+               .reference = One([at](const std::vector<Tensor>& in) {
+                 Tensor out = in[0].Clone();
+                 const size_t row = in[0].shape()[0] > 0 ? in[0].num_bytes() / in[0].shape()[0] : 0;
+                 for (size_t b = 0; b < in[1].num_bytes(); ++b) {
+                   static_cast<char*>(out.raw_data())[at * row + b] =
+                       static_cast<const char*>(in[1].raw_data())[b];
+                 }
+                 return out;
+               }),
+               .no_gradient = "WriteRows has no gradient: it assembles all-reduce results"});
+  }
+  for (DType dt : {DType::kF32, DType::kI64}) {
+    cases.push_back(OpCase{
+        .op = "WriteRows",
+        .tag = "chain",
+        .inputs = {rng.Uniform(dt, Shape{2, 3}, -50, 50), rng.Uniform(dt, Shape{1, 3}, -50, 50),
+                   rng.Uniform(dt, Shape{3, 3}, -50, 50)},
+        .build = One([dt](const Scope& sc, const std::vector<Output>& in) {
+          Output whole = ops::Empty(sc, Shape{6, 3}, dt);
+          whole = ops::WriteRows(sc, whole, in[1], 2);  // out of order
+          whole = ops::WriteRows(sc, whole, in[2], 3);
+          return ops::WriteRows(sc, whole, in[0], 0);
+        }),
+        .reference = One([](const std::vector<Tensor>& in) { return ConcatRef(in, 0); }),
+        .no_gradient = "WriteRows has no gradient: it assembles all-reduce results"});
+  }
+}
+
 }  // namespace
 
 void AddArrayCases(CaseRng& rng, std::vector<OpCase>& cases) {
@@ -393,6 +439,7 @@ void AddArrayCases(CaseRng& rng, std::vector<OpCase>& cases) {
   AddReshapes(rng, cases);
   AddTransposeSlicePad(rng, cases);
   AddConcatSplit(rng, cases);
+  AddWriteRows(rng, cases);
   AddOneHot(rng, cases);
 }
 
