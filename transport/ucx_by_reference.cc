@@ -132,13 +132,25 @@ void UcxTransport::Impl::Release(std::vector<std::pair<Peer*, uint64_t>> refs) {
 
 Status UcxTransport::Impl::CopyByReference(const Slot& slot, const RendezvousKey& key,
                                            std::string_view recv_node, Tensor* into) {
-  std::string error =
-      ReadProcess(slot.ref_pid, slot.ref_address, into->raw_data(), slot.header.bytes);
+  // A sender that has lost this process (or ended) no longer holds the tensor: its memory may
+  // hold something else by now, so nothing is read once the connection is known to be gone,
+  // and what was read meanwhile is not delivered.
+  auto connected = [&]()
+                       DFLOW_REQUIRES(mu_) { return slot.ref_peer->state == Peer::State::kReady; };
+  std::string error;
+  {
+    MutexLock lock(mu_);
+    if (!connected()) error = "the connection to it is gone";
+  }
+  if (error.empty()) {
+    error = ReadProcess(slot.ref_pid, slot.ref_address, into->raw_data(), slot.header.bytes);
+  }
+  MutexLock lock(mu_);
+  if (error.empty() && !connected()) error = "the connection to it was lost during the copy";
   if (!error.empty()) {
     return Unavailable("copying {} of Send '{}' out of task {} for Recv '{}' failed: {}",
                        key.ToString(), slot.send_node, slot.from_task, recv_node, error);
   }
-  MutexLock lock(mu_);
   stats_.tensors_received++;
   stats_.tensors_received_by_reference++;
   stats_.bytes_received += slot.header.bytes;

@@ -285,6 +285,10 @@ TEST(UcxTransportTest, TensorsByReferenceAreHeldUntilCopiedOrDropped) {
     s.reset();
     pair.sender.reset();
     EXPECT_TRUE(x.buffer_unique());
+    // Once the receiver knows (at once here: the sender closed its endpoints), the step fails.
+    for (int i = 0; i < 500 && !pair.receiver->peers().empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     RecvResult got;
     r->RecvAsync(KeyTo("x:0", 3), Expect(DType::kF32, Shape{n}, nullptr), got.Callback());
     ASSERT_TRUE(got.Wait());
