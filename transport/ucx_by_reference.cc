@@ -210,17 +210,14 @@ ucs_status_t UcxTransport::Impl::ReceiveTensorRef(std::string_view header,
   RecvArgs recv;
   {
     MutexLock lock(mu_);
-    std::shared_ptr<StepBox> box = Box(h.key.step_id);
-    if (box == nullptr || !box->aborted.ok()) {
+    std::shared_ptr<StepBox> box;
+    std::string why;
+    Slot* arrival = ArrivalSlot(h.key, from_task, &box, &why);
+    if (arrival == nullptr) {
       lock.Unlock();
-      return drop(
-          fmt::format("{} from task {}: its step is over here", h.key.ToString(), from_task));
+      return drop(why);
     }
-    Slot& slot = box->slots[h.key];
-    if (slot.arrived) {
-      lock.Unlock();
-      return drop(fmt::format("{} from task {}: sent twice", h.key.ToString(), from_task));
-    }
+    Slot& slot = *arrival;
     if (!slot.waiting) {
       arrived.arrived = true;
       slot = std::move(arrived);

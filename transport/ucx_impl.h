@@ -308,6 +308,10 @@ class UcxTransport::Impl {
 
   // The step's box, made when missing; null when the step is finished here.
   std::shared_ptr<StepBox> Box(int64_t step) DFLOW_REQUIRES(mu_);
+  // The slot a tensor from `from_task` for `key` arrives in (its step's box in *box), or null
+  // with why it is dropped: its step is over here, or it came twice.
+  Slot* ArrivalSlot(const RendezvousKey& key, const std::string& from_task,
+                    std::shared_ptr<StepBox>* box, std::string* why) DFLOW_REQUIRES(mu_);
   Peer* ReadyPeer(const std::string& task) DFLOW_REQUIRES(mu_);
 
   UcxTransportOptions options_;

@@ -256,17 +256,14 @@ ucs_status_t UcxTransport::Impl::ReceiveTensor(std::string_view header, void* da
   RecvOp* pull = nullptr;
   {
     MutexLock lock(mu_);
-    std::shared_ptr<StepBox> box = Box(h.key.step_id);
-    if (box == nullptr || !box->aborted.ok()) {
+    std::shared_ptr<StepBox> box;
+    std::string why;
+    Slot* arrival = ArrivalSlot(h.key, from_task, &box, &why);
+    if (arrival == nullptr) {
       lock.Unlock();
-      return Drop(
-          fmt::format("{} from task {}: its step is over here", h.key.ToString(), from_task));
+      return Drop(why);
     }
-    Slot& slot = box->slots[h.key];
-    if (slot.arrived) {
-      lock.Unlock();
-      return Drop(fmt::format("{} from task {}: sent twice", h.key.ToString(), from_task));
-    }
+    Slot& slot = *arrival;
     if (rndv) {
       if (slot.waiting) {
         // The Recv waits: pull straight into a buffer of its allocator.
@@ -332,6 +329,23 @@ ucs_status_t UcxTransport::Impl::ReceiveTensor(std::string_view header, void* da
   }
   if (done) DeliverToRecv(h.key, h.send_node, tensor, recv, done);
   return UCS_OK;
+}
+
+UcxTransport::Impl::Slot* UcxTransport::Impl::ArrivalSlot(const RendezvousKey& key,
+                                                          const std::string& from_task,
+                                                          std::shared_ptr<StepBox>* box,
+                                                          std::string* why) {
+  *box = Box(key.step_id);
+  if (*box == nullptr || !(*box)->aborted.ok()) {
+    *why = fmt::format("{} from task {}: its step is over here", key.ToString(), from_task);
+    return nullptr;
+  }
+  Slot& slot = (*box)->slots[key];
+  if (slot.arrived) {
+    *why = fmt::format("{} from task {}: sent twice", key.ToString(), from_task);
+    return nullptr;
+  }
+  return &slot;
 }
 
 ucs_status_t UcxTransport::Impl::Pull(void* desc, void* buffer, size_t length,

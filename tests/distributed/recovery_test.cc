@@ -137,7 +137,6 @@ TEST(RecoveryTest, TrainLoopRecoversFromAKilledWorker) {
   TwoWorkers two;
   ASSERT_NO_FATAL_FAILURE(two.Start());
   const std::vector<std::string>& args = two.args;
-  auto& w0 = two.w0;
   auto& w1 = two.w1;
   DistributedOptions& cluster = two.cluster;
   cluster.connect_timeout = std::chrono::seconds(10);
@@ -185,7 +184,6 @@ TEST(RecoveryTest, TrainLoopRecoversFromAKilledWorker) {
 TEST(RecoveryTest, ElasticTrainingGoesOnWithFewerReplicas) {
   TwoWorkers two;
   ASSERT_NO_FATAL_FAILURE(two.Start());
-  const std::vector<std::string>& args = two.args;
   auto& w0 = two.w0;
   auto& w1 = two.w1;
   DistributedOptions& cluster = two.cluster;
