@@ -153,6 +153,13 @@ Status RegisterArrayOps(OpRegistry& r) {
                             {"dtype", AttrType::kDType, DType::kF32}},
                   .shape_fn = FillShape,
                   .cost_fn = ElementwiseCostFn(0)}));
+  RETURN_IF_ERROR(
+      r.Register({.name = "Empty",
+                  .outputs = {{.name = "y", .type_attr = "dtype", .allowed = kCastTypes}},
+                  .attrs = {{"shape", AttrType::kShape, std::nullopt},
+                            {"dtype", AttrType::kDType, DType::kF32}},
+                  .shape_fn = FillShape,
+                  .cost_fn = ElementwiseCostFn(0)}));
   RETURN_IF_ERROR(r.Register(
       {.name = "AddN",
        .inputs = {{.name = "inputs", .type_attr = "T", .allowed = kNumericTypes, .variadic = true}},
@@ -202,6 +209,10 @@ Output Fill(const Scope& scope, const Shape& shape, double value, DType dtype) {
       scope.AddNode("Fill", {}, {{"shape", shape}, {"value", value}, {"dtype", dtype}}));
 }
 
+Output Empty(const Scope& scope, const Shape& shape, DType dtype) {
+  internal::RegisterOpDefinitions();
+  return scope.OutputOf(scope.AddNode("Empty", {}, {{"shape", shape}, {"dtype", dtype}}));
+}
 Output AddN(const Scope& scope, const std::vector<Output>& xs) {
   internal::RegisterOpDefinitions();
   if (xs.empty()) {

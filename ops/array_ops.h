@@ -34,6 +34,9 @@ Output ZerosLike(const Scope& scope, Output x);
 Output OnesLike(const Scope& scope, Output x);
 // A tensor of a fully defined shape filled with `value`.
 Output Fill(const Scope& scope, const Shape& shape, double value, DType dtype = DType::kF32);
+// A tensor of a fully defined shape whose contents are unspecified: for graphs that then write
+// every element (WriteRows, manip_ops.h).
+Output Empty(const Scope& scope, const Shape& shape, DType dtype = DType::kF32);
 // The element-wise sum of one or more tensors of the same dtype and shape.
 Output AddN(const Scope& scope, const std::vector<Output>& xs);
 // Same data, new shape; at most one dimension -1 (inferred). Shares the input's buffer.

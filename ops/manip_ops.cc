@@ -67,13 +67,6 @@ Status ConcatShape(InferenceContext& c) {
   return Status::OK();
 }
 
-Status EmptyShape(InferenceContext& c) {
-  ASSIGN_OR_RETURN(Shape s, c.GetAttr<Shape>("shape"));
-  if (!s.fully_defined()) return c.Error("shape must be fully defined, got {}", s);
-  c.set_output(0, s);
-  return Status::OK();
-}
-
 Status WriteRowsShape(InferenceContext& c) {
   ASSIGN_OR_RETURN(int64_t offset, c.GetAttr<int64_t>("offset"));
   const Shape& x = c.input_shape(0);
@@ -288,13 +281,6 @@ Status RegisterManipOps(OpRegistry& r) {
        .shape_fn = ConcatShape,
        .cost_fn = ElementwiseCostFn(0),
        .grad_fn = ConcatGrad}));
-  RETURN_IF_ERROR(
-      r.Register({.name = "Empty",
-                  .outputs = {{.name = "y", .type_attr = "dtype", .allowed = kCastTypes}},
-                  .attrs = {{"shape", AttrType::kShape, std::nullopt},
-                            {"dtype", AttrType::kDType, DType::kF32}},
-                  .shape_fn = EmptyShape,
-                  .cost_fn = ElementwiseCostFn(0)}));
   RETURN_IF_ERROR(r.Register(
       {.name = "WriteRows",
        .inputs = {{.name = "x", .type_attr = "T", .allowed = kCastTypes},
@@ -365,10 +351,6 @@ Output Concat(const Scope& scope, const std::vector<Output>& xs, int64_t axis) {
     return Output();
   }
   return scope.OutputOf(scope.AddNode("Concat", xs, {{"axis", axis}}));
-}
-Output Empty(const Scope& scope, const Shape& shape, DType dtype) {
-  internal::RegisterOpDefinitions();
-  return scope.OutputOf(scope.AddNode("Empty", {}, {{"shape", shape}, {"dtype", dtype}}));
 }
 Output WriteRows(const Scope& scope, Output x, Output y, int64_t offset) {
   internal::RegisterOpDefinitions();

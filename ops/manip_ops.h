@@ -1,5 +1,6 @@
 // Builder functions for the ops that rearrange data: Transpose, Concat, Split, Slice, Pad, OneHot,
-// Empty and WriteRows (which assemble a tensor piece by piece), and CheckNumerics (which passes
+// WriteRows (which assembles a tensor piece by piece, from an Empty: array_ops.h), and
+// CheckNumerics (which passes
 // data through unchanged, or fails naming the node).
 #pragma once
 
@@ -20,9 +21,6 @@ std::vector<Output> Split(const Scope& scope, Output x, int64_t num_split, int64
 // Cuts x into pieces of the given sizes along `axis`; one size may be -1 for the rest.
 std::vector<Output> SplitV(const Scope& scope, Output x, const std::vector<int64_t>& sizes,
                            int64_t axis);
-// A tensor of `shape` (fully defined) whose contents are unspecified: for graphs that then
-// write every element (WriteRows).
-Output Empty(const Scope& scope, const Shape& shape, DType dtype = DType::kF32);
 // x with rows [offset, offset + y's rows) of its first dimension replaced by y (same dtype, and
 // x's other dimensions). It writes into x's buffer when it is x's last reader and nobody else
 // holds x, so a chain of WriteRows from an Empty assembles pieces as each comes, copying each

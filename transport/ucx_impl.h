@@ -366,7 +366,7 @@ class UcxTransport::Impl {
     Peer* peer = nullptr;
   };
   std::unordered_map<uint64_t, Held> held_ DFLOW_GUARDED_BY(mu_);
-  std::atomic<uint64_t> next_ref_id_{1};
+  uint64_t next_ref_id_ DFLOW_GUARDED_BY(mu_) = 1;
   // Read by same-host peers to learn whether they can read this process's memory (SameHost).
   uint64_t probe_value_ = 0;
 

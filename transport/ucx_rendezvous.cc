@@ -155,13 +155,7 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
   h.bytes = tensor.num_bytes();
   ASSIGN_OR_RETURN(std::string header, Encode(h));
   // Big enough to go by reference, should the peer read this process's memory.
-  std::string ref_header;
-  uint64_t ref_id = 0;
-  if (options_.by_reference_bytes > 0 && h.bytes >= options_.by_reference_bytes) {
-    ref_id = next_ref_id_.fetch_add(1);
-    ASSIGN_OR_RETURN(ref_header,
-                     Encode(TensorRef{h, reinterpret_cast<uintptr_t>(tensor.raw_data()), ref_id}));
-  }
+  const bool big = options_.by_reference_bytes > 0 && h.bytes >= options_.by_reference_bytes;
   auto* op = new SendOp;
   op->impl = this;
   op->type = MessageType::kTensor;
@@ -182,11 +176,16 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
     } else if ((op->peer = ReadyPeer(dst_task)) == nullptr) {
       refused = Unavailable("Send '{}': no connection to task {}, the destination of {}", args.node,
                             dst_task, key.ToString());
-    } else if (ref_id != 0 && op->peer->reads_me) {
-      held_[ref_id] = {tensor, op->peer};
-      op->type = MessageType::kTensorRef;
-      op->header = std::move(ref_header);
-      op->ref_id = ref_id;
+    } else if (big && op->peer->reads_me) {
+      const uint64_t id = next_ref_id_++;
+      // Only a header at the very limit fails: it then goes with its bytes.
+      if (auto ref = AsTensorRef(op->header, reinterpret_cast<uintptr_t>(tensor.raw_data()), id);
+          ref.ok()) {
+        held_[id] = {tensor, op->peer};
+        op->type = MessageType::kTensorRef;
+        op->header = std::move(ref).value();
+        op->ref_id = id;
+      }
     }
     if (!refused.ok()) {
       delete op;

@@ -177,11 +177,19 @@ Result<std::string> Encode(const TensorHeader& m) {
 }
 
 Result<std::string> Encode(const TensorRef& m) {
-  Writer w;
-  RETURN_IF_ERROR(WriteTensorFields(w, m.tensor));
-  w.U64(m.address);
-  w.U64(m.id);
-  return std::move(w).Finish("TensorRef");
+  ASSIGN_OR_RETURN(std::string tensor, Encode(m.tensor));
+  return AsTensorRef(std::move(tensor), m.address, m.id);
+}
+
+Result<std::string> AsTensorRef(std::string tensor_header, uint64_t address, uint64_t id) {
+  for (uint64_t v : {address, id}) {
+    for (int i = 0; i < 8; ++i) tensor_header.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  if (tensor_header.size() > kMaxHeaderBytes) {
+    return InvalidArgument("a TensorRef header of {} bytes is over the limit of {}",
+                           tensor_header.size(), kMaxHeaderBytes);
+  }
+  return tensor_header;
 }
 
 Result<std::string> Encode(const TensorRefDone& m) {

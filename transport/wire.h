@@ -144,6 +144,9 @@ Result<std::string> Encode(const HelloReply& m);
 Result<std::string> Encode(const SameHost& m);
 Result<std::string> Encode(const TensorHeader& m);
 Result<std::string> Encode(const TensorRef& m);
+// A TensorRef's header from its tensor's (Encode of a TensorHeader, whose fields it starts
+// with): the same bytes, then the address and the id.
+Result<std::string> AsTensorRef(std::string tensor_header, uint64_t address, uint64_t id);
 Result<std::string> Encode(const TensorRefDone& m);
 Result<std::string> Encode(const AbortStep& m);
 Result<std::string> Encode(const CallRequest& m);

@@ -1,4 +1,4 @@
-// CPU kernels of the array ops: Placeholder, Const, Identity, NoOp, Reshape.
+// CPU kernels of the array ops: Placeholder, Const, Identity, NoOp, Reshape, Fill, Empty.
 #include <cstring>
 
 #include "ops/cpu/cpu_kernels.h"
@@ -73,6 +73,21 @@ class ReshapeKernel : public OpKernel {
 
  private:
   std::vector<int64_t> dims_;
+};
+
+// A tensor of an attribute shape, its contents left as allocated (Empty).
+class EmptyKernel : public OpKernel {
+ public:
+  explicit EmptyKernel(const KernelInit& init)
+      : shape_(std::get<Shape>(*init.node.FindAttr("shape"))),
+        dtype_(std::get<DType>(*init.node.FindAttr("dtype"))) {}
+  Status Compute(KernelContext& ctx) override {
+    return ctx.AllocateOutput(0, dtype_, shape_).status();
+  }
+
+ private:
+  Shape shape_;
+  DType dtype_;
 };
 
 // A tensor of the input's shape and dtype (ZerosLike, OnesLike) or of an attribute shape (Fill),
@@ -157,6 +172,7 @@ Status RegisterArrayKernels() {
   RETURN_IF_ERROR(RegisterKernel<FillKernel<0>>("ZerosLike", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<FillKernel<1>>("OnesLike", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<FillKernel<-1>>("Fill", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<EmptyKernel>("Empty", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<AddNKernel>("AddN", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ReshapeLikeKernel>("ReshapeLike", "CPU"));
   return Status::OK();

@@ -1,4 +1,4 @@
-// CPU kernels of Transpose, Concat, Split, Empty, WriteRows, Slice, Pad, OneHot and
+// CPU kernels of Transpose, Concat, Split, WriteRows, Slice, Pad, OneHot and
 // CheckNumerics. Transpose, Slice and Pad share one strided copy; Concat copies contiguous
 // blocks.
 #include <cmath>
@@ -208,7 +208,7 @@ class SplitKernel : public OpKernel {
     const auto* src = static_cast<const char*>(x.raw_data());
     int64_t row = xs[axis] * inner, offset = 0;
     std::vector<int64_t> dims = xs.dim_vector();
-    if (outer == 1 && x.host_accessible()) {
+    if (outer == 1) {
       for (int i = 0; i < ctx.num_outputs(); ++i) {
         dims[axis] = pieces[i];
         ctx.set_output(i, x.Part(offset, Shape(dims)));
@@ -232,20 +232,6 @@ class SplitKernel : public OpKernel {
  private:
   int64_t axis_;
   std::vector<int64_t> sizes_;
-};
-
-class EmptyKernel : public OpKernel {
- public:
-  explicit EmptyKernel(const KernelInit& init)
-      : shape_(std::get<Shape>(*init.node.FindAttr("shape"))),
-        dtype_(std::get<DType>(*init.node.FindAttr("dtype"))) {}
-  Status Compute(KernelContext& ctx) override {
-    return ctx.AllocateOutput(0, dtype_, shape_).status();
-  }
-
- private:
-  Shape shape_;
-  DType dtype_;
 };
 
 class WriteRowsKernel : public OpKernel {
@@ -338,7 +324,6 @@ Status RegisterManipKernels() {
   RETURN_IF_ERROR(RegisterKernel<SliceKernel>("Slice", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<PadKernel>("Pad", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ConcatKernel>("Concat", "CPU"));
-  RETURN_IF_ERROR(RegisterKernel<EmptyKernel>("Empty", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<WriteRowsKernel>("WriteRows", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<SplitKernel>("Split", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<OneHotKernel>("OneHot", "CPU"));

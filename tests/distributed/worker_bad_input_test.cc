@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
-#include <unistd.h>
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <deque>
