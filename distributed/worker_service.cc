@@ -182,6 +182,11 @@ Status WorkerService::EnsureDevices() {
                          {"same_process_bandwidth", link.bandwidth}};
   devices_json_ = meta.dump();
   devices_ = std::move(made.devices);
+  // Large tensors in memfds: a worker of this host reads them where they lie (the transport's
+  // tensors by reference) instead of copying them.
+  for (auto& d : devices_) {
+    if (auto* cpu = dynamic_cast<CpuDevice*>(d.get())) cpu->cpu_allocator()->set_shareable(true);
+  }
   return Status::OK();
 }
 

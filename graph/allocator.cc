@@ -1,5 +1,10 @@
 #include "graph/allocator.h"
 
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -11,7 +16,73 @@ CpuAllocator* CpuAllocator::Default() {
 }
 
 CpuAllocator::~CpuAllocator() {
-  for (auto& [size, p] : cache_) std::free(p);
+  MutexLock lock(cache_mu_);
+  for (auto& [size, p] : cache_) FreeBlock(p);
+}
+
+void CpuAllocator::set_shareable(bool shareable) {
+  shareable_ = shareable;
+  rlimit files{};
+  max_shared_blocks_ = getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
+                           ? static_cast<size_t>(files.rlim_cur / 4)
+                           : 256;
+}
+
+void* CpuAllocator::AllocateShared(size_t block) {
+  {
+    MutexLock lock(cache_mu_);
+    if (shared_.size() >= max_shared_blocks_) return nullptr;
+  }
+  int fd = memfd_create("dflow-tensor", MFD_CLOEXEC);
+  if (fd < 0) return nullptr;
+  struct stat st {};
+  void* p = MAP_FAILED;
+  if (ftruncate(fd, static_cast<off_t>(block)) == 0 && fstat(fd, &st) == 0) {
+    p = mmap(nullptr, block, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  if (p == MAP_FAILED) {
+    close(fd);
+    return nullptr;
+  }
+  MutexLock lock(cache_mu_);
+  shared_[reinterpret_cast<uintptr_t>(p)] = {fd, static_cast<uint64_t>(st.st_ino), block, false};
+  return p;
+}
+
+void CpuAllocator::FreeBlock(void* p) {
+  auto it = shared_.find(reinterpret_cast<uintptr_t>(p));
+  if (it == shared_.end()) {
+    std::free(p);
+    return;
+  }
+  munmap(p, it->second.size);
+  close(it->second.fd);
+  shared_.erase(it);
+}
+
+std::optional<SharedRegion> CpuAllocator::FindShared(const void* p) const {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  MutexLock lock(cache_mu_);
+  auto it = shared_.upper_bound(at);
+  if (it == shared_.begin()) return std::nullopt;
+  --it;
+  const SharedBlock& b = it->second;
+  if (at - it->first >= b.size) return std::nullopt;
+  return SharedRegion{b.fd, b.inode, at - it->first, b.size};
+}
+
+void CpuAllocator::Retire(const void* p) {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  MutexLock lock(cache_mu_);
+  auto it = shared_.upper_bound(at);
+  if (it == shared_.begin()) return;
+  --it;
+  if (at - it->first < it->second.size) it->second.retired = true;
+}
+
+size_t CpuAllocator::shared_blocks() const {
+  MutexLock lock(cache_mu_);
+  return shared_.size();
 }
 
 size_t CpuAllocator::BlockSize(size_t bytes, size_t alignment) {
@@ -44,6 +115,9 @@ void* CpuAllocator::Allocate(size_t bytes, size_t alignment) {
     }
   }
   if (p == nullptr && limit_ != 0) ReleaseCacheOver(limit_ - std::min(limit_, now));
+  if (p == nullptr && shareable_ && block >= kMinCachedBlock && alignment <= 4096) {
+    p = AllocateShared(block);
+  }
   if (p == nullptr) {
     p = std::aligned_alloc(block >= kMinCachedBlock ? std::max<size_t>(alignment, 4096) : alignment,
                            block);
@@ -63,7 +137,7 @@ void CpuAllocator::ReleaseCacheOver(size_t keep) {
   while (cached_ > keep && !cache_.empty()) {
     auto it = std::prev(cache_.end());  // largest first
     cached_ -= it->first;
-    std::free(it->second);
+    FreeBlock(it->second);
     cache_.erase(it);
   }
 }
@@ -74,11 +148,15 @@ void CpuAllocator::Deallocate(void* p, size_t bytes) {
   size_t block = BlockSize(bytes, kCpuAlignment);
   if (block >= kMinCachedBlock) {
     MutexLock lock(cache_mu_);
-    if (cached_ + block <= kMaxCachedBytes) {
+    auto shared = shared_.find(reinterpret_cast<uintptr_t>(p));
+    const bool retired = shared != shared_.end() && shared->second.retired;
+    if (!retired && cached_ + block <= kMaxCachedBytes) {
       cache_.emplace(block, p);
       cached_ += block;
       return;
     }
+    FreeBlock(p);
+    return;
   }
   std::free(p);
 }

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "graph/mutex.h"
@@ -18,6 +19,15 @@
 namespace dflow {
 
 inline constexpr size_t kCpuAlignment = 64;
+
+// Where a pointer lies in memory other processes of this host can map: a memfd of this process
+// (open as `fd`, with inode `inode` and `file_size` bytes) at byte `offset`.
+struct SharedRegion {
+  int fd = -1;
+  uint64_t inode = 0;
+  uint64_t offset = 0;
+  uint64_t file_size = 0;
+};
 
 class Allocator {
  public:
@@ -40,6 +50,11 @@ class Allocator {
   // bytes they hold now; for messages when an allocation fails.
   virtual size_t limit() const { return 0; }
   virtual size_t bytes_in_use() const { return 0; }
+  // The shared memory holding `p` (see CpuAllocator::set_shareable); none by default.
+  virtual std::optional<SharedRegion> FindShared(const void* p) const { return std::nullopt; }
+  // The block holding `p` goes back to the system when freed, never to another tensor: a
+  // process that mapped it may still read it. No-op by default.
+  virtual void Retire(const void* p) {}
 
  protected:
   virtual ~Allocator() = default;
@@ -66,6 +81,11 @@ AllocatorPtr<A> MakeAllocator(Args&&... args) {
 // limit set, an allocation that would take the bytes in use past it fails (returns null) before
 // any memory is asked of the system; cached blocks are released first when they stand in the
 // way.
+//
+// A shareable allocator (a worker's) makes each block of kMinCachedBlock and more a memfd of its
+// own, mapped here, so a process of this host can map it too (/proc/PID/fd/FD) and read a tensor
+// without a copy (transport/ucx_by_reference.cc); when memfds run out it falls back to plain
+// blocks.
 class CpuAllocator final : public Allocator {
  public:
   static constexpr size_t kMinCachedBlock = 64 * 1024;
@@ -90,10 +110,23 @@ class CpuAllocator final : public Allocator {
   void ResetPeak() { peak_.store(bytes_in_use(), std::memory_order_relaxed); }
   size_t cached_bytes() const DFLOW_EXCLUDES(cache_mu_);
 
+  // Set before the allocator is shared between threads. At most a quarter of the process's
+  // file descriptors (RLIMIT_NOFILE) become memfds, so sockets and files still open.
+  void set_shareable(bool shareable);
+  bool shareable() const { return shareable_; }
+  std::optional<SharedRegion> FindShared(const void* p) const override DFLOW_EXCLUDES(cache_mu_);
+  void Retire(const void* p) override DFLOW_EXCLUDES(cache_mu_);
+  // Blocks that are memfds now (in tensors or cached).
+  size_t shared_blocks() const DFLOW_EXCLUDES(cache_mu_);
+
  private:
   static size_t BlockSize(size_t bytes, size_t alignment);
   // Frees cached blocks, largest first, until at most `keep` bytes stay cached.
   void ReleaseCacheOver(size_t keep) DFLOW_EXCLUDES(cache_mu_);
+  // A memfd of `block` bytes mapped here, or null.
+  void* AllocateShared(size_t block) DFLOW_EXCLUDES(cache_mu_);
+  // Gives a block back to the system, however it was made.
+  void FreeBlock(void* p) DFLOW_REQUIRES(cache_mu_);
 
   std::string device_;
   size_t limit_ = 0;
@@ -102,6 +135,16 @@ class CpuAllocator final : public Allocator {
   mutable Mutex cache_mu_;
   std::multimap<size_t, void*> cache_ DFLOW_GUARDED_BY(cache_mu_);  // block size -> block
   size_t cached_ DFLOW_GUARDED_BY(cache_mu_) = 0;
+  bool shareable_ = false;
+  size_t max_shared_blocks_ = 0;
+  struct SharedBlock {
+    int fd = -1;
+    uint64_t inode = 0;
+    size_t size = 0;
+    bool retired = false;
+  };
+  // The memfd blocks by start address.
+  std::map<uintptr_t, SharedBlock> shared_ DFLOW_GUARDED_BY(cache_mu_);
 };
 
 }  // namespace dflow

@@ -8,7 +8,12 @@ Buffer* Buffer::Allocate(Allocator* allocator, size_t bytes) {
   void* data = allocator->Allocate(bytes, kCpuAlignment);
   if (data == nullptr) return nullptr;
   allocator->Ref();
-  return new Buffer(allocator, data, bytes);
+  return new Buffer(allocator, data, bytes, false);
+}
+
+Buffer* Buffer::Adopt(Allocator* allocator, void* data, size_t bytes, bool read_only) {
+  allocator->Ref();
+  return new Buffer(allocator, data, bytes, read_only);
 }
 
 void Buffer::Destroy() {
@@ -48,6 +53,15 @@ Result<Tensor> Tensor::Allocate(Allocator* allocator, DType dtype, const Shape& 
   t.dtype_ = dtype;
   t.shape_ = shape;
   t.buf_ = buf;
+  return t;
+}
+
+Tensor Tensor::Borrow(Allocator* owner, void* data, DType dtype, const Shape& shape) {
+  DFLOW_CHECK(shape.fully_defined() && dtype != DType::kInvalid);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = shape;
+  t.buf_ = Buffer::Adopt(owner, data, t.num_bytes(), true);
   return t;
 }
 

@@ -24,6 +24,8 @@ class Buffer {
  public:
   // Allocates `bytes` from `allocator`; null when it has no memory.
   static Buffer* Allocate(Allocator* allocator, size_t bytes);
+  // Takes `bytes` at `data`, which the allocator handed out some other way (Tensor::Borrow).
+  static Buffer* Adopt(Allocator* allocator, void* data, size_t bytes, bool read_only);
 
   void* data() const { return data_; }
   size_t size() const { return size_; }
@@ -32,19 +34,22 @@ class Buffer {
   void Unref() {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) Destroy();
   }
-  // True when exactly one reference exists (the caller's), so the data may be overwritten.
-  bool unique() const { return refs_.load(std::memory_order_acquire) == 1; }
+  // True when exactly one reference exists (the caller's) and the buffer is not read-only, so
+  // the data may be overwritten.
+  bool unique() const { return !read_only_ && refs_.load(std::memory_order_acquire) == 1; }
+  bool read_only() const { return read_only_; }
   int refs() const { return refs_.load(std::memory_order_acquire); }
 
  private:
-  Buffer(Allocator* allocator, void* data, size_t size)
-      : allocator_(allocator), data_(data), size_(size) {}
+  Buffer(Allocator* allocator, void* data, size_t size, bool read_only)
+      : allocator_(allocator), data_(data), size_(size), read_only_(read_only) {}
   void Destroy();
 
   std::atomic<int> refs_{1};
   Allocator* allocator_;
   void* data_;
   size_t size_;
+  bool read_only_;
 };
 
 class Tensor {
@@ -56,6 +61,11 @@ class Tensor {
   // Allocates on `allocator`. InvalidArgument for a shape not fully defined; ResourceExhausted,
   // naming the device and the size, when memory runs out.
   static Result<Tensor> Allocate(Allocator* allocator, DType dtype, const Shape& shape);
+  // A read-only tensor over memory that is not this process's to write (another process's,
+  // mapped): no kernel overwrites it in place (buffer_unique() is false). When the last
+  // reference goes, `owner->Deallocate(data, num_bytes)` runs, on whichever thread drops it.
+  // REQUIRES: shape fully defined; `data` holds dtype * shape's bytes.
+  static Tensor Borrow(Allocator* owner, void* data, DType dtype, const Shape& shape);
 
   // A CPU tensor holding `values` in row-major order. REQUIRES: sizes match.
   template <typename T>
@@ -85,6 +95,8 @@ class Tensor {
   size_t num_bytes() const { return static_cast<size_t>(num_elements()) * DTypeSize(dtype_); }
   // Canonical device name of the memory; empty for an empty tensor.
   const std::string& device() const;
+  // The allocator of the buffer; null for an empty tensor.
+  Allocator* allocator() const { return buf_ ? buf_->allocator() : nullptr; }
   bool host_accessible() const { return !buf_ || buf_->allocator()->host_accessible(); }
 
   void* raw_data() const { return buf_ ? static_cast<char*>(buf_->data()) + offset_ : nullptr; }
@@ -114,8 +126,9 @@ class Tensor {
   // A new buffer holding a copy of the data (on the default CPU allocator).
   Tensor Clone() const;
   bool SharesBufferWith(const Tensor& o) const { return buf_ != nullptr && buf_ == o.buf_; }
-  // True when this Tensor holds the only reference to its buffer.
+  // True when this Tensor holds the only reference to its buffer and may write it.
   bool buffer_unique() const { return buf_ != nullptr && buf_->unique(); }
+  bool buffer_read_only() const { return buf_ != nullptr && buf_->read_only(); }
   // Number of Tensors sharing the buffer (0 for an empty tensor).
   int buffer_refs() const { return buf_ ? buf_->refs() : 0; }
 

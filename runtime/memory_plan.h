@@ -58,6 +58,10 @@ class AllocationRecorder final : public Allocator, public OutputMemory {
   const std::string& device() const override { return device_->device(); }
   size_t limit() const override { return device_->limit(); }
   size_t bytes_in_use() const override { return device_->bytes_in_use(); }
+  std::optional<SharedRegion> FindShared(const void* p) const override {
+    return device_->FindShared(p);
+  }
+  void Retire(const void* p) override { device_->Retire(p); }
 
   // The pattern of what was recorded so far; later frees are no longer recorded.
   MemoryPattern Finish();
@@ -84,6 +88,12 @@ class ArenaAllocator final : public Allocator, public OutputMemory {
   const std::string& device() const override { return device_->device(); }
   size_t limit() const override { return device_->limit(); }
   size_t bytes_in_use() const override { return device_->bytes_in_use(); }
+  // The arena is one block of the device's: a buffer in it is shared when the arena is (a
+  // retired buffer retires the whole arena, freed when the arena goes).
+  std::optional<SharedRegion> FindShared(const void* p) const override {
+    return device_->FindShared(p);
+  }
+  void Retire(const void* p) override { device_->Retire(p); }
 
   const MemoryPattern& pattern() const { return *pattern_; }
   // Buffers in the arena still alive.

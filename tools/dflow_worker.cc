@@ -12,6 +12,7 @@
 // It measures its CPU when a master first asks for its devices and registers those figures
 // (--fixed-costs: the cost model's defaults instead).
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -93,6 +94,11 @@ int main(int argc, char** argv) {
     options.memory_limit_bytes = static_cast<double>(*bytes);
   }
   dflow::ops::RegisterStandardOps();
+  // Large tensors are memfds (shared with workers of this host): as many files as allowed.
+  if (rlimit files{}; getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
 
   dflow::transport::UcxTransportOptions t;
   t.token = *token;
@@ -110,7 +116,17 @@ int main(int argc, char** argv) {
 
   int sig = 0;
   sigwait(&stop, &sig);
-  std::fprintf(stderr, "dflow-worker: %s, stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  const dflow::transport::TransportStats stats = (*transport)->stats();
+  std::fprintf(stderr,
+               "dflow-worker: %s, stopping; tensors sent %llu (by reference %llu, mapped %llu), "
+               "received %llu (by reference %llu, mapped %llu)\n",
+               sig == SIGTERM ? "SIGTERM" : "SIGINT",
+               static_cast<unsigned long long>(stats.tensors_sent),
+               static_cast<unsigned long long>(stats.tensors_sent_by_reference),
+               static_cast<unsigned long long>(stats.tensors_sent_mapped),
+               static_cast<unsigned long long>(stats.tensors_received),
+               static_cast<unsigned long long>(stats.tensors_received_by_reference),
+               static_cast<unsigned long long>(stats.tensors_received_mapped));
   service->reset();
   transport->reset();
   return 0;

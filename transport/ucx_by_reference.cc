@@ -2,15 +2,25 @@
 //
 // UCX 1.13's shared memory under peer error handling has no single-copy lane (research notes:
 // cma is dropped), so a large tensor is copied three times: into the shared segment in 8 KiB
-// fragments, out of it into UCX's assembly buffer, and from there into the Recv's tensor. Open
-// MPI moves such messages with one process_vm_readv. So do we: the sender keeps the tensor
-// (held_) and sends only its header and address (TensorRef); the receiver, once a Recv wants
-// the tensor, allocates it and copies it out of the sender's memory, then answers
-// TensorRefDone and the sender lets it go. A peer's memory is tried once, when it connects
-// (the SameHost probe): only a peer that read back the probe value says PeerReads and is sent
-// references. A lost peer's held tensors are let go; a sender lost before the copy fails the
-// receiving step (Unavailable, as a lost connection does).
+// fragments, out of it into UCX's assembly buffer, and from there into the Recv's tensor. So the
+// sender keeps the tensor (held_) and sends only its header and where it lies (TensorRef); the
+// receiver answers TensorRefDone once it no longer needs the sender's memory, and the sender
+// lets the tensor go. Two ways to take it:
+//   mapped  a worker's allocator makes large blocks memfds (CpuAllocator::set_shareable); the
+//           receiver maps the sender's memfd (/proc/PID/fd/FD, once per file) and the Recv's
+//           tensor is a read-only view of it (Tensor::Borrow): no copy at all, and the answer
+//           goes when the view dies. A ring all-reduce adds straight out of its peer's memory.
+//   copied  otherwise (the tensor is not in a memfd), once a Recv wants it, one
+//           process_vm_readv copies it into the Recv's buffer, as Open MPI's CMA does.
+// A peer's memory is tried once, when it connects (the SameHost probe: a word read by address
+// and a memfd mapped); only a peer that managed one says so in PeerReads and is sent references
+// that way. A lost peer's held tensors are let go, their memfds retired (freed, never reused, so
+// a view that outlives the connection never sees other data); a sender lost before a copy fails
+// the receiving step (Unavailable, as a lost connection does).
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -38,29 +48,143 @@ std::string ReadProcess(int pid, uint64_t address, void* dst, size_t bytes) {
   return "";
 }
 
+// Opens process `pid`'s fd `fd`, which must be the file `inode` of at least `bytes`, and maps
+// its first `bytes` read-only: the mapping, or null with why not in *error.
+void* MapProcessFile(int pid, int fd, uint64_t inode, size_t bytes, std::string* error) {
+  const std::string path = fmt::format("/proc/{}/fd/{}", pid, fd);
+  int file = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (file < 0) {
+    *error = fmt::format("opening {}: {}", path, std::strerror(errno));
+    return nullptr;
+  }
+  struct stat st {};
+  void* p = nullptr;
+  if (fstat(file, &st) != 0) {
+    *error = fmt::format("{}: {}", path, std::strerror(errno));
+  } else if (static_cast<uint64_t>(st.st_ino) != inode || static_cast<uint64_t>(st.st_size) < bytes) {
+    *error = fmt::format("{} is another file by now", path);
+  } else if (p = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, file, 0); p == MAP_FAILED) {
+    *error = fmt::format("mapping {}: {}", path, std::strerror(errno));
+    p = nullptr;
+  }
+  close(file);
+  return p;
+}
+
 }  // namespace
 
 using namespace internal;
 
+UcxTransport::Impl::Mapping::~Mapping() {
+  if (base != nullptr) munmap(base, size);
+}
+
+// A borrowed tensor's memory: the peer's memfd mapped here. Its death tells the peer.
+class UcxTransport::Impl::BorrowedMemory final : public Allocator {
+ public:
+  BorrowedMemory(std::shared_ptr<Releaser> releaser, Peer* peer, uint64_t id,
+                 std::shared_ptr<Mapping> mapping, std::string device)
+      : releaser_(std::move(releaser)),
+        peer_(peer),
+        id_(id),
+        mapping_(std::move(mapping)),
+        device_(std::move(device)) {}
+  void* Allocate(size_t, size_t) override { return nullptr; }
+  void Deallocate(void*, size_t) override {
+    MutexLock lock(releaser_->mu);
+    if (releaser_->impl != nullptr) releaser_->impl->Release({{peer_, id_}});
+  }
+  const std::string& device() const override { return device_; }
+
+ private:
+  std::shared_ptr<Releaser> releaser_;
+  Peer* peer_;
+  uint64_t id_;
+  std::shared_ptr<Mapping> mapping_;  // kept mapped while the tensor lives
+  std::string device_;
+};
+
 void UcxTransport::Impl::ProbePeer(Peer* peer, const SameHost& m) {
   if (m.pid == 0) return;  // not offered
-  bool reads = false;
+  PeerReads verdict;
   if (options_.by_reference_bytes > 0) {
     uint64_t got = 0;
     std::string error = ReadProcess(static_cast<int>(m.pid), m.probe_address, &got, sizeof(got));
-    reads = error.empty() && got == m.probe_value;
-    if (!reads) {
-      Log(fmt::format("tensors from task {} come through UCX: its memory cannot be read here ({})",
-                      m.task, error.empty() ? "the probe read another value" : error));
+    verdict.reads = error.empty() && got == m.probe_value;
+    std::string map_error = "none offered";
+    if (m.probe_inode != 0) {
+      void* p = MapProcessFile(static_cast<int>(m.pid), static_cast<int>(m.probe_fd),
+                               m.probe_inode, sizeof(uint64_t), &map_error);
+      if (p != nullptr) {
+        std::memcpy(&got, p, sizeof(got));
+        munmap(p, sizeof(uint64_t));
+        verdict.maps = got == m.probe_value;
+        if (!verdict.maps) map_error = "the probe read another value";
+      }
+    }
+    if (!verdict.reads && !verdict.maps) {
+      Log(fmt::format(
+          "tensors from task {} come through UCX: its memory cannot be read here ({}) nor its "
+          "memfds mapped ({})",
+          m.task, error.empty() ? "the probe read another value" : error, map_error));
     }
   }
-  if (reads) {
+  if (verdict.reads || verdict.maps) {
     MutexLock lock(mu_);
     peer->pid = static_cast<int>(m.pid);
-    stats_.readable_peers++;
+    peer->reads = verdict.reads;
+    peer->maps = verdict.maps;
+    if (verdict.reads) stats_.readable_peers++;
+    if (verdict.maps) stats_.mappable_peers++;
   }
   deferred_.push_back(
-      [this, peer, reads] { SendControl(peer, MessageType::kPeerReads, EncodePeerReads(reads)); });
+      [this, peer, verdict] { SendControl(peer, MessageType::kPeerReads, Encode(verdict)); });
+}
+
+Result<std::shared_ptr<UcxTransport::Impl::Mapping>> UcxTransport::Impl::MapPeerMemory(
+    int pid, const SharedRegion& region) {
+  auto& entry = mappings_[{pid, region.inode}];
+  if (entry != nullptr && entry->size >= region.file_size) {
+    entry->last_used = ++mapping_clock_;
+    return entry;
+  }
+  std::string error;
+  void* p = MapProcessFile(pid, region.fd, region.inode, region.file_size, &error);
+  if (p == nullptr) {
+    if (entry == nullptr) mappings_.erase({pid, region.inode});
+    return Unavailable("{}", error);
+  }
+  entry = std::make_shared<Mapping>();
+  entry->base = p;
+  entry->size = region.file_size;
+  entry->last_used = ++mapping_clock_;
+  std::shared_ptr<Mapping> mapped = entry;
+  // Unmaps idle mappings, least recently used first, past the limits.
+  size_t idle_bytes = 0;
+  std::vector<std::pair<uint64_t, decltype(mappings_)::iterator>> idle;
+  for (auto it = mappings_.begin(); it != mappings_.end(); ++it) {
+    if (it->second.use_count() == 1) {
+      idle_bytes += it->second->size;
+      idle.push_back({it->second->last_used, it});
+    }
+  }
+  std::sort(idle.begin(), idle.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [used, it] : idle) {
+    if (idle_bytes <= kMaxIdleMappedBytes && mappings_.size() <= kMaxMappings) break;
+    idle_bytes -= it->second->size;
+    mappings_.erase(it);
+  }
+  return mapped;
+}
+
+Result<Tensor> UcxTransport::Impl::Borrow(Peer* peer, int pid, const TensorRef& ref) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Mapping> mapping, MapPeerMemory(pid, *ref.shared));
+  void* data = static_cast<char*>(mapping->base) + ref.shared->offset;
+  auto* owner = new BorrowedMemory(releaser_, peer, ref.id, std::move(mapping),
+                                   ref.tensor.key.src_device);
+  Tensor t = Tensor::Borrow(owner, data, ref.tensor.dtype, ref.tensor.shape);
+  owner->Unref();  // the tensor's buffer holds it
+  return t;
 }
 
 ucs_status_t UcxTransport::Impl::OnPeerReads(void* arg, const void* header, size_t header_length,
@@ -75,7 +199,8 @@ ucs_status_t UcxTransport::Impl::OnPeerReads(void* arg, const void* header, size
         fmt::format("a malformed PeerReads from task {}: {}", from, reads.status().message()));
   }
   MutexLock lock(self->mu_);
-  peer->reads_me = *reads;
+  peer->reads_me = reads->reads;
+  peer->maps_me = reads->maps;
   peer->awaiting_verdict = false;
   self->peers_changed_.NotifyAll();
   return UCS_OK;
@@ -107,7 +232,14 @@ ucs_status_t UcxTransport::Impl::OnTensorRefDone(void* arg, const void* header,
 
 void UcxTransport::Impl::DropHeld(Peer* peer) {
   for (auto it = held_.begin(); it != held_.end();) {
-    it = it->second.peer == peer ? held_.erase(it) : std::next(it);
+    if (it->second.peer != peer) {
+      ++it;
+      continue;
+    }
+    // The peer may live on and still read the memfd: it must never hold other data.
+    const Tensor& t = it->second.tensor;
+    if (it->second.shared) t.allocator()->Retire(t.raw_data());
+    it = held_.erase(it);
   }
 }
 
@@ -168,11 +300,14 @@ ucs_status_t UcxTransport::Impl::ReceiveTensorRef(std::string_view header,
   Peer* peer = PeerOf(param);
   std::string from_task;
   int pid = 0;
+  bool reads = false, maps = false;
   {
     MutexLock lock(mu_);
     if (peer != nullptr && peer->state == Peer::State::kReady) {
       from_task = peer->task;
       pid = peer->pid;
+      reads = peer->reads;
+      maps = peer->maps;
     }
   }
   if (from_task.empty())
@@ -189,14 +324,28 @@ ucs_status_t UcxTransport::Impl::ReceiveTensorRef(std::string_view header,
     Release({{peer, decoded->id}});
     return Drop(why);
   };
-  if (pid == 0) {
-    return drop(fmt::format("a tensor by reference from task {}, whose memory is not readable here",
-                            from_task));
+  const bool mapped = decoded->shared.has_value() && maps;
+  if (!mapped && !reads) {
+    return drop(fmt::format("a tensor by reference from task {}, whose memory is not {} here",
+                            from_task, decoded->shared ? "mapped or read" : "readable"));
   }
   auto dst_task = TaskOf(h.key.dst_device);
   if (!dst_task.ok() || *dst_task != task()) {
     return drop(fmt::format("a tensor from task {} for {}, not a device of this task", from_task,
                             h.key.ToString()));
+  }
+  if (mapped) {
+    auto borrowed = Borrow(peer, pid, *decoded);
+    if (borrowed.ok()) return ArriveBorrowed(h, from_task, std::move(borrowed).value());
+    if (!reads) {
+      Status s = Unavailable("mapping {} of Send '{}' out of task {} failed: {}", h.key.ToString(),
+                             h.send_node, from_task, borrowed.status().message());
+      Release({{peer, decoded->id}});
+      AbortStep(h.key.step_id, s, true);
+      return UCS_OK;
+    }
+    Log(fmt::format("{} of Send '{}' is copied out of task {}: mapping it failed: {}",
+                    h.key.ToString(), h.send_node, from_task, borrowed.status().message()));
   }
   Slot arrived;
   arrived.header = h;
@@ -229,6 +378,40 @@ ucs_status_t UcxTransport::Impl::ReceiveTensorRef(std::string_view header,
   }
   // The Recv waits: copy into a buffer of its allocator now.
   TakeByReference(arrived, h.key, recv, done);
+  return UCS_OK;
+}
+
+ucs_status_t UcxTransport::Impl::ArriveBorrowed(const TensorHeader& h, const std::string& from_task,
+                                                Tensor tensor) {
+  Rendezvous::DoneCallback done;
+  RecvArgs recv;
+  {
+    MutexLock lock(mu_);
+    std::shared_ptr<StepBox> box;
+    std::string why;
+    Slot* arrival = ArrivalSlot(h.key, from_task, &box, &why);
+    if (arrival == nullptr) {
+      lock.Unlock();
+      tensor = Tensor();  // tells the sender
+      return Drop(why);
+    }
+    stats_.tensors_received++;
+    stats_.tensors_received_by_reference++;
+    stats_.tensors_received_mapped++;
+    stats_.bytes_received += h.bytes;
+    Slot& slot = *arrival;
+    if (!slot.waiting) {
+      slot.arrived = true;
+      slot.tensor = std::move(tensor);
+      slot.send_node = h.send_node;
+      slot.from_task = from_task;
+      return UCS_OK;
+    }
+    done = std::move(slot.waiting);
+    recv = slot.recv;
+    box->slots.erase(h.key);
+  }
+  DeliverToRecv(h.key, h.send_node, tensor, recv, done);
   return UCS_OK;
 }
 

@@ -2,7 +2,8 @@
 //   ucx_transport.cc   start and stop, the progress thread, peers and their handshakes
 //   ucx_rendezvous.cc  tensors of Send/Recv, step boxes, aborts
 //   ucx_calls.cc       requests and responses, the service thread
-//   ucx_by_reference.cc  tensors copied straight out of a same-host sender's memory
+//   ucx_by_reference.cc  tensors copied straight out of a same-host sender's memory, or read
+//                        where they lie (mapped)
 // Threads: the progress thread owns the UCX worker (every ucp_* call but ucp_worker_signal runs
 // there); mu_ guards the peers, step boxes, calls and figures; callbacks run outside mu_.
 #pragma once
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -72,12 +74,16 @@ class UcxTransport::Impl {
     Status failure;  // guarded by impl->mu_: why kFailed
     // Guarded by impl->mu_: when a message from it last arrived.
     std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();
-    // Guarded by impl->mu_. The peer's process id once this process has read its memory (the
-    // SameHost probe), so that tensors it sends by reference can be copied; 0 otherwise.
+    // Guarded by impl->mu_. The peer's process id once this process has read its memory or
+    // mapped its memfd (the SameHost probe), so that tensors it sends by reference can be
+    // copied (`reads`) or mapped (`maps`); 0 otherwise.
     int pid = 0;
-    // Guarded by impl->mu_: the peer reads this process's memory (its PeerReads said so), so
-    // large tensors go to it by reference.
+    bool reads = false;
+    bool maps = false;
+    // Guarded by impl->mu_: the peer reads this process's memory or maps its memfds (its
+    // PeerReads said so), so large tensors go to it by reference.
     bool reads_me = false;
+    bool maps_me = false;
     // Guarded by impl->mu_: this process offered the peer its memory (SameHost) and has not
     // heard whether it reads it (Connect waits for that).
     bool awaiting_verdict = false;
@@ -101,6 +107,7 @@ class UcxTransport::Impl {
     // `what`.
     std::string What() const;
     uint64_t ref_id = 0;  // a TensorRef's: its entry in held_
+    bool mapped = false;  // a TensorRef's: to a peer that maps the memfd it lies in
   };
 
   // One tensor on its way into a Recv's buffer through UCX's rendezvous protocol.
@@ -260,6 +267,9 @@ class UcxTransport::Impl {
   static ucs_status_t OnTensorRef(void* arg, const void* header, size_t header_length, void* data,
                                   size_t length, const ucp_am_recv_param_t* param);
   ucs_status_t ReceiveTensorRef(std::string_view header, const ucp_am_recv_param_t* param);
+  // A tensor borrowed from `from_task` (mapped) meets its Recv, or waits in its slot for it.
+  ucs_status_t ArriveBorrowed(const TensorHeader& h, const std::string& from_task, Tensor tensor)
+      DFLOW_EXCLUDES(mu_);
   static ucs_status_t OnTensorRefDone(void* arg, const void* header, size_t header_length,
                                       void* data, size_t length, const ucp_am_recv_param_t* param);
   static ucs_status_t OnPeerReads(void* arg, const void* header, size_t header_length, void* data,
@@ -364,11 +374,42 @@ class UcxTransport::Impl {
   struct Held {
     Tensor tensor;
     Peer* peer = nullptr;
+    bool shared = false;  // sent as a memfd region the receiver maps
   };
   std::unordered_map<uint64_t, Held> held_ DFLOW_GUARDED_BY(mu_);
   uint64_t next_ref_id_ DFLOW_GUARDED_BY(mu_) = 1;
-  // Read by same-host peers to learn whether they can read this process's memory (SameHost).
+  // Read by same-host peers to learn whether they can read this process's memory (SameHost),
+  // and at the start of probe_fd_, a memfd, whether they can map its memfds.
   uint64_t probe_value_ = 0;
+  int probe_fd_ = -1;
+  uint64_t probe_inode_ = 0;
+
+  // Memfds of same-host peers mapped here, by (pid, inode). Progress thread only. A tensor
+  // borrowed from one holds its mapping; idle ones are unmapped, least recently used first,
+  // when more than kMaxIdleMappedBytes or kMaxMappings would stay.
+  struct Mapping {
+    void* base = nullptr;
+    size_t size = 0;
+    uint64_t last_used = 0;
+    ~Mapping();
+  };
+  static constexpr size_t kMaxIdleMappedBytes = size_t{256} << 20;
+  static constexpr size_t kMaxMappings = 1024;
+  std::map<std::pair<int, uint64_t>, std::shared_ptr<Mapping>> mappings_;
+  uint64_t mapping_clock_ = 0;
+  // The peer's memfd holding `region`, mapped here (progress thread), or why not.
+  Result<std::shared_ptr<Mapping>> MapPeerMemory(int pid, const SharedRegion& region);
+  // Tensors borrowed from peers (mapped) tell their sender when they die through this, which
+  // outlives the Impl: `impl` is null once it is gone.
+  struct Releaser {
+    Mutex mu;
+    Impl* impl DFLOW_GUARDED_BY(mu) = nullptr;
+  };
+  std::shared_ptr<Releaser> releaser_ = std::make_shared<Releaser>();
+  class BorrowedMemory;
+  // The tensor of `ref` from `peer` (process `pid`) read where it lies: a read-only tensor over
+  // the mapped memfd, whose death answers TensorRefDone (progress thread).
+  Result<Tensor> Borrow(Peer* peer, int pid, const TensorRef& ref);
 
   // Calls this process waits on, by id: each ends once, by its reply, its connection's loss or
   // its deadline (which the progress thread checks), and `done` then runs outside mu_.

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <optional>
 
 #include "framework/rendezvous_delivery.h"
 #include "transport/ucx_impl.h"
@@ -91,6 +92,7 @@ void UcxTransport::Impl::FinishSend(SendOp* op, ucs_status_t status) {
       stats_.tensors_sent++;
       stats_.bytes_sent += op->tensor.num_bytes();
       if (by_reference) stats_.tensors_sent_by_reference++;
+      if (op->mapped) stats_.tensors_sent_mapped++;
     } else {
       std::string task;
       Tensor unheld;  // let go outside mu_
@@ -98,7 +100,9 @@ void UcxTransport::Impl::FinishSend(SendOp* op, ucs_status_t status) {
         MutexLock lock(mu_);
         task = op->peer->task;
         if (auto it = held_.find(op->ref_id); by_reference && it != held_.end()) {
+          // Perhaps it arrived all the same: a mapped memfd must never hold other data.
           unheld = std::move(it->second.tensor);
+          if (it->second.shared) unheld.allocator()->Retire(unheld.raw_data());
           held_.erase(it);
         }
       }
@@ -154,8 +158,11 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
   h.shape = tensor.shape();
   h.bytes = tensor.num_bytes();
   ASSIGN_OR_RETURN(std::string header, Encode(h));
-  // Big enough to go by reference, should the peer read this process's memory.
+  // Big enough to go by reference, should the peer read this process's memory or map the
+  // memfd the tensor lies in.
   const bool big = options_.by_reference_bytes > 0 && h.bytes >= options_.by_reference_bytes;
+  std::optional<SharedRegion> shared;
+  if (big && tensor.allocator() != nullptr) shared = tensor.allocator()->FindShared(tensor.raw_data());
   auto* op = new SendOp;
   op->impl = this;
   op->type = MessageType::kTensor;
@@ -176,12 +183,15 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
     } else if ((op->peer = ReadyPeer(dst_task)) == nullptr) {
       refused = Unavailable("Send '{}': no connection to task {}, the destination of {}", args.node,
                             dst_task, key.ToString());
-    } else if (big && op->peer->reads_me) {
+    } else if (big && (op->peer->reads_me || (shared && op->peer->maps_me))) {
+      if (!op->peer->maps_me) shared.reset();
       const uint64_t id = next_ref_id_++;
       // Only a header at the very limit fails: it then goes with its bytes.
-      if (auto ref = AsTensorRef(op->header, reinterpret_cast<uintptr_t>(tensor.raw_data()), id);
+      if (auto ref =
+              AsTensorRef(op->header, reinterpret_cast<uintptr_t>(tensor.raw_data()), id, shared);
           ref.ok()) {
-        held_[id] = {tensor, op->peer};
+        held_[id] = {tensor, op->peer, shared.has_value()};
+        op->mapped = shared.has_value();
         op->type = MessageType::kTensorRef;
         op->header = std::move(ref).value();
         op->ref_id = id;

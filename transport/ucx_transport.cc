@@ -7,6 +7,8 @@
 #include <poll.h>
 #include <sched.h>
 #include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -158,6 +160,22 @@ Status UcxTransport::Impl::Start() {
   }
   std::random_device random;
   probe_value_ = (uint64_t{random()} << 32 | random()) | 1;  // never 0, unlike unread memory
+  {
+    MutexLock lock(releaser_->mu);
+    releaser_->impl = this;
+  }
+  if (options_.by_reference_bytes > 0) {
+    // The memfd peers map to learn whether they can map this process's tensors (SameHost).
+    probe_fd_ = memfd_create("dflow-probe", MFD_CLOEXEC);
+    struct stat st {};
+    if (probe_fd_ >= 0 &&
+        (pwrite(probe_fd_, &probe_value_, sizeof(probe_value_), 0) != sizeof(probe_value_) ||
+         fstat(probe_fd_, &st) != 0)) {
+      close(probe_fd_);
+      probe_fd_ = -1;
+    }
+    if (probe_fd_ >= 0) probe_inode_ = static_cast<uint64_t>(st.st_ino);
+  }
   ucp_config_t* config = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
   if (s != UCS_OK) return UcxError("reading the UCX configuration", s);
@@ -279,6 +297,11 @@ Status UcxTransport::Impl::Start() {
 
 UcxTransport::Impl::~Impl() {
   {
+    // Borrowed tensors that outlive this transport tell no one.
+    MutexLock lock(releaser_->mu);
+    releaser_->impl = nullptr;
+  }
+  {
     std::vector<int64_t> steps;
     {
       MutexLock lock(mu_);
@@ -305,8 +328,17 @@ UcxTransport::Impl::~Impl() {
   } else {
     ShutdownOnThread();
   }
+  mappings_.clear();
+  {
+    // Receivers may still map what this process held for them.
+    MutexLock lock(mu_);
+    for (auto& [id, held] : held_) {
+      if (held.shared) held.tensor.allocator()->Retire(held.tensor.raw_data());
+    }
+  }
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
   if (context_ != nullptr) ucp_cleanup(context_);
+  if (probe_fd_ >= 0) close(probe_fd_);
 }
 
 void UcxTransport::Impl::ShutdownOnThread() {
@@ -793,6 +825,10 @@ bool UcxTransport::Impl::SendSameHost(Peer* peer) {
     offer.pid = static_cast<uint32_t>(getpid());
     offer.probe_address = reinterpret_cast<uintptr_t>(&probe_value_);
     offer.probe_value = probe_value_;
+    if (probe_fd_ >= 0) {
+      offer.probe_fd = static_cast<uint32_t>(probe_fd_);
+      offer.probe_inode = probe_inode_;
+    }
   }
   auto header = Encode(offer);
   if (!header.ok()) return false;  // not with names the handshake accepted

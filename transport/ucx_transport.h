@@ -80,8 +80,11 @@ struct TransportStats {
   uint64_t messages_dropped = 0;  // malformed, from an unknown endpoint, or for a finished step
   uint64_t same_host_peers = 0;   // peers this process reached by worker address (shared memory)
   uint64_t readable_peers = 0;    // peers whose memory this process reads (by_reference_bytes)
+  uint64_t mappable_peers = 0;    // peers whose memfds this process maps (by_reference_bytes)
   uint64_t tensors_sent_by_reference = 0;      // of tensors_sent
+  uint64_t tensors_sent_mapped = 0;            // of those: in a memfd the receiver maps
   uint64_t tensors_received_by_reference = 0;  // of tensors_received
+  uint64_t tensors_received_mapped = 0;        // of those: read where they lie, not copied
 };
 
 class UcxTransport final : public RendezvousFactory {

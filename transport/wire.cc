@@ -167,6 +167,8 @@ Result<std::string> Encode(const SameHost& m) {
   w.U32(m.pid);
   w.U64(m.probe_address);
   w.U64(m.probe_value);
+  w.U32(m.probe_fd);
+  w.U64(m.probe_inode);
   return std::move(w).Finish("SameHost");
 }
 
@@ -178,13 +180,24 @@ Result<std::string> Encode(const TensorHeader& m) {
 
 Result<std::string> Encode(const TensorRef& m) {
   ASSIGN_OR_RETURN(std::string tensor, Encode(m.tensor));
-  return AsTensorRef(std::move(tensor), m.address, m.id);
+  return AsTensorRef(std::move(tensor), m.address, m.id, m.shared);
 }
 
-Result<std::string> AsTensorRef(std::string tensor_header, uint64_t address, uint64_t id) {
-  for (uint64_t v : {address, id}) {
-    for (int i = 0; i < 8; ++i) tensor_header.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+Result<std::string> AsTensorRef(std::string tensor_header, uint64_t address, uint64_t id,
+                                const std::optional<SharedRegion>& shared) {
+  auto put = [&](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) tensor_header.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  put(address, 8);
+  put(id, 8);
+  if (shared && (shared->fd < 0 || shared->inode == 0)) {
+    return InvalidArgument("a TensorRef's shared memory needs an fd and an inode, not fd {} inode {}",
+                           shared->fd, shared->inode);
   }
+  put(shared ? static_cast<uint32_t>(shared->fd) : 0, 4);
+  put(shared ? shared->inode : 0, 8);
+  put(shared ? shared->offset : 0, 8);
+  put(shared ? shared->file_size : 0, 8);
   if (tensor_header.size() > kMaxHeaderBytes) {
     return InvalidArgument("a TensorRef header of {} bytes is over the limit of {}",
                            tensor_header.size(), kMaxHeaderBytes);
@@ -251,9 +264,9 @@ std::string EncodeHeartbeat() {
   return std::move(w).Finish("Heartbeat").value();  // nothing that can be over a limit
 }
 
-std::string EncodePeerReads(bool reads) {
+std::string Encode(const PeerReads& m) {
   Writer w;
-  w.U8(reads ? 1 : 0);
+  w.U8((m.reads ? 1 : 0) | (m.maps ? 2 : 0));
   return std::move(w).Finish("PeerReads").value();
 }
 
@@ -302,6 +315,9 @@ Result<SameHost> DecodeSameHost(std::string_view bytes) {
   ASSIGN_OR_RETURN(m.pid, r.U32("pid"));
   ASSIGN_OR_RETURN(m.probe_address, r.U64("probe address"));
   ASSIGN_OR_RETURN(m.probe_value, r.U64("probe value"));
+  ASSIGN_OR_RETURN(m.probe_fd, r.U32("probe fd"));
+  ASSIGN_OR_RETURN(m.probe_inode, r.U64("probe inode"));
+  if (m.probe_fd > INT32_MAX) return InvalidArgument("SameHost message: probe fd {}", m.probe_fd);
   RETURN_IF_ERROR(r.Done());
   return m;
 }
@@ -323,7 +339,25 @@ Result<TensorRef> DecodeTensorRef(std::string_view bytes) {
   ASSIGN_OR_RETURN(m.tensor, ReadTensorFields(r, "TensorRef"));
   ASSIGN_OR_RETURN(m.address, r.U64("address"));
   ASSIGN_OR_RETURN(m.id, r.U64("reference id"));
+  SharedRegion shared;
+  ASSIGN_OR_RETURN(uint32_t fd, r.U32("fd"));
+  ASSIGN_OR_RETURN(shared.inode, r.U64("inode"));
+  ASSIGN_OR_RETURN(shared.offset, r.U64("offset"));
+  ASSIGN_OR_RETURN(shared.file_size, r.U64("file size"));
   RETURN_IF_ERROR(r.Done());
+  if (shared.inode == 0) {
+    if (fd != 0 || shared.offset != 0 || shared.file_size != 0) {
+      return InvalidArgument("TensorRef message: shared memory fields without an inode");
+    }
+    return m;
+  }
+  if (fd > INT32_MAX) return InvalidArgument("TensorRef message: fd {}", fd);
+  if (shared.offset > shared.file_size || m.tensor.bytes > shared.file_size - shared.offset) {
+    return InvalidArgument("TensorRef message: {} bytes at offset {} of a file of {}",
+                           m.tensor.bytes, shared.offset, shared.file_size);
+  }
+  shared.fd = static_cast<int>(fd);
+  m.shared = shared;
   return m;
 }
 
@@ -444,14 +478,14 @@ Status DecodeHeartbeat(std::string_view bytes) {
   return r.Done();
 }
 
-Result<bool> DecodePeerReads(std::string_view bytes) {
+Result<PeerReads> DecodePeerReads(std::string_view bytes) {
   Reader r(bytes, "PeerReads");
   ASSIGN_OR_RETURN(uint16_t version, r.Start());
   RETURN_IF_ERROR(r.CheckVersion(version));
-  ASSIGN_OR_RETURN(uint8_t reads, r.U8("reads"));
-  if (reads > 1) return InvalidArgument("PeerReads message: reads flag {}", reads);
+  ASSIGN_OR_RETURN(uint8_t flags, r.U8("flags"));
+  if (flags > 3) return InvalidArgument("PeerReads message: flags {}", flags);
   RETURN_IF_ERROR(r.Done());
-  return reads == 1;
+  return PeerReads{(flags & 1) != 0, (flags & 2) != 0};
 }
 
 }  // namespace dflow::transport

@@ -12,11 +12,13 @@
 //                 str host  str address (from version 2)
 //   SameHost      str task  u64 incarnation  str token
 //                 u32 pid  u64 probe address  u64 probe value (from version 3)
+//                 u32 probe fd  u64 probe inode (from version 4)
 //   Tensor        u32 key length + RendezvousKey bytes (framework/rendezvous_key.h)
 //                 str send node  u8 dtype  u8 rank  i64 dims[rank]  u64 payload bytes
 //   TensorRef     (a Tensor header's fields)  u64 address  u64 reference id  (no payload)
+//                 u32 fd  u64 inode  u64 offset  u64 file size (from version 4; inode 0: none)
 //   TensorRefDone u16 count (1 to kMaxRefsDone)  u64 reference ids[count]
-//   PeerReads     u8 reads (0 or 1)
+//   PeerReads     u8 flags (1: reads the memory, 2: maps its memfds; from version 4)
 //   AbortStep     i64 step  u8 status code  str message
 //   CallRequest   u64 call id  u16 method                       (payload: the request's bytes)
 //   CallResponse  u64 call id  u8 status code  str message      (payload: the result's bytes)
@@ -24,11 +26,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "framework/rendezvous_key.h"
+#include "graph/allocator.h"
 #include "graph/dtype.h"
 #include "graph/shape.h"
 #include "graph/status.h"
@@ -36,7 +40,7 @@
 namespace dflow::transport {
 
 inline constexpr uint32_t kWireMagic = 0x574c4644;  // "DFLW"
-inline constexpr uint16_t kProtocolVersion = 3;
+inline constexpr uint16_t kProtocolVersion = 4;
 // No header is larger (UCX over TCP carries headers up to about 8 KiB).
 inline constexpr size_t kMaxHeaderBytes = 6144;
 inline constexpr size_t kMaxTokenBytes = 1024;
@@ -100,6 +104,10 @@ struct SameHost {
   uint32_t pid = 0;
   uint64_t probe_address = 0;
   uint64_t probe_value = 0;
+  // A memfd of the sender holding probe_value at offset 0, for the receiver to map
+  // (/proc/PID/fd/FD); inode 0: none offered.
+  uint32_t probe_fd = 0;
+  uint64_t probe_inode = 0;
 };
 
 struct TensorHeader {
@@ -111,11 +119,19 @@ struct TensorHeader {
 };
 
 // A tensor that stays in the sender's memory at `address` (`tensor.bytes` long) until the
-// receiver has copied it out and answered TensorRefDone with `id`.
+// receiver has copied it out, or stopped reading it where it maps it (`shared`, when the
+// tensor lies in a memfd of the sender), and answered TensorRefDone with `id`.
 struct TensorRef {
   TensorHeader tensor;
   uint64_t address = 0;
   uint64_t id = 0;
+  std::optional<SharedRegion> shared;
+};
+
+// What a SameHost's receiver manages with the sender's memory.
+struct PeerReads {
+  bool reads = false;  // copies out of it (process_vm_readv)
+  bool maps = false;   // maps its memfds
 };
 
 struct TensorRefDone {
@@ -145,14 +161,15 @@ Result<std::string> Encode(const SameHost& m);
 Result<std::string> Encode(const TensorHeader& m);
 Result<std::string> Encode(const TensorRef& m);
 // A TensorRef's header from its tensor's (Encode of a TensorHeader, whose fields it starts
-// with): the same bytes, then the address and the id.
-Result<std::string> AsTensorRef(std::string tensor_header, uint64_t address, uint64_t id);
+// with): the same bytes, then the address, the id and the shared memory (if any).
+Result<std::string> AsTensorRef(std::string tensor_header, uint64_t address, uint64_t id,
+                                const std::optional<SharedRegion>& shared);
 Result<std::string> Encode(const TensorRefDone& m);
 Result<std::string> Encode(const AbortStep& m);
 Result<std::string> Encode(const CallRequest& m);
 Result<std::string> Encode(const CallResponse& m);
 std::string EncodeHeartbeat();
-std::string EncodePeerReads(bool reads);
+std::string Encode(const PeerReads& m);
 
 // Decoders check the magic, the fields and that nothing trails. Hello and HelloReply decode
 // any protocol version (so a peer of another version gets a clear refusal); the others only
@@ -167,6 +184,6 @@ Result<AbortStep> DecodeAbortStep(std::string_view bytes);
 Result<CallRequest> DecodeCallRequest(std::string_view bytes);
 Result<CallResponse> DecodeCallResponse(std::string_view bytes);
 Status DecodeHeartbeat(std::string_view bytes);
-Result<bool> DecodePeerReads(std::string_view bytes);
+Result<PeerReads> DecodePeerReads(std::string_view bytes);
 
 }  // namespace dflow::transport

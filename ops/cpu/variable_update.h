@@ -23,7 +23,7 @@ inline VarRef LookupVariable(const KernelInit& init, int input) {
 // True when `cur` (the stored value read by input `input`) may be overwritten: nobody holds it
 // but the store and, on its last use in this run, this node's input.
 inline bool CanUpdateInPlace(const KernelContext& ctx, const Tensor& cur, int input) {
-  if (!cur.valid()) return false;
+  if (!cur.valid() || cur.buffer_read_only()) return false;
   if (cur.buffer_unique()) return true;
   return cur.SharesBufferWith(ctx.input(input)) && cur.buffer_refs() == 2 && ctx.IsLastUse(input);
 }

@@ -297,6 +297,87 @@ TEST(UcxTransportTest, TensorsByReferenceAreHeldUntilCopiedOrDropped) {
   }
 }
 
+// A tensor in a memfd of the sender (a shareable allocator's block) is not copied: the Recv's
+// tensor is a read-only view of the sender's memfd, mapped here, and the sender holds the
+// tensor until that view is gone. A tensor elsewhere is still copied.
+TEST(UcxTransportTest, TensorsInMemfdsAreReadWhereTheyLie) {
+  Pair pair;
+  ASSERT_EQ(pair.receiver->stats().mappable_peers, 1u);
+  ASSERT_EQ(pair.sender->stats().mappable_peers, 1u);
+  auto memory = MakeAllocator<CpuAllocator>("/job:localhost/task:1/device:CPU:0");
+  memory->set_shareable(true);
+  const int64_t n = 64 << 10;  // 256 KiB
+  Tensor x = Tensor::Allocate(memory.get(), DType::kF32, Shape{n}).value();
+  ASSERT_TRUE(memory->FindShared(x.raw_data()).has_value());
+  for (int64_t i = 0; i < n; ++i) x.data<float>()[i] = static_cast<float>(i % 977);
+  const Tensor copy = x.Clone();
+  {
+    auto s = pair.sender->Create(1).value();
+    auto r = pair.receiver->Create(1).value();
+    // A piece from the middle, as Split hands out.
+    const Tensor piece = x.Part(1000, Shape{n / 2});
+    ASSERT_TRUE(s->Send(KeyTo("x:0", 1), {"send_x"}, piece).ok());
+    Tensor view;
+    {
+      RecvResult got;
+      r->RecvAsync(KeyTo("x:0", 1), Expect(DType::kF32, Shape{n / 2}, nullptr), got.Callback());
+      ASSERT_TRUE(got.Wait());
+      ASSERT_TRUE(got.status().ok()) << got.status().ToString();
+      view = got.tensor();
+    }
+    EXPECT_TRUE(view.BitwiseEquals(copy.Part(1000, Shape{n / 2})));
+    EXPECT_TRUE(view.buffer_read_only());
+    EXPECT_FALSE(view.buffer_unique()) << "a kernel would write into the sender's memory";
+    EXPECT_NE(view.raw_data(), piece.raw_data()) << "mapped anew, not the sender's address";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(x.buffer_refs(), 3) << "x, piece and the sender's hold while the view lives";
+    view = Tensor();
+    for (int i = 0; i < 500 && x.buffer_refs() != 2; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(x.buffer_refs(), 2) << "still held after the view died";
+  }
+  EXPECT_EQ(pair.sender->stats().tensors_sent_mapped, 1u);
+  EXPECT_EQ(pair.receiver->stats().tensors_received_mapped, 1u);
+  {
+    // Not in a memfd: copied as before.
+    auto s = pair.sender->Create(2).value();
+    auto r = pair.receiver->Create(2).value();
+    ASSERT_TRUE(s->Send(KeyTo("x:0", 2), {"send_x"}, copy).ok());
+    RecvResult got;
+    r->RecvAsync(KeyTo("x:0", 2), Expect(DType::kF32, Shape{n}, nullptr), got.Callback());
+    ASSERT_TRUE(got.Wait());
+    ASSERT_TRUE(got.status().ok()) << got.status().ToString();
+    EXPECT_TRUE(got.tensor().BitwiseEquals(x));
+    EXPECT_FALSE(got.tensor().buffer_read_only());
+  }
+  EXPECT_EQ(pair.receiver->stats().tensors_received_mapped, 1u);
+  EXPECT_EQ(pair.receiver->stats().tensors_received_by_reference, 2u);
+  {
+    // The view outlives the step and the transports: it still reads the same values, and its
+    // death tells no one.
+    auto s = pair.sender->Create(3).value();
+    auto r = pair.receiver->Create(3).value();
+    ASSERT_TRUE(s->Send(KeyTo("x:0", 3), {"send_x"}, x).ok());
+    Tensor view;
+    {
+      RecvResult got;
+      r->RecvAsync(KeyTo("x:0", 3), Expect(DType::kF32, Shape{n}, nullptr), got.Callback());
+      ASSERT_TRUE(got.Wait());
+      ASSERT_TRUE(got.status().ok()) << got.status().ToString();
+      view = got.tensor();
+    }
+    s.reset();
+    r.reset();
+    pair.sender.reset();
+    pair.receiver.reset();
+    EXPECT_TRUE(view.BitwiseEquals(copy));
+    x = Tensor();  // the sender's last reference: a retired block is freed, the view keeps it
+    EXPECT_EQ(memory->shared_blocks(), 0u) << "a block lost with its peer went back to the cache";
+    EXPECT_TRUE(view.BitwiseEquals(copy));
+  }
+}
+
 // Either side with by_reference_bytes 0: every tensor goes through UCX, both ways.
 TEST(UcxTransportTest, NoTensorsByReferenceWhenEitherSideTurnsThemOff) {
   for (int off : {0, 1}) {

@@ -84,7 +84,8 @@ TEST(WireTest, EveryMessageRoundTrips) {
   offer.address = std::string(kMaxAddressBytes + 1, 'a');
   EXPECT_EQ(Encode(offer).status().code(), StatusCode::kInvalidArgument);
   auto same = DecodeSameHost(
-      Encode(SameHost{"/job:worker/task:3", 7, "tok", 4321, 0x7ffd12345678, ~uint64_t{5}}).value());
+      Encode(SameHost{"/job:worker/task:3", 7, "tok", 4321, 0x7ffd12345678, ~uint64_t{5}, 17, 88})
+          .value());
   ASSERT_TRUE(same.ok()) << same.status().ToString();
   EXPECT_EQ(same->task, "/job:worker/task:3");
   EXPECT_EQ(same->incarnation, 7u);
@@ -92,6 +93,8 @@ TEST(WireTest, EveryMessageRoundTrips) {
   EXPECT_EQ(same->pid, 4321u);
   EXPECT_EQ(same->probe_address, 0x7ffd12345678u);
   EXPECT_EQ(same->probe_value, ~uint64_t{5});
+  EXPECT_EQ(same->probe_fd, 17u);
+  EXPECT_EQ(same->probe_inode, 88u);
 
   // Tensors by reference: the tensor's fields, its address and id; the answer's ids.
   TensorRef ref{SampleTensor(), 0x7f0012340000, 99};
@@ -103,6 +106,27 @@ TEST(WireTest, EveryMessageRoundTrips) {
   EXPECT_EQ(by_ref->tensor.bytes, ref.tensor.bytes);
   EXPECT_EQ(by_ref->address, 0x7f0012340000u);
   EXPECT_EQ(by_ref->id, 99u);
+  EXPECT_FALSE(by_ref->shared.has_value());
+  // In a memfd of the sender: where in which file.
+  ref.shared = SharedRegion{12, 4242, 4096, 4 << 20};
+  auto mapped = DecodeTensorRef(Encode(ref).value());
+  ASSERT_TRUE(mapped.ok()) << mapped.status().ToString();
+  ASSERT_TRUE(mapped->shared.has_value());
+  EXPECT_EQ(mapped->shared->fd, 12);
+  EXPECT_EQ(mapped->shared->inode, 4242u);
+  EXPECT_EQ(mapped->shared->offset, 4096u);
+  EXPECT_EQ(mapped->shared->file_size, uint64_t{4} << 20);
+  // A region the tensor does not fit in, or fields without an inode, are refused.
+  ref.shared->offset = (4 << 20) - ref.tensor.bytes + 1;
+  EXPECT_TRUE(MessageHas(DecodeTensorRef(Encode(ref).value()).status(),
+                         {"TensorRef message", "of a file of 4194304"}));
+  ref.shared = SharedRegion{12, 4242, 0, 4 << 20};
+  std::string no_inode = Encode(ref).value();
+  for (int i = 0; i < 8; ++i) no_inode[no_inode.size() - 24 + i] = 0;  // the inode
+  EXPECT_TRUE(MessageHas(DecodeTensorRef(no_inode).status(), {"without an inode"}));
+  ref.shared = SharedRegion{-1, 4242, 0, 4 << 20};
+  EXPECT_EQ(Encode(ref).status().code(), StatusCode::kInvalidArgument);
+  ref.shared.reset();
   // A Tensor header is not a TensorRef, nor the other way round.
   EXPECT_TRUE(MessageHas(DecodeTensorRef(Encode(SampleTensor()).value()).status(),
                          {"TensorRef message", "truncated"}));
@@ -115,14 +139,15 @@ TEST(WireTest, EveryMessageRoundTrips) {
   EXPECT_EQ(Encode(TensorRefDone{}).status().code(), StatusCode::kInvalidArgument);
   ids.push_back(1);
   EXPECT_TRUE(MessageHas(Encode(TensorRefDone{ids}).status(), {"1 to 512 ids"}));
-  for (bool reads : {false, true}) {
-    auto p = DecodePeerReads(EncodePeerReads(reads));
+  for (int flags = 0; flags < 4; ++flags) {
+    auto p = DecodePeerReads(Encode(PeerReads{(flags & 1) != 0, (flags & 2) != 0}));
     ASSERT_TRUE(p.ok()) << p.status().ToString();
-    EXPECT_EQ(*p, reads);
+    EXPECT_EQ(p->reads, (flags & 1) != 0);
+    EXPECT_EQ(p->maps, (flags & 2) != 0);
   }
-  std::string bad_flag = EncodePeerReads(true);
-  bad_flag.back() = 2;
-  EXPECT_TRUE(MessageHas(DecodePeerReads(bad_flag).status(), {"PeerReads message", "flag 2"}));
+  std::string bad_flag = Encode(PeerReads{true, true});
+  bad_flag.back() = 4;
+  EXPECT_TRUE(MessageHas(DecodePeerReads(bad_flag).status(), {"PeerReads message", "flags 4"}));
 
   // A version 1 Hello (no offer) still decodes, so its sender is refused for its version.
   Hello old{1, "/job:master/task:0", 1, "t", "", "ignored", "ignored"};
@@ -247,8 +272,9 @@ TEST(WireTest, GarbageNeverCrashesADecoder) {
       Encode(CallRequest{3, 2}).value(),
       Encode(CallResponse{3, Internal("x")}).value(),
       Encode(TensorRef{SampleTensor(), 64, 2}).value(),
+      Encode(TensorRef{SampleTensor(), 64, 2, SharedRegion{5, 6, 0, 4 << 20}}).value(),
       Encode(TensorRefDone{{1, 2, 3}}).value(),
-      EncodePeerReads(true)};
+      Encode(PeerReads{true, true})};
   int decoded = 0;
   for (int i = 0; i < 20000; ++i) {
     std::string bytes;
