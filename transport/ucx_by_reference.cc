@@ -61,7 +61,8 @@ void* MapProcessFile(int pid, int fd, uint64_t inode, size_t bytes, std::string*
   void* p = nullptr;
   if (fstat(file, &st) != 0) {
     *error = fmt::format("{}: {}", path, std::strerror(errno));
-  } else if (static_cast<uint64_t>(st.st_ino) != inode || static_cast<uint64_t>(st.st_size) < bytes) {
+  } else if (static_cast<uint64_t>(st.st_ino) != inode ||
+             static_cast<uint64_t>(st.st_size) < bytes) {
     *error = fmt::format("{} is another file by now", path);
   } else if (p = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, file, 0); p == MAP_FAILED) {
     *error = fmt::format("mapping {}: {}", path, std::strerror(errno));
@@ -113,8 +114,8 @@ void UcxTransport::Impl::ProbePeer(Peer* peer, const SameHost& m) {
     verdict.reads = error.empty() && got == m.probe_value;
     std::string map_error = "none offered";
     if (m.probe_inode != 0) {
-      void* p = MapProcessFile(static_cast<int>(m.pid), static_cast<int>(m.probe_fd),
-                               m.probe_inode, sizeof(uint64_t), &map_error);
+      void* p = MapProcessFile(static_cast<int>(m.pid), static_cast<int>(m.probe_fd), m.probe_inode,
+                               sizeof(uint64_t), &map_error);
       if (p != nullptr) {
         std::memcpy(&got, p, sizeof(got));
         munmap(p, sizeof(uint64_t));
@@ -168,7 +169,8 @@ Result<std::shared_ptr<UcxTransport::Impl::Mapping>> UcxTransport::Impl::MapPeer
       idle.push_back({it->second->last_used, it});
     }
   }
-  std::sort(idle.begin(), idle.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(idle.begin(), idle.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [used, it] : idle) {
     if (idle_bytes <= kMaxIdleMappedBytes && mappings_.size() <= kMaxMappings) break;
     idle_bytes -= it->second->size;
@@ -180,8 +182,8 @@ Result<std::shared_ptr<UcxTransport::Impl::Mapping>> UcxTransport::Impl::MapPeer
 Result<Tensor> UcxTransport::Impl::Borrow(Peer* peer, int pid, const TensorRef& ref) {
   ASSIGN_OR_RETURN(std::shared_ptr<Mapping> mapping, MapPeerMemory(pid, *ref.shared));
   void* data = static_cast<char*>(mapping->base) + ref.shared->offset;
-  auto* owner = new BorrowedMemory(releaser_, peer, ref.id, std::move(mapping),
-                                   ref.tensor.key.src_device);
+  auto* owner =
+      new BorrowedMemory(releaser_, peer, ref.id, std::move(mapping), ref.tensor.key.src_device);
   Tensor t = Tensor::Borrow(owner, data, ref.tensor.dtype, ref.tensor.shape);
   owner->Unref();  // the tensor's buffer holds it
   return t;

@@ -162,7 +162,8 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
   // memfd the tensor lies in.
   const bool big = options_.by_reference_bytes > 0 && h.bytes >= options_.by_reference_bytes;
   std::optional<SharedRegion> shared;
-  if (big && tensor.allocator() != nullptr) shared = tensor.allocator()->FindShared(tensor.raw_data());
+  if (big && tensor.allocator() != nullptr)
+    shared = tensor.allocator()->FindShared(tensor.raw_data());
   auto* op = new SendOp;
   op->impl = this;
   op->type = MessageType::kTensor;

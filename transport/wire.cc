@@ -186,13 +186,15 @@ Result<std::string> Encode(const TensorRef& m) {
 Result<std::string> AsTensorRef(std::string tensor_header, uint64_t address, uint64_t id,
                                 const std::optional<SharedRegion>& shared) {
   auto put = [&](uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i) tensor_header.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    for (int i = 0; i < bytes; ++i)
+      tensor_header.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
   };
   put(address, 8);
   put(id, 8);
   if (shared && (shared->fd < 0 || shared->inode == 0)) {
-    return InvalidArgument("a TensorRef's shared memory needs an fd and an inode, not fd {} inode {}",
-                           shared->fd, shared->inode);
+    return InvalidArgument(
+        "a TensorRef's shared memory needs an fd and an inode, not fd {} inode {}", shared->fd,
+        shared->inode);
   }
   put(shared ? static_cast<uint32_t>(shared->fd) : 0, 4);
   put(shared ? shared->inode : 0, 8);

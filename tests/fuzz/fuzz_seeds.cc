@@ -137,8 +137,7 @@ Status WriteSeeds(const std::filesystem::path& dir) {
   frame.meta = {{"signature", "s1"}, {"feeds", {"x:0"}}, {"send_recv_pairs", 2}};
   frame.blobs = {"graph bytes", ""};
   messages.push_back(distributed::EncodeFrame(frame));
-  messages.push_back(
-      Encode(SameHost{"/job:worker/task:1", 2, "token", 77, 4096, 12345, 9, 31337}));
+  messages.push_back(Encode(SameHost{"/job:worker/task:1", 2, "token", 77, 4096, 12345, 9, 31337}));
   messages.push_back(Encode(TensorRef{tensor, 4096, 3}));
   messages.push_back(Encode(TensorRef{tensor, 4096, 4, SharedRegion{7, 31338, 64, 64 << 20}}));
   messages.push_back(Encode(TensorRefDone{{3, 4}}));

@@ -1,6 +1,10 @@
 #include "graph/tensor.h"
 
+#include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <limits>
@@ -70,6 +74,76 @@ TEST(TensorTest, AllocateErrorsNameTheProblem) {
   auto oom = Tensor::Allocate(&alloc, DType::kF64, Shape{huge});
   EXPECT_EQ(oom.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(oom.status().message().find("CPU:0"), std::string::npos);
+}
+
+// A shareable allocator's large blocks are memfds: another mapping of the file (what a process
+// of this host makes through /proc/PID/fd) sees the tensor's bytes; small blocks stay plain.
+TEST(TensorTest, ShareableBlocksAreMemfdsOthersCanMap) {
+  auto memory = MakeAllocator<CpuAllocator>("/job:localhost/task:0/device:CPU:0");
+  memory->set_shareable(true);
+  Tensor small = Tensor::Allocate(memory.get(), DType::kF32, Shape{16}).value();
+  EXPECT_FALSE(memory->FindShared(small.raw_data()).has_value());
+  const int64_t n = 1 << 16;
+  Tensor x = Tensor::Allocate(memory.get(), DType::kF32, Shape{n}).value();
+  for (int64_t i = 0; i < n; ++i) x.data<float>()[i] = static_cast<float>(i);
+  auto region = memory->FindShared(x.Part(100, Shape{10}).raw_data());
+  ASSERT_TRUE(region.has_value());
+  EXPECT_EQ(region->offset, 400u);
+  EXPECT_EQ(region->file_size, static_cast<uint64_t>(n) * 4);
+  const std::string path = fmt::format("/proc/{}/fd/{}", getpid(), region->fd);
+  int fd = open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << path;
+  void* p = mmap(nullptr, region->file_size, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  ASSERT_NE(p, MAP_FAILED);
+  const float* mapped = static_cast<const float*>(p);
+  EXPECT_EQ(mapped[100], 100.0f);
+  x.data<float>()[100] = -1.0f;
+  EXPECT_EQ(mapped[100], -1.0f) << "the same memory, not a copy";
+  munmap(p, region->file_size);
+  EXPECT_EQ(memory->shared_blocks(), 1u);
+
+  // Freed, a block is cached and handed out again; retired, it goes back to the system.
+  void* first = x.raw_data();
+  x = Tensor();
+  Tensor again = Tensor::Allocate(memory.get(), DType::kF32, Shape{n}).value();
+  EXPECT_EQ(again.raw_data(), first);
+  memory->Retire(again.Part(5, Shape{5}).raw_data());
+  again = Tensor();
+  EXPECT_EQ(memory->shared_blocks(), 0u);
+  EXPECT_EQ(memory->cached_bytes(), 0u) << "a retired block is not cached";
+}
+
+// A borrowed tensor is never written in place, not even by its only holder, and gives its
+// memory back to its owner when the last reference goes.
+TEST(TensorTest, BorrowedTensorsAreReadOnlyAndReturnedToTheirOwner) {
+  class Owner final : public Allocator {
+   public:
+    void* Allocate(size_t, size_t) override { return nullptr; }
+    void Deallocate(void* p, size_t bytes) override {
+      freed = p;
+      freed_bytes = bytes;
+    }
+    const std::string& device() const override { return name; }
+    void* freed = nullptr;
+    size_t freed_bytes = 0;
+    std::string name = "/job:worker/task:1/device:CPU:0";
+  };
+  auto owner = MakeAllocator<Owner>();
+  std::vector<float> memory = {1, 2, 3, 4, 5, 6};
+  {
+    Tensor t = Tensor::Borrow(owner.get(), memory.data(), DType::kF32, Shape{2, 3});
+    EXPECT_EQ(t.data<float>()[4], 5.0f);
+    EXPECT_TRUE(t.buffer_read_only());
+    EXPECT_FALSE(t.buffer_unique()) << "a kernel would overwrite the owner's memory";
+    EXPECT_EQ(t.device(), "/job:worker/task:1/device:CPU:0");
+    Tensor view = t.Part(3, Shape{3});
+    EXPECT_TRUE(view.buffer_read_only());
+    t = Tensor();
+    EXPECT_EQ(owner->freed, nullptr) << "the view still holds it";
+  }
+  EXPECT_EQ(owner->freed, memory.data());
+  EXPECT_EQ(owner->freed_bytes, 24u);
 }
 
 }  // namespace
