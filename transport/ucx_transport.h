@@ -58,14 +58,16 @@ struct UcxTransportOptions {
   // TCP over loopback; UCX picks per peer. The environment's UCX_MM_ERROR_HANDLING, when set,
   // decides instead (=n keeps such peers on TCP, as between two hosts).
   bool shared_memory = true;
-  // Between processes of this host that may read each other's memory (process_vm_readv: the
-  // same user, unless Yama's ptrace_scope forbids it, or CAP_SYS_PTRACE), tensors of this many
-  // bytes or more travel by reference: the receiver copies them straight out of the sender's
-  // memory, once, and tells the sender when it may free them (UCX's shared memory copies a
-  // tensor three times, in 8 KiB fragments, through two progress threads). Whether a peer can
-  // is tried when it connects (a probe read); otherwise, and with 0 here on either side,
-  // tensors go through UCX. Needs shared_memory. The environment's DFLOW_BY_REFERENCE_BYTES,
-  // when set, decides instead.
+  // Between processes of this host, tensors of this many bytes or more travel by reference:
+  // the receiver reads them where they lie when they are in a memfd of the sender (a worker's
+  // allocator makes its large blocks memfds, CpuAllocator::set_shareable) and it may map it
+  // (/proc/PID/fd, the same user), or else copies them straight out of the sender's memory,
+  // once (process_vm_readv: the same user, unless Yama's ptrace_scope forbids it, or
+  // CAP_SYS_PTRACE), and tells the sender when it may free them (UCX's shared memory copies a
+  // tensor three times, in 8 KiB fragments, through two progress threads). What a peer allows
+  // is tried when it connects (a probe); otherwise, and with 0 here on either side, tensors go
+  // through UCX. Needs shared_memory. The environment's DFLOW_BY_REFERENCE_BYTES, when set,
+  // decides instead.
   size_t by_reference_bytes = 64 << 10;
   // Told one line for each event a person should see: a refused or lost peer, a message
   // dropped as malformed. Called from the progress thread; null: stderr.

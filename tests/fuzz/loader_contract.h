@@ -110,7 +110,7 @@ inline std::string WireProblem(std::string_view bytes) {
   if (which == 11) {
     auto reads = DecodePeerReads(bytes);
     if (!reads.ok()) return RefusalProblem(reads.status(), "PeerReads");
-    return bytes == EncodePeerReads(*reads) ? "" : "an accepted PeerReads does not round-trip";
+    return bytes == Encode(*reads) ? "" : "an accepted PeerReads does not round-trip";
   }
   const char* names[] = {"Hello",        "HelloReply", "Tensor", "AbortStep", "CallRequest",
                          "CallResponse", "",           "",       "SameHost",  "TensorRef",
