@@ -105,6 +105,25 @@ class UcxTransport::Impl::BorrowedMemory final : public Allocator {
   std::string device_;
 };
 
+void UcxTransport::Impl::MakeProbe() {
+  probe_fd_ = memfd_create("dflow-probe", MFD_CLOEXEC);
+  struct stat st {};
+  if (probe_fd_ >= 0 &&
+      (pwrite(probe_fd_, &probe_value_, sizeof(probe_value_), 0) != sizeof(probe_value_) ||
+       fstat(probe_fd_, &st) != 0)) {
+    close(probe_fd_);
+    probe_fd_ = -1;
+  }
+  if (probe_fd_ >= 0) probe_inode_ = static_cast<uint64_t>(st.st_ino);
+}
+
+void UcxTransport::Impl::RetireHeld() {
+  MutexLock lock(mu_);
+  for (auto& [id, held] : held_) {
+    if (held.shared) held.tensor.allocator()->Retire(held.tensor.raw_data());
+  }
+}
+
 void UcxTransport::Impl::ProbePeer(Peer* peer, const SameHost& m) {
   if (m.pid == 0) return;  // not offered
   PeerReads verdict;

@@ -383,6 +383,11 @@ class UcxTransport::Impl {
   uint64_t probe_value_ = 0;
   int probe_fd_ = -1;
   uint64_t probe_inode_ = 0;
+  // Makes probe_fd_, the memfd peers map to learn whether they can map this process's tensors
+  // (SameHost); none when that fails.
+  void MakeProbe();
+  // Retires the memfds of every held tensor: their receivers may still map them (at the end).
+  void RetireHeld() DFLOW_EXCLUDES(mu_);
 
   // Memfds of same-host peers mapped here, by (pid, inode). Progress thread only. A tensor
   // borrowed from one holds its mapping; idle ones are unmapped, least recently used first,

@@ -7,8 +7,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <strings.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -164,18 +162,7 @@ Status UcxTransport::Impl::Start() {
     MutexLock lock(releaser_->mu);
     releaser_->impl = this;
   }
-  if (options_.by_reference_bytes > 0) {
-    // The memfd peers map to learn whether they can map this process's tensors (SameHost).
-    probe_fd_ = memfd_create("dflow-probe", MFD_CLOEXEC);
-    struct stat st {};
-    if (probe_fd_ >= 0 &&
-        (pwrite(probe_fd_, &probe_value_, sizeof(probe_value_), 0) != sizeof(probe_value_) ||
-         fstat(probe_fd_, &st) != 0)) {
-      close(probe_fd_);
-      probe_fd_ = -1;
-    }
-    if (probe_fd_ >= 0) probe_inode_ = static_cast<uint64_t>(st.st_ino);
-  }
+  if (options_.by_reference_bytes > 0) MakeProbe();
   ucp_config_t* config = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
   if (s != UCS_OK) return UcxError("reading the UCX configuration", s);
@@ -329,13 +316,7 @@ UcxTransport::Impl::~Impl() {
     ShutdownOnThread();
   }
   mappings_.clear();
-  {
-    // Receivers may still map what this process held for them.
-    MutexLock lock(mu_);
-    for (auto& [id, held] : held_) {
-      if (held.shared) held.tensor.allocator()->Retire(held.tensor.raw_data());
-    }
-  }
+  RetireHeld();
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
   if (context_ != nullptr) ucp_cleanup(context_);
   if (probe_fd_ >= 0) close(probe_fd_);
