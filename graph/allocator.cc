@@ -9,6 +9,18 @@
 #include <cstdlib>
 
 namespace dflow {
+namespace {
+
+// The entry of `blocks` (by start address, each with its size) whose block holds `at`, or end.
+template <typename Blocks>
+auto BlockHolding(Blocks& blocks, uintptr_t at) -> decltype(blocks.begin()) {
+  auto it = blocks.upper_bound(at);
+  if (it == blocks.begin()) return blocks.end();
+  --it;
+  return at - it->first < it->second.size ? it : blocks.end();
+}
+
+}  // namespace
 
 CpuAllocator* CpuAllocator::Default() {
   static auto* allocator = new CpuAllocator("/job:localhost/task:0/device:CPU:0");
@@ -63,21 +75,16 @@ void CpuAllocator::FreeBlock(void* p) {
 std::optional<SharedRegion> CpuAllocator::FindShared(const void* p) const {
   const auto at = reinterpret_cast<uintptr_t>(p);
   MutexLock lock(cache_mu_);
-  auto it = shared_.upper_bound(at);
-  if (it == shared_.begin()) return std::nullopt;
-  --it;
+  auto it = BlockHolding(shared_, at);
+  if (it == shared_.end()) return std::nullopt;
   const SharedBlock& b = it->second;
-  if (at - it->first >= b.size) return std::nullopt;
   return SharedRegion{b.fd, b.inode, at - it->first, b.size};
 }
 
 void CpuAllocator::Retire(const void* p) {
-  const auto at = reinterpret_cast<uintptr_t>(p);
   MutexLock lock(cache_mu_);
-  auto it = shared_.upper_bound(at);
-  if (it == shared_.begin()) return;
-  --it;
-  if (at - it->first < it->second.size) it->second.retired = true;
+  auto it = BlockHolding(shared_, reinterpret_cast<uintptr_t>(p));
+  if (it != shared_.end()) it->second.retired = true;
 }
 
 size_t CpuAllocator::shared_blocks() const {

@@ -113,7 +113,6 @@ class CpuAllocator final : public Allocator {
   // Set before the allocator is shared between threads. At most a quarter of the process's
   // file descriptors (RLIMIT_NOFILE) become memfds, so sockets and files still open.
   void set_shareable(bool shareable);
-  bool shareable() const { return shareable_; }
   std::optional<SharedRegion> FindShared(const void* p) const override DFLOW_EXCLUDES(cache_mu_);
   void Retire(const void* p) override DFLOW_EXCLUDES(cache_mu_);
   // Blocks that are memfds now (in tensors or cached).

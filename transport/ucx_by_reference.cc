@@ -163,22 +163,20 @@ void UcxTransport::Impl::ProbePeer(Peer* peer, const SameHost& m) {
 
 Result<std::shared_ptr<UcxTransport::Impl::Mapping>> UcxTransport::Impl::MapPeerMemory(
     int pid, const SharedRegion& region) {
-  auto& entry = mappings_[{pid, region.inode}];
-  if (entry != nullptr && entry->size >= region.file_size) {
-    entry->last_used = ++mapping_clock_;
-    return entry;
+  const std::pair<int, uint64_t> key{pid, region.inode};
+  if (auto it = mappings_.find(key);
+      it != mappings_.end() && it->second->size >= region.file_size) {
+    it->second->last_used = ++mapping_clock_;
+    return it->second;
   }
   std::string error;
   void* p = MapProcessFile(pid, region.fd, region.inode, region.file_size, &error);
-  if (p == nullptr) {
-    if (entry == nullptr) mappings_.erase({pid, region.inode});
-    return Unavailable("{}", error);
-  }
-  entry = std::make_shared<Mapping>();
-  entry->base = p;
-  entry->size = region.file_size;
-  entry->last_used = ++mapping_clock_;
-  std::shared_ptr<Mapping> mapped = entry;
+  if (p == nullptr) return Unavailable("{}", error);
+  auto mapped = std::make_shared<Mapping>();
+  mapped->base = p;
+  mapped->size = region.file_size;
+  mapped->last_used = ++mapping_clock_;
+  mappings_[key] = mapped;
   // Unmaps idle mappings, least recently used first, past the limits.
   size_t idle_bytes = 0;
   std::vector<std::pair<uint64_t, decltype(mappings_)::iterator>> idle;
@@ -369,6 +367,7 @@ ucs_status_t UcxTransport::Impl::ReceiveTensorRef(std::string_view header,
                     h.key.ToString(), h.send_node, from_task, borrowed.status().message()));
   }
   Slot arrived;
+  arrived.arrived = true;
   arrived.header = h;
   arrived.send_node = h.send_node;
   arrived.from_task = from_task;
@@ -378,62 +377,51 @@ ucs_status_t UcxTransport::Impl::ReceiveTensorRef(std::string_view header,
   arrived.ref_id = decoded->id;
   Rendezvous::DoneCallback done;
   RecvArgs recv;
-  {
-    MutexLock lock(mu_);
-    std::shared_ptr<StepBox> box;
-    std::string why;
-    Slot* arrival = ArrivalSlot(h.key, from_task, &box, &why);
-    if (arrival == nullptr) {
-      lock.Unlock();
-      return drop(why);
-    }
-    Slot& slot = *arrival;
-    if (!slot.waiting) {
-      arrived.arrived = true;
-      slot = std::move(arrived);
-      return UCS_OK;  // copied when a Recv asks (RecvAsync)
-    }
-    done = std::move(slot.waiting);
-    recv = slot.recv;
-    box->slots.erase(h.key);
-  }
-  // The Recv waits: copy into a buffer of its allocator now.
-  TakeByReference(arrived, h.key, recv, done);
+  std::string why;
+  if (!ParkOrTakeRecv(h.key, arrived, &done, &recv, &why)) return drop(why);
+  // The Recv waits: copy into a buffer of its allocator now (otherwise when it asks).
+  if (done) TakeByReference(arrived, h.key, recv, done);
   return UCS_OK;
 }
 
 ucs_status_t UcxTransport::Impl::ArriveBorrowed(const TensorHeader& h, const std::string& from_task,
                                                 Tensor tensor) {
+  Slot arrived;
+  arrived.arrived = true;
+  arrived.tensor = std::move(tensor);
+  arrived.send_node = h.send_node;
+  arrived.from_task = from_task;
   Rendezvous::DoneCallback done;
   RecvArgs recv;
+  std::string why;
+  // Dropped, the tensor's death tells the sender.
+  if (!ParkOrTakeRecv(h.key, arrived, &done, &recv, &why)) return Drop(why);
   {
     MutexLock lock(mu_);
-    std::shared_ptr<StepBox> box;
-    std::string why;
-    Slot* arrival = ArrivalSlot(h.key, from_task, &box, &why);
-    if (arrival == nullptr) {
-      lock.Unlock();
-      tensor = Tensor();  // tells the sender
-      return Drop(why);
-    }
     stats_.tensors_received++;
     stats_.tensors_received_by_reference++;
     stats_.tensors_received_mapped++;
     stats_.bytes_received += h.bytes;
-    Slot& slot = *arrival;
-    if (!slot.waiting) {
-      slot.arrived = true;
-      slot.tensor = std::move(tensor);
-      slot.send_node = h.send_node;
-      slot.from_task = from_task;
-      return UCS_OK;
-    }
-    done = std::move(slot.waiting);
-    recv = slot.recv;
-    box->slots.erase(h.key);
   }
-  DeliverToRecv(h.key, h.send_node, tensor, recv, done);
+  if (done) DeliverToRecv(h.key, h.send_node, arrived.tensor, recv, done);
   return UCS_OK;
+}
+
+bool UcxTransport::Impl::ParkOrTakeRecv(const RendezvousKey& key, Slot& arrived,
+                                        Rendezvous::DoneCallback* waiting, RecvArgs* recv,
+                                        std::string* why) {
+  MutexLock lock(mu_);
+  std::shared_ptr<StepBox> box;
+  Slot* slot = ArrivalSlot(key, arrived.from_task, &box, why);
+  if (slot == nullptr) return false;
+  if (!slot->waiting) {
+    *slot = std::move(arrived);
+    return true;
+  }
+  *waiting = std::move(slot->waiting);
+  *recv = slot->recv;
+  box->slots.erase(key);
+  return true;
 }
 
 void UcxTransport::Impl::TakeByReference(const Slot& slot, const RendezvousKey& key,

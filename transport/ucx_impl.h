@@ -270,6 +270,12 @@ class UcxTransport::Impl {
   // A tensor borrowed from `from_task` (mapped) meets its Recv, or waits in its slot for it.
   ucs_status_t ArriveBorrowed(const TensorHeader& h, const std::string& from_task, Tensor tensor)
       DFLOW_EXCLUDES(mu_);
+  // For a tensor that arrived by reference (`arrived`, from arrived.from_task): parks it in its
+  // slot for the Recv to come, or, when a Recv waits, takes that Recv out (*waiting, *recv) and
+  // leaves `arrived` with the caller. False, with *why, when it is dropped instead (its step is
+  // over here, or it came twice).
+  bool ParkOrTakeRecv(const RendezvousKey& key, Slot& arrived, Rendezvous::DoneCallback* waiting,
+                      RecvArgs* recv, std::string* why) DFLOW_EXCLUDES(mu_);
   static ucs_status_t OnTensorRefDone(void* arg, const void* header, size_t header_length,
                                       void* data, size_t length, const ucp_am_recv_param_t* param);
   static ucs_status_t OnPeerReads(void* arg, const void* header, size_t header_length, void* data,
