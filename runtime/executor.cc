@@ -3,6 +3,7 @@
 #include <chrono>
 #include <unordered_map>
 
+#include "framework/progress.h"
 #include "runtime/spin_wait.h"
 
 namespace dflow {
@@ -10,6 +11,9 @@ namespace {
 // Nodes whose estimated work (FLOPs plus bytes moved) is below this run inline on the thread
 // that made them ready: a hand-off to the pool costs more (design.md: pools lose below ~10 us).
 constexpr double kInlineCostLimit = 256 * 1024;
+// How long a run's thread polls a transport for its Recvs before it sleeps: as long as the
+// transport's own thread polls after work (transport/ucx_transport.cc).
+constexpr int64_t kPollNs = 500'000;
 }  // namespace
 
 struct ExecutionPlan::RunState {
@@ -352,10 +356,26 @@ Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>*
       MutexLock lock(state->mu);
       auto ready = [&]() DFLOW_REQUIRES(state->mu) { return state->done || !state->inbox.empty(); };
       if (!ready()) {
-        // A Recv's tensor often arrives within microseconds: poll before sleeping.
+        // A Recv's tensor often arrives within microseconds: poll before sleeping. Where a
+        // transport moves tensors between processes, this thread polls it (framework/progress.h)
+        // and longer, as the transport's own thread would: the tensor then comes without a
+        // wake-up of either thread.
         const uint64_t seen = state->events.load(std::memory_order_relaxed);
         lock.Unlock();
-        SpinFor([&] { return state->events.load(std::memory_order_acquire) != seen; });
+        {
+          PollingScope polling;
+          auto arrived = [&] { return state->events.load(std::memory_order_acquire) != seen; };
+          if (polling.empty()) {
+            SpinFor(arrived);
+          } else {
+            SpinFor(
+                [&] {
+                  polling.Poll();
+                  return arrived();
+                },
+                kPollNs);
+          }
+        }
         lock.Lock();
       }
       if (control != nullptr && control->deadline()) {

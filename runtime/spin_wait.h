@@ -21,11 +21,11 @@ inline void CpuRelax() {
 #endif
 }
 
-// Polls `ready` (a cheap, thread-safe check) for up to kSpinNs. True when it became true.
+// Polls `ready` (a cheap, thread-safe check) for up to `ns`. True when it became true.
 template <typename Ready>
-bool SpinFor(Ready&& ready) {
+bool SpinFor(Ready&& ready, int64_t ns = kSpinNs) {
   if (ready()) return true;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kSpinNs);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
   for (int i = 1;; ++i) {
     for (int k = 0; k < 64; ++k) CpuRelax();
     if (ready()) return true;

@@ -119,14 +119,15 @@ int main(int argc, char** argv) {
   const dflow::transport::TransportStats stats = (*transport)->stats();
   std::fprintf(stderr,
                "dflow-worker: %s, stopping; tensors sent %llu (by reference %llu, mapped %llu), "
-               "received %llu (by reference %llu, mapped %llu)\n",
+               "received %llu (by reference %llu, mapped %llu); polls by step threads %llu\n",
                sig == SIGTERM ? "SIGTERM" : "SIGINT",
                static_cast<unsigned long long>(stats.tensors_sent),
                static_cast<unsigned long long>(stats.tensors_sent_by_reference),
                static_cast<unsigned long long>(stats.tensors_sent_mapped),
                static_cast<unsigned long long>(stats.tensors_received),
                static_cast<unsigned long long>(stats.tensors_received_by_reference),
-               static_cast<unsigned long long>(stats.tensors_received_mapped));
+               static_cast<unsigned long long>(stats.tensors_received_mapped),
+               static_cast<unsigned long long>(stats.step_thread_polls));
   service->reset();
   transport->reset();
   return 0;

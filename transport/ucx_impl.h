@@ -4,8 +4,10 @@
 //   ucx_calls.cc       requests and responses, the service thread
 //   ucx_by_reference.cc  tensors copied straight out of a same-host sender's memory, or read
 //                        where they lie (mapped)
-// Threads: the progress thread owns the UCX worker (every ucp_* call but ucp_worker_signal runs
-// there); mu_ guards the peers, step boxes, calls and figures; callbacks run outside mu_.
+// Threads: the progress thread drives the UCX worker, or lends it to a step's thread that waits
+// for a Recv and polls it (Poll, framework/progress.h): every ucp_* call but ucp_worker_signal
+// runs under progress_mu_, and "progress thread" below means whichever thread holds it. mu_
+// guards the peers, step boxes, calls and figures; callbacks run outside mu_.
 #pragma once
 
 #include <sys/socket.h>
@@ -24,6 +26,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "framework/progress.h"
 #include "graph/mutex.h"
 #include "graph/thread_annotations.h"
 #include "transport/ucx_transport.h"
@@ -52,7 +55,7 @@ bool SameToken(std::string_view a, std::string_view b);
 
 }  // namespace internal
 
-class UcxTransport::Impl {
+class UcxTransport::Impl : public ProgressEngine {
  public:
   struct Peer {
     Impl* impl = nullptr;
@@ -160,7 +163,9 @@ class UcxTransport::Impl {
   Result<std::string> TaskOf(std::string_view device) DFLOW_EXCLUDES(task_cache_mu_);
   TransportStats stats() const {
     MutexLock lock(mu_);
-    return stats_;
+    TransportStats s = stats_;
+    s.step_thread_polls = step_thread_polls_.load(std::memory_order_relaxed);
+    return s;
   }
 
   // Rendezvous operations (any thread).
@@ -185,6 +190,11 @@ class UcxTransport::Impl {
   uint64_t incarnation() const { return incarnation_; }
   std::string listen_address() const { return bound_address_; }
 
+  // ProgressEngine: a step thread waiting for a Recv drives the worker itself.
+  void BeginPolling() override;
+  void EndPolling() override;
+  bool Poll() override;
+
  private:
   void Log(std::string_view line) {
     if (options_.log) {
@@ -198,6 +208,12 @@ class UcxTransport::Impl {
   // Runs `fn` on the progress thread.
   void Post(std::function<void()> fn) DFLOW_EXCLUDES(queue_mu_);
   void Loop();
+  // One turn of the progress thread's work (posted work, the worker, deferred work): whether
+  // there was any.
+  bool ProgressOnce() DFLOW_REQUIRES(progress_mu_);
+  // The progress thread's turn: housekeeping, then ProgressOnce and a spell of polling while
+  // no step thread polls. True when it armed the worker's fd and should sleep on it.
+  bool Turn() DFLOW_EXCLUDES(progress_mu_);
   bool RunPosted() DFLOW_EXCLUDES(queue_mu_);
   void RunDeferred();
   void ShutdownOnThread();
@@ -363,7 +379,16 @@ class UcxTransport::Impl {
   std::vector<std::function<void()>> queue_ DFLOW_GUARDED_BY(queue_mu_);
   std::atomic<bool> posted_{false};
   std::atomic<bool> sleeping_{false};  // the progress thread waits on efd_ (or is about to)
-  std::atomic<std::thread::id> progress_id_{};
+
+  // Held by the thread that drives the worker: the progress thread, or a polling step thread.
+  Mutex progress_mu_;
+  // Step threads polling (BeginPolling): the progress thread then parks on parked_cv_ (up to
+  // kParkMs, for heartbeats and deadlines) instead of polling beside them.
+  std::atomic<int> pollers_{0};
+  std::atomic<uint64_t> step_thread_polls_{0};  // TransportStats::step_thread_polls
+  Mutex park_mu_;
+  CondVar parked_cv_;
+  bool polled_ = false;  // registered as a progress engine (Start, until ~Impl)
   bool closed_ DFLOW_GUARDED_BY(queue_mu_) = false;  // the progress thread has ended
 
   mutable Mutex mu_;

@@ -210,8 +210,9 @@ Status UcxTransport::Impl::Start() {
 
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  // Only the progress thread calls the worker (ucp_worker_signal is safe from any thread).
-  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  // One thread at a time calls the worker, the progress thread or a polling step thread, under
+  // progress_mu_ (ucp_worker_signal is safe from any thread).
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   s = ucp_worker_create(context_, &wp, &worker_);
   if (s != UCS_OK) return UcxError("creating the UCX worker", s);
   s = ucp_worker_get_efd(worker_, &efd_);
@@ -274,15 +275,17 @@ Status UcxTransport::Impl::Start() {
     if (s != UCS_OK) return UcxError("querying the listener's address", s);
     bound_address_ = FormatAddress(attr.sockaddr);
   }
-  thread_ = std::thread([this] {
-    progress_id_ = std::this_thread::get_id();
-    Loop();
-  });
+  thread_ = std::thread([this] { Loop(); });
   service_ = std::thread([this] { ServiceLoop(); });
+  if (options_.polled_by_steps) {
+    AddProgressEngine(this);
+    polled_ = true;
+  }
   return Status::OK();
 }
 
 UcxTransport::Impl::~Impl() {
+  if (polled_) RemoveProgressEngine(this);  // no step thread polls it from here on
   {
     // Borrowed tensors that outlive this transport tell no one.
     MutexLock lock(releaser_->mu);
@@ -370,9 +373,18 @@ void UcxTransport::Impl::ShutdownOnThread() {
 
 // --- the progress thread ----------------------------------------------------------------------
 
+namespace {
+// The transport whose worker this thread drives now (it holds progress_mu_), if any.
+thread_local const UcxTransport::Impl* t_driving = nullptr;
+
+// How long the progress thread parks while step threads poll, at most: heartbeats and the
+// calls' deadlines are looked at after it.
+constexpr auto kParkTime = std::chrono::milliseconds(1);
+}  // namespace
+
 void UcxTransport::Impl::Post(std::function<void()> fn) {
-  if (std::this_thread::get_id() == progress_id_) {
-    // From a callback on the progress thread: runs once ucp_worker_progress returns.
+  if (t_driving == this) {
+    // From a callback under ucp_worker_progress: runs once it returns.
     deferred_.push_back(std::move(fn));
     return;
   }
@@ -382,7 +394,8 @@ void UcxTransport::Impl::Post(std::function<void()> fn) {
     queue_.push_back(std::move(fn));
   }
   // A progress thread that is awake sees posted_ without a wake-up (a system call); one about to
-  // sleep checks posted_ after announcing it (both sequentially consistent).
+  // sleep checks posted_ after announcing it (both sequentially consistent). One parked while
+  // step threads poll leaves the work to them.
   posted_.store(true);
   if (sleeping_.load()) ucp_worker_signal(worker_);
 }
@@ -406,39 +419,98 @@ void UcxTransport::Impl::RunDeferred() {
   }
 }
 
+bool UcxTransport::Impl::ProgressOnce() {
+  bool busy = RunPosted();
+  // What callbacks deferred (often a reply to send) runs before the next poll.
+  while (ucp_worker_progress(worker_) != 0) {
+    busy = true;
+    RunDeferred();
+  }
+  if (!deferred_.empty()) {
+    RunDeferred();
+    busy = true;
+  }
+  if (busy) last_work_ = std::chrono::steady_clock::now();
+  return busy;
+}
+
+void UcxTransport::Impl::BeginPolling() { pollers_.fetch_add(1); }
+
+void UcxTransport::Impl::EndPolling() {
+  if (pollers_.fetch_sub(1) != 1) return;
+  // The last poller leaves: the progress thread takes the worker back at once.
+  MutexLock lock(park_mu_);
+  parked_cv_.NotifyAll();
+}
+
+namespace {
+// Marks the calling thread as the one driving `impl`'s worker while it lives.
+class Driving {
+ public:
+  explicit Driving(const UcxTransport::Impl* impl) { t_driving = impl; }
+  ~Driving() { t_driving = nullptr; }
+  Driving(const Driving&) = delete;
+  Driving& operator=(const Driving&) = delete;
+};
+}  // namespace
+
+bool UcxTransport::Impl::Poll() {
+  if (stop_.load(std::memory_order_relaxed) || !progress_mu_.TryLock()) return false;
+  bool busy;
+  {
+    Driving driving(this);
+    busy = ProgressOnce();
+  }
+  progress_mu_.Unlock();
+  if (busy) step_thread_polls_.fetch_add(1, std::memory_order_relaxed);
+  return busy;
+}
+
+bool UcxTransport::Impl::Turn() {
+  {
+    MutexLock lock(progress_mu_);
+    Driving driving(this);
+    ExpireCalls();
+    if (std::chrono::steady_clock::now() >= next_check_) CheckPeers();
+    if (ProgressOnce() || stop_.load()) return false;
+  }
+  // Idle: poll a little after real work (a reply often comes within microseconds), then sleep
+  // on the fd. The worker is held for a poll at a time: a step thread that starts polling takes
+  // over, and none waits for this thread to come back from a yield.
+  for (;;) {
+    if (pollers_.load() > 0) return false;
+    MutexLock lock(progress_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= last_work_ + kSpin) {
+      if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) return false;
+      sleeping_.store(true);
+      if (posted_.load() || pollers_.load() > 0) {
+        sleeping_.store(false);
+        return false;
+      }
+      return true;
+    }
+    if (ucp_worker_progress(worker_) != 0 || posted_.load(std::memory_order_acquire)) {
+      return false;  // work: the next turn does it
+    }
+    if (now > last_work_ + hot_spin_) {
+      // Past the hot window a thread of this process or another may need the core more.
+      lock.Unlock();
+      sched_yield();
+    }
+  }
+}
+
 void UcxTransport::Impl::Loop() {
   pthread_setname_np(pthread_self(), "dflow progress");  // as perf and top show it
   while (!stop_.load()) {
-    ExpireCalls();
-    if (std::chrono::steady_clock::now() >= next_check_) CheckPeers();
-    bool busy = RunPosted();
-    if (busy) last_work_ = std::chrono::steady_clock::now();
-    // What callbacks deferred (often a reply to send) runs before the next poll.
-    while (ucp_worker_progress(worker_) != 0) {
-      busy = true;
-      RunDeferred();
+    if (pollers_.load() > 0) {
+      // Step threads poll the worker: this thread would only take their core and the worker
+      // from them.
+      MutexLock lock(park_mu_);
+      parked_cv_.WaitFor(park_mu_, kParkTime, [&] { return pollers_.load() == 0 || stop_.load(); });
     }
-    if (!deferred_.empty()) {
-      RunDeferred();
-      busy = true;
-    }
-    if (busy || stop_.load()) continue;
-    // Idle: poll a little after real work (a reply often comes within microseconds), then
-    // sleep on the fd.
-    for (auto now = std::chrono::steady_clock::now(); !busy && now < last_work_ + kSpin;
-         now = std::chrono::steady_clock::now()) {
-      busy = ucp_worker_progress(worker_) != 0 || posted_.load(std::memory_order_acquire);
-      // Past the hot window a thread of this process or another may need the core more.
-      if (!busy && now > last_work_ + hot_spin_) sched_yield();
-    }
-    if (busy) continue;
-    ucs_status_t s = ucp_worker_arm(worker_);
-    if (s == UCS_ERR_BUSY) continue;
-    sleeping_.store(true);
-    if (posted_.load()) {
-      sleeping_.store(false);
-      continue;
-    }
+    if (!Turn()) continue;
     pollfd pfd{efd_, POLLIN, 0};
     poll(&pfd, 1, kMaxSleepMs);
     sleeping_.store(false);

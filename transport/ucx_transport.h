@@ -69,6 +69,11 @@ struct UcxTransportOptions {
   // through UCX. Needs shared_memory. The environment's DFLOW_BY_REFERENCE_BYTES, when set,
   // decides instead.
   size_t by_reference_bytes = 64 << 10;
+  // A step's thread that waits for a Recv polls the UCX worker itself (framework/progress.h) and
+  // the progress thread parks meanwhile, as MPI's ranks poll: the tensor then arrives without
+  // a hand-off between threads (a wake-up, 10 to 50 us on a small virtual machine, twice per
+  // hop of a ring all-reduce). Off: only the progress thread touches the worker.
+  bool polled_by_steps = true;
   // Told one line for each event a person should see: a refused or lost peer, a message
   // dropped as malformed. Called from the progress thread; null: stderr.
   std::function<void(std::string_view)> log;
@@ -87,6 +92,7 @@ struct TransportStats {
   uint64_t tensors_sent_mapped = 0;            // of those: in a memfd the receiver maps
   uint64_t tensors_received_by_reference = 0;  // of tensors_received
   uint64_t tensors_received_mapped = 0;        // of those: read where they lie, not copied
+  uint64_t step_thread_polls = 0;  // polls of the worker by waiting step threads that did work
 };
 
 class UcxTransport final : public RendezvousFactory {

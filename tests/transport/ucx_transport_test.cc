@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "framework/progress.h"
 #include "framework/rendezvous_conformance.h"
 #include "status_matchers.h"
 
@@ -30,9 +31,11 @@ constexpr char kToken[] = "test-cluster-token";
 std::unique_ptr<UcxTransport> MakeTransport(const std::string& task, bool listen,
                                             std::vector<std::string>* log = nullptr,
                                             std::string token = kToken,
-                                            size_t by_reference_bytes = 64 << 10) {
+                                            size_t by_reference_bytes = 64 << 10,
+                                            bool polled_by_steps = true) {
   UcxTransportOptions o;
   o.task = task;
+  o.polled_by_steps = polled_by_steps;
   o.by_reference_bytes = by_reference_bytes;
   o.token = std::move(token);
   if (listen) o.listen_address = "127.0.0.1:0";
@@ -55,9 +58,11 @@ std::unique_ptr<UcxTransport> MakeTransport(const std::string& task, bool listen
 // task 0 (the conformance suite's keys go to /job:localhost/task:0). Both are of this host, so
 // tensors of `by_reference_bytes` or more go by reference (0: all through UCX).
 struct Pair {
-  explicit Pair(size_t by_reference_bytes = 64 << 10)
-      : receiver(MakeTransport("/job:localhost/task:0", true, nullptr, kToken, by_reference_bytes)),
-        sender(MakeTransport("/job:localhost/task:1", false, nullptr, kToken, by_reference_bytes)) {
+  explicit Pair(size_t by_reference_bytes = 64 << 10, bool polled_by_steps = true)
+      : receiver(MakeTransport("/job:localhost/task:0", true, nullptr, kToken, by_reference_bytes,
+                               polled_by_steps)),
+        sender(MakeTransport("/job:localhost/task:1", false, nullptr, kToken, by_reference_bytes,
+                             polled_by_steps)) {
     auto peer = sender->Connect(receiver->listen_address());
     EXPECT_TRUE(peer.ok()) << peer.status().ToString();
   }
@@ -773,6 +778,78 @@ TEST(UcxTransportTest, AMasterNamesAnUnnamedWorker) {
   ASSERT_TRUE(got.Wait());
   ASSERT_TRUE(got.status().ok()) << got.status().ToString();
   EXPECT_EQ(got.tensor().ToVector<float>(), (std::vector<float>{1, 2}));
+}
+
+// A thread waiting for a Recv polls the transports (as the executor does, framework/progress.h):
+// the tensors arrive, small and large, copied and mapped, and the polls that moved them are
+// counted; with polled_by_steps off the progress thread alone moves them.
+TEST(UcxTransportTest, AThreadThatWaitsForARecvMovesTheTensorsItself) {
+  for (bool polled : {true, false}) {
+    Pair pair(64 << 10, polled);
+    CpuAllocator device_memory("/job:localhost/task:0/device:CPU:0");
+    int64_t step = 0;
+    for (int64_t n : {1, 1000, 1 << 16, 1 << 20}) {
+      for (int round = 0; round < 10; ++round) {
+        ++step;
+        auto s = pair.sender->Create(step).value();
+        auto r = pair.receiver->Create(step).value();
+        Tensor t(DType::kF32, Shape{n});
+        for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = static_cast<float>(i % 977 + round);
+        RecvResult got;
+        RendezvousKey key = KeyTo("x:0", step);
+        r->RecvAsync(key, Expect(DType::kF32, Shape{n}, &device_memory), got.Callback());
+        ASSERT_TRUE(s->Send(key, {"send_x"}, t).ok());
+        {
+          PollingScope polling;
+          EXPECT_EQ(polling.empty(), !polled);
+          auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (!got.arrived() && std::chrono::steady_clock::now() < until) polling.Poll();
+        }
+        ASSERT_TRUE(got.Wait()) << n << " elements";
+        ASSERT_TRUE(got.status().ok()) << got.status().ToString();
+        ASSERT_EQ(std::memcmp(got.tensor().raw_data(), t.raw_data(), t.num_bytes()), 0) << n;
+      }
+    }
+    EXPECT_EQ(pair.receiver->stats().tensors_received, 40u);
+    const uint64_t polls =
+        pair.receiver->stats().step_thread_polls + pair.sender->stats().step_thread_polls;
+    if (polled) {
+      EXPECT_GT(polls, 0u);
+    } else {
+      EXPECT_EQ(polls, 0u);
+    }
+  }
+}
+
+// While a thread polls without a break, the progress thread still does what only it does:
+// calls with deadlines are answered, and a silent peer would still be noticed.
+TEST(UcxTransportCallTest, CallsAreAnsweredWhileAThreadPollsWithoutABreak) {
+  Pair pair;
+  pair.receiver->SetCallHandler([](const UcxTransport::CallInfo&, std::string payload,
+                                   UcxTransport::Reply reply) { reply("re:" + payload); });
+  std::atomic<bool> stop{false};
+  std::thread poller([&] {
+    PollingScope polling;
+    while (!stop) polling.Poll();
+  });
+  for (int i = 0; i < 50; ++i) {
+    auto r =
+        pair.sender->Call("/job:localhost/task:0", 5, std::to_string(i), std::chrono::seconds(10));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(*r, "re:" + std::to_string(i));
+  }
+  // A call to a task that does not answer in time still meets its deadline.
+  pair.receiver->SetCallHandler(
+      [](const UcxTransport::CallInfo&, std::string p, UcxTransport::Reply reply) {
+        if (p == "slow") std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        reply(p);
+      });
+  auto late = pair.sender->Call("/job:localhost/task:0", 5, "slow", std::chrono::milliseconds(50));
+  EXPECT_EQ(late.status().code(), StatusCode::kDeadlineExceeded) << late.status().ToString();
+  auto next = pair.sender->Call("/job:localhost/task:0", 5, "next", std::chrono::seconds(5));
+  EXPECT_TRUE(next.ok() && *next == "next") << next.status().ToString();
+  stop = true;
+  poller.join();
 }
 
 // An idle transport sleeps on its event fd.
