@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
+#include <utility>
 
 #include "graph/device_name.h"
 #include "ops/array_ops.h"
 #include "ops/grad_ops.h"
 #include "ops/manip_ops.h"
 #include "ops/math_ops.h"
+#include "ops/op_defs.h"
 
 namespace dflow::ops {
 namespace {
@@ -64,30 +67,20 @@ std::string FreeNameScope(const Scope& scope, const std::string& name) {
   }
 }
 
-// The reduced pieces of replica r (1-D, in order) as one tensor. On a CPU device a chain of
-// WriteRows into an Empty copies each piece in as soon as it and the pieces before it in the
-// chain exist: the replica's own totals first, then those of the ring's other replicas in the
-// order the all-gather brings them, so most copying happens while later pieces are still on
-// their way (a Concat waits for the last and then copies all; 4 MiB took 470 us). Elsewhere a
-// Concat (no other device has the kernels yet).
-Output Assemble(const Scope& on, const std::string& device, const std::vector<Output>& pieces,
-                int64_t r, int64_t n, int64_t chunks, DType dtype) {
+bool OnCpu(const std::string& device) {
   auto name = DeviceName::Parse(device);
-  if (!name.ok() || name->type.value_or("CPU") != "CPU") return Concat(on, pieces, 0);
-  std::vector<int64_t> offsets(pieces.size() + 1, 0);
-  for (size_t p = 0; p < pieces.size(); ++p) {
-    const Shape& shape = pieces[p].shape();
-    if (shape.unknown_rank() || shape.rank() != 1 || shape[0] < 0) return Concat(on, pieces, 0);
-    offsets[p + 1] = offsets[p] + shape[0];
-  }
-  Output whole = Empty(on, Shape{offsets.back()}, dtype);
-  for (int64_t s = 0; s < n; ++s) {
-    for (int64_t k = 0; k < chunks; ++k) {
-      const int64_t p = ((r + 1 - s) % n + n) % n * chunks + k;
-      whole = WriteRows(on, whole, pieces[p], offsets[p]);
-    }
-  }
-  return whole;
+  return name.ok() && name->type.value_or("CPU") == "CPU";
+}
+
+// _WriteRowsSum (manip_ops.cc): x with rows from `offset` set to scale * the sum of the ys;
+// {that, a view of those rows}.
+std::pair<Output, Output> WriteRowsSum(const Scope& on, Output x, const std::vector<Output>& ys,
+                                       int64_t offset, double scale) {
+  internal::RegisterOpDefinitions();
+  std::vector<Output> inputs = {x};
+  inputs.insert(inputs.end(), ys.begin(), ys.end());
+  const int id = on.AddNode("_WriteRowsSum", inputs, {{"offset", offset}, {"scale", scale}});
+  return {on.OutputOf(id, 0), on.OutputOf(id, 1)};
 }
 
 }  // namespace
@@ -180,6 +173,21 @@ std::vector<Output> AllReduce(const Scope& scope, const std::vector<Output>& val
     if (!scope.ok()) return {};
   }
   auto mod = [n](int64_t i) { return ((i % n) + n) % n; };
+  std::vector<int64_t> offsets(pieces + 1, 0);
+  for (int64_t p = 0; p < pieces; ++p) offsets[p + 1] = offsets[p] + sizes[p];
+  // On a CPU a replica's result is an Empty it fills piece by piece as each is ready (its own
+  // totals first, then the others' in the order the all-gather brings them): most copying
+  // happens while later pieces are on their way, where a Concat would wait for the last. Its own
+  // totals are summed, scaled for a mean and written there in one pass (_WriteRowsSum), and what
+  // it passes on is a view of those rows. Elsewhere (no other device has the kernels yet) an Add,
+  // a Mul for a mean, and a Concat at the end.
+  const double scale = options.reduction == Reduction::kMean ? 1.0 / static_cast<double>(n) : 1.0;
+  std::vector<bool> fused(n);
+  std::vector<Output> whole(n);
+  for (int64_t r = 0; r < n; ++r) {
+    fused[r] = OnCpu(devices[r]);
+    if (fused[r]) whole[r] = Empty(on[r], Shape{elements}, dtype);
+  }
   // result[r][p]: the reduced piece p on replica r's device.
   std::vector<std::vector<Output>> result(n, std::vector<Output>(pieces));
   for (int64_t k = 0; k < chunks; ++k) {
@@ -190,14 +198,19 @@ std::vector<Output> AllReduce(const Scope& scope, const std::vector<Output>& val
     for (int64_t s = 0; s < n - 1; ++s) {
       std::vector<Output> next(n);
       for (int64_t r = 0; r < n; ++r) {
-        const int64_t to = mod(r + 1), segment = mod(r - s);
-        next[to] = Add(on[to], piece[to][segment * chunks + k], running[r]);
+        const int64_t to = mod(r + 1), p = mod(r - s) * chunks + k;
+        if (s == n - 2 && fused[to]) {
+          std::tie(whole[to], next[to]) =
+              WriteRowsSum(on[to], whole[to], {piece[to][p], running[r]}, offsets[p], scale);
+        } else {
+          next[to] = Add(on[to], piece[to][p], running[r]);
+        }
       }
       running = std::move(next);
     }
     // Replica r now holds the total of segment r + 1; all-gather passes the totals on.
     for (int64_t r = 0; r < n; ++r) {
-      result[r][mod(r + 1) * chunks + k] = finish(r, running[r]);
+      result[r][mod(r + 1) * chunks + k] = fused[r] ? running[r] : finish(r, running[r]);
     }
     for (int64_t s = 0; s < n - 1; ++s) {
       for (int64_t r = 0; r < n; ++r) {
@@ -207,7 +220,17 @@ std::vector<Output> AllReduce(const Scope& scope, const std::vector<Output>& val
     }
   }
   for (int64_t r = 0; r < n; ++r) {
-    out[r] = Reshape(on[r], Assemble(on[r], devices[r], result[r], r, n, chunks, dtype), dims);
+    if (fused[r]) {
+      for (int64_t s = 1; s < n; ++s) {
+        for (int64_t k = 0; k < chunks; ++k) {
+          const int64_t p = mod(r + 1 - s) * chunks + k;
+          whole[r] = WriteRowsSum(on[r], whole[r], {result[r][p]}, offsets[p], 1.0).first;
+        }
+      }
+    } else {
+      whole[r] = Concat(on[r], result[r], 0);
+    }
+    out[r] = Reshape(on[r], whole[r], dims);
   }
   return scope.ok() ? out : std::vector<Output>();
 }

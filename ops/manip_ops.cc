@@ -89,6 +89,32 @@ Status WriteRowsShape(InferenceContext& c) {
   return Status::OK();
 }
 
+// z is x; rows is the shape of the ys, which must agree with each other and fit as WriteRows'.
+Status WriteRowsSumShape(InferenceContext& c) {
+  ASSIGN_OR_RETURN(int64_t offset, c.GetAttr<int64_t>("offset"));
+  const Shape& x = c.input_shape(0);
+  Shape y = c.input_shape(1);
+  for (int i = 2; i < c.num_inputs(); ++i) {
+    const Shape& s = c.input_shape(i);
+    if (!y.IsCompatibleWith(s)) {
+      return c.Error("input {} has shape {} but input 1 has shape {}", i, s, c.input_shape(1));
+    }
+    if (y.unknown_rank()) y = s;
+  }
+  if (!x.unknown_rank() && !y.unknown_rank()) {
+    if (x.rank() == 0 || x.rank() != y.rank()) {
+      return c.Error("rows of {} cannot go into {}: the ranks must agree and be at least 1", y, x);
+    }
+    if (offset < 0 || (x[0] >= 0 && y[0] >= 0 && offset + y[0] > x[0])) {
+      return c.Error("rows [{}, {}) are outside the {} rows of {}", offset,
+                     offset + std::max<int64_t>(y[0], 0), x[0], x);
+    }
+  }
+  c.set_output(0, x);
+  c.set_output(1, y);
+  return Status::OK();
+}
+
 // Each input's gradient is its slice of g; the sizes along the axis must be known.
 Status ConcatGrad(GradContext& c) {
   ASSIGN_OR_RETURN(int64_t axis, c.node().GetAttr<int64_t>("axis"));
@@ -288,6 +314,20 @@ Status RegisterManipOps(OpRegistry& r) {
        .outputs = {{.name = "z", .type_attr = "T"}},
        .attrs = {{"T", AttrType::kDType, std::nullopt}, {"offset", AttrType::kInt, std::nullopt}},
        .shape_fn = WriteRowsShape,
+       .cost_fn = ElementwiseCostFn(0)}));
+  // The all-reduce's assembly (ops/all_reduce.cc): z is x with rows [offset, offset + rows of
+  // ys) set to scale * (the sum of the ys), and `rows` a view of those rows of z. It writes into
+  // x's buffer even while others hold views of it, which only a chain that starts from an Empty
+  // of its own and whose views read rows it has finished may do: not for graphs users build.
+  RETURN_IF_ERROR(r.Register(
+      {.name = "_WriteRowsSum",
+       .inputs = {{.name = "x", .type_attr = "T", .allowed = kNumericTypes},
+                  {.name = "ys", .type_attr = "T", .allowed = kNumericTypes, .variadic = true}},
+       .outputs = {{.name = "z", .type_attr = "T"}, {.name = "rows", .type_attr = "T"}},
+       .attrs = {{"T", AttrType::kDType, std::nullopt},
+                 {"offset", AttrType::kInt, std::nullopt},
+                 {"scale", AttrType::kFloat, 1.0}},
+       .shape_fn = WriteRowsSumShape,
        .cost_fn = ElementwiseCostFn(0)}));
   RETURN_IF_ERROR(
       r.Register({.name = "Split",

@@ -155,6 +155,79 @@ TEST(ManipOpsTest, WriteRowsThatDoNotFitAreErrorsNamingTheNode) {
       << r.status().ToString();
 }
 
+// The all-reduce's assembly op (_WriteRowsSum, internal): a chain from an Empty fills rows with
+// sums, scaled or not, and copies; each step writes into the same buffer although the views of
+// rows already written (what the all-reduce sends on) are alive.
+TEST(ManipOpsTest, WriteRowsSumFillsRowsInPlaceWhileTheirViewsLive) {
+  Scope root = Scope::NewRootScope();
+  auto step = [&](const std::string& name, Output x, std::vector<Output> ys, int64_t offset,
+                  double scale) {
+    std::vector<Output> inputs = {x};
+    inputs.insert(inputs.end(), ys.begin(), ys.end());
+    int id = root.WithOpName(name).AddNode("_WriteRowsSum", inputs,
+                                           {{"offset", offset}, {"scale", scale}});
+    return std::pair{root.OutputOf(id, 0), root.OutputOf(id, 1)};
+  };
+  std::vector<float> a = {1, 2, 3, 4}, b = {10, 20, 30, 40}, c = {-1, -2, -3, -4};
+  auto ca = ops::Const(root, a, Shape{2, 2}), cb = ops::Const(root, b, Shape{2, 2});
+  auto cc = ops::Const(root, c, Shape{2, 2});
+  auto empty = ops::Empty(root, Shape{6, 2}, DType::kF32);
+  auto [z1, rows1] = step("mean", empty, {ca, cb}, 0, 0.5);
+  auto [z2, rows2] = step("copy", z1, {cc}, 4, 1.0);
+  auto [z3, rows3] = step("sum3", z2, {ca, cb, cc}, 2, 1.0);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  EXPECT_EQ(rows3.shape(), Shape({2, 2}));
+  auto out = RunScope(root, {}, {z3, rows1, rows2});
+  ASSERT_EQ(out.size(), 3u);
+  std::vector<float> want;
+  for (int i = 0; i < 4; ++i) want.push_back((a[i] + b[i]) * 0.5f);
+  for (int i = 0; i < 4; ++i) want.push_back(a[i] + b[i] + c[i]);
+  for (int i = 0; i < 4; ++i) want.push_back(c[i]);
+  EXPECT_EQ(out[0].ToVector<float>(), want);
+  EXPECT_EQ(out[1].ToVector<float>(), std::vector<float>(want.begin(), want.begin() + 4));
+  EXPECT_EQ(out[2].ToVector<float>(), c);
+  // One buffer all along: no step copied the rows before it although their views were held.
+  EXPECT_TRUE(out[0].SharesBufferWith(out[1]));
+  EXPECT_TRUE(out[0].SharesBufferWith(out[2]));
+
+  // Integers sum exactly; a scale needs floating point.
+  Scope ints = Scope::NewRootScope();
+  auto i0 = ops::Const(ints, std::vector<int32_t>{1 << 30, 7}, Shape{2});
+  auto i1 = ops::Const(ints, std::vector<int32_t>{-(1 << 30), 8}, Shape{2});
+  int sum = ints.WithOpName("isum").AddNode("_WriteRowsSum",
+                                            {ops::Empty(ints, Shape{4}, DType::kI32), i0, i1},
+                                            {{"offset", int64_t{2}}, {"scale", 1.0}});
+  int scaled = ints.WithOpName("iscaled").AddNode("_WriteRowsSum",
+                                                  {ops::Empty(ints, Shape{2}, DType::kI32), i0, i1},
+                                                  {{"offset", int64_t{0}}, {"scale", 0.5}});
+  auto session = Session::Create(ints);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto r = (*session)->Run({}, {ints.OutputOf(sum, 1).name()});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)[0].ToVector<int32_t>(), (std::vector<int32_t>{0, 15}));
+  auto bad = (*session)->Run({}, {ints.OutputOf(scaled, 0).name()});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(bad.status(), {"'iscaled'", "scale of 0.5", "f32 or f64"}))
+      << bad.status().ToString();
+
+  // Rows that do not fit, and ys that disagree, are refused naming the node.
+  Scope fit = Scope::NewRootScope();
+  fit.WithOpName("past_the_end")
+      .AddNode("_WriteRowsSum",
+               {ops::Empty(fit, Shape{3, 2}, DType::kF32), ops::Const(fit, a, Shape{2, 2})},
+               {{"offset", int64_t{2}}, {"scale", 1.0}});
+  EXPECT_TRUE(MessageHas(fit.status(), {"past_the_end", "rows [2, 4)", "outside the 3 rows"}))
+      << fit.status().ToString();
+  Scope differ = Scope::NewRootScope();
+  differ.WithOpName("differ").AddNode(
+      "_WriteRowsSum",
+      {ops::Empty(differ, Shape{3, 2}, DType::kF32), ops::Const(differ, a, Shape{2, 2}),
+       ops::Const(differ, std::vector<float>{1, 2}, Shape{1, 2})},
+      {{"offset", int64_t{0}}, {"scale", 1.0}});
+  EXPECT_TRUE(MessageHas(differ.status(), {"differ", "input 2 has shape [1,2]"}))
+      << differ.status().ToString();
+}
+
 TEST(ManipOpsTest, SplitRunTimeErrorNamesTheNode) {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 2});

@@ -1,7 +1,9 @@
 // Cases for the ops that create, pass through or rearrange data: Placeholder, Const, Identity,
 // Reshape, ReshapeLike, ZerosLike, OnesLike, Fill, CheckNumerics, Transpose, Slice, Pad, Concat,
-// Split, WriteRows and OneHot.
+// Split, WriteRows, _WriteRowsSum and OneHot.
 #include <fmt/format.h>
+
+#include <cstring>
 
 #include "op_cases.h"
 #include "ops/array_ops.h"
@@ -432,6 +434,62 @@ void AddWriteRows(CaseRng& rng, std::vector<OpCase>& cases) {
   }
 }
 
+// The all-reduce's assembly (_WriteRowsSum): from an Empty, rows set to a scaled sum of two, a
+// copy of one, and a sum of three, out of order; the view of the first rows is fetched too.
+void AddWriteRowsSum(CaseRng& rng, std::vector<OpCase>& cases) {
+  for (DType dt : {DType::kF32, DType::kF64, DType::kI32}) {
+    const double scale = dt == DType::kI32 ? 1.0 : 0.25;
+    std::vector<Tensor> in;
+    for (int i = 0; i < 3; ++i) in.push_back(rng.Uniform(dt, Shape{2, 3}, -50, 50));
+    cases.push_back(OpCase{
+        .op = "_WriteRowsSum",
+        .tag = "chain",
+        .inputs = in,
+        .build =
+            [dt, scale](const Scope& sc, const std::vector<Output>& in) {
+              auto add = [&](Output x, std::vector<Output> ys, int64_t offset, double by) {
+                ys.insert(ys.begin(), x);
+                int id = sc.AddNode("_WriteRowsSum", ys, {{"offset", offset}, {"scale", by}});
+                return std::pair{sc.OutputOf(id, 0), sc.OutputOf(id, 1)};
+              };
+              Output whole = ops::Empty(sc, Shape{6, 3}, dt);
+              auto [mean, mean_rows] = add(whole, {in[0], in[1]}, 4, scale);
+              whole = add(mean, {in[2]}, 0, 1.0).first;
+              whole = add(whole, {in[0], in[1], in[2]}, 2, 1.0).first;
+              return CaseGraph{.outputs = {whole, mean_rows}};
+            },
+        .reference =
+            [scale](const std::vector<Tensor>& in) {
+              Tensor whole(in[0].dtype(), Shape{6, 3});
+              Tensor rows(in[0].dtype(), Shape{2, 3});
+              for (int64_t i = 0; i < 6; ++i) {
+                auto at = [&](const Tensor& t) {
+                  return t.dtype() == DType::kF32   ? double{t.data<float>()[i]}
+                         : t.dtype() == DType::kF64 ? t.data<double>()[i]
+                                                    : double{t.data<int32_t>()[i]};
+                };
+                const double sums[3] = {at(in[2]), at(in[0]) + at(in[1]) + at(in[2]),
+                                        (at(in[0]) + at(in[1])) * scale};
+                for (int part = 0; part < 3; ++part) {
+                  const int64_t j = part * 6 + i;
+                  if (whole.dtype() == DType::kF32) {
+                    whole.data<float>()[j] = static_cast<float>(sums[part]);
+                  } else if (whole.dtype() == DType::kF64) {
+                    whole.data<double>()[j] = sums[part];
+                  } else {
+                    whole.data<int32_t>()[j] = static_cast<int32_t>(sums[part]);
+                  }
+                }
+              }
+              std::memcpy(rows.raw_data(),
+                          static_cast<char*>(whole.raw_data()) + 12 * DTypeSize(whole.dtype()),
+                          rows.num_bytes());
+              return std::vector<Tensor>{whole, rows};
+            },
+        .no_gradient = "_WriteRowsSum has no gradient: it assembles all-reduce results"});
+  }
+}
+
 }  // namespace
 
 void AddArrayCases(CaseRng& rng, std::vector<OpCase>& cases) {
@@ -440,6 +498,7 @@ void AddArrayCases(CaseRng& rng, std::vector<OpCase>& cases) {
   AddTransposeSlicePad(rng, cases);
   AddConcatSplit(rng, cases);
   AddWriteRows(rng, cases);
+  AddWriteRowsSum(rng, cases);
   AddOneHot(rng, cases);
 }
 
