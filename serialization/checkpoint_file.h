@@ -23,13 +23,14 @@ Result<std::map<std::string, Tensor>> LoadCheckpoint(const std::string& path);
 std::string EncodeCheckpoint(const std::map<std::string, Tensor>& variables);
 
 // SaveCheckpoint for a thread that writes one checkpoint after another: the encoding buffer is
-// kept from one to the next, so a checkpoint costs one copy of the values into it and the
-// write, without a fresh allocation (and its page faults) each time. Not thread-safe.
+// kept from one to the next (no fresh allocation and its page faults each time), and the
+// values are written to the file from where they lie, not copied into it first. Not
+// thread-safe.
 class CheckpointWriter {
  public:
   CheckpointWriter();
   ~CheckpointWriter();
-  // As SaveCheckpoint.
+  // As SaveCheckpoint; the file's bytes are EncodeCheckpoint's.
   Status Save(const std::map<std::string, Tensor>& variables, const std::string& path);
 
  private:

@@ -50,6 +50,11 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
 }
 
 Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
+  const std::string_view pieces[] = {bytes};
+  return WriteFileAtomically(path, pieces);
+}
+
+Status WriteFileAtomically(const std::string& path, std::span<const std::string_view> pieces) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Internal("cannot write '{}': {}", tmp, Errno());
@@ -59,12 +64,14 @@ Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
     ::unlink(tmp.c_str());
     return Internal("writing '{}': {} failed: {}", path, what, why);
   };
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail("write");
-    done += static_cast<size_t>(n);
+  for (std::string_view bytes : pieces) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return fail("write");
+      done += static_cast<size_t>(n);
+    }
   }
   if (::fsync(fd) != 0) return fail("fsync");
   if (::close(fd) != 0) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -20,5 +21,9 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes = kMaxFil
 // a temporary file in the same directory, fsync, rename over `path`, fsync of the directory.
 // On error the temporary file is removed and `path` is untouched.
 Status WriteFileAtomically(const std::string& path, std::string_view bytes);
+
+// The same for a file made of `pieces` in order, each written from where it lies (no copy into
+// one buffer first).
+Status WriteFileAtomically(const std::string& path, std::span<const std::string_view> pieces);
 
 }  // namespace dflow::serialization

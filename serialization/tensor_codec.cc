@@ -16,6 +16,12 @@ flatbuffers::Offset<fb::Shape> EncodeShape(flatbuffers::FlatBufferBuilder& b, co
 
 flatbuffers::Offset<fb::Tensor> EncodeTensor(flatbuffers::FlatBufferBuilder& b, const Tensor& t) {
   auto data = b.CreateVector(static_cast<const uint8_t*>(t.raw_data()), t.num_bytes());
+  return EncodeTensorAround(b, t, data);
+}
+
+flatbuffers::Offset<fb::Tensor> EncodeTensorAround(
+    flatbuffers::FlatBufferBuilder& b, const Tensor& t,
+    flatbuffers::Offset<flatbuffers::Vector<uint8_t>> data) {
   auto shape = EncodeShape(b, t.shape());
   return fb::CreateTensor(b, static_cast<fb::DType>(t.dtype()), shape, data);
 }

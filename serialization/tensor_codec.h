@@ -14,6 +14,10 @@ namespace dflow::serialization {
 flatbuffers::Offset<fb::Shape> EncodeShape(flatbuffers::FlatBufferBuilder& b, const Shape& s);
 // REQUIRES: t is valid and host-accessible.
 flatbuffers::Offset<fb::Tensor> EncodeTensor(flatbuffers::FlatBufferBuilder& b, const Tensor& t);
+// The same around `data`, a byte vector already in `b` that holds (or will hold) t's bytes.
+flatbuffers::Offset<fb::Tensor> EncodeTensorAround(
+    flatbuffers::FlatBufferBuilder& b, const Tensor& t,
+    flatbuffers::Offset<flatbuffers::Vector<uint8_t>> data);
 
 // Errors are InvalidArgument "<where>: ..." (where names the file and the node or variable; it
 // is formatted only on error).
