@@ -67,32 +67,34 @@ Status ConcatShape(InferenceContext& c) {
   return Status::OK();
 }
 
-Status WriteRowsShape(InferenceContext& c) {
-  ASSIGN_OR_RETURN(int64_t offset, c.GetAttr<int64_t>("offset"));
-  const Shape& x = c.input_shape(0);
-  const Shape& y = c.input_shape(1);
-  if (!x.unknown_rank() && !y.unknown_rank()) {
-    if (x.rank() == 0 || x.rank() != y.rank()) {
-      return c.Error("rows of {} cannot go into {}: the ranks must agree and be at least 1", y, x);
-    }
-    for (int d = 1; d < x.rank(); ++d) {
-      if (x[d] >= 0 && y[d] >= 0 && x[d] != y[d]) {
-        return c.Error("rows of {} cannot go into {}: dimension {} differs", y, x, d);
-      }
-    }
-    if (offset < 0 || (x[0] >= 0 && y[0] >= 0 && offset + y[0] > x[0])) {
-      return c.Error("rows [{}, {}) are outside the {} rows of {}", offset,
-                     offset + std::max<int64_t>(y[0], 0), x[0], x);
+// Rows of `y` fit into `x` from row `offset`, as far as the shapes are known.
+Status CheckRowsShape(InferenceContext& c, const Shape& x, const Shape& y, int64_t offset) {
+  if (x.unknown_rank() || y.unknown_rank()) return Status::OK();
+  if (x.rank() == 0 || x.rank() != y.rank()) {
+    return c.Error("rows of {} cannot go into {}: the ranks must agree and be at least 1", y, x);
+  }
+  for (int d = 1; d < x.rank(); ++d) {
+    if (x[d] >= 0 && y[d] >= 0 && x[d] != y[d]) {
+      return c.Error("rows of {} cannot go into {}: dimension {} differs", y, x, d);
     }
   }
-  c.set_output(0, x);
+  if (offset < 0 || (x[0] >= 0 && y[0] >= 0 && offset + y[0] > x[0])) {
+    return c.Error("rows [{}, {}) are outside the {} rows of {}", offset,
+                   offset + std::max<int64_t>(y[0], 0), x[0], x);
+  }
+  return Status::OK();
+}
+
+Status WriteRowsShape(InferenceContext& c) {
+  ASSIGN_OR_RETURN(int64_t offset, c.GetAttr<int64_t>("offset"));
+  RETURN_IF_ERROR(CheckRowsShape(c, c.input_shape(0), c.input_shape(1), offset));
+  c.set_output(0, c.input_shape(0));
   return Status::OK();
 }
 
 // z is x; rows is the shape of the ys, which must agree with each other and fit as WriteRows'.
 Status WriteRowsSumShape(InferenceContext& c) {
   ASSIGN_OR_RETURN(int64_t offset, c.GetAttr<int64_t>("offset"));
-  const Shape& x = c.input_shape(0);
   Shape y = c.input_shape(1);
   for (int i = 2; i < c.num_inputs(); ++i) {
     const Shape& s = c.input_shape(i);
@@ -101,16 +103,8 @@ Status WriteRowsSumShape(InferenceContext& c) {
     }
     if (y.unknown_rank()) y = s;
   }
-  if (!x.unknown_rank() && !y.unknown_rank()) {
-    if (x.rank() == 0 || x.rank() != y.rank()) {
-      return c.Error("rows of {} cannot go into {}: the ranks must agree and be at least 1", y, x);
-    }
-    if (offset < 0 || (x[0] >= 0 && y[0] >= 0 && offset + y[0] > x[0])) {
-      return c.Error("rows [{}, {}) are outside the {} rows of {}", offset,
-                     offset + std::max<int64_t>(y[0], 0), x[0], x);
-    }
-  }
-  c.set_output(0, x);
+  RETURN_IF_ERROR(CheckRowsShape(c, c.input_shape(0), y, offset));
+  c.set_output(0, c.input_shape(0));
   c.set_output(1, y);
   return Status::OK();
 }

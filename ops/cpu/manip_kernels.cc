@@ -235,6 +235,14 @@ class SplitKernel : public OpKernel {
   std::vector<int64_t> sizes_;
 };
 
+// Rows of shape `ys` fit into `xs` from row `offset` (WriteRows, _WriteRowsSum).
+Status CheckRowsFit(const Shape& xs, const Shape& ys, int64_t offset) {
+  bool fits = xs.rank() >= 1 && xs.rank() == ys.rank() && offset >= 0 && offset + ys[0] <= xs[0];
+  for (int d = 1; fits && d < xs.rank(); ++d) fits = xs[d] == ys[d];
+  if (!fits) return InvalidArgument("rows of {} cannot go into {} at row {}", ys, xs, offset);
+  return Status::OK();
+}
+
 class WriteRowsKernel : public OpKernel {
  public:
   explicit WriteRowsKernel(const KernelInit& init)
@@ -244,12 +252,7 @@ class WriteRowsKernel : public OpKernel {
     const Tensor& y = ctx.input(1);
     const Shape& xs = x.shape();
     const Shape& ys = y.shape();
-    bool fits =
-        xs.rank() >= 1 && xs.rank() == ys.rank() && offset_ >= 0 && offset_ + ys[0] <= xs[0];
-    for (int d = 1; fits && d < xs.rank(); ++d) fits = xs[d] == ys[d];
-    if (!fits) {
-      return InvalidArgument("rows of {} cannot go into {} at row {}", ys, xs, offset_);
-    }
+    RETURN_IF_ERROR(CheckRowsFit(xs, ys, offset_));
     // x stays in its value slot while this runs, forwarded to output 0 or not.
     ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), xs));
     if (out->raw_data() != x.raw_data() && x.num_bytes() > 0) {
@@ -280,12 +283,7 @@ class WriteRowsSumKernel : public OpKernel {
     const Tensor& y = ctx.input(1);
     const Shape& xs = x.shape();
     const Shape& ys = y.shape();
-    bool fits =
-        xs.rank() >= 1 && xs.rank() == ys.rank() && offset_ >= 0 && offset_ + ys[0] <= xs[0];
-    for (int d = 1; fits && d < xs.rank(); ++d) fits = xs[d] == ys[d];
-    if (!fits) {
-      return InvalidArgument("rows of {} cannot go into {} at row {}", ys, xs, offset_);
-    }
+    RETURN_IF_ERROR(CheckRowsFit(xs, ys, offset_));
     for (int i = 2; i < ctx.num_inputs(); ++i) {
       if (ctx.input(i).shape() != ys || ctx.input(i).dtype() != y.dtype()) {
         return InvalidArgument("input {} is {}{} but input 1 is {}{}", i, ctx.input(i).dtype(),
