@@ -12,7 +12,7 @@ namespace {
 // that made them ready: a hand-off to the pool costs more (design.md: pools lose below ~10 us).
 constexpr double kInlineCostLimit = 256 * 1024;
 // How long a run's thread polls a transport for its Recvs before it sleeps: as long as the
-// transport's own thread polls after work (transport/ucx_transport.cc).
+// transport's own thread polls after work (transport/ucx_progress.cc).
 constexpr int64_t kPollNs = 500'000;
 }  // namespace
 

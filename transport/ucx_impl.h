@@ -1,5 +1,6 @@
 // Internal to transport/: the state behind UcxTransport, shared by its source files:
-//   ucx_transport.cc   start and stop, the progress thread, peers and their handshakes
+//   ucx_transport.cc   start and stop, peers and their handshakes
+//   ucx_progress.cc    the progress thread, and step threads polling in its stead
 //   ucx_rendezvous.cc  tensors of Send/Recv, step boxes, aborts
 //   ucx_calls.cc       requests and responses, the service thread
 //   ucx_by_reference.cc  tensors copied straight out of a same-host sender's memory, or read
@@ -364,7 +365,7 @@ class UcxTransport::Impl : public ProgressEngine {
   std::chrono::steady_clock::time_point next_check_;  // progress thread: of CheckPeers
   // Progress thread: when it last had work (it polls a while after, then sleeps).
   std::chrono::steady_clock::time_point last_work_;
-  std::chrono::microseconds hot_spin_{0};  // polling without yielding after work (Start sets)
+  std::chrono::microseconds hot_spin_{0};  // polling without yielding after work (Loop sets)
   uint64_t pulling_bytes_ = 0;             // progress thread: of tensors and payloads being pulled
 
   struct StringHash {
