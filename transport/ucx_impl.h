@@ -384,7 +384,7 @@ class UcxTransport::Impl : public ProgressEngine {
   // Held by the thread that drives the worker: the progress thread, or a polling step thread.
   Mutex progress_mu_;
   // Step threads polling (BeginPolling): the progress thread then parks on parked_cv_ (up to
-  // kParkMs, for heartbeats and deadlines) instead of polling beside them.
+  // kParkTime, for heartbeats and deadlines) instead of polling beside them.
   std::atomic<int> pollers_{0};
   std::atomic<uint64_t> step_thread_polls_{0};  // TransportStats::step_thread_polls
   Mutex park_mu_;

@@ -132,6 +132,7 @@ bool UcxTransport::Impl::Turn() {
   for (;;) {
     if (pollers_.load() > 0) return false;
     MutexLock lock(progress_mu_);
+    Driving driving(this);  // what callbacks post waits for the next turn, as anywhere
     const auto now = std::chrono::steady_clock::now();
     if (now >= last_work_ + kSpin) {
       if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) return false;
