@@ -7,6 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 
@@ -38,6 +42,29 @@ int64_t StepOf(const std::string& name) {
   return std::stoll(digits);
 }
 
+// Spare files: ".spare-PID-N.tmp", an old checkpoint kept to be overwritten by the next one.
+constexpr char kSparePrefix[] = ".spare-";
+
+std::string SpareOf(const std::string& dir) {
+  static std::atomic<int> next{0};
+  return (std::filesystem::path(dir) /
+          fmt::format("{}{}-{}.tmp", kSparePrefix, getpid(), next.fetch_add(1)))
+      .string();
+}
+
+// Removes the spare files of processes that are gone (a writer killed before its destructor).
+void RemoveOrphanedSpares(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(kSparePrefix)) continue;
+    const long pid = std::strtol(name.c_str() + sizeof(kSparePrefix) - 1, nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::filesystem::remove(entry.path(), ec);
+    }
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Checkpointer>> Checkpointer::Create(const CheckpointerOptions& options) {
@@ -51,10 +78,12 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Create(const CheckpointerOpt
     return InvalidArgument("cannot make the checkpoint directory '{}': {}", options.dir,
                            ec ? ec.message() : "not a directory");
   }
+  RemoveOrphanedSpares(options.dir);
   return std::unique_ptr<Checkpointer>(new Checkpointer(options));
 }
 
-Checkpointer::Checkpointer(CheckpointerOptions options) : options_(std::move(options)) {
+Checkpointer::Checkpointer(CheckpointerOptions options)
+    : options_(std::move(options)), spare_(SpareOf(options_.dir)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -65,6 +94,8 @@ Checkpointer::~Checkpointer() {
   }
   cv_.NotifyAll();
   thread_.join();
+  std::error_code ec;
+  std::filesystem::remove(spare_, ec);
 }
 
 Status Checkpointer::Save(Session& session, int64_t step) {
@@ -124,11 +155,19 @@ void Checkpointer::Loop() {
 }
 
 Status Checkpointer::Write(int64_t step, const std::map<std::string, Tensor>& values) {
-  RETURN_IF_ERROR(writer_.Save(values, PathOf(options_.dir, step)));
-  // The newest `keep` stay; an older file that cannot be removed is left for the next time.
+  RETURN_IF_ERROR(writer_.Save(values, PathOf(options_.dir, step), spare_));
+  // The newest `keep` stay. The next older becomes the spare the next checkpoint overwrites
+  // (the spare went with this write's rename); the rest are removed, and one that cannot be is
+  // left for the next time.
   auto all = List(options_.dir);
+  bool spared = false;
   for (size_t i = static_cast<size_t>(options_.keep); i < all.size(); ++i) {
     std::error_code ec;
+    if (!spared) {
+      std::filesystem::rename(all[i].second, spare_, ec);
+      spared = !ec;
+      if (spared) continue;
+    }
     std::filesystem::remove(all[i].second, ec);
   }
   return Status::OK();

@@ -66,7 +66,7 @@ CheckpointWriter::CheckpointWriter() : buffer_(std::make_unique<Buffer>()) {}
 CheckpointWriter::~CheckpointWriter() = default;
 
 Status CheckpointWriter::Save(const std::map<std::string, Tensor>& variables,
-                              const std::string& path) {
+                              const std::string& path, const std::string& scratch) {
   auto& regions = buffer_->regions;
   auto& pieces = buffer_->pieces;
   regions.clear();
@@ -83,7 +83,8 @@ Status CheckpointWriter::Save(const std::map<std::string, Tensor>& variables,
     at = start + r.tensor->num_bytes();
   }
   pieces.push_back(all.substr(at));
-  return WriteFileAtomically(path, pieces);
+  return scratch.empty() ? WriteFileAtomically(path, pieces)
+                         : WriteFileThrough(scratch, path, pieces);
 }
 
 Result<std::map<std::string, Tensor>> DecodeCheckpoint(std::string_view bytes,

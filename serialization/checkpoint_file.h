@@ -30,8 +30,10 @@ class CheckpointWriter {
  public:
   CheckpointWriter();
   ~CheckpointWriter();
-  // As SaveCheckpoint; the file's bytes are EncodeCheckpoint's.
-  Status Save(const std::map<std::string, Tensor>& variables, const std::string& path);
+  // As SaveCheckpoint; the file's bytes are EncodeCheckpoint's. With `scratch`, the file is
+  // written through it (WriteFileThrough: an old file there is overwritten and renamed).
+  Status Save(const std::map<std::string, Tensor>& variables, const std::string& path,
+              const std::string& scratch = {});
 
  private:
   struct Buffer;

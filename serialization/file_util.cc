@@ -55,15 +55,24 @@ Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
 }
 
 Status WriteFileAtomically(const std::string& path, std::span<const std::string_view> pieces) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Internal("cannot write '{}': {}", tmp, Errno());
+  return WriteFileThrough(path + ".tmp." + std::to_string(::getpid()), path, pieces);
+}
+
+Status WriteFileThrough(const std::string& scratch, const std::string& path,
+                        std::span<const std::string_view> pieces) {
+  // An existing scratch file is overwritten in place, not truncated first: its page-cache pages
+  // and disk blocks are reused.
+  int fd = ::open(scratch.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Internal("cannot write '{}': {}", scratch, Errno());
   auto fail = [&](const char* what) {
     std::string why = Errno();
     ::close(fd);
-    ::unlink(tmp.c_str());
+    ::unlink(scratch.c_str());
     return Internal("writing '{}': {} failed: {}", path, what, why);
   };
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return fail("fstat");
+  off_t size = 0;
   for (std::string_view bytes : pieces) {
     size_t done = 0;
     while (done < bytes.size()) {
@@ -72,17 +81,21 @@ Status WriteFileAtomically(const std::string& path, std::span<const std::string_
       if (n < 0) return fail("write");
       done += static_cast<size_t>(n);
     }
+    size += static_cast<off_t>(bytes.size());
   }
-  if (::fsync(fd) != 0) return fail("fsync");
+  if (st.st_size > size && ::ftruncate(fd, size) != 0) return fail("ftruncate");
+  // The data and what finds it (size, blocks); the rename below is made durable by the
+  // directory's fsync.
+  if (::fdatasync(fd) != 0) return fail("fdatasync");
   if (::close(fd) != 0) {
     std::string why = Errno();
-    ::unlink(tmp.c_str());
+    ::unlink(scratch.c_str());
     return Internal("writing '{}': close failed: {}", path, why);
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (::rename(scratch.c_str(), path.c_str()) != 0) {
     std::string why = Errno();
-    ::unlink(tmp.c_str());
-    return Internal("cannot rename '{}' to '{}': {}", tmp, path, why);
+    ::unlink(scratch.c_str());
+    return Internal("cannot rename '{}' to '{}': {}", scratch, path, why);
   }
   int dir = ::open(DirectoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {

@@ -1,10 +1,12 @@
 // CPU kernel of _MatMulApplySGD (ops/fusion.h): var -= lr * (a x b) as one oneDNN matmul with a
 // runtime output scale of -lr and a sum post-op into the variable's buffer. The update is in
-// place when no other reader holds the variable's value (variable_update.h); otherwise the
-// value is first copied into a fresh buffer, so an earlier snapshot never changes.
+// place when no other reader holds the variable's value (variable_update.h); otherwise it goes
+// to a fresh buffer, the old value added by a binary post-op (no copy first), so an earlier
+// snapshot (a checkpoint's, say) never changes.
 #include <fmt/format.h>
 
 #include <cstring>
+#include <unordered_map>
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
@@ -45,9 +47,10 @@ class MatMulApplySGDKernel : public OpKernel {
       return InvalidArgument("learning rate must be a scalar f32");
     }
     ASSIGN_OR_RETURN(Tensor dst, UpdateTarget(ctx, var_));
-    if (!dst.SharesBufferWith(cur)) std::memcpy(dst.raw_data(), cur.raw_data(), cur.num_bytes());
+    const bool in_place = dst.SharesBufferWith(cur);
+    if (k == 0 && !in_place) std::memcpy(dst.raw_data(), cur.raw_data(), cur.num_bytes());
     if (k > 0 && m * n > 0) {
-      auto p = Primitive(m, k, n);
+      auto p = Primitive(m, k, n, in_place);
       float scale = -lr.data<float>()[0];
       const auto& e = CpuEngine();
       memory am(Desc(m, k, ta_), e, a.raw_data()), bm(Desc(k, n, tb_), e, b.raw_data());
@@ -56,12 +59,17 @@ class MatMulApplySGDKernel : public OpKernel {
       TempBuffers temp(ctx.allocator());
       ASSIGN_OR_RETURN(void* scratch_data, temp.Get(p->scratch.get_size()));
       memory scratch(p->scratch, e, scratch_data);
+      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, am},
+                                              {DNNL_ARG_WEIGHTS, bm},
+                                              {DNNL_ARG_DST, cm},
+                                              {DNNL_ARG_ATTR_OUTPUT_SCALES, sm},
+                                              {DNNL_ARG_SCRATCHPAD, scratch}};
+      if (!in_place) {
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                     memory(Desc(m, n, false), e, cur.raw_data()));
+      }
       dnnl::stream& s = ThreadStream();
-      p->prim.execute(s, {{DNNL_ARG_SRC, am},
-                          {DNNL_ARG_WEIGHTS, bm},
-                          {DNNL_ARG_DST, cm},
-                          {DNNL_ARG_ATTR_OUTPUT_SCALES, sm},
-                          {DNNL_ARG_SCRATCHPAD, scratch}});
+      p->prim.execute(s, args);
       s.wait();
     }
     cur = dst;
@@ -80,14 +88,20 @@ class MatMulApplySGDKernel : public OpKernel {
                         transposed ? memory::dims{1, rows} : memory::dims{cols, 1});
   }
 
-  std::shared_ptr<const Prim> Primitive(int64_t m, int64_t k, int64_t n) const {
-    std::string key = fmt::format("matmul_sgd:{}:{}:{}:{}:{}", ta_, tb_, m, k, n);
+  // `in_place`: the old value is in the destination (a sum post-op); otherwise it is read from
+  // its own buffer (a binary add post-op).
+  std::shared_ptr<const Prim> Primitive(int64_t m, int64_t k, int64_t n, bool in_place) const {
+    std::string key = fmt::format("matmul_sgd:{}:{}:{}:{}:{}:{}", ta_, tb_, m, k, n, in_place);
     return PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
       dnnl::post_ops ops;
-      ops.append_sum(1.f);
+      if (in_place) {
+        ops.append_sum(1.f);
+      } else {
+        ops.append_binary(dnnl::algorithm::binary_add, Desc(m, n, false));
+      }
       attr.set_post_ops(ops);
       dnnl::matmul::primitive_desc pd(
           dnnl::matmul::desc(Desc(m, k, ta_), Desc(k, n, tb_), Desc(m, n, false)), attr,

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -101,6 +104,71 @@ TEST(CheckpointerTest, WritesInTheBackgroundKeepsTheNewestAndRestores) {
   ASSERT_TRUE(restored.ok()) << restored.status().ToString();
   EXPECT_EQ(*restored, 5);
   EXPECT_EQ(W(**session), at[5]);
+}
+
+// The spare files in `dir` (".spare-*": an old checkpoint the next one overwrites).
+std::vector<std::string> Spares(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().starts_with(".spare-")) out.push_back(e.path().string());
+  }
+  return out;
+}
+
+ino_t InodeOf(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_ino;
+}
+
+TEST(CheckpointerTest, TheCheckpointPastKeepIsOverwrittenByTheNextOne) {
+  Model m;
+  auto session = Session::Create(m.root);
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE((*session)->Run({}, {}, {m.init}).ok());
+  const std::string dir = FreshDir("spare");
+  auto ckpt = Checkpointer::Create({.dir = dir, .keep = 2});
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  auto save = [&](int64_t step) {
+    ASSERT_TRUE((*session)->Run(Batch(static_cast<int>(step)), {}, {m.step}).ok());
+    ASSERT_TRUE((*ckpt)->Save(**session, step).ok());
+    ASSERT_TRUE((*ckpt)->Flush().ok());
+  };
+  save(1);
+  save(2);
+  EXPECT_TRUE(Spares(dir).empty());  // nothing past keep yet
+  save(3);
+  auto spares = Spares(dir);
+  ASSERT_EQ(spares.size(), 1u);  // step 1's file, renamed
+  const ino_t spare = InodeOf(spares[0]);
+  save(4);
+  auto files = Checkpointer::List(dir);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].first, 4);
+  EXPECT_EQ(InodeOf(files[0].second), spare);  // written over the spare, not a new file
+  ASSERT_EQ(Spares(dir).size(), 1u);           // step 2's, for step 5
+  auto values = serialization::LoadCheckpoint(files[0].second);
+  ASSERT_TRUE(values.ok()) << values.status().ToString();
+  EXPECT_EQ(values->at("w").ToVector<float>(), W(**session));
+  ckpt->reset();
+  EXPECT_TRUE(Spares(dir).empty());  // removed with the Checkpointer
+  EXPECT_EQ(Checkpointer::List(dir).size(), 2u);
+}
+
+TEST(CheckpointerTest, SparesOfDeadProcessesAreRemovedOnCreate) {
+  const std::string dir = FreshDir("orphans");
+  std::filesystem::create_directories(dir);
+  const pid_t dead = fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) _exit(0);
+  ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
+  const std::string orphan = fmt::format("{}/.spare-{}-0.tmp", dir, dead);
+  const std::string live = fmt::format("{}/.spare-{}-99.tmp", dir, getpid());
+  for (const auto& path : {orphan, live}) std::ofstream(path) << "old checkpoint";
+  auto ckpt = Checkpointer::Create({.dir = dir});
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(orphan));
+  EXPECT_TRUE(std::filesystem::exists(live));  // a live process's (here: this one's)
 }
 
 TEST(CheckpointerTest, ADamagedNewestCheckpointFallsBackToTheOneBefore) {
