@@ -12,9 +12,12 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <system_error>
 
 #include "serialization/checkpoint_file.h"
+#include "serialization/file_util.h"
 
 namespace dflow {
 namespace {
@@ -40,6 +43,16 @@ int64_t StepOf(const std::string& name) {
     return -1;
   }
   return std::stoll(digits);
+}
+
+// The newest synced checkpoint, as "BOOT_ID STEP": the ones newer were not synced, and a crash of
+// the machine (a new boot) may have torn them.
+constexpr char kSyncedMark[] = ".synced";
+
+std::string BootId() {
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return boot;
 }
 
 // Spare files: ".spare-PID-N.tmp", an old checkpoint kept to be overwritten by the next one.
@@ -117,7 +130,9 @@ Status Checkpointer::Save(Session& session, int64_t step) {
 
 Status Checkpointer::Flush() {
   MutexLock lock(mu_);
-  while (error_.ok() && (pending_.has_value() || writing_)) cv_.Wait(mu_);
+  sync_wanted_ = true;
+  cv_.NotifyAll();
+  while (error_.ok() && (pending_.has_value() || writing_ || sync_wanted_)) cv_.Wait(mu_);
   return error_;
 }
 
@@ -134,8 +149,20 @@ void Checkpointer::Loop() {
   setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
   MutexLock lock(mu_);
   for (;;) {
-    while (!stop_ && !pending_.has_value()) cv_.Wait(mu_);
-    if (!pending_.has_value()) return;  // stopping, nothing left to write
+    while (!stop_ && !pending_.has_value() && !sync_wanted_) cv_.Wait(mu_);
+    if (!pending_.has_value()) {
+      // Flushed or stopping with nothing left to write: the newest made durable.
+      if (error_.ok() && newest_step_ != synced_step_) {
+        lock.Unlock();
+        Status s = SyncNewest();
+        lock.Lock();
+        if (!s.ok() && error_.ok()) error_ = s;
+      }
+      sync_wanted_ = false;
+      cv_.NotifyAll();
+      if (stop_) return;
+      continue;
+    }
     Snapshot snapshot = std::move(*pending_);
     pending_.reset();
     if (!error_.ok()) continue;  // a failed writer writes no more
@@ -155,13 +182,21 @@ void Checkpointer::Loop() {
 }
 
 Status Checkpointer::Write(int64_t step, const std::map<std::string, Tensor>& values) {
-  RETURN_IF_ERROR(writer_.Save(values, PathOf(options_.dir, step), spare_));
-  // The newest `keep` stay. The next older becomes the spare the next checkpoint overwrites
-  // (the spare went with this write's rename); the rest are removed, and one that cannot be is
-  // left for the next time.
+  const auto now = std::chrono::steady_clock::now();
+  const bool sync = !last_sync_ || now - *last_sync_ >= options_.sync_every;
+  RETURN_IF_ERROR(writer_.Save(values, PathOf(options_.dir, step), spare_, sync));
+  newest_step_ = step;
+  if (sync) {
+    last_sync_ = now;
+    RETURN_IF_ERROR(MarkSynced(step));
+  }
+  // The newest `keep` stay, and the newest synced. The next older becomes the spare the next
+  // checkpoint overwrites (the spare went with this write's rename); the rest are removed, and
+  // one that cannot be is left for the next time.
   auto all = List(options_.dir);
   bool spared = false;
   for (size_t i = static_cast<size_t>(options_.keep); i < all.size(); ++i) {
+    if (all[i].first == synced_step_) continue;
     std::error_code ec;
     if (!spared) {
       std::filesystem::rename(all[i].second, spare_, ec);
@@ -170,6 +205,20 @@ Status Checkpointer::Write(int64_t step, const std::map<std::string, Tensor>& va
     }
     std::filesystem::remove(all[i].second, ec);
   }
+  return Status::OK();
+}
+
+Status Checkpointer::SyncNewest() {
+  RETURN_IF_ERROR(serialization::SyncFile(PathOf(options_.dir, newest_step_)));
+  last_sync_ = std::chrono::steady_clock::now();
+  return MarkSynced(newest_step_);
+}
+
+Status Checkpointer::MarkSynced(int64_t step) {
+  RETURN_IF_ERROR(serialization::WriteFileAtomically(
+      (std::filesystem::path(options_.dir) / kSyncedMark).string(),
+      fmt::format("{} {}\n", BootId(), step)));
+  synced_step_ = step;
   return Status::OK();
 }
 
@@ -186,7 +235,24 @@ std::vector<std::pair<int64_t, std::string>> Checkpointer::List(const std::strin
 
 Result<int64_t> Checkpointer::RestoreNewest(Session& session, const std::string& dir,
                                             std::vector<std::string>* skipped) {
+  // After a reboot, the checkpoints newer than the last synced one may be torn.
+  int64_t trusted_through = std::numeric_limits<int64_t>::max();
+  std::string boot;
+  int64_t synced = -1;
+  if (std::ifstream((std::filesystem::path(dir) / kSyncedMark).string()) >> boot >> synced &&
+      boot != BootId()) {
+    trusted_through = synced;
+  }
   for (const auto& [step, path] : List(dir)) {
+    if (step > trusted_through) {
+      if (skipped != nullptr) {
+        skipped->push_back(fmt::format(
+            "'{}' was not synced to the disk and the machine has restarted since (the newest "
+            "synced is step {}): it may be torn",
+            path, trusted_through));
+      }
+      continue;
+    }
     Status s = session.RestoreCheckpoint(path);
     if (s.ok()) return step;
     if (skipped != nullptr) skipped->push_back(s.ToString());

@@ -66,7 +66,7 @@ CheckpointWriter::CheckpointWriter() : buffer_(std::make_unique<Buffer>()) {}
 CheckpointWriter::~CheckpointWriter() = default;
 
 Status CheckpointWriter::Save(const std::map<std::string, Tensor>& variables,
-                              const std::string& path, const std::string& scratch) {
+                              const std::string& path, const std::string& scratch, bool sync) {
   auto& regions = buffer_->regions;
   auto& pieces = buffer_->pieces;
   regions.clear();
@@ -84,7 +84,7 @@ Status CheckpointWriter::Save(const std::map<std::string, Tensor>& variables,
   }
   pieces.push_back(all.substr(at));
   return scratch.empty() ? WriteFileAtomically(path, pieces)
-                         : WriteFileThrough(scratch, path, pieces);
+                         : WriteFileThrough(scratch, path, pieces, sync);
 }
 
 Result<std::map<std::string, Tensor>> DecodeCheckpoint(std::string_view bytes,

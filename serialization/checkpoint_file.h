@@ -31,9 +31,10 @@ class CheckpointWriter {
   CheckpointWriter();
   ~CheckpointWriter();
   // As SaveCheckpoint; the file's bytes are EncodeCheckpoint's. With `scratch`, the file is
-  // written through it (WriteFileThrough: an old file there is overwritten and renamed).
+  // written through it (WriteFileThrough: an old file there is overwritten and renamed), and
+  // synced to the disk only with `sync`.
   Status Save(const std::map<std::string, Tensor>& variables, const std::string& path,
-              const std::string& scratch = {});
+              const std::string& scratch = {}, bool sync = true);
 
  private:
   struct Buffer;

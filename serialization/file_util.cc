@@ -18,6 +18,15 @@ std::string DirectoryOf(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
+// Makes a rename in `path`'s directory durable; best effort.
+void SyncDirectoryOf(const std::string& path) {
+  int dir = ::open(DirectoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
 }  // namespace
 
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
@@ -59,7 +68,7 @@ Status WriteFileAtomically(const std::string& path, std::span<const std::string_
 }
 
 Status WriteFileThrough(const std::string& scratch, const std::string& path,
-                        std::span<const std::string_view> pieces) {
+                        std::span<const std::string_view> pieces, bool sync) {
   // An existing scratch file is overwritten in place, not truncated first: its page-cache pages
   // and disk blocks are reused.
   int fd = ::open(scratch.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
@@ -86,7 +95,7 @@ Status WriteFileThrough(const std::string& scratch, const std::string& path,
   if (st.st_size > size && ::ftruncate(fd, size) != 0) return fail("ftruncate");
   // The data and what finds it (size, blocks); the rename below is made durable by the
   // directory's fsync.
-  if (::fdatasync(fd) != 0) return fail("fdatasync");
+  if (sync && ::fdatasync(fd) != 0) return fail("fdatasync");
   if (::close(fd) != 0) {
     std::string why = Errno();
     ::unlink(scratch.c_str());
@@ -97,11 +106,20 @@ Status WriteFileThrough(const std::string& scratch, const std::string& path,
     ::unlink(scratch.c_str());
     return Internal("cannot rename '{}' to '{}': {}", scratch, path, why);
   }
-  int dir = ::open(DirectoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);  // the rename itself durable; best effort
-    ::close(dir);
+  if (sync) SyncDirectoryOf(path);
+  return Status::OK();
+}
+
+Status SyncFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Internal("cannot sync '{}': {}", path, Errno());
+  if (::fdatasync(fd) != 0) {
+    std::string why = Errno();
+    ::close(fd);
+    return Internal("cannot sync '{}': {}", path, why);
   }
+  ::close(fd);
+  SyncDirectoryOf(path);
   return Status::OK();
 }
 

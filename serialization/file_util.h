@@ -31,7 +31,13 @@ Status WriteFileAtomically(const std::string& path, std::span<const std::string_
 // pages and disk blocks reused, where a new file costs the kernel an allocation now and a
 // release when it is removed: a third of the CPU time for 2.7 MB here), synced and renamed to
 // `path`. On error `scratch` is removed and `path` is untouched; on success `scratch` is gone.
+// With `sync` false the file and the rename are not synced to the disk: other processes see the
+// new file whole at once (a killed writer leaves the old one), but a crash of the machine may
+// leave `path` holding old and new blocks mixed.
 Status WriteFileThrough(const std::string& scratch, const std::string& path,
-                        std::span<const std::string_view> pieces);
+                        std::span<const std::string_view> pieces, bool sync = true);
+
+// Syncs `path`'s data and its directory entry to the disk (a file written with `sync` false).
+Status SyncFile(const std::string& path);
 
 }  // namespace dflow::serialization

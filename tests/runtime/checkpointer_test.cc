@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
@@ -169,6 +170,79 @@ TEST(CheckpointerTest, SparesOfDeadProcessesAreRemovedOnCreate) {
   ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
   EXPECT_FALSE(std::filesystem::exists(orphan));
   EXPECT_TRUE(std::filesystem::exists(live));  // a live process's (here: this one's)
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(CheckpointerTest, TheNewestSyncedCheckpointStaysUntilANewerIsSynced) {
+  Model m;
+  auto session = Session::Create(m.root);
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE((*session)->Run({}, {}, {m.init}).ok());
+  const std::string dir = FreshDir("synced");
+  // Only the first checkpoint is synced by the interval; Flush syncs the newest.
+  auto ckpt = Checkpointer::Create({.dir = dir, .keep = 2, .sync_every = std::chrono::hours(1)});
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  auto save = [&](int64_t step) {
+    ASSERT_TRUE((*session)->Run(Batch(static_cast<int>(step)), {}, {m.step}).ok());
+    ASSERT_TRUE((*ckpt)->Save(**session, step).ok());
+    // Written, not flushed (a flush would sync it).
+    for (int i = 0; i < 5000 && (*ckpt)->written() < step; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_EQ((*ckpt)->written(), step);
+  };
+  for (int64_t step = 1; step <= 5; ++step) save(step);
+  auto steps = [&] {
+    std::vector<int64_t> out;
+    for (const auto& [step, path] : Checkpointer::List(dir)) out.push_back(step);
+    return out;
+  };
+  EXPECT_EQ(steps(), (std::vector<int64_t>{5, 4, 1}));  // keep = 2, and step 1, synced
+  EXPECT_EQ(ReadAll(dir + "/.synced"), boot + " 1\n");
+  ASSERT_TRUE((*ckpt)->Flush().ok());
+  EXPECT_EQ(ReadAll(dir + "/.synced"), boot + " 5\n");
+  save(6);
+  EXPECT_EQ(steps(), (std::vector<int64_t>{6, 5}));  // step 1 no longer needed
+}
+
+TEST(CheckpointerTest, AfterARebootCheckpointsNewerThanTheSyncedOneAreSkipped) {
+  Model m;
+  auto session = Session::Create(m.root);
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE((*session)->Run({}, {}, {m.init}).ok());
+  const std::string dir = FreshDir("reboot");
+  std::map<int64_t, std::vector<float>> at;
+  {
+    auto ckpt = Checkpointer::Create({.dir = dir, .keep = 5});
+    ASSERT_TRUE(ckpt.ok());
+    for (int step = 1; step <= 4; ++step) {
+      ASSERT_TRUE((*session)->Run(Batch(step), {}, {m.step}).ok());
+      at[step] = W(**session);
+      ASSERT_TRUE((*ckpt)->Save(**session, step).ok());
+      ASSERT_TRUE((*ckpt)->Flush().ok());
+    }
+  }
+  // In this boot every file is trusted.
+  auto restored = Checkpointer::RestoreNewest(**session, dir);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(*restored, 4);
+  // As if the machine had crashed after step 2 was synced and 3 and 4 were written unsynced.
+  std::ofstream(dir + "/.synced") << "00000000-0000-0000-0000-000000000000 2\n";
+  std::vector<std::string> skipped;
+  restored = Checkpointer::RestoreNewest(**session, dir, &skipped);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(*restored, 2);
+  EXPECT_EQ(W(**session), at[2]);
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_NE(skipped[0].find("ckpt-4.dfckpt"), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[0].find("restarted"), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[1].find("ckpt-3.dfckpt"), std::string::npos) << skipped[1];
 }
 
 TEST(CheckpointerTest, ADamagedNewestCheckpointFallsBackToTheOneBefore) {
