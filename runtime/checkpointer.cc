@@ -183,7 +183,9 @@ void Checkpointer::Loop() {
 
 Status Checkpointer::Write(int64_t step, const std::map<std::string, Tensor>& values) {
   const auto now = std::chrono::steady_clock::now();
-  const bool sync = !last_sync_ || now - *last_sync_ >= options_.sync_every;
+  // A step at or below the synced one's (training rewound after a recovery) replaces a file
+  // that DIR/.synced vouches for: synced too.
+  const bool sync = !last_sync_ || now - *last_sync_ >= options_.sync_every || step <= synced_step_;
   RETURN_IF_ERROR(writer_.Save(values, PathOf(options_.dir, step), spare_, sync));
   newest_step_ = step;
   if (sync) {

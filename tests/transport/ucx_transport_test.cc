@@ -139,7 +139,9 @@ RecvArgs Expect(DType dtype, const Shape& shape, Allocator* allocator) {
 
 void LargeTensorsArriveExactly(size_t by_reference) {
   Pair pair(by_reference);
-  CpuAllocator device_memory("/job:localhost/task:0/device:CPU:0");
+  // Reference-counted (graph/allocator.h): the receiver's progress thread may let go of its
+  // reference to the last tensor after the Recv's callback has run and this function returned.
+  auto device_memory = MakeAllocator<CpuAllocator>("/job:localhost/task:0/device:CPU:0");
   int64_t step = 1;
   for (int64_t n : {1, 1000, 16 * 1024, 1 << 20, 16 << 20}) {
     for (bool recv_first : {true, false}) {
@@ -151,12 +153,12 @@ void LargeTensorsArriveExactly(size_t by_reference) {
       RecvResult got;
       RendezvousKey key = KeyTo("x:0", step);
       if (recv_first)
-        r->RecvAsync(key, Expect(DType::kF32, Shape{n}, &device_memory), got.Callback());
+        r->RecvAsync(key, Expect(DType::kF32, Shape{n}, device_memory.get()), got.Callback());
       ASSERT_TRUE(s->Send(key, {"send_x"}, t).ok());
       if (!recv_first) {
         // Let it arrive before the Recv asks.
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        r->RecvAsync(key, Expect(DType::kF32, Shape{n}, &device_memory), got.Callback());
+        r->RecvAsync(key, Expect(DType::kF32, Shape{n}, device_memory.get()), got.Callback());
       }
       ASSERT_TRUE(got.Wait()) << n << " elements";
       ASSERT_TRUE(got.status().ok()) << got.status().ToString();
@@ -166,7 +168,7 @@ void LargeTensorsArriveExactly(size_t by_reference) {
       if (n >= (1 << 20) || recv_first) {
         // Pulled straight into the Recv's memory (small eager tensors that came first wait in
         // host memory, which is the same memory on a CPU).
-        EXPECT_EQ(out.device(), device_memory.device()) << n << " recv_first=" << recv_first;
+        EXPECT_EQ(out.device(), device_memory->device()) << n << " recv_first=" << recv_first;
       }
     }
   }
@@ -786,7 +788,7 @@ TEST(UcxTransportTest, AMasterNamesAnUnnamedWorker) {
 TEST(UcxTransportTest, AThreadThatWaitsForARecvMovesTheTensorsItself) {
   for (bool polled : {true, false}) {
     Pair pair(64 << 10, polled);
-    CpuAllocator device_memory("/job:localhost/task:0/device:CPU:0");
+    auto device_memory = MakeAllocator<CpuAllocator>("/job:localhost/task:0/device:CPU:0");
     int64_t step = 0;
     for (int64_t n : {1, 1000, 1 << 16, 1 << 20}) {
       for (int round = 0; round < 10; ++round) {
@@ -797,7 +799,7 @@ TEST(UcxTransportTest, AThreadThatWaitsForARecvMovesTheTensorsItself) {
         for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = static_cast<float>(i % 977 + round);
         RecvResult got;
         RendezvousKey key = KeyTo("x:0", step);
-        r->RecvAsync(key, Expect(DType::kF32, Shape{n}, &device_memory), got.Callback());
+        r->RecvAsync(key, Expect(DType::kF32, Shape{n}, device_memory.get()), got.Callback());
         ASSERT_TRUE(s->Send(key, {"send_x"}, t).ok());
         {
           PollingScope polling;
