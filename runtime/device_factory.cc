@@ -1,6 +1,7 @@
 #include "runtime/device_factory.h"
 
 #include "ops/register.h"
+#include "runtime/cuda_device.h"
 
 namespace dflow {
 
@@ -15,6 +16,8 @@ DeviceFactory& DeviceFactory::Global() {
                              return std::unique_ptr<Device>(std::move(cpu));
                            });
     DFLOW_CHECK(s.ok());
+    // "GPU" where CUDA is built in and a GPU is present.
+    DFLOW_CHECK(RegisterCudaDeviceType(*f).ok());
     return f;
   }();
   return *factory;

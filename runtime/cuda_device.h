@@ -1,0 +1,89 @@
+// CudaDevice: one NVIDIA GPU as a dflow device ("gpu:N"), built where the CUDA toolkit is found
+// (DFLOW_WITH_CUDA). Its memory comes from CudaAllocator; its work goes on one compute stream,
+// in order; copies to and from the host are ordered on that stream, and the host waits only
+// where a value reaches host memory (CopyToHost, Synchronize).
+//
+// CudaAllocator is stream-ordered: it takes memory from the device's CUDA memory pool with
+// cudaMallocAsync and gives it back with cudaFreeAsync on the compute stream, so a block freed
+// while kernels that read it are queued is reused only by work queued after them. The pool
+// keeps freed memory cached (its release threshold is the device's limit). The device's limit
+// is enforced here, before the pool is asked: what the placer plans with is what the
+// allocator allows.
+//
+// Machines without a GPU (or without a driver) build and link this; CudaDeviceCount() is then 0
+// and says why, the "GPU" device type is not registered and CudaDevice::Create is NotFound. A
+// build without CUDA has the same interface, with no GPU ever.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "runtime/device.h"
+
+namespace dflow {
+
+// The GPUs this process can use; 0 with `why` set when there are none (no driver, no device,
+// or a build without CUDA).
+int CudaDeviceCount(std::string* why = nullptr);
+
+// Registers the "GPU" device type with `factory` when a GPU is present; OK (and nothing done)
+// when there is none. Called by DeviceFactory::Global().
+class DeviceFactory;
+Status RegisterCudaDeviceType(DeviceFactory& factory);
+
+// Opaque CUDA stream, as cudaStream_t is (no CUDA header needed by users of this one).
+using CudaStream = struct CUstream_st*;
+
+class CudaAllocator final : public Allocator {
+ public:
+  // `stream`: where frees are ordered. `limit` 0: the GPU's total memory.
+  CudaAllocator(std::string device, int ordinal, CudaStream stream, size_t limit);
+
+  void* Allocate(size_t bytes, size_t alignment) override;
+  void Deallocate(void* p, size_t bytes) override;
+  const std::string& device() const override { return device_; }
+  bool host_accessible() const override { return false; }
+  size_t limit() const override { return limit_; }
+  size_t bytes_in_use() const override { return in_use_.load(std::memory_order_relaxed); }
+  size_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
+  void ResetPeak() { peak_.store(bytes_in_use(), std::memory_order_relaxed); }
+
+ private:
+  std::string device_;
+  int ordinal_;
+  CudaStream stream_;
+  size_t limit_;
+  std::atomic<size_t> in_use_{0};
+  std::atomic<size_t> peak_{0};
+};
+
+class CudaDevice final : public Device {
+ public:
+  // REQUIRES: name is fully specified with type GPU. NotFound naming the device when its index
+  // is not a GPU of this process; the CUDA error otherwise. `memory_limit` 0: the GPU's memory.
+  static Result<std::unique_ptr<CudaDevice>> Create(const DeviceName& name,
+                                                    size_t memory_limit = 0);
+  ~CudaDevice() override;
+
+  Allocator* allocator() override { return allocator_.get(); }
+  MemoryStats memory() const override;
+  void ResetPeak() override { allocator_->ResetPeak(); }
+  // Queues a copy into device memory on the compute stream; returns once `host` has been read
+  // (CUDA stages pageable memory before it returns), so the caller may drop or reuse it.
+  Result<Tensor> CopyFromHost(const Tensor& host) override;
+  // Waits for the compute stream's work up to the copy, then returns the host tensor.
+  Result<Tensor> CopyToHost(const Tensor& tensor) override;
+  Status Synchronize() override;
+
+  int ordinal() const { return ordinal_; }
+  CudaStream stream() const { return stream_; }
+
+ private:
+  CudaDevice(const DeviceName& name, int ordinal, CudaStream stream, size_t limit);
+  int ordinal_;
+  CudaStream stream_;
+  AllocatorPtr<CudaAllocator> allocator_;
+};
+
+}  // namespace dflow
