@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Packs the GPU tests (and, later, benchmarks) for a machine with a GPU but none of dflow's
+# Debian packages: the binaries, stripped, with every shared library they load except the C
+# runtime and the NVIDIA driver, into one compressed file small enough to carry to it (64 MiB).
+#
+#   scripts/gpu_bundle.sh                 # builds in build/ (test.sh's), writes .gpu/dflow-gpu.tar.xz
+#   # there:  tar -xJf .gpu/dflow-gpu.tar.xz -C /tmp && /tmp/dflow-gpu/run.sh runtime_tests \
+#   #           --gtest_filter='Cuda*'
+#
+# DFLOW_GPU_BUILD names another build folder; DFLOW_GPU_TARGETS the binaries (default: the test
+# binaries that hold GPU tests). The output folder .gpu/ is ignored by git.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${DFLOW_GPU_BUILD:-build}
+targets=${DFLOW_GPU_TARGETS:-runtime_tests}
+out=.gpu
+limit=$((64 << 20))
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDFLOW_BUILD_BENCH=ON \
+    >/dev/null
+fi
+if ! grep -q "^DFLOW_WITH_CUDA:STRING=\(AUTO\|ON\)" "$build/CMakeCache.txt"; then
+  echo "gpu_bundle: $build is configured without CUDA (DFLOW_WITH_CUDA=OFF)" >&2
+  exit 1
+fi
+# shellcheck disable=SC2086
+cmake --build "$build" --target $targets
+
+stage_root=$(mktemp -d)
+trap 'rm -rf "$stage_root"' EXIT
+stage=$stage_root/dflow-gpu
+mkdir -p "$stage/bin" "$stage/lib"
+for t in $targets; do
+  if [ ! -x "$build/bin/$t" ]; then
+    echo "gpu_bundle: $build/bin/$t was not built" >&2
+    exit 1
+  fi
+  cp "$build/bin/$t" "$stage/bin/"
+  strip --strip-unneeded "$stage/bin/$t"
+done
+
+# The libraries the binaries load, as this machine resolves them, less what every Linux has
+# (the C library and its loader) and the driver's (libcuda comes with the GPU machine's driver).
+missing=$(ldd "$stage"/bin/* | awk '/=> not found/ {print $1}' | sort -u)
+if [ -n "$missing" ]; then
+  echo "gpu_bundle: libraries not found here: $missing" >&2
+  exit 1
+fi
+for lib in $(ldd "$stage"/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u); do
+  case "$(basename "$lib")" in
+    libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | ld-linux*.so.* | \
+      libcuda.so.* | libnvidia-*.so.*) continue ;;
+  esac
+  cp -L "$lib" "$stage/lib/"
+done
+strip --strip-unneeded "$stage"/lib/*.so* 2>/dev/null || true
+
+cat >"$stage/run.sh" <<'EOF'
+#!/usr/bin/env bash
+# Runs one of the bundled binaries with the bundled libraries: run.sh BINARY [ARGS...]
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$1
+shift
+export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+exec "$here/bin/$bin" "$@"
+EOF
+chmod +x "$stage/run.sh"
+
+mkdir -p "$out"
+XZ_OPT=-6 tar -cJf "$out/dflow-gpu.tar.xz" -C "$stage_root" dflow-gpu
+size=$(stat -c %s "$out/dflow-gpu.tar.xz")
+echo "gpu_bundle: $out/dflow-gpu.tar.xz: $((size >> 20)) MiB ($(ls "$stage/bin" | wc -l) binaries," \
+  "$(ls "$stage/lib" | wc -l) libraries)"
+if [ "$size" -gt "$limit" ]; then
+  echo "gpu_bundle: larger than the 64 MiB a device run may carry; bundle fewer targets" >&2
+  exit 1
+fi
