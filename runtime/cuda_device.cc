@@ -21,6 +21,7 @@ Status RegisterCudaDeviceType(DeviceFactory&) { return Status::OK(); }
 
 CudaAllocator::CudaAllocator(std::string device, int ordinal, CudaStream stream, size_t limit)
     : device_(std::move(device)), ordinal_(ordinal), stream_(stream), limit_(limit) {}
+CudaAllocator::~CudaAllocator() = default;
 void* CudaAllocator::Allocate(size_t, size_t) { return nullptr; }
 void CudaAllocator::Deallocate(void*, size_t) {}
 
@@ -84,6 +85,13 @@ Status RegisterCudaDeviceType(DeviceFactory& factory) {
 
 CudaAllocator::CudaAllocator(std::string device, int ordinal, CudaStream stream, size_t limit)
     : device_(std::move(device)), ordinal_(ordinal), stream_(stream), limit_(limit) {}
+
+CudaAllocator::~CudaAllocator() {
+  OnDevice(ordinal_, [&] {
+    cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(stream_));
+    return cudaStreamDestroy(reinterpret_cast<cudaStream_t>(stream_));
+  });
+}
 
 void* CudaAllocator::Allocate(size_t bytes, size_t alignment) {
   // The pool's blocks are aligned to 256 bytes at least, which covers every dtype and vector
@@ -155,10 +163,8 @@ CudaDevice::CudaDevice(const DeviceName& name, int ordinal, CudaStream stream, s
       allocator_(MakeAllocator<CudaAllocator>(canonical_name(), ordinal, stream, limit)) {}
 
 CudaDevice::~CudaDevice() {
-  OnDevice(ordinal_, [&] {
-    cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(stream_));
-    return cudaStreamDestroy(reinterpret_cast<cudaStream_t>(stream_));
-  });
+  // The stream goes with the allocator's last reference (tensors of this device may live on).
+  (void)Synchronize();
 }
 
 MemoryStats CudaDevice::memory() const {

@@ -37,8 +37,12 @@ using CudaStream = struct CUstream_st*;
 
 class CudaAllocator final : public Allocator {
  public:
-  // `stream`: where frees are ordered. `limit` 0: the GPU's total memory.
+  // `stream`: where frees are ordered; the allocator owns it from here on and destroys it when
+  // the last reference goes (a tensor may outlive its device, and its free is queued there).
+  // `limit` 0: no limit.
   CudaAllocator(std::string device, int ordinal, CudaStream stream, size_t limit);
+  ~CudaAllocator() override;
+  CudaStream stream() const { return stream_; }
 
   void* Allocate(size_t bytes, size_t alignment) override;
   void Deallocate(void* p, size_t bytes) override;
@@ -77,12 +81,13 @@ class CudaDevice final : public Device {
   Status Synchronize() override;
 
   int ordinal() const { return ordinal_; }
+  // The compute stream (the allocator's).
   CudaStream stream() const { return stream_; }
 
  private:
   CudaDevice(const DeviceName& name, int ordinal, CudaStream stream, size_t limit);
   int ordinal_;
-  CudaStream stream_;
+  CudaStream stream_;  // owned by allocator_
   AllocatorPtr<CudaAllocator> allocator_;
 };
 

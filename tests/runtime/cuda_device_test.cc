@@ -88,5 +88,19 @@ TEST_F(CudaGpuTest, TheMemoryLimitIsTheAllocatorsNamingTheDevice) {
   EXPECT_EQ((*gpu)->memory().peak, peak);
 }
 
+TEST_F(CudaGpuTest, ATensorOutlivesItsDevice) {
+  Tensor kept;
+  {
+    auto gpu = DeviceFactory::Global().Create(DeviceName::Parse("gpu:0").value(), {});
+    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    auto on_gpu = (*gpu)->CopyFromHost(Tensor::FromVector<float>({1, 2, 3}, Shape{3}));
+    ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().ToString();
+    kept = *on_gpu;
+  }
+  // The device is gone; its allocator (and the stream its frees are queued on) lives on with
+  // the tensor, and the free at the end of this test is ordered there.
+  EXPECT_EQ(kept.num_elements(), 3);
+}
+
 }  // namespace
 }  // namespace dflow
