@@ -47,6 +47,28 @@ if(NOT DFLOW_WITH_CUDA STREQUAL "OFF")
   endif()
 endif()
 dflow_resolve_option(DFLOW_WITH_CUDA ${DFLOW_CUDA_FOUND} DFLOW_CUDA_ENABLED)
+# The GPU kernels (ops/cuda/*.cu) build with the toolkit's nvcc, for Hopper (H100, H200) by
+# default: machine code for sm_90 and PTX that newer GPUs compile at load.
+set(DFLOW_CUDA_ARCHITECTURES "90" CACHE STRING "GPU architectures of the CUDA kernels")
+if(DFLOW_CUDA_ENABLED)
+  if(NOT CMAKE_CUDA_COMPILER)
+    set(CMAKE_CUDA_COMPILER "${CUDAToolkit_NVCC_EXECUTABLE}")
+  endif()
+  set(CMAKE_CUDA_ARCHITECTURES ${DFLOW_CUDA_ARCHITECTURES})
+  # No runtime added by the CUDA language: the targets link CUDA::cudart (shared) themselves,
+  # where CMake would add cudart_static and cudadevrt without their folder to C++ links.
+  set(CMAKE_CUDA_RUNTIME_LIBRARY None)
+  enable_language(CUDA)
+  # CMake 3.25 does not know that CUDA 12 and later's nvcc takes C++20; the targets' cxx_std_20
+  # asks it of the .cu files too.
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  list(APPEND CMAKE_CUDA_COMPILE_FEATURES cuda_std_20)
+  set(CMAKE_CUDA_STANDARD 20)
+  # Packages that name /usr/include as theirs (fmt) must not put it first for nvcc: its C++
+  # headers then miss the C headers they include_next.
+  list(APPEND CMAKE_CUDA_IMPLICIT_INCLUDE_DIRECTORIES /usr/include)
+endif()
 
 set(DFLOW_UCX_FOUND OFF)
 if(NOT DFLOW_WITH_UCX STREQUAL "OFF")

@@ -9,11 +9,12 @@ endif()
 if(DFLOW_SANITIZE)
   set(DFLOW_SANITIZER_FLAGS -fsanitize=address,undefined -fno-omit-frame-pointer
                             -fno-sanitize-recover=undefined)
-  add_compile_options(${DFLOW_SANITIZER_FLAGS})
+  # C++ only: nvcc takes none of these (the CUDA kernels build without sanitizers).
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${DFLOW_SANITIZER_FLAGS}>")
   add_link_options(${DFLOW_SANITIZER_FLAGS})
 endif()
 if(DFLOW_TSAN)
-  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=thread;-fno-omit-frame-pointer>")
   add_link_options(-fsanitize=thread)
 endif()
 # Fuzzing: every target gets libFuzzer's coverage instrumentation and ASan + UBSan; the fuzz
@@ -25,7 +26,7 @@ if(DFLOW_FUZZ)
   endif()
   set(DFLOW_FUZZ_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined
                        -fno-omit-frame-pointer)
-  add_compile_options(${DFLOW_FUZZ_FLAGS} -fsanitize=fuzzer-no-link)
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${DFLOW_FUZZ_FLAGS};-fsanitize=fuzzer-no-link>")
   add_link_options(${DFLOW_FUZZ_FLAGS})
 endif()
 
@@ -35,7 +36,7 @@ function(dflow_library name)
   add_library(dflow_${name} ${ARG_SOURCES})
   add_library(dflow::${name} ALIAS dflow_${name})
   target_include_directories(dflow_${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>)
-  target_compile_options(dflow_${name} PRIVATE ${DFLOW_WARNINGS})
+  target_compile_options(dflow_${name} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${DFLOW_WARNINGS}>")
   target_link_libraries(dflow_${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
 endfunction()
 

@@ -160,7 +160,8 @@ CudaDevice::CudaDevice(const DeviceName& name, int ordinal, CudaStream stream, s
     : Device(name, [ordinal] { cudaSetDevice(ordinal); }),
       ordinal_(ordinal),
       stream_(stream),
-      allocator_(MakeAllocator<CudaAllocator>(canonical_name(), ordinal, stream, limit)) {}
+      allocator_(MakeAllocator<CudaAllocator>(canonical_name(), ordinal, stream, limit)),
+      context_(ordinal, stream) {}
 
 CudaDevice::~CudaDevice() {
   // The stream goes with the allocator's last reference (tensors of this device may live on).

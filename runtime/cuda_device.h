@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "framework/cuda_context.h"
 #include "runtime/device.h"
 
 namespace dflow {
@@ -31,9 +32,6 @@ int CudaDeviceCount(std::string* why = nullptr);
 // when there is none. Called by DeviceFactory::Global().
 class DeviceFactory;
 Status RegisterCudaDeviceType(DeviceFactory& factory);
-
-// Opaque CUDA stream, as cudaStream_t is (no CUDA header needed by users of this one).
-using CudaStream = struct CUstream_st*;
 
 class CudaAllocator final : public Allocator {
  public:
@@ -79,6 +77,8 @@ class CudaDevice final : public Device {
   // Waits for the compute stream's work up to the copy, then returns the host tensor.
   Result<Tensor> CopyToHost(const Tensor& tensor) override;
   Status Synchronize() override;
+  // The GPU's ordinal and compute stream, for kernels (framework/cuda_context.h).
+  DeviceContext* context() override { return &context_; }
 
   int ordinal() const { return ordinal_; }
   // The compute stream (the allocator's).
@@ -89,6 +89,7 @@ class CudaDevice final : public Device {
   int ordinal_;
   CudaStream stream_;  // owned by allocator_
   AllocatorPtr<CudaAllocator> allocator_;
+  CudaContext context_;
 };
 
 }  // namespace dflow

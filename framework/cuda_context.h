@@ -1,0 +1,26 @@
+// CudaContext: what a CUDA device hands its kernels (KernelContext::device_context): the GPU's
+// ordinal and the compute stream every kernel of the device enqueues on, in order. A kernel
+// launches its work there and returns; the host waits only where a value reaches host memory.
+// No CUDA header is needed here: the stream is CUDA's opaque cudaStream_t.
+#pragma once
+
+#include "framework/device_context.h"
+
+struct CUstream_st;  // CUDA's own (global) name, as cuda_runtime.h declares it
+
+namespace dflow {
+
+using CudaStream = ::CUstream_st*;
+
+class CudaContext : public DeviceContext {
+ public:
+  CudaContext(int ordinal, CudaStream stream) : ordinal_(ordinal), stream_(stream) {}
+  int ordinal() const { return ordinal_; }
+  CudaStream stream() const { return stream_; }
+
+ private:
+  int ordinal_;
+  CudaStream stream_;
+};
+
+}  // namespace dflow

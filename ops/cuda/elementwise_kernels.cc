@@ -1,0 +1,139 @@
+// GPU kernels of the element-wise ops: Add, Sub, Mul, Div, Maximum, Minimum (NumPy
+// broadcasting, f32, f64, i32, i64; integer Div is refused: a zero divisor cannot be seen
+// without a copy to the host), Relu and ReluGrad (f32, f64). Each checks shapes on the host,
+// allocates its output on the device and launches on the device's compute stream
+// (framework/cuda_context.h), then returns without waiting.
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "framework/cuda_context.h"
+#include "framework/kernel.h"
+#include "ops/broadcast.h"
+#include "ops/cuda/launch.h"
+#include "ops/cuda/register_cuda.h"
+
+namespace dflow::cuda {
+namespace {
+
+std::optional<ElemType> ElemTypeOf(DType d) {
+  switch (d) {
+    case DType::kF32:
+      return ElemType::kF32;
+    case DType::kF64:
+      return ElemType::kF64;
+    case DType::kI32:
+      return ElemType::kI32;
+    case DType::kI64:
+      return ElemType::kI64;
+    default:
+      return std::nullopt;
+  }
+}
+
+Result<CudaStream> StreamOf(KernelContext& ctx) {
+  auto* c = dynamic_cast<CudaContext*>(ctx.device_context());
+  if (c == nullptr) return Internal("a GPU kernel ran without the CUDA device's context");
+  return c->stream();
+}
+
+Status Launched(int error, std::string_view what) {
+  if (error == 0) return Status::OK();
+  return Internal("launching {} on the GPU failed: {} ({})", what, ErrorString(error),
+                  ErrorName(error));
+}
+
+template <BinaryOp kOp>
+class BinaryKernel : public OpKernel {
+ public:
+  explicit BinaryKernel(const KernelInit&) {}
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (a.dtype() != b.dtype()) {
+      return InvalidArgument("dtypes differ: {} vs {}", a.dtype(), b.dtype());
+    }
+    auto type = ElemTypeOf(a.dtype());
+    if (!type || (kOp == BinaryOp::kDiv && *type != ElemType::kF32 && *type != ElemType::kF64)) {
+      return Unimplemented("no GPU kernel for dtype {}", a.dtype());
+    }
+    ASSIGN_OR_RETURN(Shape shape, BroadcastShape(a.shape(), b.shape()));
+    if (shape.rank() > kMaxRank) {
+      return Unimplemented("GPU element-wise ops take rank {} at most, not {}", kMaxRank,
+                           shape.rank());
+    }
+    ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), shape));
+    const int64_t n = shape.num_elements();
+    if (a.shape() == b.shape()) {
+      return Launched(
+          LaunchBinary(kOp, *type, a.raw_data(), b.raw_data(), out->raw_data(), n, nullptr, stream),
+          "an element-wise op");
+    }
+    BroadcastIndex index;
+    index.rank = shape.rank();
+    for (int d = 0; d < shape.rank(); ++d) index.out_dims[d] = shape[d];
+    BroadcastStrides(a.shape(), shape, index.a_strides);
+    BroadcastStrides(b.shape(), shape, index.b_strides);
+    return Launched(
+        LaunchBinary(kOp, *type, a.raw_data(), b.raw_data(), out->raw_data(), n, &index, stream),
+        "an element-wise op");
+  }
+};
+
+std::optional<ElemType> FloatTypeOf(DType d) {
+  auto t = ElemTypeOf(d);
+  if (t == ElemType::kF32 || t == ElemType::kF64) return t;
+  return std::nullopt;
+}
+
+class ReluKernel : public OpKernel {
+ public:
+  explicit ReluKernel(const KernelInit&) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    auto type = FloatTypeOf(x.dtype());
+    if (!type) return Unimplemented("no GPU kernel for dtype {}", x.dtype());
+    ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x.dtype(), x.shape()));
+    return Launched(LaunchRelu(*type, x.raw_data(), y->raw_data(), x.num_elements(), stream),
+                    "Relu");
+  }
+};
+
+class ReluGradKernel : public OpKernel {
+ public:
+  explicit ReluGradKernel(const KernelInit&) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& g = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    if (g.shape() != x.shape() || g.dtype() != x.dtype()) {
+      return InvalidArgument("gradient {}{} differs from input {}{}", g.dtype(), g.shape(),
+                             x.dtype(), x.shape());
+    }
+    auto type = FloatTypeOf(x.dtype());
+    if (!type) return Unimplemented("no GPU kernel for dtype {}", x.dtype());
+    ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
+    ASSIGN_OR_RETURN(Tensor * dx, ctx.AllocateOutput(0, x.dtype(), x.shape()));
+    return Launched(
+        LaunchReluGrad(*type, g.raw_data(), x.raw_data(), dx->raw_data(), x.num_elements(), stream),
+        "ReluGrad");
+  }
+};
+
+}  // namespace
+
+Status RegisterCudaKernels() {
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kAdd>>("Add", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kSub>>("Sub", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kMul>>("Mul", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kDiv>>("Div", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kMaximum>>("Maximum", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kMinimum>>("Minimum", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<ReluKernel>("Relu", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<ReluGradKernel>("ReluGrad", "GPU"));
+  return Status::OK();
+}
+
+}  // namespace dflow::cuda
