@@ -41,4 +41,11 @@ void BroadcastStrides(const Shape& in, const Shape& out, int64_t* strides) {
   }
 }
 
+Result<Shape> BinaryOutputShape(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype()) {
+    return InvalidArgument("dtypes differ: {} vs {}", a.dtype(), b.dtype());
+  }
+  return BroadcastShape(a.shape(), b.shape());
+}
+
 }  // namespace dflow

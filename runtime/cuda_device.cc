@@ -31,10 +31,11 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::Create(const DeviceName& name, s
   return NotFound("device '{}': this process has 0 GPU(s) ({})", name.ToString(), why);
 }
 CudaDevice::~CudaDevice() = default;
+// Unreachable without CUDA (Create never makes a CudaDevice); defined for the vtable.
 MemoryStats CudaDevice::memory() const { return {}; }
-Result<Tensor> CudaDevice::CopyFromHost(const Tensor&) { return Unimplemented("no CUDA"); }
-Result<Tensor> CudaDevice::CopyToHost(const Tensor&) { return Unimplemented("no CUDA"); }
-Status CudaDevice::Synchronize() { return Unimplemented("no CUDA"); }
+Result<Tensor> CudaDevice::CopyFromHost(const Tensor&) { return Internal("built without CUDA"); }
+Result<Tensor> CudaDevice::CopyToHost(const Tensor&) { return Internal("built without CUDA"); }
+Status CudaDevice::Synchronize() { return Internal("built without CUDA"); }
 
 #else
 

@@ -99,10 +99,7 @@ class BinaryKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    if (a.dtype() != b.dtype()) {
-      return InvalidArgument("dtypes differ: {} vs {}", a.dtype(), b.dtype());
-    }
-    ASSIGN_OR_RETURN(Shape shape, BroadcastShape(a.shape(), b.shape()));
+    ASSIGN_OR_RETURN(Shape shape, BinaryOutputShape(a, b));
     return DispatchNumeric(a.dtype(), [&]<typename T>() -> Status {
       using Out = std::invoke_result_t<F, T, T>;
       constexpr bool kSameType = std::is_same_v<Out, T>;

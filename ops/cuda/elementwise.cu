@@ -65,10 +65,14 @@ template <BinaryOp kOp>
 int LaunchTyped(ElemType type, const void* a, const void* b, void* out, int64_t n,
                 const BroadcastIndex* index, cudaStream_t stream) {
   switch (type) {
-    case ElemType::kF32: return Launch<kOp, float>(a, b, out, n, index, stream);
-    case ElemType::kF64: return Launch<kOp, double>(a, b, out, n, index, stream);
-    case ElemType::kI32: return Launch<kOp, int32_t>(a, b, out, n, index, stream);
-    case ElemType::kI64: return Launch<kOp, int64_t>(a, b, out, n, index, stream);
+    case ElemType::kF32:
+      return Launch<kOp, float>(a, b, out, n, index, stream);
+    case ElemType::kF64:
+      return Launch<kOp, double>(a, b, out, n, index, stream);
+    case ElemType::kI32:
+      return Launch<kOp, int32_t>(a, b, out, n, index, stream);
+    case ElemType::kI64:
+      return Launch<kOp, int64_t>(a, b, out, n, index, stream);
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
@@ -96,12 +100,18 @@ int LaunchBinary(BinaryOp op, ElemType type, const void* a, const void* b, void*
   if (n == 0) return 0;
   auto s = reinterpret_cast<cudaStream_t>(stream);
   switch (op) {
-    case BinaryOp::kAdd: return LaunchTyped<BinaryOp::kAdd>(type, a, b, out, n, index, s);
-    case BinaryOp::kSub: return LaunchTyped<BinaryOp::kSub>(type, a, b, out, n, index, s);
-    case BinaryOp::kMul: return LaunchTyped<BinaryOp::kMul>(type, a, b, out, n, index, s);
-    case BinaryOp::kDiv: return LaunchTyped<BinaryOp::kDiv>(type, a, b, out, n, index, s);
-    case BinaryOp::kMaximum: return LaunchTyped<BinaryOp::kMaximum>(type, a, b, out, n, index, s);
-    case BinaryOp::kMinimum: return LaunchTyped<BinaryOp::kMinimum>(type, a, b, out, n, index, s);
+    case BinaryOp::kAdd:
+      return LaunchTyped<BinaryOp::kAdd>(type, a, b, out, n, index, s);
+    case BinaryOp::kSub:
+      return LaunchTyped<BinaryOp::kSub>(type, a, b, out, n, index, s);
+    case BinaryOp::kMul:
+      return LaunchTyped<BinaryOp::kMul>(type, a, b, out, n, index, s);
+    case BinaryOp::kDiv:
+      return LaunchTyped<BinaryOp::kDiv>(type, a, b, out, n, index, s);
+    case BinaryOp::kMaximum:
+      return LaunchTyped<BinaryOp::kMaximum>(type, a, b, out, n, index, s);
+    case BinaryOp::kMinimum:
+      return LaunchTyped<BinaryOp::kMinimum>(type, a, b, out, n, index, s);
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
@@ -124,12 +134,11 @@ int LaunchReluGrad(ElemType type, const void* dy, const void* x, void* dx, int64
   if (n == 0) return 0;
   auto s = reinterpret_cast<cudaStream_t>(stream);
   if (type == ElemType::kF32) {
-    ReluGrad<<<Blocks(n), kThreads, 0, s>>>(static_cast<const float*>(dy),
-                                            static_cast<const float*>(x), static_cast<float*>(dx), n);
+    ReluGrad<<<Blocks(n), kThreads, 0, s>>>(
+        static_cast<const float*>(dy), static_cast<const float*>(x), static_cast<float*>(dx), n);
   } else if (type == ElemType::kF64) {
-    ReluGrad<<<Blocks(n), kThreads, 0, s>>>(static_cast<const double*>(dy),
-                                            static_cast<const double*>(x), static_cast<double*>(dx),
-                                            n);
+    ReluGrad<<<Blocks(n), kThreads, 0, s>>>(
+        static_cast<const double*>(dy), static_cast<const double*>(x), static_cast<double*>(dx), n);
   } else {
     return static_cast<int>(cudaErrorInvalidValue);
   }

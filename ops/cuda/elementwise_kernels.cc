@@ -1,8 +1,8 @@
 // GPU kernels of the element-wise ops: Add, Sub, Mul, Div, Maximum, Minimum (NumPy
-// broadcasting, f32, f64, i32, i64; integer Div is refused: a zero divisor cannot be seen
-// without a copy to the host), Relu and ReluGrad (f32, f64). Each checks shapes on the host,
-// allocates its output on the device and launches on the device's compute stream
-// (framework/cuda_context.h), then returns without waiting.
+// broadcasting up to rank 8, f32, f64, i32, i64; integer Div is refused, InvalidArgument: the
+// CPU kernel's check for a zero divisor would need a copy to the host), Relu and ReluGrad (f32,
+// f64). Each checks shapes on the host, allocates its output on the device and launches on the
+// device's compute stream (framework/cuda_context.h), then returns without waiting.
 #include <fmt/format.h>
 
 #include <optional>
@@ -51,41 +51,48 @@ class BinaryKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    if (a.dtype() != b.dtype()) {
-      return InvalidArgument("dtypes differ: {} vs {}", a.dtype(), b.dtype());
-    }
+    ASSIGN_OR_RETURN(Shape shape, BinaryOutputShape(a, b));
     auto type = ElemTypeOf(a.dtype());
-    if (!type || (kOp == BinaryOp::kDiv && *type != ElemType::kF32 && *type != ElemType::kF64)) {
-      return Unimplemented("no GPU kernel for dtype {}", a.dtype());
+    if (!type) return InvalidArgument("no GPU kernel for dtype {}", a.dtype());
+    if (kOp == BinaryOp::kDiv && *type != ElemType::kF32 && *type != ElemType::kF64) {
+      // The CPU kernel refuses a zero divisor; here it could not be seen without a copy.
+      return InvalidArgument("no GPU kernel for integer Div ({}): run it on a CPU", a.dtype());
     }
-    ASSIGN_OR_RETURN(Shape shape, BroadcastShape(a.shape(), b.shape()));
     if (shape.rank() > kMaxRank) {
-      return Unimplemented("GPU element-wise ops take rank {} at most, not {}", kMaxRank,
-                           shape.rank());
+      return InvalidArgument("GPU element-wise ops take rank {} at most, not {}", kMaxRank,
+                             shape.rank());
     }
     ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), shape));
-    const int64_t n = shape.num_elements();
-    if (a.shape() == b.shape()) {
-      return Launched(
-          LaunchBinary(kOp, *type, a.raw_data(), b.raw_data(), out->raw_data(), n, nullptr, stream),
-          "an element-wise op");
-    }
     BroadcastIndex index;
-    index.rank = shape.rank();
-    for (int d = 0; d < shape.rank(); ++d) index.out_dims[d] = shape[d];
-    BroadcastStrides(a.shape(), shape, index.a_strides);
-    BroadcastStrides(b.shape(), shape, index.b_strides);
-    return Launched(
-        LaunchBinary(kOp, *type, a.raw_data(), b.raw_data(), out->raw_data(), n, &index, stream),
-        "an element-wise op");
+    const bool broadcast = a.shape() != b.shape();
+    if (broadcast) {
+      index.rank = shape.rank();
+      for (int d = 0; d < shape.rank(); ++d) index.out_dims[d] = shape[d];
+      BroadcastStrides(a.shape(), shape, index.a_strides);
+      BroadcastStrides(b.shape(), shape, index.b_strides);
+    }
+    return Launched(LaunchBinary(kOp, *type, a.raw_data(), b.raw_data(), out->raw_data(),
+                                 shape.num_elements(), broadcast ? &index : nullptr, stream),
+                    "an element-wise op");
   }
 };
 
-std::optional<ElemType> FloatTypeOf(DType d) {
-  auto t = ElemTypeOf(d);
-  if (t == ElemType::kF32 || t == ElemType::kF64) return t;
-  return std::nullopt;
+// What an activation kernel (and its gradient) needs: the float type of `like`, the stream and
+// an output of like's dtype and shape.
+struct ActivationLaunch {
+  ElemType type;
+  CudaStream stream;
+  Tensor* out;
+};
+Result<ActivationLaunch> PrepareActivation(KernelContext& ctx, const Tensor& like) {
+  auto type = ElemTypeOf(like.dtype());
+  if (type != ElemType::kF32 && type != ElemType::kF64) {
+    return InvalidArgument("no GPU kernel for dtype {}", like.dtype());
+  }
+  ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
+  ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, like.dtype(), like.shape()));
+  return ActivationLaunch{*type, stream, out};
 }
 
 class ReluKernel : public OpKernel {
@@ -93,11 +100,8 @@ class ReluKernel : public OpKernel {
   explicit ReluKernel(const KernelInit&) {}
   Status Compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    auto type = FloatTypeOf(x.dtype());
-    if (!type) return Unimplemented("no GPU kernel for dtype {}", x.dtype());
-    ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
-    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x.dtype(), x.shape()));
-    return Launched(LaunchRelu(*type, x.raw_data(), y->raw_data(), x.num_elements(), stream),
+    ASSIGN_OR_RETURN(ActivationLaunch l, PrepareActivation(ctx, x));
+    return Launched(LaunchRelu(l.type, x.raw_data(), l.out->raw_data(), x.num_elements(), l.stream),
                     "Relu");
   }
 };
@@ -112,13 +116,10 @@ class ReluGradKernel : public OpKernel {
       return InvalidArgument("gradient {}{} differs from input {}{}", g.dtype(), g.shape(),
                              x.dtype(), x.shape());
     }
-    auto type = FloatTypeOf(x.dtype());
-    if (!type) return Unimplemented("no GPU kernel for dtype {}", x.dtype());
-    ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
-    ASSIGN_OR_RETURN(Tensor * dx, ctx.AllocateOutput(0, x.dtype(), x.shape()));
-    return Launched(
-        LaunchReluGrad(*type, g.raw_data(), x.raw_data(), dx->raw_data(), x.num_elements(), stream),
-        "ReluGrad");
+    ASSIGN_OR_RETURN(ActivationLaunch l, PrepareActivation(ctx, x));
+    return Launched(LaunchReluGrad(l.type, g.raw_data(), x.raw_data(), l.out->raw_data(),
+                                   x.num_elements(), l.stream),
+                    "ReluGrad");
   }
 };
 
