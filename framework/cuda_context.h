@@ -1,16 +1,14 @@
 // CudaContext: what a CUDA device hands its kernels (KernelContext::device_context): the GPU's
 // ordinal and the compute stream every kernel of the device enqueues on, in order. A kernel
 // launches its work there and returns; the host waits only where a value reaches host memory.
-// No CUDA header is needed here: the stream is CUDA's opaque cudaStream_t.
+// No CUDA header is needed here: the stream is CUDA's opaque cudaStream_t. The device's copies
+// (DeviceContext's) are the CUDA device's own (runtime/cuda_device.cc).
 #pragma once
 
+#include "framework/cuda_stream.h"
 #include "framework/device_context.h"
 
-struct CUstream_st;  // CUDA's own (global) name, as cuda_runtime.h declares it
-
 namespace dflow {
-
-using CudaStream = ::CUstream_st*;
 
 class CudaContext : public DeviceContext {
  public:

@@ -10,7 +10,8 @@ namespace dflow {
 
 // Calls `done` once: with `tensor` when it passes CheckReceived and both it and the Recv's
 // allocator are host memory; otherwise with the error (InvalidArgument naming both nodes, or
-// Unimplemented for a copy between device memories, which comes with those devices).
+// Unimplemented for device memory: a device whose memory is its own sends and receives host
+// tensors and copies them itself, ops/common/common_kernels.h).
 void DeliverToRecv(const RendezvousKey& key, std::string_view send_node, const Tensor& tensor,
                    const RecvArgs& args, const Rendezvous::DoneCallback& done);
 

@@ -2,7 +2,10 @@
 
 #include <cctype>
 #include <charconv>
+#include <set>
 #include <vector>
+
+#include "graph/mutex.h"
 
 namespace dflow {
 namespace {
@@ -26,11 +29,44 @@ std::optional<int> ParseIndex(std::string_view s) {
   return v;
 }
 
-std::optional<std::string> ParseType(std::string_view s) {
+// The device types beyond CPU and GPU that AddDeviceType made known.
+struct ExtraTypes {
+  Mutex mu;
+  std::set<std::string, std::less<>> types DFLOW_GUARDED_BY(mu);
+};
+ExtraTypes& Extra() {
+  static ExtraTypes* extra = new ExtraTypes;
+  return *extra;
+}
+
+std::string Upper(std::string_view s) {
   std::string upper;
   for (char c : s) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return upper;
+}
+
+std::optional<std::string> ParseType(std::string_view s) {
+  std::string upper = Upper(s);
   if (upper == "CPU" || upper == "GPU") return upper;
+  ExtraTypes& extra = Extra();
+  MutexLock lock(extra.mu);
+  if (extra.types.count(upper) != 0) return upper;
   return std::nullopt;
+}
+
+// "CPU or GPU", or "CPU, GPU or XPU" with the types added.
+std::string KnownTypes() {
+  std::vector<std::string> all = {"CPU", "GPU"};
+  {
+    ExtraTypes& extra = Extra();
+    MutexLock lock(extra.mu);
+    all.insert(all.end(), extra.types.begin(), extra.types.end());
+  }
+  std::string s;
+  for (size_t i = 0; i < all.size(); ++i) {
+    s += (i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + all[i];
+  }
+  return s;
 }
 
 bool ValidJob(std::string_view s) {
@@ -54,7 +90,7 @@ class Parser {
     if (out.type) return Error("device type given twice");
     out.type = ParseType(type);
     if (!out.type)
-      return Error(fmt::format("unknown device type '{}' (expected CPU or GPU)", type));
+      return Error(fmt::format("unknown device type '{}' (expected {})", type, KnownTypes()));
     if (index && *index != "*") {
       out.index = ParseIndex(*index);
       if (!out.index) return Error(fmt::format("bad device index '{}'", *index));
@@ -101,7 +137,8 @@ class Parser {
       } else {
         // A lone component is a device ("gpu:0"); a job comes before one ("worker:1/gpu:0").
         if (i != 0 || parts.size() == 1) {
-          return Error(fmt::format("unknown device type '{}' (expected CPU or GPU)", fields[0]));
+          return Error(
+              fmt::format("unknown device type '{}' (expected {})", fields[0], KnownTypes()));
         }
         if (!ValidJob(fields[0])) return Error(fmt::format("bad job name '{}'", fields[0]));
         out.job = std::string(fields[0]);
@@ -121,6 +158,19 @@ class Parser {
 };
 
 }  // namespace
+
+Status DeviceName::AddType(std::string_view type) {
+  bool valid = type.size() >= 2 && type.size() <= 8;
+  for (char c : type) valid = valid && c >= 'A' && c <= 'Z';
+  if (!valid) {
+    return InvalidArgument("device type '{}': a type is 2 to 8 capital letters, like GPU", type);
+  }
+  if (type == "CPU" || type == "GPU") return Status::OK();
+  ExtraTypes& extra = Extra();
+  MutexLock lock(extra.mu);
+  extra.types.emplace(type);
+  return Status::OK();
+}
 
 Result<DeviceName> DeviceName::Parse(std::string_view name) {
   Parser p(name);
@@ -157,7 +207,8 @@ std::string DeviceName::ShortString() const {
   std::string s;
   if (job) s += *job + (task ? ":" + std::to_string(*task) : "");
   if (type) {
-    std::string t = *type == "CPU" ? "cpu" : "gpu";
+    std::string t;
+    for (char c : *type) t += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (!s.empty()) s += "/";
     s += t + (index ? ":" + std::to_string(*index) : "");
   }

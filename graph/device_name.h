@@ -2,9 +2,9 @@
 //
 // Canonical form: "/job:worker/task:1/device:GPU:0". Accepted short forms: "gpu:0", "cpu:1",
 // "worker:1/gpu:0", "worker/cpu", and partial specs such as "gpu" (any GPU) or "/job:ps"
-// (any device of job ps). Device types are CPU and GPU, case-insensitive on input. A short name
-// of one component is a device ("tpu:0" is an error, not job "tpu"); name a job alone with the
-// long form ("/job:ps").
+// (any device of job ps). Device types are CPU, GPU and those a device factory added
+// (AddType), case-insensitive on input. A short name of one component is a device ("tpu:0" is
+// an error, not job "tpu"); name a job alone with the long form ("/job:ps").
 #pragma once
 
 #include <optional>
@@ -18,12 +18,16 @@ namespace dflow {
 struct DeviceName {
   std::optional<std::string> job;
   std::optional<int> task;
-  std::optional<std::string> type;  // "CPU" or "GPU"
+  std::optional<std::string> type;  // "CPU", "GPU", or a type added with AddType
   std::optional<int> index;
 
   // Parses any accepted form; InvalidArgument quoting the name and saying what is wrong.
   // An empty string is the fully unspecified name (matches any device).
   static Result<DeviceName> Parse(std::string_view name);
+  // Makes `type` (2 to 8 capital letters) a device type that names may use from now on, for a
+  // device type beyond CPU and GPU (runtime/device_factory.h calls it). InvalidArgument naming
+  // the type when it is not of that form; adding a known type again changes nothing.
+  static Status AddType(std::string_view type);
   // A full name: job, task, type and index all set.
   static DeviceName Full(std::string job, int task, std::string type, int index);
 

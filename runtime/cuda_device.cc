@@ -36,6 +36,7 @@ MemoryStats CudaDevice::memory() const { return {}; }
 Result<Tensor> CudaDevice::CopyFromHost(const Tensor&) { return Internal("built without CUDA"); }
 Result<Tensor> CudaDevice::CopyToHost(const Tensor&) { return Internal("built without CUDA"); }
 Status CudaDevice::Synchronize() { return Internal("built without CUDA"); }
+Status CudaDevice::CopyOnDevice(const Tensor&, Tensor&) { return Internal("built without CUDA"); }
 
 #else
 
@@ -59,6 +60,21 @@ auto OnDevice(int ordinal, F&& fn) {
 }
 
 }  // namespace
+
+// The context kernels see: the stream, and the device's copies.
+class CudaDeviceContext final : public CudaContext {
+ public:
+  explicit CudaDeviceContext(CudaDevice* device)
+      : CudaContext(device->ordinal(), device->stream()), device_(device) {}
+  Result<Tensor> CopyToHost(const Tensor& tensor) override { return device_->CopyToHost(tensor); }
+  Result<Tensor> CopyFromHost(const Tensor& host) override { return device_->CopyFromHost(host); }
+  Status CopyOnDevice(const Tensor& src, Tensor& dst) override {
+    return device_->CopyOnDevice(src, dst);
+  }
+
+ private:
+  CudaDevice* device_;
+};
 
 int CudaDeviceCount(std::string* why) {
   int n = 0;
@@ -162,7 +178,7 @@ CudaDevice::CudaDevice(const DeviceName& name, int ordinal, CudaStream stream, s
       ordinal_(ordinal),
       stream_(stream),
       allocator_(MakeAllocator<CudaAllocator>(canonical_name(), ordinal, stream, limit)),
-      context_(ordinal, stream) {}
+      context_(std::make_unique<CudaDeviceContext>(this)) {}
 
 CudaDevice::~CudaDevice() {
   // The stream goes with the allocator's last reference (tensors of this device may live on).
@@ -206,6 +222,23 @@ Result<Tensor> CudaDevice::CopyToHost(const Tensor& tensor) {
                      canonical_name());
   }
   return out;
+}
+
+Status CudaDevice::CopyOnDevice(const Tensor& src, Tensor& dst) {
+  if (src.num_bytes() != dst.num_bytes()) {
+    return InvalidArgument("copy on '{}' of {} bytes into a tensor of {} bytes", canonical_name(),
+                           src.num_bytes(), dst.num_bytes());
+  }
+  if (src.num_bytes() == 0 || src.raw_data() == dst.raw_data()) return Status::OK();
+  cudaError_t e = OnDevice(ordinal_, [&] {
+    return cudaMemcpyAsync(dst.raw_data(), src.raw_data(), src.num_bytes(),
+                           cudaMemcpyDeviceToDevice, reinterpret_cast<cudaStream_t>(stream_));
+  });
+  if (e != cudaSuccess) {
+    return CudaError(e, fmt::format("copying {} bytes on the device", src.num_bytes()),
+                     canonical_name());
+  }
+  return Status::OK();
 }
 
 Status CudaDevice::Synchronize() {

@@ -77,8 +77,11 @@ class CudaDevice final : public Device {
   // Waits for the compute stream's work up to the copy, then returns the host tensor.
   Result<Tensor> CopyToHost(const Tensor& tensor) override;
   Status Synchronize() override;
-  // The GPU's ordinal and compute stream, for kernels (framework/cuda_context.h).
-  DeviceContext* context() override { return &context_; }
+  // The GPU's ordinal and compute stream, for kernels (framework/cuda_context.h), and the
+  // device's copies for the kernels every device shares (ops/common/).
+  DeviceContext* context() override { return context_.get(); }
+  // Queues a copy of `src` into `dst` (both on this GPU, the same size) on the compute stream.
+  Status CopyOnDevice(const Tensor& src, Tensor& dst);
 
   int ordinal() const { return ordinal_; }
   // The compute stream (the allocator's).
@@ -89,7 +92,7 @@ class CudaDevice final : public Device {
   int ordinal_;
   CudaStream stream_;  // owned by allocator_
   AllocatorPtr<CudaAllocator> allocator_;
-  CudaContext context_;
+  std::unique_ptr<CudaContext> context_;
 };
 
 }  // namespace dflow

@@ -24,6 +24,7 @@ DeviceFactory& DeviceFactory::Global() {
 }
 
 Status DeviceFactory::Register(const std::string& type, CreateFn create) {
+  RETURN_IF_ERROR(DeviceName::AddType(type));
   MutexLock lock(mu_);
   if (!factories_.emplace(type, std::move(create)).second) {
     return InvalidArgument("device type '{}' is already registered", type);

@@ -31,7 +31,8 @@ class DeviceFactory {
   // The process-wide factory, with the CPU type registered.
   static DeviceFactory& Global();
 
-  // InvalidArgument when `type` is already registered.
+  // InvalidArgument when `type` is already registered or is not 2 to 8 capital letters. A type
+  // other than CPU and GPU becomes a device type of names ("xpu:0") from here on.
   Status Register(const std::string& type, CreateFn create);
   // Removes a type (for tests that register a stand-in device); NotFound when absent.
   Status Unregister(const std::string& type) DFLOW_EXCLUDES(mu_);

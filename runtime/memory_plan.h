@@ -56,6 +56,7 @@ class AllocationRecorder final : public Allocator, public OutputMemory {
   void* Allocate(size_t bytes, size_t alignment) override;
   void Deallocate(void* p, size_t bytes) override;
   const std::string& device() const override { return device_->device(); }
+  bool host_accessible() const override { return device_->host_accessible(); }
   size_t limit() const override { return device_->limit(); }
   size_t bytes_in_use() const override { return device_->bytes_in_use(); }
   std::optional<SharedRegion> FindShared(const void* p) const override {
@@ -86,6 +87,7 @@ class ArenaAllocator final : public Allocator, public OutputMemory {
   void* Allocate(size_t bytes, size_t alignment) override;
   void Deallocate(void* p, size_t bytes) override;
   const std::string& device() const override { return device_->device(); }
+  bool host_accessible() const override { return device_->host_accessible(); }
   size_t limit() const override { return device_->limit(); }
   size_t bytes_in_use() const override { return device_->bytes_in_use(); }
   // The arena is one block of the device's: a buffer in it is shared when the arena is (a

@@ -44,6 +44,7 @@ Result<std::unique_ptr<PartitionedPlan>> PartitionedPlan::Compile(
   ASSIGN_OR_RETURN(std::vector<bool> needed, NeededNodes(graph, spec));
   auto plan = std::unique_ptr<PartitionedPlan>(new PartitionedPlan);
   plan->num_fetches_ = static_cast<int>(spec.fetches.size());
+  for (int f : spec.feeds) plan->feed_names_.push_back(graph.node(f).name());
   CompileOptions compile{.fuse_epilogues = options.fuse_epilogues};
 
   // One device holds every needed node: its partition is the graph itself.
@@ -129,7 +130,23 @@ Status PartitionedPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor
   auto run_part = [&](size_t i) {
     std::vector<Tensor> in;
     in.reserve(parts_[i].feeds.size());
-    for (int f : parts_[i].feeds) in.push_back(feeds[f]);
+    Device* device = parts_[i].runner;
+    for (int f : parts_[i].feeds) {
+      if (feeds[f].host_accessible() && !device->allocator()->host_accessible()) {
+        // A fed value goes into the memory of the device that reads it.
+        auto copied = device->CopyFromHost(feeds[f]);
+        if (!copied.ok()) {
+          control.Abort(copied.status().WithPrefix(fmt::format(
+              "feed '{}' to {}: ",
+              f < static_cast<int>(feed_names_.size()) ? feed_names_[f] : std::to_string(f),
+              device->canonical_name())));
+          return;
+        }
+        in.push_back(std::move(copied).value());
+      } else {
+        in.push_back(feeds[f]);
+      }
+    }
     ExecutionPlan::RunOptions part = base;
     if (options.node_seconds != nullptr) part.node_seconds = &(*options.node_seconds)[i];
     if (options.node_spans != nullptr) part.node_spans = &(*options.node_spans)[i];
@@ -168,7 +185,17 @@ Status PartitionedPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor
   fetches->assign(num_fetches_, Tensor());
   for (size_t i = 0; i < n; ++i) {
     for (size_t k = 0; k < parts_[i].fetches.size(); ++k) {
-      (*fetches)[parts_[i].fetches[k]] = std::move(outs[i][k]);
+      Tensor& value = outs[i][k];
+      if (value.valid() && !value.host_accessible()) {
+        // A fetched value reaches host memory: the one place the host waits for the device.
+        auto host = parts_[i].runner->CopyToHost(value);
+        if (!host.ok()) {
+          return host.status().WithPrefix(fmt::format("fetch {} from {}: ", parts_[i].fetches[k],
+                                                      parts_[i].runner->canonical_name()));
+        }
+        value = std::move(host).value();
+      }
+      (*fetches)[parts_[i].fetches[k]] = std::move(value);
     }
   }
   return Status::OK();

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "framework/rendezvous.h"
@@ -85,6 +86,8 @@ class PartitionedPlan {
   std::vector<Part> parts_;
   int num_fetches_ = 0;
   int send_recv_pairs_ = 0;
+  // The fed placeholders' names, for messages (empty for plans made FromParts).
+  std::vector<std::string> feed_names_;
 };
 
 }  // namespace dflow

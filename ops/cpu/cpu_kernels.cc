@@ -1,5 +1,6 @@
 #include "ops/cpu/cpu_kernels.h"
 
+#include "ops/common/common_kernels.h"
 #include "ops/cpu/register_cpu.h"
 
 namespace dflow::cpu {
@@ -19,7 +20,7 @@ Status RegisterCpuKernels() {
   RETURN_IF_ERROR(RegisterManipKernels());
   RETURN_IF_ERROR(RegisterBatchNormKernels());
   RETURN_IF_ERROR(RegisterFusedUpdateKernels());
-  RETURN_IF_ERROR(RegisterSendRecvKernels());
+  RETURN_IF_ERROR(common::RegisterCommonKernels("CPU"));
   return Status::OK();
 }
 

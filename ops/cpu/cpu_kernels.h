@@ -19,6 +19,5 @@ Status RegisterPoolKernels();
 Status RegisterManipKernels();
 Status RegisterBatchNormKernels();
 Status RegisterFusedUpdateKernels();
-Status RegisterSendRecvKernels();
 
 }  // namespace dflow::cpu

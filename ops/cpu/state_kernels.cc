@@ -1,6 +1,7 @@
-// CPU kernels of Variable and Assign. A variable's value lives in the device's VariableStore;
-// Assign writes in place when that is safe (variable_update.h), and into a fresh buffer
-// otherwise, so a reader never sees a half-written value and a fetched value is a snapshot.
+// The CPU kernel of Assign (Variable is shared: ops/common/). A variable's value lives in the
+// device's VariableStore; Assign writes in place when that is safe (variable_update.h), and into a
+// fresh buffer otherwise, so a reader never sees a half-written value and a fetched value is a
+// snapshot.
 #include <cstring>
 
 #include "ops/cpu/cpu_kernels.h"
@@ -8,22 +9,6 @@
 
 namespace dflow::cpu {
 namespace {
-
-class VariableKernel : public OpKernel {
- public:
-  explicit VariableKernel(const KernelInit& init)
-      : var_(init.variables->GetOrCreate(init.node.name())) {}
-  // Outputs the current value, or nothing when uninitialised: the executor then tells the
-  // reading node that the variable is uninitialised (Assign alone may take it so).
-  Status Compute(KernelContext& ctx) override {
-    MutexLock lock(var_->mu);
-    ctx.set_output(0, var_->value);
-    return Status::OK();
-  }
-
- private:
-  VariableStore::Variable* var_;
-};
 
 class AssignKernel : public OpKernel {
  public:
@@ -67,7 +52,6 @@ class AssignKernel : public OpKernel {
 }  // namespace
 
 Status RegisterStateKernels() {
-  RETURN_IF_ERROR(RegisterKernel<VariableKernel>("Variable", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<AssignKernel>("Assign", "CPU"));
   return Status::OK();
 }

@@ -10,8 +10,8 @@
 #include "framework/cuda_context.h"
 #include "framework/kernel.h"
 #include "ops/broadcast.h"
+#include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/launch.h"
-#include "ops/cuda/register_cuda.h"
 
 namespace dflow::cuda {
 namespace {
@@ -125,7 +125,7 @@ class ReluGradKernel : public OpKernel {
 
 }  // namespace
 
-Status RegisterCudaKernels() {
+Status RegisterElementwiseKernels() {
   RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kAdd>>("Add", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kSub>>("Sub", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kMul>>("Mul", "GPU"));

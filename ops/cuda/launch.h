@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "framework/cuda_context.h"
+#include "framework/cuda_stream.h"
 
 namespace dflow::cuda {
 

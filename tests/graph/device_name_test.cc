@@ -56,5 +56,27 @@ TEST(DeviceNameTest, MalformedNamesAreErrorsThatQuoteTheName) {
   }
 }
 
+TEST(DeviceNameTest, AddedTypesParseLikeCpuAndGpu) {
+  EXPECT_EQ(DeviceName::Parse("npu:1").status().code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(DeviceName::AddType("NPU").ok());
+  auto npu = DeviceName::Parse("npu:1");
+  ASSERT_TRUE(npu.ok()) << npu.status().ToString();
+  EXPECT_EQ(npu->type, "NPU");
+  EXPECT_EQ(npu->ShortString(), "npu:1");
+  EXPECT_EQ(DeviceName::Parse("/job:w/task:0/device:NPU:2")->ToString(),
+            "/job:w/task:0/device:NPU:2");
+  EXPECT_EQ(DeviceName::Parse("worker:1/npu:0")->job, "worker");
+  // Still an error, now naming every known type.
+  auto bad = DeviceName::Parse("tpu:0");
+  EXPECT_NE(bad.status().message().find("CPU, GPU or NPU"), std::string::npos)
+      << bad.status().message();
+  for (const char* type : {"npu", "N", "NPU1", "TOOLONGTYPE", ""}) {
+    Status s = DeviceName::AddType(type);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << type;
+    EXPECT_NE(s.message().find(std::string("'") + type + "'"), std::string::npos) << s.message();
+  }
+  EXPECT_TRUE(DeviceName::AddType("GPU").ok());  // known already: nothing changes
+}
+
 }  // namespace
 }  // namespace dflow

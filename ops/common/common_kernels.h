@@ -1,0 +1,24 @@
+// Kernels every device type shares. They never read or write tensor contents themselves: they
+// pass references on (Identity, Reshape, Variable, a fed Placeholder), or copy through the
+// device's context (framework/device_context.h) where the device's memory is its own (a Const's
+// value in, a Send's tensor out to host memory, a Recv's tensor in). A device type registers
+// them with one call and gets feeds, fetches, constants, variables and Send/Recv with the host
+// and other devices.
+#pragma once
+
+#include <string>
+
+#include "graph/status.h"
+
+namespace dflow::common {
+
+// Placeholder, Const, Identity, NoOp, Reshape, ReshapeLike, Variable, _Send and _Recv under
+// `device_type`.
+Status RegisterCommonKernels(const std::string& device_type);
+
+// Those and Assign (a copy on the device into a fresh buffer, or the value's own buffer when
+// the Assign is its last reader), for a device type whose memory the host cannot read. The
+// CPU's own Assign writes in place where that is safe.
+Status RegisterDeviceMemoryKernels(const std::string& device_type);
+
+}  // namespace dflow::common

@@ -1,0 +1,11 @@
+// Internal: registration of the GPU kernels, one function per family (register_cuda.cc calls
+// them all).
+#pragma once
+
+#include "framework/kernel.h"
+
+namespace dflow::cuda {
+
+Status RegisterElementwiseKernels();
+
+}  // namespace dflow::cuda

@@ -1,0 +1,274 @@
+// A device whose memory is its own (as a GPU's is), on this machine without one: the stand-in
+// type "SIM" keeps its tensors in separate buffers that claim not to be host memory and moves
+// values only through its copies. Sessions must then copy feeds in and fetches out, constants
+// in once, and Send/Recv across the host boundary, with the values of a plain CPU run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+#include "ops/array_ops.h"
+#include "ops/common/common_kernels.h"
+#include "ops/math_ops.h"
+#include "ops/register.h"
+#include "ops/state_ops.h"
+#include "ops/unary_ops.h"
+#include "runtime/device_factory.h"
+#include "runtime/local_session.h"
+#include "test_util.h"
+
+namespace dflow {
+namespace {
+
+using testing::MessageHas;
+
+// Host memory underneath, but not host-accessible to anyone who asks.
+class SimAllocator final : public Allocator {
+ public:
+  SimAllocator(std::string device, size_t limit) : memory_(std::move(device)) {
+    memory_.set_limit(limit);
+  }
+  void* Allocate(size_t bytes, size_t alignment) override {
+    return memory_.Allocate(bytes, alignment);
+  }
+  void Deallocate(void* p, size_t bytes) override { memory_.Deallocate(p, bytes); }
+  const std::string& device() const override { return memory_.device(); }
+  bool host_accessible() const override { return false; }
+  size_t limit() const override { return memory_.limit(); }
+  size_t bytes_in_use() const override { return memory_.bytes_in_use(); }
+  size_t peak_bytes() const { return memory_.peak_bytes(); }
+  void ResetPeak() { memory_.ResetPeak(); }
+
+ private:
+  CpuAllocator memory_;
+};
+
+class SimDevice;
+
+class SimContext final : public DeviceContext {
+ public:
+  explicit SimContext(SimDevice* device) : device_(device) {}
+  Result<Tensor> CopyToHost(const Tensor& tensor) override;
+  Result<Tensor> CopyFromHost(const Tensor& host) override;
+  Status CopyOnDevice(const Tensor& src, Tensor& dst) override;
+
+ private:
+  SimDevice* device_;
+};
+
+class SimDevice final : public Device {
+ public:
+  explicit SimDevice(const DeviceName& name, size_t limit)
+      : Device(name),
+        allocator_(MakeAllocator<SimAllocator>(name.ToString(), limit)),
+        context_(this) {}
+  Allocator* allocator() override { return allocator_.get(); }
+  MemoryStats memory() const override {
+    return {allocator_->limit(), allocator_->bytes_in_use(), allocator_->peak_bytes()};
+  }
+  void ResetPeak() override { allocator_->ResetPeak(); }
+  Result<Tensor> CopyFromHost(const Tensor& host) override {
+    if (!host.host_accessible()) return InvalidArgument("sim: CopyFromHost of device memory");
+    ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(allocator(), host.dtype(), host.shape()));
+    if (host.num_bytes() > 0) std::memcpy(t.raw_data(), host.raw_data(), host.num_bytes());
+    copies_in++;
+    return t;
+  }
+  Result<Tensor> CopyToHost(const Tensor& t) override {
+    if (t.host_accessible()) return InvalidArgument("sim: CopyToHost of host memory");
+    if (refuse_copies_out) return Internal("sim: copies out refused");
+    Tensor host(t.dtype(), t.shape());
+    if (t.num_bytes() > 0) std::memcpy(host.raw_data(), t.raw_data(), t.num_bytes());
+    copies_out++;
+    return host;
+  }
+  DeviceContext* context() override { return &context_; }
+
+  std::atomic<int> copies_in{0};
+  std::atomic<int> copies_out{0};
+  std::atomic<int> copies_on_device{0};
+  bool refuse_copies_out = false;
+
+ private:
+  AllocatorPtr<SimAllocator> allocator_;
+  SimContext context_;
+};
+
+Result<Tensor> SimContext::CopyToHost(const Tensor& t) { return device_->CopyToHost(t); }
+Result<Tensor> SimContext::CopyFromHost(const Tensor& host) { return device_->CopyFromHost(host); }
+Status SimContext::CopyOnDevice(const Tensor& src, Tensor& dst) {
+  if (src.host_accessible() || dst.host_accessible()) {
+    return InvalidArgument("sim: CopyOnDevice of host memory");
+  }
+  device_->copies_on_device++;
+  return DeviceContext::CopyOnDevice(src, dst);
+}
+
+// Registers "SIM" with the shared kernels and, for arithmetic, the CPU's (which read the
+// buffers directly: underneath they are host memory).
+class DeviceMemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ops::RegisterStandardOps();
+    ASSERT_TRUE(DeviceFactory::Global()
+                    .Register("SIM",
+                              [this](const DeviceName& name,
+                                     const DeviceOptions& o) -> Result<std::unique_ptr<Device>> {
+                                auto d = std::make_unique<SimDevice>(
+                                    name, o.memory_limit == 0 ? size_t{64} << 20 : o.memory_limit);
+                                made_ = d.get();
+                                return std::unique_ptr<Device>(std::move(d));
+                              })
+                    .ok());
+    static bool kernels = [] {
+      if (!common::RegisterDeviceMemoryKernels("SIM").ok()) return false;
+      for (const char* op : {"Add", "Mul", "MatMul", "Relu", "Neg"}) {
+        const KernelFactory* cpu = KernelRegistry::Global().Find(op, "CPU");
+        if (cpu == nullptr || !KernelRegistry::Global().Register(op, "SIM", *cpu).ok()) {
+          return false;
+        }
+      }
+      return true;
+    }();
+    ASSERT_TRUE(kernels);
+  }
+  void TearDown() override { EXPECT_TRUE(DeviceFactory::Global().Unregister("SIM").ok()); }
+
+  static SessionOptions Options(std::vector<std::string> devices) {
+    SessionOptions o;
+    o.devices = std::move(devices);
+    o.calibrate_devices = false;
+    return o;
+  }
+  SimDevice* made_ = nullptr;
+};
+
+TEST_F(DeviceMemoryTest, FeedsGoInFetchesComeOutConstantsGoInOnce) {
+  Scope root = Scope::NewRootScope().WithDevice("sim:0");
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2, 3});
+  std::vector<float> w = {1, -2, 0.5f, 3, -1, 2};
+  auto c = ops::Const(root.WithOpName("w"), w, Shape{3, 2});
+  auto y = ops::Relu(root.WithOpName("y"), ops::MatMul(root.WithOpName("mm"), x, c));
+  auto session = LocalSession::Create(root, Options({"sim:0"}));
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ASSERT_NE(made_, nullptr);
+  for (int run = 0; run < 3; ++run) {
+    std::vector<float> in = {1, 2, 3, -1, 0.5f, run * 1.0f};
+    auto out = (*session)->Run({{"x", Tensor::FromVector<float>(in, Shape{2, 3})}}, {y.name()});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    const Tensor& t = out->at(0);
+    EXPECT_TRUE(t.host_accessible());  // the fetch came out of the device
+    ASSERT_EQ(t.shape(), (Shape{2, 2}));
+    for (int i = 0; i < 2; ++i) {
+      for (int j = 0; j < 2; ++j) {
+        float ref = 0;
+        for (int k = 0; k < 3; ++k) ref += in[i * 3 + k] * w[k * 2 + j];
+        EXPECT_FLOAT_EQ(t.data<float>()[i * 2 + j], std::max(ref, 0.0f)) << run;
+      }
+    }
+    // The constant went in when the plan was compiled; each run copies its feed in and its
+    // fetch out (also from the second run on, when outputs come from the planned arena).
+    EXPECT_EQ(made_->copies_in.load(), 1 + (run + 1));
+    EXPECT_EQ(made_->copies_out.load(), run + 1);
+  }
+}
+
+TEST_F(DeviceMemoryTest, SendAndRecvCrossTheHostBoundaryBothWays) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x").WithDevice("cpu:0"), DType::kF32, Shape{4});
+  auto a = ops::Neg(root.WithOpName("a").WithDevice("cpu:0"), x);
+  auto c = ops::Const(root.WithOpName("c").WithDevice("sim:0"), 3.0f);
+  auto b = ops::Mul(root.WithOpName("b").WithDevice("sim:0"), a, c);
+  auto d = ops::Add(root.WithOpName("d").WithDevice("cpu:0"), b, x);
+  auto e = ops::Relu(root.WithOpName("e").WithDevice("sim:0"), d);
+  auto session = LocalSession::Create(root, Options({"cpu:0", "sim:0"}));
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  std::vector<float> in = {1, -2, 0.25f, 4};
+  auto out =
+      (*session)->Run({{"x", Tensor::FromVector<float>(in, Shape{4})}}, {e.name(), b.name()});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  for (int i = 0; i < 4; ++i) {
+    const float bi = -in[i] * 3;
+    EXPECT_FLOAT_EQ(out->at(1).data<float>()[i], bi);
+    EXPECT_FLOAT_EQ(out->at(0).data<float>()[i], std::max(bi + in[i], 0.0f));
+  }
+  // In: the constant, a (Recv), d (Recv). Out: b (Send), then the two fetches.
+  EXPECT_EQ(made_->copies_in.load(), 3);
+  EXPECT_EQ(made_->copies_out.load(), 3);
+  auto plan = (*session)->PlanFor({{"x", Tensor::FromVector<float>(in, Shape{4})}}, {e.name()});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ((*plan)->num_partitions(), 2);
+}
+
+TEST_F(DeviceMemoryTest, VariablesLiveOnTheDeviceAndCheckpointThroughTheHost) {
+  Scope root = Scope::NewRootScope().WithDevice("sim:0");
+  auto v = ops::Variable(root.WithOpName("v"), Shape{3});
+  auto init = ops::Assign(root.WithOpName("init"), v,
+                          ops::Const(root.WithOpName("v0"), std::vector<float>{1, 2, 3}, Shape{3}));
+  auto step = ops::Assign(root.WithOpName("step"), v,
+                          ops::Add(root.WithOpName("next"), v, ops::Const(root, 0.5f)));
+  auto session = LocalSession::Create(root, Options({"sim:0"}));
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto initialised = (*session)->Run({}, {}, {init.node_name()});
+  ASSERT_TRUE(initialised.ok()) << initialised.status().ToString();
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE((*session)->Run({}, {}, {step.node_name()}).ok());
+  auto value = (*session)->Run({}, {v.name()});
+  ASSERT_TRUE(value.ok()) << value.status().ToString();
+  for (int i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(value->at(0).data<float>()[i], i + 1 + 2.0f);
+
+  const std::string path = ::testing::TempDir() + "/device_memory_ckpt.dflow";
+  ASSERT_TRUE((*session)->SaveCheckpoint(path).ok());
+  ASSERT_TRUE((*session)->Run({}, {}, {step.node_name()}).ok());
+  ASSERT_TRUE((*session)->RestoreCheckpoint(path).ok());
+  value = (*session)->Run({}, {v.name()});
+  ASSERT_TRUE(value.ok());
+  for (int i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(value->at(0).data<float>()[i], i + 3.0f);
+  // A restored value went back into the device's memory: the step still updates it there.
+  ASSERT_TRUE((*session)->Run({}, {}, {step.node_name()}).ok());
+  value = (*session)->Run({}, {v.name()});
+  ASSERT_TRUE(value.ok());
+  EXPECT_FLOAT_EQ(value->at(0).data<float>()[0], 3.5f);
+  std::remove(path.c_str());
+}
+
+TEST_F(DeviceMemoryTest, AnAssignOfAValueOthersStillReadCopiesOnTheDevice) {
+  Scope root = Scope::NewRootScope().WithDevice("sim:0");
+  auto v = ops::Variable(root.WithOpName("v"), Shape{2});
+  auto value =
+      ops::Add(root.WithOpName("value"), ops::Const(root, std::vector<float>{1, 2}, Shape{2}),
+               ops::Const(root, 1.0f));
+  auto init = ops::Assign(root.WithOpName("init"), v, value);
+  auto session = LocalSession::Create(root, Options({"sim:0"}));
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  // "value" is fetched too, so Assign may not take its buffer.
+  auto out = (*session)->Run({}, {init.name(), value.name()});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(made_->copies_on_device.load(), 1);
+  EXPECT_FLOAT_EQ(out->at(0).data<float>()[1], 3.0f);
+  EXPECT_FLOAT_EQ(out->at(1).data<float>()[1], 3.0f);
+}
+
+TEST_F(DeviceMemoryTest, FailedCopiesNameTheFeedOrFetchAndTheDevice) {
+  Scope root = Scope::NewRootScope().WithDevice("sim:0");
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1});
+  auto y = ops::Neg(root.WithOpName("y"), x);
+  SessionOptions options = Options({"sim:0"});
+  options.device_memory_bytes = 4096;
+  auto session = LocalSession::Create(root, options);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  // A feed larger than the device's memory.
+  auto big = (*session)->Run({{"x", Tensor(DType::kF32, Shape{8192})}}, {y.name()});
+  EXPECT_EQ(big.status().code(), StatusCode::kResourceExhausted) << big.status().ToString();
+  EXPECT_TRUE(MessageHas(big.status(), {"feed 'x'", "SIM:0"})) << big.status().ToString();
+  // A fetch whose copy out fails.
+  made_->refuse_copies_out = true;
+  auto refused = (*session)->Run({{"x", Tensor(DType::kF32, Shape{4})}}, {y.name()});
+  EXPECT_EQ(refused.status().code(), StatusCode::kInternal);
+  EXPECT_TRUE(MessageHas(refused.status(), {"fetch 0", "SIM:0", "copies out refused"}))
+      << refused.status().ToString();
+}
+
+}  // namespace
+}  // namespace dflow
