@@ -121,8 +121,13 @@ struct Chain {
 
 class Fuser {
  public:
-  Fuser(const Graph& g, const std::vector<int>& keep)
+  Fuser(const Graph& g, const std::vector<int>& keep, const std::function<bool(const char*)>& has)
       : g_(g), consumers_(g.Consumers()), pinned_(g.num_nodes(), false) {
+    auto can = [&](const char* op) { return !has || has(op); };
+    sgd_ = can("_MatMulApplySGD");
+    pool_ = can("_MaxPoolWithArgmax") && can("_MaxPoolGradWithArgmax");
+    fused_matmul_ = can("_FusedMatMul");
+    fused_conv_ = can("_FusedConv2D");
     for (int k : keep) pinned_[k] = true;
     // A node others wait on through a control edge keeps its identity too.
     for (int i = 0; i < g.num_nodes(); ++i) {
@@ -138,13 +143,13 @@ class Fuser {
     FusedGraph out{Graph(&g_.registry()), {}};
     for (int id : g_.topological_order()) {
       if (role[id] != 0) continue;
-      if (auto grad = MatchSgd(id); grad && role[*grad] == 0) {
+      if (auto grad = sgd_ ? MatchSgd(id) : std::nullopt; grad && role[*grad] == 0) {
         role[*grad] = 1;
         role[id] = 3;
         updates.emplace(id, SgdDef(id, *grad, &out.stats));
         continue;
       }
-      if (auto pool = MatchPool(id);
+      if (auto pool = pool_ ? MatchPool(id) : std::nullopt;
           pool && role[pool->grad] == 0 && (pool->relu < 0 || role[pool->relu] == 0)) {
         role[id] = 3;
         updates.emplace(id, PoolDefs(*pool, &out.stats, &role, &updates));
@@ -184,7 +189,8 @@ class Fuser {
 
   std::optional<Chain> Match(int id) const {
     const Node& head = g_.node(id);
-    bool matmul = head.op() == "MatMul", conv = head.op() == "Conv2D";
+    bool matmul = fused_matmul_ && head.op() == "MatMul";
+    bool conv = fused_conv_ && head.op() == "Conv2D";
     if ((!matmul && !conv) || head.output_dtype(0) != DType::kF32) return std::nullopt;
     auto next_id = SoleConsumer(id);
     if (!next_id) return std::nullopt;
@@ -348,13 +354,16 @@ class Fuser {
   const Graph& g_;
   std::vector<std::vector<std::pair<int, int>>> consumers_;
   std::vector<bool> pinned_;
+  // The rewrites whose fused ops have kernels on the device.
+  bool sgd_, pool_, fused_matmul_, fused_conv_;
 };
 
 }  // namespace
 
-Result<FusedGraph> FuseEpilogues(const Graph& graph, const std::vector<int>& keep) {
+Result<FusedGraph> FuseEpilogues(const Graph& graph, const std::vector<int>& keep,
+                                 const std::function<bool(const char* op)>& has_kernel) {
   if (!graph.validated()) return FailedPrecondition("FuseEpilogues needs a validated graph");
-  return Fuser(graph, keep).Run();
+  return Fuser(graph, keep, has_kernel).Run();
 }
 
 }  // namespace dflow::ops

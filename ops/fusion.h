@@ -23,6 +23,7 @@
 // (SessionOptions::fuse_epilogues); the user's graph is never changed.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "graph/graph.h"
@@ -45,7 +46,10 @@ struct FusedGraph {
 
 // A rewritten, validated copy of validated `graph`. Nodes in `keep` (the plan's fed, fetched and
 // target nodes) keep their own outputs and are never folded into another node. Node names other
-// than the folded ones are unchanged.
-Result<FusedGraph> FuseEpilogues(const Graph& graph, const std::vector<int>& keep);
+// than the folded ones are unchanged. `has_kernel`, when given, says whether the device that
+// runs the graph has a kernel for a fused op ("_FusedMatMul", ...); rewrites to ops it lacks
+// are left out.
+Result<FusedGraph> FuseEpilogues(const Graph& graph, const std::vector<int>& keep,
+                                 const std::function<bool(const char* op)>& has_kernel = {});
 
 }  // namespace dflow::ops

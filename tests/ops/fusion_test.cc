@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "graph/gradients.h"
@@ -101,6 +102,26 @@ TEST(FusionTest, MatMulBiasReluChainsFold) {
   auto ops_run = ExpectSameWithFusion(root, {{"x", xv}}, {"logits", "h"});
   // h is fetched too, so it keeps its own output; here it is still the fused node's.
   EXPECT_EQ(ops_run["_FusedMatMul"], 2);
+}
+
+TEST(FusionTest, RewritesToOpsTheDeviceLacksAreLeftOut) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 6});
+  auto h = ops::Relu(
+      root.WithOpName("h"),
+      ops::BiasAdd(root, ops::MatMul(root, x, Const(root, {6, 5}, 1)), Const(root, {5}, 2)));
+  Graph g = Validated(root);
+  std::vector<std::string> asked;
+  auto fused = ops::FuseEpilogues(g, {Id(g, x), Id(g, h)}, [&](const char* op) {
+    asked.push_back(op);
+    return std::string(op) != "_FusedMatMul";
+  });
+  ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+  EXPECT_EQ(fused->stats.matmul, 0);
+  auto counts = OpCounts(fused->graph);
+  EXPECT_EQ(counts["_FusedMatMul"], 0);
+  EXPECT_EQ(counts["MatMul"] + counts["BiasAdd"] + counts["Relu"], 3);
+  EXPECT_NE(std::find(asked.begin(), asked.end(), "_FusedMatMul"), asked.end());
 }
 
 TEST(FusionTest, ConvBiasReluChainsFoldWithEitherBiasLayout) {
