@@ -8,12 +8,17 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "ops/common/variable_update.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
 #include "ops/cpu/primitive_cache.h"
-#include "ops/cpu/variable_update.h"
 
 namespace dflow::cpu {
+
+using common::CheckInitialized;
+using common::LookupVariable;
+using common::UpdateTarget;
+using common::VarRef;
 namespace {
 
 using dnnl::memory;

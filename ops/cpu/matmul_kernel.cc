@@ -10,6 +10,7 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
 #include "ops/cpu/primitive_cache.h"
+#include "ops/matmul_shape.h"
 
 namespace dflow::cpu {
 namespace {
@@ -28,33 +29,13 @@ class MatMulKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    const Shape& as = a.shape();
-    const Shape& bs = b.shape();
-    int rank = as.rank();
-    if (rank < 2 || bs.rank() != rank) {
-      return InvalidArgument(
-          "inputs must be matrices or batches of them of one rank, got {} and {}", as, bs);
-    }
-    std::vector<int64_t> dims;
-    int64_t batch = 1;
-    for (int d = 0; d < rank - 2; ++d) {
-      if (as[d] != bs[d]) return InvalidArgument("batch dimensions differ: {} and {}", as, bs);
-      dims.push_back(as[d]);
-      batch *= as[d];
-    }
-    int64_t m = as[rank - (ta_ ? 1 : 2)], k = as[rank - (ta_ ? 2 : 1)];
-    int64_t kb = bs[rank - (tb_ ? 1 : 2)], n = bs[rank - (tb_ ? 2 : 1)];
-    if (k != kb) {
-      return InvalidArgument("inner dimensions differ: {}{} x {}{} ({} vs {})", as, ta_ ? "^T" : "",
-                             bs, tb_ ? "^T" : "", k, kb);
-    }
-    dims.push_back(m);
-    dims.push_back(n);
+    ASSIGN_OR_RETURN(MatMulDims d, MatMulShapes(a.shape(), b.shape(), ta_, tb_));
+    const int64_t batch = d.batch, m = d.m, k = d.k, n = d.n;
     if (bias_ && ctx.input(2).num_elements() != n) {
       return InvalidArgument("bias {} does not have one value per output column ({})",
                              ctx.input(2).shape(), n);
     }
-    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), Shape(dims)));
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), d.out));
     if (out->num_elements() == 0) return Status::OK();
     if (k == 0) {
       std::memset(out->raw_data(), 0, out->num_bytes());

@@ -7,6 +7,7 @@
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
+#include "ops/reduction.h"
 
 namespace dflow::cpu {
 namespace {
@@ -80,16 +81,6 @@ void SumInto(const Reduction& r, const T* px, Acc* acc) {
   });
 }
 
-Result<std::vector<bool>> ReducedAxes(const Shape& in, const std::vector<int64_t>& axes) {
-  int rank = in.rank();
-  std::vector<bool> reduced(rank, axes.empty());
-  for (int64_t a : axes) {
-    if (a < -rank || a >= rank) return InvalidArgument("axis {} is out of range for {}", a, in);
-    reduced[a < 0 ? a + rank : a] = true;
-  }
-  return reduced;
-}
-
 enum class Mode { kSum, kMean, kMax };
 
 template <Mode kMode>
@@ -103,16 +94,9 @@ class ReduceKernel : public OpKernel {
     const Tensor& x = ctx.input(0);
     ASSIGN_OR_RETURN(auto reduced, ReducedAxes(x.shape(), axes_));
     Reduction r(x.shape(), reduced);
-    std::vector<int64_t> out_dims;
-    for (int i = 0; i < x.shape().rank(); ++i) {
-      if (!reduced[i]) {
-        out_dims.push_back(x.shape()[i]);
-      } else if (keep_dims_) {
-        out_dims.push_back(1);
-      }
-    }
+    const Shape out_shape = ReducedShape(x.shape(), reduced, keep_dims_);
     return DispatchNumeric(x.dtype(), [&]<typename T>() -> Status {
-      ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), Shape(out_dims)));
+      ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), out_shape));
       const T* px = x.data<T>();
       if constexpr (kMode == Mode::kMax) {
         if (r.count == 0) return InvalidArgument("ReduceMax over no elements of {}", x.shape());
@@ -159,18 +143,7 @@ class SumToShapeOfKernel : public OpKernel {
       ctx.set_output(0, x);
       return Status::OK();
     }
-    if (like.rank() > in.rank()) {
-      return InvalidArgument("cannot sum {} down to the larger rank of {}", in, like);
-    }
-    int offset = in.rank() - like.rank();
-    std::vector<bool> reduced(in.rank());
-    for (int d = 0; d < in.rank(); ++d) {
-      int j = d - offset;
-      if (j >= 0 && like[j] != 1 && like[j] != in[d]) {
-        return InvalidArgument("{} does not broadcast to {}", like, in);
-      }
-      reduced[d] = j < 0 || (like[j] == 1 && in[d] != 1);
-    }
+    ASSIGN_OR_RETURN(auto reduced, SumToShapeAxes(in, like));
     Reduction r(in, reduced);
     return DispatchNumeric(x.dtype(), [&]<typename T>() -> Status {
       using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;

@@ -4,10 +4,14 @@
 // snapshot.
 #include <cstring>
 
+#include "ops/common/variable_update.h"
 #include "ops/cpu/cpu_kernels.h"
-#include "ops/cpu/variable_update.h"
 
 namespace dflow::cpu {
+
+using common::CanUpdateInPlace;
+using common::LookupVariable;
+using common::VarRef;
 namespace {
 
 class AssignKernel : public OpKernel {

@@ -3,27 +3,20 @@
 // deadlock-free across several) and writes in place when that is safe (variable_update.h).
 #include <cmath>
 
+#include "ops/common/variable_update.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
 #include "ops/cpu/parallel.h"
-#include "ops/cpu/variable_update.h"
 
 namespace dflow::cpu {
-namespace {
 
-// REQUIRES: ref.var->mu held.
-Status CheckGrad(const VarRef& ref, const Tensor& grad, const Tensor& lr)
-    DFLOW_REQUIRES(ref.var->mu) {
-  const Tensor& cur = Value(ref);
-  if (grad.shape() != cur.shape() || grad.dtype() != cur.dtype()) {
-    return InvalidArgument("gradient {}{} does not match variable '{}' {}{}", grad.dtype(),
-                           grad.shape(), ref.name, cur.dtype(), cur.shape());
-  }
-  if (lr.num_elements() != 1 || lr.dtype() != cur.dtype()) {
-    return InvalidArgument("learning rate must be a scalar {}", cur.dtype());
-  }
-  return Status::OK();
-}
+using common::CheckGrad;
+using common::CheckInitialized;
+using common::LookupVariable;
+using common::UpdateTarget;
+using common::Value;
+using common::VarRef;
+namespace {
 
 class ApplySGDKernel : public OpKernel {
  public:

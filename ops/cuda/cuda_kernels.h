@@ -7,5 +7,7 @@
 namespace dflow::cuda {
 
 Status RegisterElementwiseKernels();
+Status RegisterMatMulKernels();
+Status RegisterTrainingKernels();
 
 }  // namespace dflow::cuda

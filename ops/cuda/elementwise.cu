@@ -2,17 +2,11 @@
 // per-dimension strides (ops/cuda/launch.h).
 #include <cuda_runtime.h>
 
+#include "ops/cuda/grid.cuh"
 #include "ops/cuda/launch.h"
 
 namespace dflow::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-int Blocks(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(blocks < 65535 * 32 ? blocks : 65535 * 32);
-}
 
 template <BinaryOp kOp, typename T>
 __device__ __forceinline__ T Apply(T a, T b) {
@@ -26,16 +20,12 @@ __device__ __forceinline__ T Apply(T a, T b) {
 
 template <BinaryOp kOp, typename T>
 __global__ void BinarySame(const T* a, const T* b, T* out, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{blockDim.x} * gridDim.x) {
-    out[i] = Apply<kOp>(a[i], b[i]);
-  }
+  DFLOW_GRID_LOOP(i, n) { out[i] = Apply<kOp>(a[i], b[i]); }
 }
 
 template <BinaryOp kOp, typename T>
 __global__ void BinaryBroadcast(const T* a, const T* b, T* out, int64_t n, BroadcastIndex index) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{blockDim.x} * gridDim.x) {
+  DFLOW_GRID_LOOP(i, n) {
     int64_t rest = i, ia = 0, ib = 0;
     for (int d = index.rank - 1; d >= 0; --d) {
       const int64_t coord = rest % index.out_dims[d];
@@ -79,18 +69,12 @@ int LaunchTyped(ElemType type, const void* a, const void* b, void* out, int64_t 
 
 template <typename T>
 __global__ void Relu(const T* x, T* y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{blockDim.x} * gridDim.x) {
-    y[i] = x[i] > T(0) ? x[i] : T(0);
-  }
+  DFLOW_GRID_LOOP(i, n) { y[i] = x[i] > T(0) ? x[i] : T(0); }
 }
 
 template <typename T>
 __global__ void ReluGrad(const T* dy, const T* x, T* dx, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{blockDim.x} * gridDim.x) {
-    dx[i] = x[i] > T(0) ? dy[i] : T(0);
-  }
+  DFLOW_GRID_LOOP(i, n) { dx[i] = x[i] > T(0) ? dy[i] : T(0); }
 }
 
 }  // namespace

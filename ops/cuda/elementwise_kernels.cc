@@ -11,37 +11,11 @@
 #include "framework/kernel.h"
 #include "ops/broadcast.h"
 #include "ops/cuda/cuda_kernels.h"
+#include "ops/cuda/kernel_util.h"
 #include "ops/cuda/launch.h"
 
 namespace dflow::cuda {
 namespace {
-
-std::optional<ElemType> ElemTypeOf(DType d) {
-  switch (d) {
-    case DType::kF32:
-      return ElemType::kF32;
-    case DType::kF64:
-      return ElemType::kF64;
-    case DType::kI32:
-      return ElemType::kI32;
-    case DType::kI64:
-      return ElemType::kI64;
-    default:
-      return std::nullopt;
-  }
-}
-
-Result<CudaStream> StreamOf(KernelContext& ctx) {
-  auto* c = dynamic_cast<CudaContext*>(ctx.device_context());
-  if (c == nullptr) return Internal("a GPU kernel ran without the CUDA device's context");
-  return c->stream();
-}
-
-Status Launched(int error, std::string_view what) {
-  if (error == 0) return Status::OK();
-  return Internal("launching {} on the GPU failed: {} ({})", what, ErrorString(error),
-                  ErrorName(error));
-}
 
 template <BinaryOp kOp>
 class BinaryKernel : public OpKernel {

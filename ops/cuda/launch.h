@@ -31,6 +31,68 @@ int LaunchRelu(ElemType type, const void* x, void* y, int64_t n, CudaStream stre
 // dx = x > 0 ? dy : 0.
 int LaunchReluGrad(ElemType type, const void* dy, const void* x, void* dx, int64_t n,
                    CudaStream stream);
+// out[i] = value for i < n.
+int LaunchFill(ElemType type, void* out, int64_t n, double value, CudaStream stream);
+// out[r, j] = x[r, j] + bias[j]: x seen as [n / c, c].
+int LaunchBiasAdd(ElemType type, const void* x, const void* bias, void* out, int64_t n, int64_t c,
+                  CudaStream stream);
+
+// A reduction's index map: the input's dimensions split into those kept (the output's, in
+// order) and those folded, each with its element stride in the input.
+struct ReduceIndex {
+  int kept_rank = 0;
+  int64_t kept_dims[kMaxRank] = {};
+  int64_t kept_strides[kMaxRank] = {};
+  int folded_rank = 0;
+  int64_t folded_dims[kMaxRank] = {};
+  int64_t folded_strides[kMaxRank] = {};
+  int64_t out_elements = 1;
+  int64_t count = 1;  // input elements per output element
+};
+enum class ReduceMode { kSum, kMean };
+// out[o] = the sum (or mean) of the input elements folded into o; floats accumulate in double,
+// integers in int64; the mean of nothing is NaN for floats and 0 for integers.
+int LaunchReduce(ReduceMode mode, ElemType type, const void* in, void* out,
+                 const ReduceIndex& index, CudaStream stream);
+// The reduction's gradient: out[i] = g[o(i)] * scale for each of the input's n elements, where
+// o(i) is the output element input element i folds into (`out_strides`: the output's element
+// stride for each input dimension, 0 on folded ones).
+struct SpreadIndex {
+  int rank = 0;
+  int64_t in_dims[kMaxRank] = {};
+  int64_t out_strides[kMaxRank] = {};
+};
+int LaunchSpread(ElemType type, const void* g, void* out, int64_t n, const SpreadIndex& index,
+                 double scale, CudaStream stream);
+
+// Softmax cross-entropy of logits [rows, classes] against integer labels (i32 when
+// `labels_i64` is false): loss[r] = -log softmax(logits[r])[label], backprop[r] =
+// softmax(logits[r]) - onehot(label). A label outside [0, classes) makes the row's loss and
+// backprop NaN (the host would have to wait to see it). f32 or f64 logits.
+int LaunchSparseSoftmaxXent(ElemType type, const void* logits, const void* labels, bool labels_i64,
+                            void* loss, void* backprop, int64_t rows, int64_t classes,
+                            CudaStream stream);
+
+// One Adam step on n elements (f32 or f64), every scalar read on the device: the step counter
+// (i64) is incremented from `step_in` into `step_out`, the learning rate read from `lr`, and
+// w, m, v written to w_out, m_out, v_out (which may be w, m, v). weight_decay 0: Adam; else
+// AdamW's decoupled decay (w -= lr * weight_decay * w).
+struct AdamArgs {
+  const void* grad;
+  const void* w;
+  const void* m;
+  const void* v;
+  void* w_out;
+  void* m_out;
+  void* v_out;
+  const void* lr;
+  const int64_t* step_in;
+  int64_t* step_out;
+  double* scratch;  // two doubles of device memory for the step's factors
+  double beta1, beta2, epsilon, weight_decay;
+};
+int LaunchAdam(ElemType type, const AdamArgs& args, int64_t n, CudaStream stream);
+
 // The name and text of a CUDA error code.
 const char* ErrorName(int error);
 const char* ErrorString(int error);

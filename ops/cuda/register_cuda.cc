@@ -9,6 +9,8 @@ Status RegisterCudaKernels() {
   // Feeds, fetches, constants, variables and Send/Recv, through the device's copies.
   RETURN_IF_ERROR(common::RegisterDeviceMemoryKernels("GPU"));
   RETURN_IF_ERROR(RegisterElementwiseKernels());
+  RETURN_IF_ERROR(RegisterMatMulKernels());
+  RETURN_IF_ERROR(RegisterTrainingKernels());
   return Status::OK();
 }
 

@@ -1,12 +1,12 @@
-// Internal: how kernels that update variables (Assign, ApplySGD, ApplyMomentum, ApplyAdam) find
-// them and choose where to write.
+// Internal: how kernels that update variables (Assign, ApplySGD, ApplyMomentum, ApplyAdam), on
+// any device, find them, check their inputs and choose where to write.
 #pragma once
 
 #include <string>
 
 #include "framework/kernel.h"
 
-namespace dflow::cpu {
+namespace dflow::common {
 
 // The variable read by input `input` of the node being built.
 struct VarRef {
@@ -53,4 +53,19 @@ inline Status CheckInitialized(const VarRef& ref) DFLOW_REQUIRES(ref.var->mu) {
   return Status::OK();
 }
 
-}  // namespace dflow::cpu
+// InvalidArgument naming the variable when `grad` does not match its value or `lr` is not a
+// scalar of its dtype. REQUIRES: ref.var->mu held.
+inline Status CheckGrad(const VarRef& ref, const Tensor& grad, const Tensor& lr)
+    DFLOW_REQUIRES(ref.var->mu) {
+  const Tensor& cur = Value(ref);
+  if (grad.shape() != cur.shape() || grad.dtype() != cur.dtype()) {
+    return InvalidArgument("gradient {}{} does not match variable '{}' {}{}", grad.dtype(),
+                           grad.shape(), ref.name, cur.dtype(), cur.shape());
+  }
+  if (lr.num_elements() != 1 || lr.dtype() != cur.dtype()) {
+    return InvalidArgument("learning rate must be a scalar {}", cur.dtype());
+  }
+  return Status::OK();
+}
+
+}  // namespace dflow::common

@@ -1,0 +1,44 @@
+// Internal: what the GPU OpKernels share: the launch type of a dtype, the device's stream, and
+// launch errors as a Status.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "framework/cuda_context.h"
+#include "framework/kernel.h"
+#include "ops/cuda/launch.h"
+
+namespace dflow::cuda {
+
+// The launch type of a dtype; nullopt for dtypes without GPU kernels.
+inline std::optional<ElemType> ElemTypeOf(DType d) {
+  switch (d) {
+    case DType::kF32:
+      return ElemType::kF32;
+    case DType::kF64:
+      return ElemType::kF64;
+    case DType::kI32:
+      return ElemType::kI32;
+    case DType::kI64:
+      return ElemType::kI64;
+    default:
+      return std::nullopt;
+  }
+}
+
+// The compute stream of the kernel's device.
+inline Result<CudaStream> StreamOf(KernelContext& ctx) {
+  auto* c = dynamic_cast<CudaContext*>(ctx.device_context());
+  if (c == nullptr) return Internal("a GPU kernel ran without the CUDA device's context");
+  return c->stream();
+}
+
+// OK, or Internal naming `what` and the CUDA error of its launch.
+inline Status Launched(int error, std::string_view what) {
+  if (error == 0) return Status::OK();
+  return Internal("launching {} on the GPU failed: {} ({})", what, ErrorString(error),
+                  ErrorName(error));
+}
+
+}  // namespace dflow::cuda

@@ -1,0 +1,216 @@
+// GPU kernels of MatMul, BatchMatMul and _FusedMatMul on cuBLASLt (f32 and f64). dflow's
+// matrices are row-major; cuBLASLt's are column-major, so C = op(A) op(B) is computed as
+// C^T = op(B)^T op(A)^T: B is cuBLASLt's first operand and A its second, and the result,
+// column-major [n, m], is C row-major. _FusedMatMul's bias [n] and ReLU are cuBLASLt epilogues
+// (the bias runs along D's rows, which are C's columns). Batches are strided.
+//
+// One cuBLASLt handle per GPU serves every kernel; the algorithm is asked of cuBLASLt's
+// heuristic once per (batch, m, n, k) and kept by the kernel; FP32 products are computed in FP32
+// (no TF32), as PyTorch's default.
+#include <cublasLt.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "ops/cuda/cuda_kernels.h"
+#include "ops/cuda/kernel_util.h"
+#include "ops/matmul_shape.h"
+
+namespace dflow::cuda {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{4} << 20;
+
+Status BlasError(cublasStatus_t s, std::string_view what) {
+  // cuBLASLt alone has no names for its statuses (libcublas has): the number, as cublas_api.h
+  // lists them.
+  return Internal("cuBLASLt {} failed: cublasStatus_t {}", what, static_cast<int>(s));
+}
+
+#define DFLOW_RETURN_IF_BLAS(call, what)         \
+  do {                                           \
+    cublasStatus_t blas_status_ = (call);        \
+    if (blas_status_ != CUBLAS_STATUS_SUCCESS) { \
+      return BlasError(blas_status_, what);      \
+    }                                            \
+  } while (false)
+
+// The process's cuBLASLt handle for GPU `ordinal`, made on first use.
+Result<cublasLtHandle_t> LtHandle(int ordinal) {
+  static std::mutex mu;
+  static std::map<int, cublasLtHandle_t>* handles = new std::map<int, cublasLtHandle_t>;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = handles->find(ordinal);
+  if (it != handles->end()) return it->second;
+  cublasLtHandle_t h = nullptr;
+  DFLOW_RETURN_IF_BLAS(cublasLtCreate(&h), "creating a handle");
+  handles->emplace(ordinal, h);
+  return h;
+}
+
+// Owns cuBLASLt descriptors for one call.
+struct Descriptors {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~Descriptors() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+// A column-major layout of `rows` x `cols` with leading dimension `ld`, `batch` of them
+// `stride` elements apart.
+Status Layout(cublasLtMatrixLayout_t* out, cudaDataType_t type, int64_t rows, int64_t cols,
+              int64_t ld, int64_t batch, int64_t stride) {
+  DFLOW_RETURN_IF_BLAS(cublasLtMatrixLayoutCreate(out, type, static_cast<uint64_t>(rows),
+                                                  static_cast<uint64_t>(cols), ld),
+                       "creating a matrix layout");
+  if (batch > 1) {
+    int32_t count = static_cast<int32_t>(batch);
+    DFLOW_RETURN_IF_BLAS(cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                          &count, sizeof count),
+                         "setting the batch count");
+    DFLOW_RETURN_IF_BLAS(
+        cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                         sizeof stride),
+        "setting the batch stride");
+  }
+  return Status::OK();
+}
+
+class MatMulKernel : public OpKernel {
+ public:
+  explicit MatMulKernel(const KernelInit& init)
+      : ta_(std::get<bool>(*init.node.FindAttr("transpose_a"))),
+        tb_(std::get<bool>(*init.node.FindAttr("transpose_b"))),
+        bias_(init.node.op() == "_FusedMatMul"),
+        relu_(bias_ && std::get<std::string>(*init.node.FindAttr("activation")) == "Relu") {}
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (a.dtype() != b.dtype() || (a.dtype() != DType::kF32 && a.dtype() != DType::kF64)) {
+      return InvalidArgument("no GPU MatMul for {} x {} (f32 or f64 only)", a.dtype(), b.dtype());
+    }
+    ASSIGN_OR_RETURN(MatMulDims dims, MatMulShapes(a.shape(), b.shape(), ta_, tb_));
+    if (bias_ && (ctx.input(2).num_elements() != dims.n || ctx.input(2).dtype() != a.dtype())) {
+      return InvalidArgument("bias {}{} does not have one value per output column ({})",
+                             ctx.input(2).dtype(), ctx.input(2).shape(), dims.n);
+    }
+    if (bias_ && a.dtype() != DType::kF32) {
+      return InvalidArgument("no GPU _FusedMatMul for {} (f32 only)", a.dtype());
+    }
+    auto* cuda = dynamic_cast<CudaContext*>(ctx.device_context());
+    if (cuda == nullptr) return Internal("a GPU kernel ran without the CUDA device's context");
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), dims.out));
+    if (out->num_elements() == 0) return Status::OK();
+    const int64_t m = dims.m, k = dims.k, n = dims.n, batch = dims.batch;
+    const bool f64 = a.dtype() == DType::kF64;
+    if (k == 0) return EmptyProduct(ctx, *out, n, cuda->stream(), f64);
+    const cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
+    const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+
+    Descriptors desc;
+    DFLOW_RETURN_IF_BLAS(cublasLtMatmulDescCreate(&desc.op, compute, type), "creating a matmul");
+    // cuBLASLt's first operand is B: stored row-major [k, n] (or [n, k] transposed), which is
+    // column-major [n, k] (or [k, n]).
+    cublasOperation_t op_first = tb_ ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_second = ta_ ? CUBLAS_OP_T : CUBLAS_OP_N;
+    DFLOW_RETURN_IF_BLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                        &op_first, sizeof op_first),
+                         "setting a transpose");
+    DFLOW_RETURN_IF_BLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                        &op_second, sizeof op_second),
+                         "setting a transpose");
+    if (bias_) {
+      cublasLtEpilogue_t epilogue = relu_ ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+      const void* bias = ctx.input(2).raw_data();
+      DFLOW_RETURN_IF_BLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                          &epilogue, sizeof epilogue),
+                           "setting the epilogue");
+      DFLOW_RETURN_IF_BLAS(cublasLtMatmulDescSetAttribute(
+                               desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+                           "setting the bias");
+    }
+    RETURN_IF_ERROR(Layout(&desc.a, type, tb_ ? k : n, tb_ ? n : k, tb_ ? k : n, batch, k * n));
+    RETURN_IF_ERROR(Layout(&desc.b, type, ta_ ? m : k, ta_ ? k : m, ta_ ? m : k, batch, m * k));
+    RETURN_IF_ERROR(Layout(&desc.d, type, n, m, n, batch, m * n));
+
+    ASSIGN_OR_RETURN(cublasLtHandle_t handle, LtHandle(cuda->ordinal()));
+    ASSIGN_OR_RETURN(Tensor workspace, ctx.AllocateTemp(kWorkspaceBytes));
+    ASSIGN_OR_RETURN(cublasLtMatmulAlgo_t algo, Algorithm(handle, desc, batch, m, n, k));
+    const double one64 = 1, zero64 = 0;
+    const float one32 = 1, zero32 = 0;
+    const void* alpha = f64 ? static_cast<const void*>(&one64) : &one32;
+    const void* beta = f64 ? static_cast<const void*>(&zero64) : &zero32;
+    DFLOW_RETURN_IF_BLAS(cublasLtMatmul(handle, desc.op, alpha, b.raw_data(), desc.a, a.raw_data(),
+                                        desc.b, beta, out->raw_data(), desc.d, out->raw_data(),
+                                        desc.d, &algo, workspace.raw_data(), kWorkspaceBytes,
+                                        reinterpret_cast<cudaStream_t>(cuda->stream())),
+                         "matmul");
+    return Status::OK();
+  }
+
+ private:
+  // cuBLASLt's best algorithm for this shape, asked once and kept.
+  Result<cublasLtMatmulAlgo_t> Algorithm(cublasLtHandle_t handle, Descriptors& desc, int64_t batch,
+                                         int64_t m, int64_t n, int64_t k) {
+    auto key = std::make_tuple(batch, m, n, k);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = algos_.find(key);
+      if (it != algos_.end()) return it->second;
+    }
+    DFLOW_RETURN_IF_BLAS(cublasLtMatmulPreferenceCreate(&desc.pref), "creating a preference");
+    size_t workspace = kWorkspaceBytes;
+    DFLOW_RETURN_IF_BLAS(
+        cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &workspace, sizeof workspace),
+        "setting the workspace");
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    DFLOW_RETURN_IF_BLAS(cublasLtMatmulAlgoGetHeuristic(handle, desc.op, desc.a, desc.b, desc.d,
+                                                        desc.d, desc.pref, 1, &result, &found),
+                         "choosing an algorithm");
+    if (found == 0) {
+      return Internal("cuBLASLt has no algorithm for [{}] {}x{}x{}", batch, m, k, n);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    algos_.emplace(key, result.algo);
+    return result.algo;
+  }
+
+  // A product over k = 0: zeros, then the bias and the activation.
+  Status EmptyProduct(KernelContext& ctx, Tensor& out, int64_t n, CudaStream stream, bool f64) {
+    const ElemType type = f64 ? ElemType::kF64 : ElemType::kF32;
+    const int64_t count = out.num_elements();
+    RETURN_IF_ERROR(Launched(LaunchFill(type, out.raw_data(), count, 0.0, stream), "a fill"));
+    if (!bias_) return Status::OK();
+    RETURN_IF_ERROR(Launched(LaunchBiasAdd(type, out.raw_data(), ctx.input(2).raw_data(),
+                                           out.raw_data(), count, n, stream),
+                             "BiasAdd"));
+    if (!relu_) return Status::OK();
+    return Launched(LaunchRelu(type, out.raw_data(), out.raw_data(), count, stream), "Relu");
+  }
+
+  const bool ta_, tb_;
+  const bool bias_, relu_;  // _FusedMatMul
+  std::mutex mu_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, cublasLtMatmulAlgo_t> algos_;
+};
+
+}  // namespace
+
+Status RegisterMatMulKernels() {
+  RETURN_IF_ERROR(RegisterKernel<MatMulKernel>("MatMul", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<MatMulKernel>("BatchMatMul", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<MatMulKernel>("_FusedMatMul", "GPU"));
+  return Status::OK();
+}
+
+}  // namespace dflow::cuda

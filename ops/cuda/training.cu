@@ -1,0 +1,220 @@
+// GPU kernels for training: fills, bias addition, reductions and their gradient, softmax
+// cross-entropy and the Adam update (ops/cuda/launch.h). One thread per output element in
+// grid-stride loops; rows of a softmax are short (classes), so one thread takes a row.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <type_traits>
+
+#include "ops/cuda/grid.cuh"
+#include "ops/cuda/launch.h"
+
+namespace dflow::cuda {
+namespace {
+
+int Invalid() { return static_cast<int>(cudaErrorInvalidValue); }
+int LastError() { return static_cast<int>(cudaGetLastError()); }
+
+// Calls f.template operator()<T>() for the element type.
+template <typename F>
+int Dispatch(ElemType type, F&& f) {
+  switch (type) {
+    case ElemType::kF32:
+      return f.template operator()<float>();
+    case ElemType::kF64:
+      return f.template operator()<double>();
+    case ElemType::kI32:
+      return f.template operator()<int32_t>();
+    case ElemType::kI64:
+      return f.template operator()<int64_t>();
+  }
+  return Invalid();
+}
+
+template <typename T>
+__global__ void Fill(T* out, int64_t n, T value) {
+  DFLOW_GRID_LOOP(i, n) { out[i] = value; }
+}
+
+template <typename T>
+__global__ void BiasAdd(const T* x, const T* bias, T* out, int64_t n, int64_t c) {
+  DFLOW_GRID_LOOP(i, n) { out[i] = x[i] + bias[i % c]; }
+}
+
+template <typename T>
+using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+template <typename T>
+__global__ void Reduce(const T* in, T* out, ReduceIndex index, bool mean) {
+  DFLOW_GRID_LOOP(o, index.out_elements) {
+    int64_t base = 0, rest = o;
+    for (int d = index.kept_rank - 1; d >= 0; --d) {
+      base += (rest % index.kept_dims[d]) * index.kept_strides[d];
+      rest /= index.kept_dims[d];
+    }
+    Acc<T> sum = 0;
+    for (int64_t k = 0; k < index.count; ++k) {
+      int64_t offset = base, r = k;
+      for (int d = index.folded_rank - 1; d >= 0; --d) {
+        offset += (r % index.folded_dims[d]) * index.folded_strides[d];
+        r /= index.folded_dims[d];
+      }
+      sum += in[offset];
+    }
+    if (!mean) {
+      out[o] = static_cast<T>(sum);
+    } else if (index.count > 0) {
+      out[o] = static_cast<T>(sum / static_cast<Acc<T>>(index.count));
+    } else if constexpr (std::is_floating_point_v<T>) {
+      out[o] = static_cast<T>(NAN);
+    } else {
+      out[o] = T(0);
+    }
+  }
+}
+
+template <typename T>
+__global__ void Spread(const T* g, T* out, int64_t n, SpreadIndex index, double scale) {
+  DFLOW_GRID_LOOP(i, n) {
+    int64_t o = 0, rest = i;
+    for (int d = index.rank - 1; d >= 0; --d) {
+      o += (rest % index.in_dims[d]) * index.out_strides[d];
+      rest /= index.in_dims[d];
+    }
+    out[i] = scale == 1.0 ? g[o] : static_cast<T>(g[o] * scale);
+  }
+}
+
+template <typename T, typename L>
+__global__ void SoftmaxXent(const T* logits, const L* labels, T* loss, T* back, int64_t rows,
+                            int64_t classes) {
+  DFLOW_GRID_LOOP(r, rows) {
+    const T* x = logits + r * classes;
+    T* b = back + r * classes;
+    const int64_t label = static_cast<int64_t>(labels[r]);
+    if (label < 0 || label >= classes) {
+      loss[r] = static_cast<T>(NAN);
+      for (int64_t j = 0; j < classes; ++j) b[j] = static_cast<T>(NAN);
+      continue;
+    }
+    T top = x[0];
+    for (int64_t j = 1; j < classes; ++j) top = x[j] > top ? x[j] : top;
+    T sum = 0;
+    for (int64_t j = 0; j < classes; ++j) sum += exp(x[j] - top);
+    const T log_sum = log(sum);
+    loss[r] = log_sum - (x[label] - top);
+    for (int64_t j = 0; j < classes; ++j) b[j] = exp(x[j] - top - log_sum);
+    b[label] -= T(1);
+  }
+}
+
+template <typename T>
+__global__ void AdamFactors(AdamArgs a) {
+  const int64_t t = a.step_in[0] + 1;
+  a.step_out[0] = t;
+  const double rate = static_cast<double>(static_cast<const T*>(a.lr)[0]);
+  const double correction = sqrt(1 - pow(a.beta2, double(t))) / (1 - pow(a.beta1, double(t)));
+  a.scratch[0] = rate * correction;      // step size
+  a.scratch[1] = rate * a.weight_decay;  // decoupled decay
+}
+
+template <typename T>
+__global__ void Adam(AdamArgs a, int64_t n) {
+  const T step_size = static_cast<T>(a.scratch[0]), decay = static_cast<T>(a.scratch[1]);
+  const T b1 = static_cast<T>(a.beta1), b2 = static_cast<T>(a.beta2);
+  const T eps = static_cast<T>(a.epsilon);
+  const T* g = static_cast<const T*>(a.grad);
+  const T* w = static_cast<const T*>(a.w);
+  const T* m = static_cast<const T*>(a.m);
+  const T* v = static_cast<const T*>(a.v);
+  T* w_out = static_cast<T*>(a.w_out);
+  T* m_out = static_cast<T*>(a.m_out);
+  T* v_out = static_cast<T*>(a.v_out);
+  DFLOW_GRID_LOOP(i, n) {
+    const T mi = b1 * m[i] + (1 - b1) * g[i];
+    const T vi = b2 * v[i] + (1 - b2) * g[i] * g[i];
+    w_out[i] = w[i] - decay * w[i] - step_size * mi / (sqrt(vi) + eps);
+    m_out[i] = mi;
+    v_out[i] = vi;
+  }
+}
+
+}  // namespace
+
+int LaunchFill(ElemType type, void* out, int64_t n, double value, CudaStream stream) {
+  if (n == 0) return 0;
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  return Dispatch(type, [&]<typename T>() {
+    Fill<<<Blocks(n), kThreads, 0, s>>>(static_cast<T*>(out), n, static_cast<T>(value));
+    return LastError();
+  });
+}
+
+int LaunchBiasAdd(ElemType type, const void* x, const void* bias, void* out, int64_t n, int64_t c,
+                  CudaStream stream) {
+  if (n == 0 || c == 0) return 0;
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  return Dispatch(type, [&]<typename T>() {
+    BiasAdd<<<Blocks(n), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(bias),
+                                           static_cast<T*>(out), n, c);
+    return LastError();
+  });
+}
+
+int LaunchReduce(ReduceMode mode, ElemType type, const void* in, void* out,
+                 const ReduceIndex& index, CudaStream stream) {
+  if (index.out_elements == 0) return 0;
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  return Dispatch(type, [&]<typename T>() {
+    Reduce<<<Blocks(index.out_elements), kThreads, 0, s>>>(
+        static_cast<const T*>(in), static_cast<T*>(out), index, mode == ReduceMode::kMean);
+    return LastError();
+  });
+}
+
+int LaunchSpread(ElemType type, const void* g, void* out, int64_t n, const SpreadIndex& index,
+                 double scale, CudaStream stream) {
+  if (n == 0) return 0;
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  return Dispatch(type, [&]<typename T>() {
+    Spread<<<Blocks(n), kThreads, 0, s>>>(static_cast<const T*>(g), static_cast<T*>(out), n, index,
+                                          scale);
+    return LastError();
+  });
+}
+
+int LaunchSparseSoftmaxXent(ElemType type, const void* logits, const void* labels, bool labels_i64,
+                            void* loss, void* backprop, int64_t rows, int64_t classes,
+                            CudaStream stream) {
+  if (rows == 0) return 0;
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  auto launch = [&]<typename T, typename L>() {
+    SoftmaxXent<<<Blocks(rows), kThreads, 0, s>>>(
+        static_cast<const T*>(logits), static_cast<const L*>(labels), static_cast<T*>(loss),
+        static_cast<T*>(backprop), rows, classes);
+    return LastError();
+  };
+  if (type == ElemType::kF32) {
+    return labels_i64 ? launch.template operator()<float, int64_t>()
+                      : launch.template operator()<float, int32_t>();
+  }
+  if (type == ElemType::kF64) {
+    return labels_i64 ? launch.template operator()<double, int64_t>()
+                      : launch.template operator()<double, int32_t>();
+  }
+  return Invalid();
+}
+
+int LaunchAdam(ElemType type, const AdamArgs& args, int64_t n, CudaStream stream) {
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  auto launch = [&]<typename T>() {
+    AdamFactors<T><<<1, 1, 0, s>>>(args);
+    if (n > 0) Adam<T><<<Blocks(n), kThreads, 0, s>>>(args, n);
+    return LastError();
+  };
+  if (type == ElemType::kF32) return launch.template operator()<float>();
+  if (type == ElemType::kF64) return launch.template operator()<double>();
+  return Invalid();
+}
+
+}  // namespace dflow::cuda
