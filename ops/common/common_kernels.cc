@@ -1,5 +1,7 @@
 #include "ops/common/common_kernels.h"
 
+#include <vector>
+
 #include "framework/kernel.h"
 
 namespace dflow::common {
@@ -241,7 +243,60 @@ class RecvKernel : public OpKernel {
   RecvArgs args_;
 };
 
+// An op without inputs computed by another device type's kernel in host memory (the CPU's),
+// its outputs then copied in: for random initializers, whose values are then the CPU's to the
+// bit, and which run once, not every step.
+class HostComputedKernel : public OpKernel {
+ public:
+  static Result<std::unique_ptr<OpKernel>> Create(const KernelInit& init,
+                                                  const std::string& host_type) {
+    const KernelFactory* factory = KernelRegistry::Global().Find(init.node.op(), host_type);
+    if (factory == nullptr) {
+      return NotFound("no {} kernel of {} to compute '{}' in host memory", host_type,
+                      init.node.op(), init.node.name());
+    }
+    KernelInit host = init;
+    host.allocator = CpuAllocator::Default();
+    host.device_context = nullptr;
+    ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, (*factory)(host));
+    return std::unique_ptr<OpKernel>(
+        new HostComputedKernel(std::move(kernel), init.device_context));
+  }
+  Status Compute(KernelContext& ctx) override {
+    std::vector<Tensor> outputs(ctx.num_outputs());
+    KernelContext host(nullptr, nullptr, 0, outputs.data(), ctx.num_outputs(),
+                       CpuAllocator::Default(), nullptr);
+    host.set_step(&ctx.step());
+    RETURN_IF_ERROR(host_->Compute(host));
+    for (int i = 0; i < ctx.num_outputs(); ++i) {
+      ASSIGN_OR_RETURN(Tensor on_device, ContextOf(context_).CopyFromHost(outputs[i]));
+      ctx.set_output(i, std::move(on_device));
+    }
+    return Status::OK();
+  }
+
+ private:
+  HostComputedKernel(std::unique_ptr<OpKernel> host, DeviceContext* context)
+      : host_(std::move(host)), context_(context) {}
+  std::unique_ptr<OpKernel> host_;
+  DeviceContext* context_;
+};
+
 }  // namespace
+
+Status RegisterHostComputed(const std::string& op, const std::string& device_type,
+                            const std::string& host_type) {
+  return KernelRegistry::Global().Register(
+      op, device_type, [host_type](const KernelInit& init) -> Result<std::unique_ptr<OpKernel>> {
+        if (init.node.num_inputs() != 0) {
+          return InvalidArgument(
+              "'{}' ({}) has inputs; only ops without inputs are computed in "
+              "host memory for {}",
+              init.node.name(), init.node.op(), init.device);
+        }
+        return HostComputedKernel::Create(init, host_type);
+      });
+}
 
 Status RegisterCommonKernels(const std::string& type) {
   RETURN_IF_ERROR(RegisterKernel<PlaceholderKernel>("Placeholder", type));
@@ -258,7 +313,10 @@ Status RegisterCommonKernels(const std::string& type) {
 
 Status RegisterDeviceMemoryKernels(const std::string& type) {
   RETURN_IF_ERROR(RegisterCommonKernels(type));
-  return RegisterKernel<DeviceAssignKernel>("Assign", type);
+  RETURN_IF_ERROR(RegisterKernel<DeviceAssignKernel>("Assign", type));
+  // Random initializers: the CPU's values, copied in.
+  RETURN_IF_ERROR(RegisterHostComputed("RandomUniform", type));
+  return RegisterHostComputed("RandomNormal", type);
 }
 
 }  // namespace dflow::common

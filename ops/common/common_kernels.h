@@ -16,9 +16,16 @@ namespace dflow::common {
 // `device_type`.
 Status RegisterCommonKernels(const std::string& device_type);
 
-// Those and Assign (a copy on the device into a fresh buffer, or the value's own buffer when
-// the Assign is its last reader), for a device type whose memory the host cannot read. The
-// CPU's own Assign writes in place where that is safe.
+// Those, Assign (a copy on the device into a fresh buffer, or the value's own buffer when the
+// Assign is its last reader) and RandomUniform/RandomNormal computed in host memory
+// (RegisterHostComputed), for a device type whose memory the host cannot read. The CPU's own
+// Assign writes in place where that is safe.
 Status RegisterDeviceMemoryKernels(const std::string& device_type);
+
+// Registers `op` (which takes no inputs) under `device_type` as `host_type`'s kernel run in
+// host memory, its outputs copied into the device's: an initializer's values are then the same
+// on every device. A node of it with inputs is InvalidArgument when its plan is compiled.
+Status RegisterHostComputed(const std::string& op, const std::string& device_type,
+                            const std::string& host_type = "CPU");
 
 }  // namespace dflow::common

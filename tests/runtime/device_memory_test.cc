@@ -12,6 +12,7 @@
 #include "ops/array_ops.h"
 #include "ops/common/common_kernels.h"
 #include "ops/math_ops.h"
+#include "ops/random_ops.h"
 #include "ops/register.h"
 #include "ops/state_ops.h"
 #include "ops/unary_ops.h"
@@ -248,6 +249,40 @@ TEST_F(DeviceMemoryTest, AnAssignOfAValueOthersStillReadCopiesOnTheDevice) {
   EXPECT_EQ(made_->copies_on_device.load(), 1);
   EXPECT_FLOAT_EQ(out->at(0).data<float>()[1], 3.0f);
   EXPECT_FLOAT_EQ(out->at(1).data<float>()[1], 3.0f);
+}
+
+TEST_F(DeviceMemoryTest, RandomInitializersAreTheCpusValuesCopiedIn) {
+  auto values = [&](const std::string& device) -> std::vector<Tensor> {
+    Scope root = Scope::NewRootScope().WithDevice(device);
+    auto u = ops::RandomUniform(root.WithOpName("u"), Shape{5, 7}, -1, 2, 42);
+    auto n = ops::RandomNormal(root.WithOpName("n"), Shape{33}, 0.5, 3, 7, DType::kF64);
+    auto session = LocalSession::Create(root, Options({device}));
+    EXPECT_TRUE(session.ok()) << session.status().ToString();
+    if (!session.ok()) return {};
+    auto out = (*session)->Run({}, {u.name(), n.name()});
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    return out.ok() ? *out : std::vector<Tensor>{};
+  };
+  auto cpu = values("cpu:0");
+  auto sim = values("sim:0");
+  ASSERT_EQ(cpu.size(), 2u);
+  ASSERT_EQ(sim.size(), 2u);
+  EXPECT_EQ(made_->copies_in.load(), 2);  // generated in host memory, copied in
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(sim[i].shape(), cpu[i].shape());
+    ASSERT_EQ(sim[i].dtype(), cpu[i].dtype());
+    EXPECT_EQ(std::memcmp(sim[i].raw_data(), cpu[i].raw_data(), cpu[i].num_bytes()), 0) << i;
+  }
+  // Only ops without inputs are computed that way: a node with inputs is refused by name.
+  static const bool registered = common::RegisterHostComputed("Exp", "SIM").ok();
+  ASSERT_TRUE(registered);
+  Scope root = Scope::NewRootScope().WithDevice("sim:0");
+  auto e = ops::Exp(root.WithOpName("e"), ops::Const(root, 1.0f));
+  auto session = LocalSession::Create(root, Options({"sim:0"}));
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto refused = (*session)->Run({}, {e.name()});
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(refused.status(), {"'e'", "has inputs"})) << refused.status().ToString();
 }
 
 TEST_F(DeviceMemoryTest, FailedCopiesNameTheFeedOrFetchAndTheDevice) {
