@@ -52,8 +52,13 @@ Result<std::unique_ptr<Device>> DeviceFactory::Create(const DeviceName& name,
     if (it == factories_.end()) {
       std::string known;
       for (const auto& [type, f] : factories_) known += (known.empty() ? "" : ", ") + type;
-      return NotFound("device '{}': no device type {} in this build (types: {})",
-                      name.ShortString(), *full.type, known);
+      std::string why;
+      if (*full.type == "GPU") {  // built without CUDA, or no GPU or driver: say which
+        CudaDeviceCount(&why);
+        why = "; " + why;
+      }
+      return NotFound("device '{}': no device type {} in this process (types: {}){}",
+                      name.ShortString(), *full.type, known, why);
     }
     create = it->second;
   }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Packs the GPU tests (and, later, benchmarks) for a machine with a GPU but none of dflow's
 # Debian packages: the binaries, stripped, with every shared library they load except the C
-# runtime and the NVIDIA driver, into one compressed file small enough to carry to it (64 MiB).
+# runtime, the NVIDIA driver and the CUDA toolkit's cuBLAS and cuDNN (hundreds of MiB; the GPU
+# machine's toolkit has them, and run.sh finds them there), into one compressed file small
+# enough to carry to it (64 MiB).
 #
 #   scripts/gpu_bundle.sh                 # builds in build/ (test.sh's), writes .gpu/dflow-gpu.tar.xz
 #   # there:  tar -xJf .gpu/dflow-gpu.tar.xz -C /tmp && /tmp/dflow-gpu/run.sh runtime_tests \
@@ -12,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${DFLOW_GPU_BUILD:-build}
-targets=${DFLOW_GPU_TARGETS:-runtime_tests}
+targets=${DFLOW_GPU_TARGETS:-runtime_tests op_conformance_tests}
 out=.gpu
 limit=$((64 << 20))
 
@@ -50,7 +52,7 @@ fi
 for lib in $(ldd "$stage"/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u); do
   case "$(basename "$lib")" in
     libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | ld-linux*.so.* | \
-      libcuda.so.* | libnvidia-*.so.*) continue ;;
+      libcuda.so.* | libnvidia-*.so.* | libcublas*.so.* | libcudnn*.so.*) continue ;;
   esac
   cp -L "$lib" "$stage/lib/"
 done
@@ -62,7 +64,13 @@ cat >"$stage/run.sh" <<'EOF'
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$1
 shift
-export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# cuBLAS and cuDNN come from the machine's CUDA toolkit (or PyTorch's copies of them).
+cuda_libs=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu \
+  $(ls -d /usr/local/lib/python3*/dist-packages/nvidia/*/lib /usr/lib/python3/dist-packages/nvidia/*/lib 2>/dev/null); do
+  [ -d "$d" ] && cuda_libs="$cuda_libs:$d"
+done
+export LD_LIBRARY_PATH="$here/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 exec "$here/bin/$bin" "$@"
 EOF
 chmod +x "$stage/run.sh"

@@ -95,6 +95,7 @@ struct TrainFlags {
   double min_accuracy = 0;
   uint64_t seed = 1;
   int threads = 0;
+  std::string device = "cpu:0";  // where the whole graph runs (one device)
   std::string data_dir = kFashionMnistDir;
   std::string save_graph;  // write the training graph here and exit
   std::string save_batch;  // write a batch's feeds as .npy files into this folder and exit
@@ -110,6 +111,9 @@ struct TrainFlags {
                    "Stop each epoch after this many steps (shortened runs)");
     app.add_option("--min-accuracy", min_accuracy, "Exit with status 1 below this test accuracy");
     app.add_option("--threads", threads, "CPU threads (0: all cores)");
+    app.add_option("--device", device,
+                   "The device every node runs on: cpu:0, or gpu:0 where dflow was built with "
+                   "CUDA and a GPU is present");
     app.add_option("--data", data_dir, "Folder with the Fashion-MNIST IDX files");
     app.add_option("--save", save_graph,
                    "Write the training graph to FILE.dfg (or .json) for dflow-run and dflow-dot, "
@@ -172,6 +176,7 @@ inline Result<std::unique_ptr<Session>> CreateInitializedSession(
     const Scope& root, const TrainFlags& f, const Params& params, const ops::Optimizer& opt,
     SessionOptions options = {}, const SessionMaker& make = {}) {
   options.threads.num_threads = f.threads;
+  if (options.devices.empty()) options.device = f.device;
   std::unique_ptr<Session> session;
   if (make) {
     ASSIGN_OR_RETURN(session, make(root, options));
