@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "ops/cpu/conv_geometry.h"
+#include "ops/conv_geometry.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
 #include "ops/cpu/primitive_cache.h"
@@ -19,35 +19,6 @@ namespace {
 using dnnl::memory;
 
 enum class Pass { kForward, kBackwardData, kBackwardFilter };
-
-struct ConvAttrs {
-  std::vector<int64_t> strides, pads, dilations;
-  int64_t groups;
-};
-
-ConvAttrs ReadAttrs(const Node& n) {
-  return {std::get<std::vector<int64_t>>(*n.FindAttr("strides")),
-          std::get<std::vector<int64_t>>(*n.FindAttr("pads")),
-          std::get<std::vector<int64_t>>(*n.FindAttr("dilations")),
-          std::get<int64_t>(*n.FindAttr("groups"))};
-}
-
-Result<ConvGeometry> Geometry(const ConvAttrs& a, const Shape& x, const Shape& w) {
-  if (x.rank() != 4 || w.rank() != 4) {
-    return InvalidArgument("input {} and filter {} must both have rank 4", x, w);
-  }
-  ConvGeometry g{x[0],      x[1],      x[2],      x[3],           w[0],           w[2],
-                 w[3],      0,         0,         a.strides[0],   a.strides[1],   a.pads[0],
-                 a.pads[1], a.pads[2], a.pads[3], a.dilations[0], a.dilations[1], a.groups};
-  if (g.o % g.groups != 0 || g.c != w[1] * g.groups) {
-    return InvalidArgument("input {} and filter {} do not match with {} groups", x, w, g.groups);
-  }
-  int64_t span_h = (g.kh - 1) * g.dh + 1, span_w = (g.kw - 1) * g.dw + 1;
-  g.oh = std::max<int64_t>(0, (g.h + g.pt + g.pb - span_h) / g.sh + 1);
-  g.ow = std::max<int64_t>(0, (g.w + g.pl + g.pr - span_w) / g.sw + 1);
-  if (g.h + g.pt + g.pb < span_h || g.w + g.pl + g.pr < span_w) g.oh = g.ow = 0;
-  return g;
-}
 
 // The oneDNN primitive of one pass for one geometry; the forward pass optionally adds a bias [O]
 // and applies a ReLU (post-ops of _FusedConv2D).
@@ -180,7 +151,7 @@ template <Pass kPass>
 class ConvKernel : public OpKernel {
  public:
   explicit ConvKernel(const KernelInit& init)
-      : attrs_(ReadAttrs(init.node)),
+      : attrs_(ReadConvAttrs(init.node)),
         bias_(init.node.op() == "_FusedConv2D"),
         relu_(bias_ && std::get<std::string>(*init.node.FindAttr("activation")) == "Relu") {}
 
@@ -190,7 +161,7 @@ class ConvKernel : public OpKernel {
     const Tensor& in1 = ctx.input(1);
     const Shape& x_shape = kPass == Pass::kBackwardData ? ctx.input(2).shape() : in0.shape();
     const Shape& w_shape = kPass == Pass::kBackwardFilter ? ctx.input(2).shape() : in1.shape();
-    ASSIGN_OR_RETURN(ConvGeometry g, Geometry(attrs_, x_shape, w_shape));
+    ASSIGN_OR_RETURN(ConvGeometry g, ConvGeometryOf(attrs_, x_shape, w_shape));
     Shape y_shape{g.n, g.o, g.oh, g.ow};
     const Shape& dy_shape = kPass == Pass::kBackwardData ? in0.shape() : in1.shape();
     if (kPass != Pass::kForward && dy_shape != y_shape) {

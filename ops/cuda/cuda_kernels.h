@@ -9,5 +9,10 @@ namespace dflow::cuda {
 Status RegisterElementwiseKernels();
 Status RegisterMatMulKernels();
 Status RegisterTrainingKernels();
+// Convolutions, batch normalization and softmax on cuDNN; pooling.
+Status RegisterConvKernels();
+Status RegisterPoolKernels();
+Status RegisterBatchNormKernels();
+Status RegisterSoftmaxKernels();
 
 }  // namespace dflow::cuda

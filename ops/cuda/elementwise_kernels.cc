@@ -1,4 +1,4 @@
-// GPU kernels of the element-wise ops: Add, Sub, Mul, Div, Maximum, Minimum (NumPy
+// GPU kernels of the element-wise ops: Add, Sub, Mul, Div, Maximum, Minimum, AddN (NumPy
 // broadcasting up to rank 8, f32, f64, i32, i64; integer Div is refused, InvalidArgument: the
 // CPU kernel's check for a zero divisor would need a copy to the host), Relu and ReluGrad (f32,
 // f64). Each checks shapes on the host, allocates its output on the device and launches on the
@@ -97,6 +97,38 @@ class ReluGradKernel : public OpKernel {
   }
 };
 
+// The sum of its inputs, all of one shape: the first two added, then each further one added in
+// place (ForwardOrAllocateOutput may reuse input 0's buffer, which the in-order sums allow).
+class AddNKernel : public OpKernel {
+ public:
+  explicit AddNKernel(const KernelInit&) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& first = ctx.input(0);
+    for (int i = 1; i < ctx.num_inputs(); ++i) {
+      if (ctx.input(i).shape() != first.shape() || ctx.input(i).dtype() != first.dtype()) {
+        return InvalidArgument("input {} is {}{} but input 0 is {}{}", i, ctx.input(i).dtype(),
+                               ctx.input(i).shape(), first.dtype(), first.shape());
+      }
+    }
+    auto type = ElemTypeOf(first.dtype());
+    if (!type) return InvalidArgument("no GPU kernel for dtype {}", first.dtype());
+    ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
+    ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, first.dtype(), first.shape()));
+    const int64_t n = first.num_elements();
+    if (ctx.num_inputs() == 1) {
+      if (out->raw_data() == first.raw_data()) return Status::OK();
+      return ctx.device_context()->CopyOnDevice(first, *out);
+    }
+    for (int i = 1; i < ctx.num_inputs(); ++i) {
+      const void* a = i == 1 ? first.raw_data() : out->raw_data();
+      RETURN_IF_ERROR(Launched(LaunchBinary(BinaryOp::kAdd, *type, a, ctx.input(i).raw_data(),
+                                            out->raw_data(), n, nullptr, stream),
+                               "AddN"));
+    }
+    return Status::OK();
+  }
+};
+
 }  // namespace
 
 Status RegisterElementwiseKernels() {
@@ -108,6 +140,7 @@ Status RegisterElementwiseKernels() {
   RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kMinimum>>("Minimum", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ReluKernel>("Relu", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ReluGradKernel>("ReluGrad", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<AddNKernel>("AddN", "GPU"));
   return Status::OK();
 }
 

@@ -93,6 +93,42 @@ struct AdamArgs {
 };
 int LaunchAdam(ElemType type, const AdamArgs& args, int64_t n, CudaStream stream);
 
+// One SGD step (accum null: w -= lr * g) or momentum step (accum = momentum * accum + g;
+// w -= lr * accum, or with Nesterov w -= lr * (g + momentum * accum)) on n elements (f32 or
+// f64), the learning rate read on the device. Outputs may be the inputs.
+struct MomentumArgs {
+  const void* grad;
+  const void* w;
+  const void* accum;  // null for SGD
+  void* w_out;
+  void* accum_out;
+  const void* lr;
+  double momentum;
+  bool nesterov;
+};
+int LaunchMomentum(ElemType type, const MomentumArgs& args, int64_t n, CudaStream stream);
+
+// inv[i] = 1 / sqrt(var[i] + eps) for i < c (f32 or f64; computed in double).
+int LaunchInvStd(ElemType type, const void* var, void* inv, int64_t c, double eps,
+                 CudaStream stream);
+
+// Pooling over the planes (image channels) of NCHW tensors with the CPU's semantics: windows
+// clipped to the input, the first maximum wins, averages over the elements inside.
+struct PoolGeometry {
+  int64_t planes, h, w, oh, ow, kh, kw, sh, sw, pt, pl;
+};
+enum class PoolKind { kMax, kAvg, kMaxGrad, kAvgGrad };
+// Forward: out [planes, oh, ow] from x (dy unused). Gradients: out [planes, h, w] from x and
+// dy [planes, oh, ow].
+int LaunchPool(PoolKind kind, ElemType type, const void* x, const void* dy, void* out,
+               const PoolGeometry& g, CudaStream stream);
+
+// dst[p, y, x] = src[p, y + off_y, x + off_x] where that is inside src, else 0 (f32 or f64):
+// zero padding with negative offsets, cropping with positive ones.
+int LaunchWindow2d(ElemType type, const void* src, int64_t src_h, int64_t src_w, void* dst,
+                   int64_t dst_h, int64_t dst_w, int64_t planes, int64_t off_y, int64_t off_x,
+                   CudaStream stream);
+
 // The name and text of a CUDA error code.
 const char* ErrorName(int error);
 const char* ErrorString(int error);

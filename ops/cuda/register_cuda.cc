@@ -11,6 +11,10 @@ Status RegisterCudaKernels() {
   RETURN_IF_ERROR(RegisterElementwiseKernels());
   RETURN_IF_ERROR(RegisterMatMulKernels());
   RETURN_IF_ERROR(RegisterTrainingKernels());
+  RETURN_IF_ERROR(RegisterConvKernels());
+  RETURN_IF_ERROR(RegisterPoolKernels());
+  RETURN_IF_ERROR(RegisterBatchNormKernels());
+  RETURN_IF_ERROR(RegisterSoftmaxKernels());
   return Status::OK();
 }
 

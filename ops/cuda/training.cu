@@ -1,6 +1,7 @@
 // GPU kernels for training: fills, bias addition, reductions and their gradient, softmax
-// cross-entropy and the Adam update (ops/cuda/launch.h). One thread per output element in
-// grid-stride loops; rows of a softmax are short (classes), so one thread takes a row.
+// cross-entropy, the Adam, SGD and momentum updates and batch norm's inverse standard deviation
+// (ops/cuda/launch.h). One thread per output element in grid-stride loops; rows of a softmax are
+// short (classes), so one thread takes a row.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -139,6 +140,30 @@ __global__ void Adam(AdamArgs a, int64_t n) {
   }
 }
 
+template <typename T>
+__global__ void Momentum(MomentumArgs a, int64_t n) {
+  const T rate = static_cast<const T*>(a.lr)[0], mu = static_cast<T>(a.momentum);
+  const T* g = static_cast<const T*>(a.grad);
+  const T* w = static_cast<const T*>(a.w);
+  const T* acc = static_cast<const T*>(a.accum);
+  T* w_out = static_cast<T*>(a.w_out);
+  T* acc_out = static_cast<T*>(a.accum_out);
+  DFLOW_GRID_LOOP(i, n) {
+    if (acc == nullptr) {  // plain SGD
+      w_out[i] = w[i] - rate * g[i];
+      continue;
+    }
+    const T next = mu * acc[i] + g[i];
+    w_out[i] = w[i] - rate * (a.nesterov ? g[i] + mu * next : next);
+    acc_out[i] = next;
+  }
+}
+
+template <typename T>
+__global__ void InvStd(const T* var, T* inv, int64_t c, double eps) {
+  DFLOW_GRID_LOOP(i, c) { inv[i] = static_cast<T>(1.0 / sqrt(static_cast<double>(var[i]) + eps)); }
+}
+
 }  // namespace
 
 int LaunchFill(ElemType type, void* out, int64_t n, double value, CudaStream stream) {
@@ -210,6 +235,32 @@ int LaunchAdam(ElemType type, const AdamArgs& args, int64_t n, CudaStream stream
   auto launch = [&]<typename T>() {
     AdamFactors<T><<<1, 1, 0, s>>>(args);
     if (n > 0) Adam<T><<<Blocks(n), kThreads, 0, s>>>(args, n);
+    return LastError();
+  };
+  if (type == ElemType::kF32) return launch.template operator()<float>();
+  if (type == ElemType::kF64) return launch.template operator()<double>();
+  return Invalid();
+}
+
+int LaunchMomentum(ElemType type, const MomentumArgs& args, int64_t n, CudaStream stream) {
+  if (n == 0) return 0;
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  auto launch = [&]<typename T>() {
+    Momentum<T><<<Blocks(n), kThreads, 0, s>>>(args, n);
+    return LastError();
+  };
+  if (type == ElemType::kF32) return launch.template operator()<float>();
+  if (type == ElemType::kF64) return launch.template operator()<double>();
+  return Invalid();
+}
+
+int LaunchInvStd(ElemType type, const void* var, void* inv, int64_t c, double eps,
+                 CudaStream stream) {
+  if (c == 0) return 0;
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  auto launch = [&]<typename T>() {
+    InvStd<T>
+        <<<Blocks(c), kThreads, 0, s>>>(static_cast<const T*>(var), static_cast<T*>(inv), c, eps);
     return LastError();
   };
   if (type == ElemType::kF32) return launch.template operator()<float>();

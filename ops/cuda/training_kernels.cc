@@ -1,6 +1,7 @@
 // GPU kernels of what a classifier's training step needs beyond matrix products and
 // element-wise ops: Fill, ZerosLike, OnesLike, BiasAdd, ReduceSum, ReduceMean, SumToShapeOf,
-// ReduceGrad, SparseSoftmaxCrossEntropyWithLogits, ApplyAdam and ApplyAdamW. Shapes are
+// ReduceGrad, SparseSoftmaxCrossEntropyWithLogits, ApplyAdam, ApplyAdamW, ApplySGD and
+// ApplyMomentum. Shapes are
 // checked on the host with the CPU kernels' rules and messages (ops/reduction.h,
 // ops/common/variable_update.h); the work is queued on the device's stream.
 //
@@ -280,6 +281,68 @@ class ApplyAdamKernel : public OpKernel {
   double beta1_, beta2_, epsilon_, weight_decay_;
 };
 
+// ApplySGD (kMomentum false) and ApplyMomentum (with Nesterov): the learning rate stays on the
+// device.
+template <bool kMomentum>
+class ApplyMomentumKernel : public OpKernel {
+ public:
+  explicit ApplyMomentumKernel(const KernelInit& init) : var_(LookupVariable(init, 0)) {
+    if constexpr (kMomentum) {
+      accum_ = LookupVariable(init, 1);
+      momentum_ = std::get<double>(*init.node.FindAttr("momentum"));
+      nesterov_ = std::get<bool>(*init.node.FindAttr("nesterov"));
+    }
+  }
+
+  Status Compute(KernelContext& ctx) override {
+    if constexpr (kMomentum) {
+      MutexLocks lock(var_.var->mu, accum_.var->mu);
+      return Update(ctx);
+    } else {
+      MutexLock lock(var_.var->mu);
+      return Update(ctx);
+    }
+  }
+
+ private:
+  // REQUIRES: the variables' mutexes held.
+  Status Update(KernelContext& ctx) {
+    const Tensor& lr = ctx.input(kMomentum ? 2 : 1);
+    const Tensor& grad = ctx.input(kMomentum ? 3 : 2);
+    RETURN_IF_ERROR(CheckInitialized(var_));
+    RETURN_IF_ERROR(CheckGrad(var_, grad, lr));
+    if (kMomentum) {
+      RETURN_IF_ERROR(CheckInitialized(accum_));
+      RETURN_IF_ERROR(CheckGrad(accum_, grad, lr));
+    }
+    ASSIGN_OR_RETURN(ElemType type, TypeOf(grad, /*floats_only=*/true));
+    ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
+    ASSIGN_OR_RETURN(Tensor var_dst, UpdateTarget(ctx, var_));
+    Tensor acc_dst;
+    if (kMomentum) {
+      ASSIGN_OR_RETURN(acc_dst, UpdateTarget(ctx, accum_));
+    }
+    MomentumArgs args{.grad = grad.raw_data(),
+                      .w = Value(var_).raw_data(),
+                      .accum = kMomentum ? Value(accum_).raw_data() : nullptr,
+                      .w_out = var_dst.raw_data(),
+                      .accum_out = kMomentum ? acc_dst.raw_data() : nullptr,
+                      .lr = lr.raw_data(),
+                      .momentum = momentum_,
+                      .nesterov = nesterov_};
+    RETURN_IF_ERROR(Launched(LaunchMomentum(type, args, grad.num_elements(), stream),
+                             kMomentum ? "ApplyMomentum" : "ApplySGD"));
+    Value(var_) = var_dst;
+    if (kMomentum) Value(accum_) = acc_dst;
+    ctx.set_output(0, Value(var_));
+    return Status::OK();
+  }
+
+  VarRef var_, accum_;
+  double momentum_ = 0;
+  bool nesterov_ = false;
+};
+
 }  // namespace
 
 Status RegisterTrainingKernels() {
@@ -295,6 +358,8 @@ Status RegisterTrainingKernels() {
       RegisterKernel<SparseCrossEntropyKernel>("SparseSoftmaxCrossEntropyWithLogits", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ApplyAdamKernel>("ApplyAdam", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ApplyAdamKernel>("ApplyAdamW", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<ApplyMomentumKernel<false>>("ApplySGD", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<ApplyMomentumKernel<true>>("ApplyMomentum", "GPU"));
   return Status::OK();
 }
 

@@ -1,12 +1,22 @@
-// Internal: the sizes of one 2-D convolution or pooling, checked at run time, and a loop over
-// every (input element, filter element, output element) triple that meets.
+// The sizes of one 2-D convolution on NCHW / OIHW tensors, read from a node's attributes and
+// checked against the input and filter shapes at run time; shared by every backend's Conv2D
+// kernels. Also a loop over every (input element, filter element, output element) triple that
+// meets, for reference loops.
 #pragma once
 
 #include <vector>
 
+#include "graph/graph.h"
 #include "graph/tensor.h"
 
-namespace dflow::cpu {
+namespace dflow {
+
+// Conv2D's attributes (ops/conv_ops.h).
+struct ConvAttrs {
+  std::vector<int64_t> strides, pads, dilations;  // pads: top, left, bottom, right
+  int64_t groups = 1;
+};
+ConvAttrs ReadConvAttrs(const Node& node);
 
 struct ConvGeometry {
   int64_t n, c, h, w;  // input
@@ -46,4 +56,9 @@ struct ConvGeometry {
   }
 };
 
-}  // namespace dflow::cpu
+// The geometry of x [N, C, H, W] convolved with w [O, C / groups, KH, KW]; InvalidArgument
+// naming both shapes when the ranks or channels disagree. An input smaller than the dilated
+// window gives an empty output (oh = ow = 0).
+Result<ConvGeometry> ConvGeometryOf(const ConvAttrs& attrs, const Shape& x, const Shape& w);
+
+}  // namespace dflow
