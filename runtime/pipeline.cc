@@ -5,6 +5,8 @@
 
 #include "ops/fusion.h"
 #include "runtime/calibration.h"
+#include "runtime/cuda_calibration.h"
+#include "runtime/cuda_device.h"
 #include "runtime/device_factory.h"
 
 namespace dflow {
@@ -29,6 +31,31 @@ Result<std::shared_ptr<const Graph>> Rewrite(const Graph& graph, PlanSpec* spec,
   for (int& t : spec->targets) remap(t);
   for (auto& e : spec->fetches) remap(e.node);
   return rewritten;
+}
+
+// The links of a session's GPUs from their calibrations: host memory to and from each GPU (for
+// every CPU device of the session) and GPU to GPU. Links the user's device_specs name are left
+// to the defaults.
+Status SetGpuLinks(SessionDevices& out, const std::map<std::string, const DeviceSpec*>& given) {
+  for (size_t g = 0; g < out.devices.size(); ++g) {
+    auto* gpu = dynamic_cast<CudaDevice*>(out.devices[g].get());
+    if (gpu == nullptr || given.count(gpu->canonical_name()) > 0) continue;
+    ASSIGN_OR_RETURN(CudaCalibration c, CachedCudaCalibration(gpu->ordinal()));
+    for (size_t o = 0; o < out.devices.size(); ++o) {
+      if (o == g) continue;
+      const int from = static_cast<int>(o), to = static_cast<int>(g);
+      if (auto* peer = dynamic_cast<CudaDevice*>(out.devices[o].get())) {
+        const size_t p = static_cast<size_t>(peer->ordinal());
+        if (p < c.to_peer.size() && c.to_peer[p].bandwidth > 0) {
+          out.set.SetLink(to, from, c.to_peer[p]);
+        }
+      } else if (out.devices[o]->allocator()->host_accessible()) {
+        out.set.SetLink(from, to, c.host_to_device);
+        out.set.SetLink(to, from, c.device_to_host);
+      }
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace
@@ -103,6 +130,11 @@ Result<SessionDevices> CreateSessionDevices(const SessionOptions& options) {
     o.memory_limit = limit;
     ASSIGN_OR_RETURN(auto device, DeviceFactory::Global().Create(name, o));
     DeviceSpec spec = base;
+    auto* gpu = dynamic_cast<CudaDevice*>(device.get());
+    if (gpu != nullptr && several && options.calibrate_devices && given == nullptr) {
+      ASSIGN_OR_RETURN(CudaCalibration c, CachedCudaCalibration(gpu->ordinal()));
+      spec = c.Apply(spec);
+    }
     if (given != nullptr) spec = *given;
     spec.name = device->name();
     spec.incarnation = device->incarnation();
@@ -116,6 +148,7 @@ Result<SessionDevices> CreateSessionDevices(const SessionOptions& options) {
     }
     out.devices.push_back(std::move(device));
   }
+  if (several && options.calibrate_devices) RETURN_IF_ERROR(SetGpuLinks(out, specs));
   return out;
 }
 

@@ -25,7 +25,8 @@ namespace dflow {
 // The devices a session's options name, made through the DeviceFactory, and the DeviceSet the
 // placer sees: `devices` (or the one `device`), each with an equal share of the thread budget
 // when there are several, its memory limit (device_memory_bytes, else the device's default) as
-// the placer's memory, calibrated figures for several CPU devices (calibrate_devices), and
+// the placer's memory, calibrated figures for several CPU devices and for GPUs with their host
+// and peer links (calibrate_devices, runtime/cuda_calibration.h), and
 // device_specs by canonical name. InvalidArgument names a device given twice or a device_specs
 // entry that names no device; NotFound a device type not built.
 struct SessionDevices {

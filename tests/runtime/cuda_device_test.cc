@@ -1,6 +1,7 @@
 // The GPU device type: registered only where a GPU is; on one, copies both ways, the memory
 // limit enforced by the allocator (naming the device), stream-ordered reuse. Without a GPU the
-// GPU tests skip, saying why.
+// GPU tests skip, saying why. The GPU's calibration for the placer, and the links a session on
+// CPU and GPU gets from it.
 #include "runtime/cuda_device.h"
 
 #include <gtest/gtest.h>
@@ -8,7 +9,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "runtime/cuda_calibration.h"
 #include "runtime/device_factory.h"
+#include "runtime/pipeline.h"
 #include "test_util.h"
 
 namespace dflow {
@@ -100,6 +103,50 @@ TEST_F(CudaGpuTest, ATensorOutlivesItsDevice) {
   // The device is gone; its allocator (and the stream its frees are queued on) lives on with
   // the tensor, and the free at the end of this test is ordered there.
   EXPECT_EQ(kept.num_elements(), 3);
+}
+
+TEST(CudaCalibrationTest, AGpuThatIsNotThereIsNotFoundNamingIt) {
+  const int n = CudaDeviceCount();
+  auto c = CalibrateCuda(n + 1);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(MessageHas(c.status(), {fmt::format("gpu:{}", n + 1)})) << c.status().ToString();
+}
+
+TEST_F(CudaGpuTest, CalibrationMeasuresTheGpuAndItsLinks) {
+  auto c = CachedCudaCalibration(0);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_GT(c->sm_count, 0);
+  EXPECT_GT(c->memory_bytes, 1e9);
+  // Any GPU this runs on does more than a TFLOP/s of f32 and moves more than 50 GB/s; the
+  // measured bandwidth stays under the theoretical one, and PCIe or NVLink under both.
+  EXPECT_GT(c->peak_flops, 1e12);
+  EXPECT_GT(c->memory_bandwidth, 50e9);
+  EXPECT_LT(c->memory_bandwidth, 1.2 * c->theoretical_bandwidth);
+  EXPECT_GT(c->host_to_device.bandwidth, 1e9);
+  EXPECT_LT(c->host_to_device.bandwidth, c->memory_bandwidth);
+  EXPECT_GT(c->device_to_host.bandwidth, 1e9);
+  DeviceSpec spec = c->Apply(DeviceSpec{});
+  EXPECT_EQ(spec.peak_flops, c->peak_flops);
+  EXPECT_EQ(spec.memory_bandwidth, c->memory_bandwidth);
+  std::printf(
+      "gpu:0 %s: %d SMs, %.1f TFLOP/s (f32 est.), memory %.0f GB/s measured of %.0f, "
+      "H2D %.1f GB/s, D2H %.1f GB/s, %.0f ms\n",
+      c->name.c_str(), c->sm_count, c->peak_flops / 1e12, c->memory_bandwidth / 1e9,
+      c->theoretical_bandwidth / 1e9, c->host_to_device.bandwidth / 1e9,
+      c->device_to_host.bandwidth / 1e9, c->seconds_taken * 1e3);
+}
+
+TEST_F(CudaGpuTest, ASessionOnCpuAndGpuLinksThemWithTheMeasuredFigures) {
+  SessionOptions options;
+  options.devices = {"cpu:0", "gpu:0"};
+  auto devices = CreateSessionDevices(options);
+  ASSERT_TRUE(devices.ok()) << devices.status().ToString();
+  auto c = CachedCudaCalibration(0);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(devices->set.Link(0, 1).bandwidth, c->host_to_device.bandwidth);
+  EXPECT_EQ(devices->set.Link(1, 0).bandwidth, c->device_to_host.bandwidth);
+  EXPECT_EQ(devices->set.device(1).peak_flops, c->peak_flops);
 }
 
 }  // namespace
