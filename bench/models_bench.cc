@@ -4,14 +4,21 @@
 //   the CNN of examples/fashion_mnist_cnn: a training step with SGD;
 //   one Adam update of a 2048x2048 variable (the model-parallel MLP's largest), gradient fed.
 //   the MLP's training step with a checkpoint every 10 steps, against none.
+//   ResNet-50 of examples/resnet50 (CIFAR-10 shapes): a training step with SGD and momentum, at
+//   batch DFLOW_BENCH_RESNET_BATCH (default 16: the CPU takes about half a second per 16).
 // Training steps also report their peak memory (counters peak_bytes, arena_bytes).
+// DFLOW_BENCH_DEVICE (default cpu:0) names the device every session runs on, so the same
+// steps time a GPU (scripts/gpu_bench.sh runs them with gpu:0). Every timed step fetches a
+// value computed after its update, so a step on a GPU is timed to its end.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 
+#include "examples/resnet50/resnet.h"
 #include "ops/array_ops.h"
 #include "ops/conv_ops.h"
 #include "ops/initializers.h"
@@ -25,6 +32,24 @@ namespace dflow {
 namespace {
 
 constexpr int64_t kBatch = 128;
+
+// The device of every benchmark's session: DFLOW_BENCH_DEVICE, else cpu:0.
+SessionOptions BenchOptions() {
+  SessionOptions options;
+  const char* device = std::getenv("DFLOW_BENCH_DEVICE");
+  if (device != nullptr && *device != '\0') options.device = device;
+  return options;
+}
+
+// A session on the bench device, or the error that stops the program.
+std::unique_ptr<Session> CreateOrDie(const Scope& root) {
+  auto s = Session::Create(root, BenchOptions());
+  if (!s.ok()) {
+    std::fprintf(stderr, "models_bench: %s\n", s.status().ToString().c_str());
+    std::exit(1);
+  }
+  return std::move(s).value();
+}
 
 // Peak bytes of the last step (variables, the plan's arena and every transient tensor; the fed
 // batch is the caller's and not counted) and the arena's size, as benchmark counters.
@@ -67,9 +92,7 @@ struct Mlp {
       ops::SGD sgd({.learning_rate = 0.01});
       step = sgd.Minimize(root, loss, vars);
     }
-    auto s = Session::Create(root);
-    if (!s.ok()) std::abort();
-    session = std::move(s).value();
+    session = CreateOrDie(root);
     if (!session->Run({}, {}, init).ok()) std::abort();
     std::mt19937 gen(1);
     std::uniform_real_distribution<float> pixel(0, 1);
@@ -168,8 +191,8 @@ void BM_CnnTrainStep(benchmark::State& state) {
   auto loss = ops::ReduceMean(root, ops::SparseSoftmaxCrossEntropyWithLogits(root, logits, y).loss);
   ops::SGD sgd({.learning_rate = 0.01});
   auto step = sgd.Minimize(root, loss, vars);
-  auto session = Session::Create(root);
-  if (!session.ok() || !(*session)->Run({}, {}, init).ok()) std::abort();
+  auto session = CreateOrDie(root);
+  if (!session->Run({}, {}, init).ok()) std::abort();
   Tensor images(DType::kF32, Shape{kBatch, 1, 28, 28}), labels(DType::kI32, Shape{kBatch});
   std::mt19937 gen(1);
   std::uniform_real_distribution<float> pixel(0, 1);
@@ -177,13 +200,55 @@ void BM_CnnTrainStep(benchmark::State& state) {
   for (int64_t i = 0; i < kBatch; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(i % 10);
   Session::Feeds feeds = {{"x", images}, {"labels", labels}};
   for (int i = 0; i < 5; ++i) {
-    if (!(*session)->Run(feeds, {loss.name()}, {step.name()}).ok()) std::abort();
+    if (!session->Run(feeds, {loss.name()}, {step.name()}).ok()) std::abort();
   }
   for (auto _ : state) {
-    auto out = (*session)->Run(feeds, {loss.name()}, {step.name()});
+    auto out = session->Run(feeds, {loss.name()}, {step.name()});
     benchmark::DoNotOptimize(out);
   }
-  ReportMemory(state, **session);
+  ReportMemory(state, *session);
+}
+
+// ResNet-50 (examples/resnet50/resnet.h) at CIFAR-10 shapes: SGD with momentum and the batch
+// norms' running statistics, as the example trains it.
+void BM_ResNet50TrainStep(benchmark::State& state) {
+  const char* env = std::getenv("DFLOW_BENCH_RESNET_BATCH");
+  const int64_t batch = env != nullptr ? std::atoll(env) : 16;
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 3, 32, 32});
+  auto y = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
+  examples::ResNetModel model = examples::BuildResNet(root, x, {});
+  auto loss =
+      ops::ReduceMean(root, ops::SparseSoftmaxCrossEntropyWithLogits(root, model.logits, y).loss);
+  ops::Momentum sgd({.learning_rate = 0.002, .momentum = 0.9});
+  auto update = sgd.Minimize(root, loss, model.params.variables());
+  std::vector<Output> deps = model.stat_updates;
+  deps.push_back(update.node);
+  auto step = ops::NoOp(root.WithOpName("train").WithControlDependencies(deps));
+  auto session = CreateOrDie(root);
+  std::vector<std::string> init = sgd.init_targets();
+  for (const auto& t : model.params.init_targets()) init.push_back(t);
+  for (const auto& t : model.running_stats.init_targets()) init.push_back(t);
+  if (!session->Run({}, {}, init).ok()) std::abort();
+  Tensor images(DType::kF32, Shape{batch, 3, 32, 32}), labels(DType::kI32, Shape{batch});
+  std::mt19937 gen(1);
+  std::normal_distribution<float> pixel(0, 1);
+  for (float& v : images.flat<float>()) v = pixel(gen);
+  for (int64_t i = 0; i < batch; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(i % 10);
+  Session::Feeds feeds = {{"x", images}, {"labels", labels}};
+  for (int i = 0; i < 3; ++i) {
+    auto out = session->Run(feeds, {loss.name()}, {step.name()});
+    if (!out.ok()) {
+      state.SkipWithError(out.status().ToString().c_str());
+      return;
+    }
+  }
+  for (auto _ : state) {
+    auto out = session->Run(feeds, {loss.name()}, {step.name()});
+    benchmark::DoNotOptimize(out);
+  }
+  state.counters["batch"] = static_cast<double>(batch);
+  ReportMemory(state, *session);
 }
 
 // Exposes the update an optimizer adds for one variable, without a loss to differentiate.
@@ -200,21 +265,20 @@ void BM_AdamUpdate(benchmark::State& state) {
   auto w = ops::InitializedVariable(root, shape, ops::Initializer::GlorotUniform(1));
   BenchAdam adam(ops::Adam::Options{});
   auto update = adam.UpdateOf(root, w.var, grad);
-  auto session = Session::Create(root);
-  if (!session.ok()) std::abort();
+  auto session = CreateOrDie(root);
   std::vector<std::string> init = adam.init_targets();
   init.push_back(w.init.node_name());
-  if (!(*session)->Run({}, {}, init).ok()) std::abort();
+  if (!session->Run({}, {}, init).ok()) std::abort();
   Tensor g(DType::kF32, shape);
   std::mt19937 gen(1);
   std::normal_distribution<float> normal(0, 1e-3f);
   for (float& v : g.flat<float>()) v = normal(gen);
   Session::Feeds feeds = {{"grad", g}};
   for (int i = 0; i < 5; ++i) {
-    if (!(*session)->Run(feeds, {}, {update.node_name()}).ok()) std::abort();
+    if (!session->Run(feeds, {}, {update.node_name()}).ok()) std::abort();
   }
   for (auto _ : state) {
-    auto out = (*session)->Run(feeds, {}, {update.node_name()});
+    auto out = session->Run(feeds, {}, {update.node_name()});
     benchmark::DoNotOptimize(out);
   }
   state.SetItemsProcessed(state.iterations() * shape.num_elements());
@@ -225,6 +289,7 @@ BENCHMARK(BM_MlpTrainStep)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_MlpInference)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_MlpTrainCheckpointed)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_AdamUpdate)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_ResNet50TrainStep)->Unit(benchmark::kMillisecond)->MinTime(3.0);
 
 }  // namespace
 }  // namespace dflow

@@ -99,6 +99,9 @@ if "$py" -c "import torch" 2>/dev/null; then
     2>/dev/null || rm -f "$out/gloo_allreduce.json"
   timeout 300 "$py" bench/peers/torch_ddp_mlp.py > "$out/torch_ddp.json" 2>/dev/null ||
     rm -f "$out/torch_ddp.json"
+  # ResNet-50 at BM_ResNet50TrainStep's batch, on as many threads as dflow uses (all cores).
+  timeout 300 "$py" bench/peers/torch_resnet.py --batch-size 16 --steps 9 --warmup 2 \
+    --threads "$(nproc)" > "$out/torch_resnet.json" 2>/dev/null || rm -f "$out/torch_resnet.json"
 fi
 
 # ONNX Runtime peer: the same MLP exported from PyTorch, run by onnxruntime-node.
@@ -157,6 +160,17 @@ for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_step_b128", "train_ms
             line += f" onnxruntime{ort['version']}_{t}t={ms:.3f}ms ratio={ours / ms:.2f}"
         else:
             line += " onnxruntime=not-found"
+    print(line)
+resnet = mlp.get("BM_ResNet50TrainStep")
+if resnet:
+    ours = resnet["real_time"]
+    line = f"bench resnet50_train_step_b{resnet['batch']:.0f}: step={ours:.1f}ms"
+    tr = peer("torch_resnet.json")
+    if tr:
+        line += (f" pytorch_{tr['threads']}t={tr['resnet_step_ms']:.1f}ms "
+                 f"ratio={ours / tr['resnet_step_ms']:.2f}")
+    else:
+        line += " pytorch=not-found"
     print(line)
 ck = {r["run_name"]: r for r in json.load(open(os.path.join(out, "models_bench.json")))[
     "benchmarks"] if r.get("aggregate_name") == "median"}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Packs the GPU tests (and, later, benchmarks) for a machine with a GPU but none of dflow's
+# Packs the GPU tests, benchmarks and examples for a machine with a GPU but none of dflow's
 # Debian packages: the binaries, stripped, with every shared library they load except the C
 # runtime, the NVIDIA driver and the CUDA toolkit's cuBLAS and cuDNN (hundreds of MiB; the GPU
 # machine's toolkit has them, and run.sh finds them there), into one compressed file small
@@ -10,11 +10,12 @@
 #   #           --gtest_filter='Cuda*'
 #
 # DFLOW_GPU_BUILD names another build folder; DFLOW_GPU_TARGETS the binaries (default: the test
-# binaries that hold GPU tests). The output folder .gpu/ is ignored by git.
+# binaries that hold GPU tests, the benchmarks scripts/gpu_bench.sh runs and the examples that
+# train on a GPU). The output folder .gpu/ is ignored by git.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${DFLOW_GPU_BUILD:-build}
-targets=${DFLOW_GPU_TARGETS:-runtime_tests op_conformance_tests}
+targets=${DFLOW_GPU_TARGETS:-runtime_tests op_conformance_tests gpu_bench models_bench resnet50 fashion_mnist_mlp fashion_mnist_cnn}
 out=.gpu
 limit=$((64 << 20))
 

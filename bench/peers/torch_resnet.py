@@ -64,7 +64,13 @@ def main():
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--compile", action="store_true")
+    p.add_argument("--no-tf32", action="store_true",
+                   help="f32 convolutions and products without TF32 (as dflow's default)")
     a = p.parse_args()
+    if a.no_tf32:
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True  # algorithms measured per shape, as dflow's are
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     torch.manual_seed(1)
