@@ -28,4 +28,24 @@ Result<ConvGeometry> ConvGeometryOf(const ConvAttrs& a, const Shape& x, const Sh
   return g;
 }
 
+Result<ConvPassShapes> ConvPassShapesOf(const ConvAttrs& attrs, ConvPass pass, bool bias,
+                                        const Shape& in0, const Shape& in1, const Shape& in2) {
+  const Shape& x_shape = pass == ConvPass::kBackwardData ? in2 : in0;
+  const Shape& w_shape = pass == ConvPass::kBackwardFilter ? in2 : in1;
+  ASSIGN_OR_RETURN(ConvGeometry g, ConvGeometryOf(attrs, x_shape, w_shape));
+  Shape y_shape{g.n, g.o, g.oh, g.ow};
+  const Shape& dy_shape = pass == ConvPass::kBackwardData ? in0 : in1;
+  if (pass != ConvPass::kForward && dy_shape != y_shape) {
+    return InvalidArgument("output gradient {} does not match the convolution's output {}",
+                           dy_shape, y_shape);
+  }
+  if (pass == ConvPass::kForward && bias && in2.num_elements() != g.o) {
+    return InvalidArgument("bias {} does not have one value per output channel ({})", in2, g.o);
+  }
+  Shape out = pass == ConvPass::kForward        ? y_shape
+              : pass == ConvPass::kBackwardData ? x_shape
+                                                : w_shape;
+  return ConvPassShapes{g, std::move(out)};
+}
+
 }  // namespace dflow

@@ -61,4 +61,21 @@ struct ConvGeometry {
 // window gives an empty output (oh = ow = 0).
 Result<ConvGeometry> ConvGeometryOf(const ConvAttrs& attrs, const Shape& x, const Shape& w);
 
+// Which product a convolution kernel computes: y from (x, w); dx from (dy, w, x's shape);
+// dw from (x, dy, w's shape).
+enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
+
+// A pass's geometry and the shape of its output.
+struct ConvPassShapes {
+  ConvGeometry g;
+  Shape out;
+};
+
+// The geometry of pass `pass` given its three inputs' shapes (`in2`: the bias for the fused
+// forward pass when `bias`, the shape input for the backward passes, unused otherwise), and
+// its output's shape. InvalidArgument when the output gradient does not match the
+// convolution's output or the bias does not hold one value per output channel.
+Result<ConvPassShapes> ConvPassShapesOf(const ConvAttrs& attrs, ConvPass pass, bool bias,
+                                        const Shape& in0, const Shape& in1, const Shape& in2);
+
 }  // namespace dflow

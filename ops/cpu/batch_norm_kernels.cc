@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ops/batch_norm_dims.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
 #include "ops/cpu/dnnl_context.h"
@@ -20,29 +21,7 @@ using dnnl::memory;
 
 enum class Mode { kTraining, kInference, kBackward };
 
-// x viewed as [n, c, inner].
-struct Dims {
-  int64_t n, c, inner;
-  int64_t count() const { return n * inner; }  // elements per channel
-  int64_t index(int64_t b, int64_t ch, int64_t i) const { return (b * c + ch) * inner + i; }
-};
-
-Result<Dims> DimsOf(const Shape& x) {
-  if (x.rank() < 2 || x.rank() > 5) {
-    return InvalidArgument("input must be [N, C, ...] of rank 2 to 5, got {}", x);
-  }
-  Dims d{x[0], x[1], 1};
-  for (int i = 2; i < x.rank(); ++i) d.inner *= x[i];
-  return d;
-}
-
-Status CheckVector(const Tensor& t, const char* what, int64_t channels) {
-  if (t.shape().rank() != 1 || t.shape()[0] != channels) {
-    return InvalidArgument("{} has shape {} but the input has {} channels", what, t.shape(),
-                           channels);
-  }
-  return Status::OK();
-}
+using Dims = BatchNormDims;
 
 // Calls f(channel) for every channel, in parallel.
 template <typename F>
@@ -176,9 +155,9 @@ class BatchNormKernel : public OpKernel {
 
   Status Compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    ASSIGN_OR_RETURN(Dims d, DimsOf(x.shape()));
-    RETURN_IF_ERROR(CheckVector(ctx.input(1), "scale", d.c));
-    RETURN_IF_ERROR(CheckVector(ctx.input(2), "offset", d.c));
+    ASSIGN_OR_RETURN(Dims d, BatchNormDimsOf(x.shape()));
+    RETURN_IF_ERROR(CheckChannelVector(ctx.input(1), "scale", d.c, x.dtype()));
+    RETURN_IF_ERROR(CheckChannelVector(ctx.input(2), "offset", d.c, x.dtype()));
     if (d.count() == 0) {
       return InvalidArgument("no elements per channel in {}: batch statistics need at least one",
                              x.shape());
@@ -215,9 +194,10 @@ class BatchNormInferenceKernel : public OpKernel {
 
   Status Compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    ASSIGN_OR_RETURN(Dims d, DimsOf(x.shape()));
+    ASSIGN_OR_RETURN(Dims d, BatchNormDimsOf(x.shape()));
     const char* names[] = {"scale", "offset", "mean", "variance"};
-    for (int i = 1; i <= 4; ++i) RETURN_IF_ERROR(CheckVector(ctx.input(i), names[i - 1], d.c));
+    for (int i = 1; i <= 4; ++i)
+      RETURN_IF_ERROR(CheckChannelVector(ctx.input(i), names[i - 1], d.c, x.dtype()));
     DType t = x.dtype();
     ASSIGN_OR_RETURN(Tensor * y, ctx.ForwardOrAllocateOutput(0, 0, t, x.shape()));
     if (x.num_elements() == 0) return Status::OK();
@@ -249,13 +229,14 @@ class BatchNormGradKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     const Tensor& dy = ctx.input(0);
     const Tensor& x = ctx.input(1);
-    ASSIGN_OR_RETURN(Dims d, DimsOf(x.shape()));
+    ASSIGN_OR_RETURN(Dims d, BatchNormDimsOf(x.shape()));
     if (dy.shape() != x.shape()) {
       return InvalidArgument("output gradient {} does not match the input {}", dy.shape(),
                              x.shape());
     }
     const char* names[] = {"scale", "mean", "variance"};
-    for (int i = 2; i <= 4; ++i) RETURN_IF_ERROR(CheckVector(ctx.input(i), names[i - 2], d.c));
+    for (int i = 2; i <= 4; ++i)
+      RETURN_IF_ERROR(CheckChannelVector(ctx.input(i), names[i - 2], d.c, x.dtype()));
     DType t = x.dtype();
     ASSIGN_OR_RETURN(Tensor * dx, ctx.AllocateOutput(0, t, x.shape()));
     ASSIGN_OR_RETURN(Tensor * dscale, ctx.AllocateOutput(1, t, Shape{d.c}));

@@ -18,7 +18,7 @@ namespace {
 
 using dnnl::memory;
 
-enum class Pass { kForward, kBackwardData, kBackwardFilter };
+using Pass = ConvPass;
 
 // The oneDNN primitive of one pass for one geometry; the forward pass optionally adds a bias [O]
 // and applies a ReLU (post-ops of _FusedConv2D).
@@ -156,26 +156,15 @@ class ConvKernel : public OpKernel {
         relu_(bias_ && std::get<std::string>(*init.node.FindAttr("activation")) == "Relu") {}
 
   Status Compute(KernelContext& ctx) override {
-    // Shapes of x and w, whichever inputs carry them in this pass.
     const Tensor& in0 = ctx.input(0);
     const Tensor& in1 = ctx.input(1);
-    const Shape& x_shape = kPass == Pass::kBackwardData ? ctx.input(2).shape() : in0.shape();
-    const Shape& w_shape = kPass == Pass::kBackwardFilter ? ctx.input(2).shape() : in1.shape();
-    ASSIGN_OR_RETURN(ConvGeometry g, ConvGeometryOf(attrs_, x_shape, w_shape));
-    Shape y_shape{g.n, g.o, g.oh, g.ow};
-    const Shape& dy_shape = kPass == Pass::kBackwardData ? in0.shape() : in1.shape();
-    if (kPass != Pass::kForward && dy_shape != y_shape) {
-      return InvalidArgument("output gradient {} does not match the convolution's output {}",
-                             dy_shape, y_shape);
-    }
-    if (bias_ && ctx.input(2).num_elements() != g.o) {
-      return InvalidArgument("bias {} does not have one value per output channel ({})",
-                             ctx.input(2).shape(), g.o);
-    }
+    static const Shape kNone{};
+    const Shape& in2 = ctx.num_inputs() > 2 ? ctx.input(2).shape() : kNone;
+    ASSIGN_OR_RETURN(ConvPassShapes shapes,
+                     ConvPassShapesOf(attrs_, kPass, bias_, in0.shape(), in1.shape(), in2));
+    const ConvGeometry& g = shapes.g;
+    const Shape& out_shape = shapes.out;
     DType dtype = in0.dtype();
-    const Shape& out_shape = kPass == Pass::kForward        ? y_shape
-                             : kPass == Pass::kBackwardData ? x_shape
-                                                            : w_shape;
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, dtype, out_shape));
     if (out->num_elements() == 0) return Status::OK();
     if (dtype == DType::kF64) {

@@ -7,6 +7,7 @@
 // - BatchNormGrad uses the mean and variance it is given (cuDNN's saved mean and inverse
 //   standard deviation, computed from them), not statistics recomputed from x.
 // cuDNN needs epsilon >= CUDNN_BN_MIN_EPSILON (1e-5); a smaller one is an InvalidArgument.
+#include "ops/batch_norm_dims.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cudnn_util.h"
 #include "ops/cuda/kernel_util.h"
@@ -16,29 +17,7 @@ namespace {
 
 constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL;
 
-// x viewed as [n, c, inner].
-struct Dims {
-  int64_t n, c, inner;
-  int64_t count() const { return n * inner; }
-};
-
-Result<Dims> DimsOf(const Shape& x) {
-  if (x.rank() < 2 || x.rank() > 5) {
-    return InvalidArgument("input must be [N, C, ...] of rank 2 to 5, got {}", x);
-  }
-  Dims d{x[0], x[1], 1};
-  for (int i = 2; i < x.rank(); ++i) d.inner *= x[i];
-  return d;
-}
-
-Status CheckVector(const Tensor& t, const char* what, int64_t channels, DType dtype) {
-  if (t.shape().rank() != 1 || t.shape()[0] != channels) {
-    return InvalidArgument("{} has shape {} but the input has {} channels", what, t.shape(),
-                           channels);
-  }
-  if (t.dtype() != dtype) return InvalidArgument("{} is {}, the input {}", what, t.dtype(), dtype);
-  return Status::OK();
-}
+using Dims = BatchNormDims;
 
 // The descriptors of x (and y) and of the per-channel vectors.
 struct BnDescs {
@@ -73,10 +52,10 @@ class BatchNormKernel : public BatchNormBase {
 
   Status Compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    ASSIGN_OR_RETURN(Dims d, DimsOf(x.shape()));
+    ASSIGN_OR_RETURN(Dims d, BatchNormDimsOf(x.shape()));
     const DType t = x.dtype();
-    RETURN_IF_ERROR(CheckVector(ctx.input(1), "scale", d.c, t));
-    RETURN_IF_ERROR(CheckVector(ctx.input(2), "offset", d.c, t));
+    RETURN_IF_ERROR(CheckChannelVector(ctx.input(1), "scale", d.c, t));
+    RETURN_IF_ERROR(CheckChannelVector(ctx.input(2), "offset", d.c, t));
     ASSIGN_OR_RETURN(cudnnDataType_t type, DnnFloatType(t, "BatchNorm"));
     RETURN_IF_ERROR(CheckEpsilon());
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, t, x.shape()));
@@ -122,10 +101,11 @@ class BatchNormInferenceKernel : public BatchNormBase {
 
   Status Compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    ASSIGN_OR_RETURN(Dims d, DimsOf(x.shape()));
+    ASSIGN_OR_RETURN(Dims d, BatchNormDimsOf(x.shape()));
     const DType t = x.dtype();
     const char* names[] = {"scale", "offset", "mean", "variance"};
-    for (int i = 1; i <= 4; ++i) RETURN_IF_ERROR(CheckVector(ctx.input(i), names[i - 1], d.c, t));
+    for (int i = 1; i <= 4; ++i)
+      RETURN_IF_ERROR(CheckChannelVector(ctx.input(i), names[i - 1], d.c, t));
     ASSIGN_OR_RETURN(cudnnDataType_t type, DnnFloatType(t, "BatchNormInference"));
     RETURN_IF_ERROR(CheckEpsilon());
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, t, x.shape()));
@@ -151,14 +131,15 @@ class BatchNormGradKernel : public BatchNormBase {
   Status Compute(KernelContext& ctx) override {
     const Tensor& dy = ctx.input(0);
     const Tensor& x = ctx.input(1);
-    ASSIGN_OR_RETURN(Dims d, DimsOf(x.shape()));
+    ASSIGN_OR_RETURN(Dims d, BatchNormDimsOf(x.shape()));
     if (dy.shape() != x.shape() || dy.dtype() != x.dtype()) {
       return InvalidArgument("output gradient {}{} does not match the input {}{}", dy.dtype(),
                              dy.shape(), x.dtype(), x.shape());
     }
     const DType t = x.dtype();
     const char* names[] = {"scale", "mean", "variance"};
-    for (int i = 2; i <= 4; ++i) RETURN_IF_ERROR(CheckVector(ctx.input(i), names[i - 2], d.c, t));
+    for (int i = 2; i <= 4; ++i)
+      RETURN_IF_ERROR(CheckChannelVector(ctx.input(i), names[i - 2], d.c, t));
     ASSIGN_OR_RETURN(cudnnDataType_t type, DnnFloatType(t, "BatchNormGrad"));
     RETURN_IF_ERROR(CheckEpsilon());
     ASSIGN_OR_RETURN(Tensor * dx, ctx.AllocateOutput(0, t, x.shape()));

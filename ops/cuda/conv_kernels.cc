@@ -19,7 +19,7 @@
 namespace dflow::cuda {
 namespace {
 
-enum class Pass { kForward, kBackwardData, kBackwardFilter };
+using Pass = ConvPass;
 
 constexpr size_t kMaxSearchWorkspace = size_t{256} << 20;
 
@@ -69,27 +69,17 @@ class ConvKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     const Tensor& in0 = ctx.input(0);
     const Tensor& in1 = ctx.input(1);
-    const Shape& x_shape = kPass == Pass::kBackwardData ? ctx.input(2).shape() : in0.shape();
-    const Shape& w_shape = kPass == Pass::kBackwardFilter ? ctx.input(2).shape() : in1.shape();
-    ASSIGN_OR_RETURN(ConvGeometry g, ConvGeometryOf(attrs_, x_shape, w_shape));
-    Shape y_shape{g.n, g.o, g.oh, g.ow};
-    const Shape& dy_shape = kPass == Pass::kBackwardData ? in0.shape() : in1.shape();
-    if (kPass != Pass::kForward && dy_shape != y_shape) {
-      return InvalidArgument("output gradient {} does not match the convolution's output {}",
-                             dy_shape, y_shape);
-    }
-    if (bias_ && ctx.input(2).num_elements() != g.o) {
-      return InvalidArgument("bias {} does not have one value per output channel ({})",
-                             ctx.input(2).shape(), g.o);
-    }
+    static const Shape kNone{};
+    const Shape& in2 = ctx.num_inputs() > 2 ? ctx.input(2).shape() : kNone;
+    ASSIGN_OR_RETURN(ConvPassShapes shapes,
+                     ConvPassShapesOf(attrs_, kPass, bias_, in0.shape(), in1.shape(), in2));
+    const ConvGeometry& g = shapes.g;
+    const Shape& out_shape = shapes.out;
     const DType dtype = in0.dtype();
     if (in1.dtype() != dtype || (bias_ && ctx.input(2).dtype() != dtype)) {
       return InvalidArgument("inputs of dtypes {} and {} differ", dtype, in1.dtype());
     }
     ASSIGN_OR_RETURN(cudnnDataType_t type, DnnFloatType(dtype, "Conv2D"));
-    const Shape& out_shape = kPass == Pass::kForward        ? y_shape
-                             : kPass == Pass::kBackwardData ? x_shape
-                                                            : w_shape;
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, dtype, out_shape));
     if (out->num_elements() == 0) return Status::OK();
     ASSIGN_OR_RETURN(DnnCall call, DnnCall::Begin(ctx));

@@ -1,0 +1,36 @@
+// How the batch normalization kernels of every backend see their operands: x [N, C, ...] as
+// [n, c, inner], with one scale, offset, mean and variance value per channel.
+#pragma once
+
+#include "graph/tensor.h"
+
+namespace dflow {
+
+// x viewed as [n, c, inner].
+struct BatchNormDims {
+  int64_t n, c, inner;
+  int64_t count() const { return n * inner; }  // elements per channel
+  int64_t index(int64_t b, int64_t ch, int64_t i) const { return (b * c + ch) * inner + i; }
+};
+
+// InvalidArgument naming the shape unless x is [N, C, ...] of rank 2 to 5.
+inline Result<BatchNormDims> BatchNormDimsOf(const Shape& x) {
+  if (x.rank() < 2 || x.rank() > 5) {
+    return InvalidArgument("input must be [N, C, ...] of rank 2 to 5, got {}", x);
+  }
+  BatchNormDims d{x[0], x[1], 1};
+  for (int i = 2; i < x.rank(); ++i) d.inner *= x[i];
+  return d;
+}
+
+// InvalidArgument naming `what` unless `t` is a vector of `channels` values of `dtype`.
+inline Status CheckChannelVector(const Tensor& t, const char* what, int64_t channels, DType dtype) {
+  if (t.shape().rank() != 1 || t.shape()[0] != channels) {
+    return InvalidArgument("{} has shape {} but the input has {} channels", what, t.shape(),
+                           channels);
+  }
+  if (t.dtype() != dtype) return InvalidArgument("{} is {}, the input {}", what, t.dtype(), dtype);
+  return Status::OK();
+}
+
+}  // namespace dflow
