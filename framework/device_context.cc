@@ -15,6 +15,11 @@ Status DeviceContext::CopyOnDevice(const Tensor& src, Tensor& dst) {
   return Status::OK();
 }
 
+Result<Tensor> DeviceContext::CopyFromDevice(const Tensor& sent) {
+  if (sent.host_accessible()) return CopyFromHost(sent);
+  return Unimplemented("no copy from {} memory into this device's memory", sent.device());
+}
+
 DeviceContext& HostMemoryContext() {
   static DeviceContext* host = new DeviceContext;
   return *host;

@@ -10,11 +10,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "graph/graph.h"
-#include "graph/tensor.h"
 #include "framework/device_context.h"
 #include "framework/rendezvous.h"
 #include "framework/variable_store.h"
+#include "graph/graph.h"
+#include "graph/tensor.h"
 
 namespace dflow {
 

@@ -43,6 +43,9 @@ struct RecvArgs {
   DType dtype = DType::kInvalid;
   Shape shape = Shape::Unknown();  // may be partly known
   Allocator* allocator = nullptr;  // the destination device's memory
+  // The Recv takes a tensor in another device's memory of this process and copies it itself
+  // (DeviceContext::CopyFromDevice); otherwise it receives host memory only.
+  bool accepts_device_memory = false;
 };
 
 class Rendezvous {
@@ -53,6 +56,9 @@ class Rendezvous {
   virtual void RecvAsync(const RendezvousKey& key, const RecvArgs& args, DoneCallback done) = 0;
   virtual void CancelRecv(const RendezvousKey& key, const Status& why) = 0;
   virtual void Abort(const Status& status) = 0;
+  // True when the Recv of `key` is in this process, so that a Send may hand it a tensor in
+  // device memory (DeviceContext::SendView) rather than a host copy.
+  virtual bool IsLocal(const RendezvousKey& key) const { return false; }
 };
 
 // Makes the rendezvous of one step. Thread-safe: concurrent steps call it at once.

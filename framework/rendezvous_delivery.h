@@ -8,10 +8,10 @@
 
 namespace dflow {
 
-// Calls `done` once: with `tensor` when it passes CheckReceived and both it and the Recv's
-// allocator are host memory; otherwise with the error (InvalidArgument naming both nodes, or
-// Unimplemented for device memory: a device whose memory is its own sends and receives host
-// tensors and copies them itself, ops/common/common_kernels.h).
+// Calls `done` once: with `tensor` when it passes CheckReceived and the Recv can take it (host
+// memory into a host allocator, or anything when the Recv copies it in itself:
+// RecvArgs::accepts_device_memory); otherwise with the error (InvalidArgument naming both
+// nodes, or Unimplemented naming the Recv and the memory).
 void DeliverToRecv(const RendezvousKey& key, std::string_view send_node, const Tensor& tensor,
                    const RecvArgs& args, const Rendezvous::DoneCallback& done);
 

@@ -6,6 +6,9 @@
 
 #if DFLOW_WITH_CUDA
 #include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
 #endif
 
 namespace dflow {
@@ -30,6 +33,7 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::Create(const DeviceName& name, s
   CudaDeviceCount(&why);
   return NotFound("device '{}': this process has 0 GPU(s) ({})", name.ToString(), why);
 }
+struct CudaDevice::Staging {};
 CudaDevice::~CudaDevice() = default;
 // Unreachable without CUDA (Create never makes a CudaDevice); defined for the vtable.
 MemoryStats CudaDevice::memory() const { return {}; }
@@ -37,6 +41,11 @@ Result<Tensor> CudaDevice::CopyFromHost(const Tensor&) { return Internal("built 
 Result<Tensor> CudaDevice::CopyToHost(const Tensor&) { return Internal("built without CUDA"); }
 Status CudaDevice::Synchronize() { return Internal("built without CUDA"); }
 Status CudaDevice::CopyOnDevice(const Tensor&, Tensor&) { return Internal("built without CUDA"); }
+Result<Tensor> CudaDevice::SendView(const Tensor&) { return Internal("built without CUDA"); }
+Result<Tensor> CudaDevice::CopyFromDevice(const Tensor&) { return Internal("built without CUDA"); }
+size_t CudaDevice::held_tensors() const { return 0; }
+CudaAllocator::OrderedOn::OrderedOn(CudaAllocator*, CudaStream) {}
+CudaAllocator::OrderedOn::~OrderedOn() = default;
 
 #else
 
@@ -70,6 +79,10 @@ class CudaDeviceContext final : public CudaContext {
   Result<Tensor> CopyFromHost(const Tensor& host) override { return device_->CopyFromHost(host); }
   Status CopyOnDevice(const Tensor& src, Tensor& dst) override {
     return device_->CopyOnDevice(src, dst);
+  }
+  Result<Tensor> SendView(const Tensor& tensor) override { return device_->SendView(tensor); }
+  Result<Tensor> CopyFromDevice(const Tensor& sent) override {
+    return device_->CopyFromDevice(sent);
   }
 
  private:
@@ -110,6 +123,23 @@ CudaAllocator::~CudaAllocator() {
   });
 }
 
+namespace {
+// The allocator whose allocations this thread orders on another stream, and that stream.
+thread_local const CudaAllocator* ordered_owner = nullptr;
+thread_local CudaStream ordered_stream = nullptr;
+}  // namespace
+
+CudaAllocator::OrderedOn::OrderedOn(CudaAllocator* allocator, CudaStream stream)
+    : before_owner_(ordered_owner), before_stream_(ordered_stream) {
+  ordered_owner = allocator;
+  ordered_stream = stream;
+}
+
+CudaAllocator::OrderedOn::~OrderedOn() {
+  ordered_owner = before_owner_;
+  ordered_stream = before_stream_;
+}
+
 void* CudaAllocator::Allocate(size_t bytes, size_t alignment) {
   // The pool's blocks are aligned to 256 bytes at least, which covers every dtype and vector
   // load; a larger alignment is not offered.
@@ -120,8 +150,9 @@ void* CudaAllocator::Allocate(size_t bytes, size_t alignment) {
     if (limit_ != 0 && used + size > limit_) return nullptr;
   } while (!in_use_.compare_exchange_weak(used, used + size, std::memory_order_relaxed));
   void* p = nullptr;
+  const CudaStream on = ordered_owner == this ? ordered_stream : stream_;
   cudaError_t e = OnDevice(
-      ordinal_, [&] { return cudaMallocAsync(&p, size, reinterpret_cast<cudaStream_t>(stream_)); });
+      ordinal_, [&] { return cudaMallocAsync(&p, size, reinterpret_cast<cudaStream_t>(on)); });
   if (e != cudaSuccess) {
     cudaGetLastError();
     in_use_.fetch_sub(size, std::memory_order_relaxed);
@@ -173,16 +204,109 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::Create(const DeviceName& name,
       new CudaDevice(name, ordinal, reinterpret_cast<CudaStream>(stream), limit));
 }
 
+// Pinned staging buffers of one direction: two chunks, filled and drained in turn, each with
+// an event marking when the copy stream is done with it.
+struct StagingDirection {
+  Mutex mu;  // one copy at a time in each direction
+  cudaStream_t stream = nullptr;
+  void* chunk[2] = {nullptr, nullptr};
+  cudaEvent_t chunk_done[2] = {nullptr, nullptr};
+  cudaEvent_t joined = nullptr;  // joins the copy stream and the compute stream
+
+  ~StagingDirection() {
+    if (stream != nullptr) cudaStreamSynchronize(stream);
+    for (int i = 0; i < 2; ++i) {
+      if (chunk[i] != nullptr) cudaFreeHost(chunk[i]);
+      if (chunk_done[i] != nullptr) cudaEventDestroy(chunk_done[i]);
+    }
+    if (joined != nullptr) cudaEventDestroy(joined);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  // Makes the stream, buffers and events the first time.
+  cudaError_t Ready() {
+    if (stream != nullptr) return cudaSuccess;
+    cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    for (int i = 0; i < 2 && e == cudaSuccess; ++i) {
+      e = cudaHostAlloc(&chunk[i], kCudaStagingChunk, cudaHostAllocPortable);
+      if (e == cudaSuccess) e = cudaEventCreateWithFlags(&chunk_done[i], cudaEventDisableTiming);
+    }
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&joined, cudaEventDisableTiming);
+    return e;
+  }
+};
+
+struct CudaDevice::Staging {
+  StagingDirection in, out;  // host to device, device to host
+};
+
+namespace {
+
+// A tensor of one GPU on its way to another GPU of this process (CudaDevice::SendView): owns
+// the sender's tensor and the event after which its value is complete. The view's buffer
+// points at the sender's memory; when the view's last reference goes, so does the sender's
+// tensor (freed on the sender's stream) and the event.
+class CudaSentView final : public Allocator {
+ public:
+  CudaSentView(Tensor source, int ordinal, cudaEvent_t ready)
+      : source_(std::move(source)), ordinal_(ordinal), ready_(ready) {}
+  void* Allocate(size_t, size_t) override { return nullptr; }
+  void Deallocate(void*, size_t) override {}
+  const std::string& device() const override { return source_.device(); }
+  bool host_accessible() const override { return false; }
+  int ordinal() const { return ordinal_; }
+  cudaEvent_t ready() const { return ready_; }
+
+ private:
+  ~CudaSentView() override { cudaEventDestroy(ready_); }
+  Tensor source_;
+  int ordinal_;
+  cudaEvent_t ready_;
+};
+
+// Gives every GPU that can reach `ordinal`'s memory directly access to it: to cudaMalloc'd
+// memory (peer access) and to the stream-ordered pool's. Best effort: without it, peer copies
+// are staged by CUDA.
+void EnablePeerAccess(int ordinal, int count) {
+  cudaMemPool_t pool = nullptr;
+  const bool have_pool = cudaDeviceGetDefaultMemPool(&pool, ordinal) == cudaSuccess;
+  for (int peer = 0; peer < count; ++peer) {
+    int can = 0;
+    if (peer == ordinal || cudaDeviceCanAccessPeer(&can, peer, ordinal) != cudaSuccess || !can) {
+      continue;
+    }
+    OnDevice(peer, [&] { return cudaDeviceEnablePeerAccess(ordinal, 0); });
+    if (have_pool) {
+      cudaMemAccessDesc access{};
+      access.location.type = cudaMemLocationTypeDevice;
+      access.location.id = peer;
+      access.flags = cudaMemAccessFlagsProtReadWrite;
+      cudaMemPoolSetAccess(pool, &access, 1);
+    }
+  }
+  cudaGetLastError();  // cudaErrorPeerAccessAlreadyEnabled and the like are not errors here
+}
+
+}  // namespace
+
 CudaDevice::CudaDevice(const DeviceName& name, int ordinal, CudaStream stream, size_t limit)
     : Device(name, [ordinal] { cudaSetDevice(ordinal); }),
       ordinal_(ordinal),
       stream_(stream),
       allocator_(MakeAllocator<CudaAllocator>(canonical_name(), ordinal, stream, limit)),
-      context_(std::make_unique<CudaDeviceContext>(this)) {}
+      context_(std::make_unique<CudaDeviceContext>(this)),
+      staging_(std::make_unique<Staging>()) {
+  EnablePeerAccess(ordinal, CudaDeviceCount());
+}
 
 CudaDevice::~CudaDevice() {
-  // The stream goes with the allocator's last reference (tensors of this device may live on).
+  // The compute stream goes with the allocator's last reference (tensors of this device may
+  // live on); the copy streams and pinned buffers go here, once idle.
   (void)Synchronize();
+  OnDevice(ordinal_, [&] {
+    staging_.reset();
+    return cudaSuccess;
+  });
 }
 
 MemoryStats CudaDevice::memory() const {
@@ -193,11 +317,32 @@ MemoryStats CudaDevice::memory() const {
 
 Result<Tensor> CudaDevice::CopyFromHost(const Tensor& host) {
   if (!host.valid()) return InvalidArgument("CopyFromHost to '{}': no tensor", canonical_name());
-  ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(allocator(), host.dtype(), host.shape()));
-  if (host.num_bytes() == 0) return out;
+  StagingDirection& in = staging_->in;
+  MutexLock lock(in.mu);
+  Result<Tensor> out = Status::OK();
   cudaError_t e = OnDevice(ordinal_, [&] {
-    return cudaMemcpyAsync(out.raw_data(), host.raw_data(), host.num_bytes(),
-                           cudaMemcpyHostToDevice, reinterpret_cast<cudaStream_t>(stream_));
+    cudaError_t r = in.Ready();
+    if (r != cudaSuccess) return r;
+    {
+      // Memory the copy stream fills ahead of the compute stream.
+      CudaAllocator::OrderedOn on(allocator_.get(), reinterpret_cast<CudaStream>(in.stream));
+      out = Tensor::Allocate(allocator(), host.dtype(), host.shape());
+    }
+    if (!out.ok() || host.num_bytes() == 0) return cudaSuccess;
+    const char* from = static_cast<const char*>(host.raw_data());
+    char* to = static_cast<char*>(out->raw_data());
+    const size_t bytes = host.num_bytes();
+    for (size_t off = 0, i = 0; off < bytes; off += kCudaStagingChunk, ++i) {
+      const size_t n = std::min(kCudaStagingChunk, bytes - off);
+      const int b = static_cast<int>(i % 2);
+      if ((r = cudaEventSynchronize(in.chunk_done[b])) != cudaSuccess) return r;  // drained
+      std::memcpy(in.chunk[b], from + off, n);
+      r = cudaMemcpyAsync(to + off, in.chunk[b], n, cudaMemcpyHostToDevice, in.stream);
+      if (r != cudaSuccess) return r;
+      if ((r = cudaEventRecord(in.chunk_done[b], in.stream)) != cudaSuccess) return r;
+    }
+    if ((r = cudaEventRecord(in.joined, in.stream)) != cudaSuccess) return r;
+    return cudaStreamWaitEvent(reinterpret_cast<cudaStream_t>(stream_), in.joined, 0);
   });
   if (e != cudaSuccess) {
     return CudaError(e, fmt::format("copying {} bytes to the device", host.num_bytes()),
@@ -208,20 +353,124 @@ Result<Tensor> CudaDevice::CopyFromHost(const Tensor& host) {
 
 Result<Tensor> CudaDevice::CopyToHost(const Tensor& tensor) {
   if (!tensor.valid()) return InvalidArgument("CopyToHost from '{}': no tensor", canonical_name());
+  ReleaseHeld(false);
   Tensor out(tensor.dtype(), tensor.shape());
   if (tensor.num_bytes() == 0) return out;
+  StagingDirection& o = staging_->out;
+  MutexLock lock(o.mu);
   cudaError_t e = OnDevice(ordinal_, [&] {
-    cudaError_t r =
-        cudaMemcpyAsync(out.raw_data(), tensor.raw_data(), tensor.num_bytes(),
-                        cudaMemcpyDeviceToHost, reinterpret_cast<cudaStream_t>(stream_));
+    cudaError_t r = o.Ready();
     if (r != cudaSuccess) return r;
-    return cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(stream_));
+    // The copy stream starts where the compute stream is now.
+    if ((r = cudaEventRecord(o.joined, reinterpret_cast<cudaStream_t>(stream_))) != cudaSuccess) {
+      return r;
+    }
+    if ((r = cudaStreamWaitEvent(o.stream, o.joined, 0)) != cudaSuccess) return r;
+    const char* from = static_cast<const char*>(tensor.raw_data());
+    char* to = static_cast<char*>(out.raw_data());
+    const size_t bytes = tensor.num_bytes();
+    const size_t chunks = (bytes + kCudaStagingChunk - 1) / kCudaStagingChunk;
+    // Chunk i is copied into buffer i % 2 while the host drains chunk i - 1 from the other.
+    auto drain = [&](size_t i) {
+      const size_t off = i * kCudaStagingChunk;
+      cudaError_t d = cudaEventSynchronize(o.chunk_done[i % 2]);
+      if (d == cudaSuccess)
+        std::memcpy(to + off, o.chunk[i % 2], std::min(kCudaStagingChunk, bytes - off));
+      return d;
+    };
+    for (size_t i = 0; i < chunks; ++i) {
+      const size_t off = i * kCudaStagingChunk;
+      r = cudaMemcpyAsync(o.chunk[i % 2], from + off, std::min(kCudaStagingChunk, bytes - off),
+                          cudaMemcpyDeviceToHost, o.stream);
+      if (r != cudaSuccess) return r;
+      if ((r = cudaEventRecord(o.chunk_done[i % 2], o.stream)) != cudaSuccess) return r;
+      if (i > 0 && (r = drain(i - 1)) != cudaSuccess) return r;
+    }
+    return drain(chunks - 1);
   });
   if (e != cudaSuccess) {
     return CudaError(e, fmt::format("copying {} bytes to the host", tensor.num_bytes()),
                      canonical_name());
   }
   return out;
+}
+
+Result<Tensor> CudaDevice::SendView(const Tensor& tensor) {
+  if (tensor.host_accessible()) return tensor;
+  cudaEvent_t ready = nullptr;
+  cudaError_t e = OnDevice(ordinal_, [&] {
+    cudaError_t r = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
+    if (r != cudaSuccess) return r;
+    return cudaEventRecord(ready, reinterpret_cast<cudaStream_t>(stream_));
+  });
+  if (e != cudaSuccess) {
+    if (ready != nullptr) cudaEventDestroy(ready);
+    return CudaError(e, "marking a tensor sent to another GPU", canonical_name());
+  }
+  auto* view = new CudaSentView(tensor, ordinal_, ready);
+  Tensor out = Tensor::Borrow(view, tensor.raw_data(), tensor.dtype(), tensor.shape());
+  view->Unref();  // the view's buffer holds it now
+  return out;
+}
+
+Result<Tensor> CudaDevice::CopyFromDevice(const Tensor& sent) {
+  if (sent.host_accessible()) return CopyFromHost(sent);
+  if (sent.allocator() == allocator()) return sent;
+  auto* view = dynamic_cast<CudaSentView*>(sent.allocator());
+  if (view == nullptr) {
+    return Unimplemented("'{}' cannot copy from {} memory: not a GPU tensor sent in this process",
+                         canonical_name(), sent.device());
+  }
+  ReleaseHeld(false);
+  ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(allocator(), sent.dtype(), sent.shape()));
+  cudaEvent_t copied = nullptr;
+  cudaError_t e = OnDevice(ordinal_, [&] {
+    auto stream = reinterpret_cast<cudaStream_t>(stream_);
+    cudaError_t r = cudaStreamWaitEvent(stream, view->ready(), 0);
+    if (r != cudaSuccess || sent.num_bytes() == 0) return r;
+    r = view->ordinal() == ordinal_
+            ? cudaMemcpyAsync(out.raw_data(), sent.raw_data(), sent.num_bytes(),
+                              cudaMemcpyDeviceToDevice, stream)
+            : cudaMemcpyPeerAsync(out.raw_data(), ordinal_, sent.raw_data(), view->ordinal(),
+                                  sent.num_bytes(), stream);
+    if (r != cudaSuccess) return r;
+    if ((r = cudaEventCreateWithFlags(&copied, cudaEventDisableTiming)) != cudaSuccess) return r;
+    return cudaEventRecord(copied, stream);
+  });
+  if (e != cudaSuccess) {
+    if (copied != nullptr) cudaEventDestroy(copied);
+    (void)Synchronize();  // the sender's memory may be read still: let go of it only after
+    return CudaError(e, fmt::format("copying {} bytes from {}", sent.num_bytes(), sent.device()),
+                     canonical_name());
+  }
+  if (copied != nullptr) HoldUntil(copied, sent);
+  return out;
+}
+
+void CudaDevice::HoldUntil(void* event, Tensor tensor) {
+  MutexLock lock(held_mu_);
+  held_.emplace_back(event, std::move(tensor));
+}
+
+void CudaDevice::ReleaseHeld(bool all) {
+  std::vector<Tensor> done;  // dropped outside the lock: a free queues on the sender's stream
+  {
+    MutexLock lock(held_mu_);
+    auto passed = [&](std::pair<void*, Tensor>& h) {
+      auto event = static_cast<cudaEvent_t>(h.first);
+      if (!all && cudaEventQuery(event) != cudaSuccess) return false;
+      cudaEventDestroy(event);
+      done.push_back(std::move(h.second));
+      return true;
+    };
+    held_.erase(std::remove_if(held_.begin(), held_.end(), passed), held_.end());
+  }
+  cudaGetLastError();  // cudaErrorNotReady from the queries
+}
+
+size_t CudaDevice::held_tensors() const {
+  MutexLock lock(held_mu_);
+  return held_.size();
 }
 
 Status CudaDevice::CopyOnDevice(const Tensor& src, Tensor& dst) {
@@ -245,6 +494,7 @@ Status CudaDevice::Synchronize() {
   cudaError_t e = OnDevice(
       ordinal_, [&] { return cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(stream_)); });
   if (e != cudaSuccess) return CudaError(e, "synchronizing the compute stream", canonical_name());
+  ReleaseHeld(true);  // every copy queued before has run
   return Status::OK();
 }
 

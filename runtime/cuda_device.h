@@ -10,6 +10,10 @@
 // is enforced here, before the pool is asked: what the placer plans with is what the
 // allocator allows.
 //
+// Copies: to and from the host through pinned staging buffers on two copy streams joined to
+// the compute stream by events; between GPUs of one process peer to peer (cudaMemcpyPeerAsync,
+// direct where the GPUs have peer access, which Create turns on, staged by CUDA otherwise).
+//
 // Machines without a GPU (or without a driver) build and link this; CudaDeviceCount() is then 0
 // and says why, the "GPU" device type is not registered and CudaDevice::Create is NotFound. A
 // build without CUDA has the same interface, with no GPU ever.
@@ -18,11 +22,17 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "framework/cuda_context.h"
+#include "graph/mutex.h"
 #include "runtime/device.h"
 
 namespace dflow {
+
+// The size of each of the two pinned buffers a GPU stages host copies through, per direction.
+inline constexpr size_t kCudaStagingChunk = size_t{4} << 20;
 
 // The GPUs this process can use; 0 with `why` set when there are none (no driver, no device,
 // or a build without CUDA).
@@ -41,6 +51,19 @@ class CudaAllocator final : public Allocator {
   CudaAllocator(std::string device, int ordinal, CudaStream stream, size_t limit);
   ~CudaAllocator() override;
   CudaStream stream() const { return stream_; }
+
+  // While one lives, this thread's allocations from `allocator` are ordered on `stream` (a
+  // copy stream filling them ahead of the compute stream, which must then wait for that
+  // stream before it uses the memory). Frees stay on the compute stream.
+  class OrderedOn {
+   public:
+    OrderedOn(CudaAllocator* allocator, CudaStream stream);
+    ~OrderedOn();
+
+   private:
+    const CudaAllocator* before_owner_;
+    CudaStream before_stream_;
+  };
 
   void* Allocate(size_t bytes, size_t alignment) override;
   void Deallocate(void* p, size_t bytes) override;
@@ -71,11 +94,22 @@ class CudaDevice final : public Device {
   Allocator* allocator() override { return allocator_.get(); }
   MemoryStats memory() const override;
   void ResetPeak() override { allocator_->ResetPeak(); }
-  // Queues a copy into device memory on the compute stream; returns once `host` has been read
-  // (CUDA stages pageable memory before it returns), so the caller may drop or reuse it.
+  // Copies into device memory through pinned staging buffers on the host-to-device copy
+  // stream, which fills memory allocated on it ahead of the compute stream; the compute stream
+  // waits for the copy (an event) before the kernels queued after it. Returns once `host` has
+  // been read, so the caller may drop or reuse it.
   Result<Tensor> CopyFromHost(const Tensor& host) override;
-  // Waits for the compute stream's work up to the copy, then returns the host tensor.
+  // Waits for the compute stream's work up to here (an event), copies on the device-to-host
+  // copy stream through pinned staging buffers, and returns the host tensor.
   Result<Tensor> CopyToHost(const Tensor& tensor) override;
+  // A tensor of this GPU as it goes to another GPU of this process: a view holding `tensor`
+  // and an event recorded on the compute stream, queued behind the work that computes it. The
+  // host does not wait.
+  Result<Tensor> SendView(const Tensor& tensor);
+  // A copy in this GPU's memory of `sent`: host memory (CopyFromHost), another GPU's SendView
+  // (the compute stream waits for its event, then copies peer to peer), or this GPU's own
+  // memory (shared, no copy). The sender's memory is held until the copy has run.
+  Result<Tensor> CopyFromDevice(const Tensor& sent);
   Status Synchronize() override;
   // The GPU's ordinal and compute stream, for kernels (framework/cuda_context.h), and the
   // device's copies for the kernels every device shares (ops/common/).
@@ -86,13 +120,26 @@ class CudaDevice final : public Device {
   int ordinal() const { return ordinal_; }
   // The compute stream (the allocator's).
   CudaStream stream() const { return stream_; }
+  // Tensors held until an event of the compute stream has passed (the senders' memory of peer
+  // copies); 0 after Synchronize.
+  size_t held_tensors() const;
 
  private:
+  struct Staging;  // the copy streams, pinned buffers and events (runtime/cuda_device.cc)
   CudaDevice(const DeviceName& name, int ordinal, CudaStream stream, size_t limit);
+  // Keeps `tensor` until `event` (a cudaEvent_t recorded on the compute stream) has passed.
+  void HoldUntil(void* event, Tensor tensor);
+  // Lets go of the held tensors whose events have passed (all of them when `all`, after a
+  // synchronize).
+  void ReleaseHeld(bool all);
+
   int ordinal_;
   CudaStream stream_;  // owned by allocator_
   AllocatorPtr<CudaAllocator> allocator_;
   std::unique_ptr<CudaContext> context_;
+  std::unique_ptr<Staging> staging_;
+  mutable Mutex held_mu_;
+  std::vector<std::pair<void*, Tensor>> held_ DFLOW_GUARDED_BY(held_mu_);
 };
 
 }  // namespace dflow

@@ -648,6 +648,11 @@ class UcxRendezvous final : public Rendezvous {
     }
     impl_->RecvAsync(key, args, std::move(done));
   }
+  // A Recv of this task's is handed device memory as it is (its device copies it in).
+  bool IsLocal(const RendezvousKey& key) const override {
+    auto task = impl_->TaskOf(key.dst_device);
+    return task.ok() && *task == impl_->task();
+  }
   void CancelRecv(const RendezvousKey& key, const Status& why) override {
     impl_->CancelRecv(key, why);
   }

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "framework/kernel.h"
+#include "graph/device_name.h"
 
 namespace dflow::common {
 namespace {
@@ -168,33 +169,45 @@ class DeviceAssignKernel : public OpKernel {
 };
 
 // A Send hands the rendezvous host memory: a tensor in device memory is copied out first (the
-// host waits for it), so every rendezvous, in-process or over a transport, sees host tensors.
+// host waits for it), so every rendezvous, in-process or over a transport, sees host tensors;
+// except between devices of one process when the Recv is on a device whose memory is its own
+// (a GPU), where the tensor goes as its device's SendView and the Recv copies it in without the
+// host waiting.
 class SendKernel : public OpKernel {
  public:
   explicit SendKernel(const KernelInit& init)
       : key_(RendezvousKeyOf(init.node, 0)),
         node_(init.node.name()),
-        context_(init.device_context) {}
+        context_(init.device_context) {
+    auto recv = DeviceName::Parse(key_.dst_device);
+    to_device_memory_ = recv.ok() && recv->type.has_value() && *recv->type != "CPU";
+  }
   Status Compute(KernelContext& ctx) override {
-    if (ctx.step().rendezvous == nullptr) {
-      return FailedPrecondition("a Send runs only in a partitioned step");
-    }
+    Rendezvous* rendezvous = ctx.step().rendezvous;
+    if (rendezvous == nullptr) return FailedPrecondition("a Send runs only in a partitioned step");
     RendezvousKey key = key_;
     key.step_id = ctx.step().step_id;
     const Tensor& value = ctx.input(0);
-    if (value.host_accessible()) return ctx.step().rendezvous->Send(key, SendArgs{node_}, value);
+    if (value.host_accessible()) return rendezvous->Send(key, SendArgs{node_}, value);
+    // A device of this process whose memory is its own (a GPU) takes the tensor as it is, and
+    // copies it in itself (GPUs peer to peer).
+    if (to_device_memory_ && rendezvous->IsLocal(key)) {
+      ASSIGN_OR_RETURN(Tensor view, ContextOf(context_).SendView(value));
+      return rendezvous->Send(key, SendArgs{node_}, view);
+    }
     ASSIGN_OR_RETURN(Tensor host, ContextOf(context_).CopyToHost(value));
-    return ctx.step().rendezvous->Send(key, SendArgs{node_}, host);
+    return rendezvous->Send(key, SendArgs{node_}, host);
   }
 
  private:
   RendezvousKey key_;
   std::string node_;
   DeviceContext* context_;
+  bool to_device_memory_ = false;  // the Recv is on a device whose memory is its own
 };
 
-// A Recv on a device whose memory is its own receives into host memory and copies the tensor
-// in, queued on the device.
+// A Recv on a device whose memory is its own receives into host memory (or, from a device of
+// this process, the sender's SendView) and copies the tensor in, queued on the device.
 class RecvKernel : public OpKernel {
  public:
   explicit RecvKernel(const KernelInit& init)
@@ -206,6 +219,7 @@ class RecvKernel : public OpKernel {
     args_.dtype = init.node.output_dtype(0);
     args_.shape = init.node.output_shape(0);
     args_.allocator = staged_ ? CpuAllocator::Default() : init.allocator;
+    args_.accepts_device_memory = staged_;
   }
   Status Compute(KernelContext&) override {
     return Internal("Recv is asynchronous: ComputeAsync runs it");
@@ -229,7 +243,7 @@ class RecvKernel : public OpKernel {
             done(Status::OK());
             return;
           }
-          auto on_device = ContextOf(context_).CopyFromHost(t);
+          auto on_device = ContextOf(context_).CopyFromDevice(t);
           if (on_device.ok()) ctx.set_output(0, std::move(on_device).value());
           done(on_device.status());
         });

@@ -9,9 +9,14 @@
 #include <algorithm>
 #include <vector>
 
+#include "ops/array_ops.h"
+#include "ops/math_ops.h"
+#include "ops/unary_ops.h"
 #include "runtime/cuda_calibration.h"
 #include "runtime/device_factory.h"
+#include "runtime/local_session.h"
 #include "runtime/pipeline.h"
+#include "runtime/session.h"
 #include "test_util.h"
 
 namespace dflow {
@@ -55,7 +60,9 @@ TEST_F(CudaGpuTest, TensorsCopyToTheGpuAndBackExactly) {
   auto gpu = DeviceFactory::Global().Create(DeviceName::Parse("gpu:0").value(), {});
   ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
   EXPECT_EQ((*gpu)->type(), "GPU");
-  for (int64_t n : {0, 1, 1000, 1 << 22}) {
+  // Through the pinned staging buffers: within one, exactly four, and past a boundary.
+  for (int64_t n :
+       {int64_t{0}, int64_t{1}, int64_t{1000}, int64_t{1} << 22, (int64_t{3} << 20) + 7}) {
     Tensor host(DType::kF32, Shape{n});
     for (int64_t i = 0; i < n; ++i) host.data<float>()[i] = static_cast<float>(i % 1009) - 3.5f;
     auto on_gpu = (*gpu)->CopyFromHost(host);
@@ -103,6 +110,85 @@ TEST_F(CudaGpuTest, ATensorOutlivesItsDevice) {
   // The device is gone; its allocator (and the stream its frees are queued on) lives on with
   // the tensor, and the free at the end of this test is ordered there.
   EXPECT_EQ(kept.num_elements(), 3);
+}
+
+// A tensor one GPU device sends another of this process: the receiver copies it (peer to peer
+// between two GPUs, on the device between two devices of one GPU), the sender's memory held
+// until the copy has run, though the sender let go of it at once.
+TEST_F(CudaGpuTest, ATensorSentToAnotherGpuDeviceArrivesWithoutTheHostWaiting) {
+  const int last = CudaDeviceCount() - 1;
+  auto a = CudaDevice::Create(DeviceName::Parse("/job:localhost/task:0/device:GPU:0").value());
+  auto b = CudaDevice::Create(
+      DeviceName::Parse(fmt::format("/job:localhost/task:0/device:GPU:{}", last)).value());
+  ASSERT_TRUE(a.ok() && b.ok());
+  Tensor host(DType::kF32, Shape{(int64_t{5} << 20) + 3});  // past a staging chunk, too
+  for (int64_t i = 0; i < host.num_elements(); ++i) host.data<float>()[i] = 0.25f * (i % 4093);
+  Tensor view;
+  {
+    auto on_a = (*a)->CopyFromHost(host);
+    ASSERT_TRUE(on_a.ok()) << on_a.status().ToString();
+    auto sent = (*a)->SendView(*on_a);
+    ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+    EXPECT_FALSE(sent->host_accessible());
+    EXPECT_EQ(sent->device(), (*a)->canonical_name());
+    view = *sent;
+  }  // the sender's own reference is gone: the view holds its memory
+  auto on_b = (*b)->CopyFromDevice(view);
+  ASSERT_TRUE(on_b.ok()) << on_b.status().ToString();
+  view = Tensor();
+  EXPECT_LE((*b)->held_tensors(), 1u);
+  EXPECT_EQ(on_b->allocator(), (*b)->allocator());
+  auto back = (*b)->CopyToHost(*on_b);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->BitwiseEquals(host));
+  ASSERT_TRUE((*b)->Synchronize().ok());
+  EXPECT_EQ((*b)->held_tensors(), 0u);
+  // Host memory comes in as CopyFromHost; another device's memory not sent is refused, naming it.
+  auto from_host = (*b)->CopyFromDevice(Tensor::FromVector<float>({1, 2}, Shape{2}));
+  ASSERT_TRUE(from_host.ok()) << from_host.status().ToString();
+  auto raw = (*a)->CopyFromHost(Tensor::FromVector<float>({1, 2}, Shape{2}));
+  ASSERT_TRUE(raw.ok());
+  auto refused = (*b)->CopyFromDevice(*raw);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(MessageHas(refused.status(), {(*a)->canonical_name()}))
+      << refused.status().ToString();
+}
+
+// A graph across the CPU and every GPU (two, where there are): the values are the CPU's.
+TEST_F(CudaGpuTest, APartitionedRunAcrossCpuAndGpusMatchesTheCpu) {
+  const int gpus = std::min(CudaDeviceCount(), 2);
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x").WithDevice("cpu:0"), DType::kF32, Shape{64, 64});
+  auto w =
+      ops::Const(root.WithOpName("w"), testing::RandomFloats(64 * 64, 7, -1, 1), Shape{64, 64});
+  auto h = ops::MatMul(root.WithOpName("h").WithDevice("gpu:0"), x, w);
+  auto t = ops::Tanh(root.WithOpName("t").WithDevice(fmt::format("gpu:{}", gpus - 1)), h);
+  auto u = ops::Add(root.WithOpName("u").WithDevice("gpu:0"), t, h);
+  auto y = ops::Neg(root.WithOpName("y").WithDevice("cpu:0"), u);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  SessionOptions options;
+  options.devices = {"cpu:0"};
+  for (int i = 0; i < gpus; ++i) options.devices.push_back(fmt::format("gpu:{}", i));
+  auto session = LocalSession::Create(root, options);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  Session::Feeds feeds = {
+      {"x", Tensor::FromVector(testing::RandomFloats(64 * 64, 8, -1, 1), Shape{64, 64})}};
+  // The reference: plain loops.
+  std::vector<float> xs = feeds[0].second.ToVector<float>(),
+                     ws = testing::RandomFloats(64 * 64, 7, -1, 1);
+  for (int rep = 0; rep < 3; ++rep) {
+    auto got = (*session)->Run(feeds, {"y"});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    const float* out = got->at(0).data<float>();
+    for (int i = 0; i < 64; ++i) {
+      for (int j = 0; j < 64; ++j) {
+        double hv = 0;
+        for (int k = 0; k < 64; ++k) hv += double{xs[i * 64 + k]} * ws[k * 64 + j];
+        ASSERT_NEAR(out[i * 64 + j], -(std::tanh(hv) + hv), 1e-4) << i << "," << j;
+      }
+    }
+  }
 }
 
 TEST(CudaCalibrationTest, AGpuThatIsNotThereIsNotFoundNamingIt) {
