@@ -5,6 +5,7 @@
 #   bench gpu_conv2d_3x3: step=...ms cudnn=...ms ratio=...          (target <= 1.10)
 #   bench gpu_{mlp,cnn}_train_step_b128: step=...ms pytorch=...ms ratio=...
 #   bench gpu_resnet50_train_step_b128: step=...ms pytorch=...ms ratio=... compile=...ms
+#   bench cuda_ipc_64mib: transfer=...ms bandwidth=...GB/s d2d_copy=...ms ratio=...
 # PyTorch is the GPU machine's python3 (bench/peers/torch_resnet.py, torch_gpu_models.py), in
 # f32 without TF32 on both sides (DFLOW_ALLOW_TF32 unset; torch's allow_tf32 off).
 #
@@ -77,3 +78,4 @@ if r:
 else:
     print("bench gpu_resnet50_train_step_b128: not-run")
 PY
+run cuda_ipc_bench --mib 64 --reps 20 || echo "bench cuda_ipc_64mib: failed"

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <filesystem>
 #include <vector>
 
 #include "runtime/cuda_device.h"
@@ -21,10 +22,16 @@ namespace {
 
 using testing::MessageHas;
 
+// The peer program beside this test binary (as in a GPU bundle), or where the build put it.
+std::string PeerBinary() {
+  auto beside = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "cuda_ipc_peer";
+  return std::filesystem::exists(beside) ? beside.string() : std::string(CUDA_IPC_PEER_BINARY);
+}
+
 TEST(CudaIpcPeerTest, WithoutAGpuThePeerSaysWhy) {
   std::string why;
   if (CudaDeviceCount(&why) > 0) GTEST_SKIP() << "a GPU is present: see the test below";
-  auto peer = CudaIpcPeer::Start(CUDA_IPC_PEER_BINARY, 0);
+  auto peer = CudaIpcPeer::Start(PeerBinary(), 0);
   ASSERT_TRUE(peer.ok()) << peer.status().ToString();
   CudaIpcHandle h;
   h.bytes = 16;
@@ -40,7 +47,7 @@ TEST(CudaIpcPeerTest, WithoutAGpuThePeerSaysWhy) {
 }
 
 TEST(CudaIpcPeerTest, APeerThatIsGoneIsAnErrorNamingIt) {
-  auto peer = CudaIpcPeer::Start(CUDA_IPC_PEER_BINARY, 0);
+  auto peer = CudaIpcPeer::Start(PeerBinary(), 0);
   ASSERT_TRUE(peer.ok()) << peer.status().ToString();
   ASSERT_EQ(kill((*peer)->pid(), SIGKILL), 0);
   signal(SIGPIPE, SIG_IGN);
@@ -62,7 +69,7 @@ TEST(CudaIpcPeerTest, TheStartOfAMissingProgramNamesIt) {
 TEST(CudaIpcPeerTest, ExportedTensorsArriveInTheOtherProcessAndBlocksAreReused) {
   std::string why;
   if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no CUDA GPU here: " << why;
-  auto peer = CudaIpcPeer::Start(CUDA_IPC_PEER_BINARY, 0);
+  auto peer = CudaIpcPeer::Start(PeerBinary(), 0);
   ASSERT_TRUE(peer.ok()) << peer.status().ToString();
   auto exporter = CudaIpcExporter::Create(0);
   ASSERT_TRUE(exporter.ok()) << exporter.status().ToString();

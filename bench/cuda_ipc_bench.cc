@@ -1,0 +1,100 @@
+// CUDA IPC between two processes of one GPU against a device-to-device copy in one process.
+// One transfer: this process exports the tensor (a copy into its exportable block, an event),
+// sends the handle down a pipe, the peer (cuda_ipc_peer) waits on the event, copies the bytes
+// into its own memory, waits for the copy and answers; then the block is released. Prints
+//   bench cuda_ipc_64mib: transfer=...ms bandwidth=...GB/s d2d_copy=...ms ratio=...
+// (medians), or a not-run line saying why where there is no GPU.
+//
+//   cuda_ipc_bench [--mib 64] [--reps 20] [--peer PATH]
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "runtime/cuda_device.h"
+#include "runtime/cuda_ipc.h"
+#include "tools/cuda_ipc_peer.h"
+
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t mib = 64;
+  int reps = 20;
+  std::string peer_path =
+      (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "cuda_ipc_peer").string();
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    if (flag == "--mib") mib = std::stoul(argv[i + 1]);
+    if (flag == "--reps") reps = std::max(1, std::stoi(argv[i + 1]));
+    if (flag == "--peer") peer_path = argv[i + 1];
+  }
+  const std::string name = "cuda_ipc_" + std::to_string(mib) + "mib";
+  std::string why;
+  if (dflow::CudaDeviceCount(&why) == 0) {
+    std::printf("bench %s: not-run (no GPU: %s)\n", name.c_str(), why.c_str());
+    return 0;
+  }
+  const size_t bytes = mib << 20;
+  // The peer first: it starts its own CUDA context while this one makes the buffers.
+  auto peer = dflow::tools::CudaIpcPeer::Start(peer_path, 0);
+  auto exporter = dflow::CudaIpcExporter::Create(0);
+  if (!peer.ok() || !exporter.ok()) {
+    std::fprintf(stderr, "cuda_ipc_bench: %s\n",
+                 (!peer.ok() ? peer.status() : exporter.status()).ToString().c_str());
+    return 1;
+  }
+  cudaSetDevice(0);
+  cudaStream_t stream = nullptr;
+  void *src = nullptr, *dst = nullptr;
+  if (cudaStreamCreate(&stream) != cudaSuccess || cudaMalloc(&src, bytes) != cudaSuccess ||
+      cudaMalloc(&dst, bytes) != cudaSuccess || cudaMemset(src, 0x5a, bytes) != cudaSuccess) {
+    std::fprintf(stderr, "cuda_ipc_bench: %s\n", cudaGetErrorString(cudaGetLastError()));
+    return 1;
+  }
+  std::vector<double> ipc, d2d;
+  for (int r = 0; r < reps + 3; ++r) {  // the first 3: warm-up (handles opened, blocks made)
+    auto t0 = std::chrono::steady_clock::now();
+    auto h = (*exporter)->Export(src, bytes, reinterpret_cast<dflow::CudaStream>(stream));
+    if (!h.ok()) {
+      std::fprintf(stderr, "cuda_ipc_bench: %s\n", h.status().ToString().c_str());
+      return 1;
+    }
+    auto copied = (*peer)->Copy(*h, false);
+    if (!copied.ok()) {
+      std::fprintf(stderr, "cuda_ipc_bench: %s\n", copied.status().ToString().c_str());
+      return 1;
+    }
+    (void)(*exporter)->Release(h->block);
+    if (r >= 3) ipc.push_back(MsSince(t0));
+  }
+  for (int r = 0; r < reps + 3; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream);
+    cudaStreamSynchronize(stream);
+    if (r >= 3) d2d.push_back(MsSince(t0));
+  }
+  const double t = Median(ipc), c = Median(d2d);
+  std::printf("bench %s: transfer=%.3fms bandwidth=%.1fGB/s d2d_copy=%.3fms ratio=%.2f\n",
+              name.c_str(), t, bytes / t / 1e6, c, t / c);
+  cudaFree(src);
+  cudaFree(dst);
+  cudaStreamDestroy(stream);
+  return 0;
+}
