@@ -169,9 +169,11 @@ std::vector<AttrDef> PoolAttrDefs() {
           {"strides", AttrType::kIntList, std::vector<int64_t>{2, 2}},
           {"pads", AttrType::kIntList, std::vector<int64_t>{0, 0, 0, 0}}};
 }
-std::vector<ArgDef> Args(std::initializer_list<const char*> names) {
+// The convolutions take f16 and bf16 too (GPU kernels); pooling the float types.
+std::vector<ArgDef> Args(std::initializer_list<const char*> names,
+                         const std::vector<DType>& types = kFloatTypes) {
   std::vector<ArgDef> args;
-  for (const char* n : names) args.push_back({.name = n, .type_attr = "T", .allowed = kFloatTypes});
+  for (const char* n : names) args.push_back({.name = n, .type_attr = "T", .allowed = types});
   return args;
 }
 
@@ -179,21 +181,21 @@ std::vector<ArgDef> Args(std::initializer_list<const char*> names) {
 
 Status RegisterConvOps(OpRegistry& r) {
   RETURN_IF_ERROR(r.Register({.name = "Conv2D",
-                              .inputs = Args({"x", "w"}),
-                              .outputs = Args({"y"}),
+                              .inputs = Args({"x", "w"}, kDenseTypes),
+                              .outputs = Args({"y"}, kDenseTypes),
                               .attrs = ConvAttrDefs(),
                               .shape_fn = Conv2DShape,
                               .cost_fn = ConvCost,
                               .grad_fn = Conv2DGrad}));
   RETURN_IF_ERROR(r.Register({.name = "Conv2DBackpropInput",
-                              .inputs = Args({"dy", "w", "x_like"}),
-                              .outputs = Args({"dx"}),
+                              .inputs = Args({"dy", "w", "x_like"}, kDenseTypes),
+                              .outputs = Args({"dx"}, kDenseTypes),
                               .attrs = ConvAttrDefs(),
                               .shape_fn = ShapeOfInput2,
                               .cost_fn = ElementwiseCostFn(1)}));
   RETURN_IF_ERROR(r.Register({.name = "Conv2DBackpropFilter",
-                              .inputs = Args({"x", "dy", "w_like"}),
-                              .outputs = Args({"dw"}),
+                              .inputs = Args({"x", "dy", "w_like"}, kDenseTypes),
+                              .outputs = Args({"dw"}, kDenseTypes),
                               .attrs = ConvAttrDefs(),
                               .shape_fn = ShapeOfInput2,
                               .cost_fn = ElementwiseCostFn(1)}));

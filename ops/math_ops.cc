@@ -288,8 +288,8 @@ OpDef Binary(const std::string& name, GradFn grad, const std::vector<DType>& typ
 
 OpDef MatMulDef(const std::string& name, ShapeFn shape, GradFn grad) {
   return {.name = name,
-          .inputs = {{.name = "a", .type_attr = "T", .allowed = kFloatTypes},
-                     {.name = "b", .type_attr = "T", .allowed = kFloatTypes}},
+          .inputs = {{.name = "a", .type_attr = "T", .allowed = kDenseTypes},
+                     {.name = "b", .type_attr = "T", .allowed = kDenseTypes}},
           .outputs = {{.name = "product", .type_attr = "T"}},
           .attrs = {{"T", AttrType::kDType, std::nullopt},
                     {"transpose_a", AttrType::kBool, false},

@@ -29,6 +29,12 @@ inline const std::vector<DType> kNumericTypes = {DType::kF32, DType::kF64, DType
 inline const std::vector<DType> kFloatTypes = {DType::kF32, DType::kF64};
 inline const std::vector<DType> kCastTypes = {DType::kF32, DType::kF64, DType::kI32,
                                               DType::kI64, DType::kU8,  DType::kBool};
+// MatMul's and the convolutions': the float types, and f16 and bf16, which only GPU kernels
+// compute (with f32 accumulation); Cast converts to and from them on every device.
+inline const std::vector<DType> kDenseTypes = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16};
+inline const std::vector<DType> kConvertTypes = {DType::kF32,  DType::kF64, DType::kF16,
+                                                 DType::kBF16, DType::kI32, DType::kI64,
+                                                 DType::kU8,   DType::kBool};
 
 // The sizes of Split's pieces along a dimension of size `dim` (-1: unknown): num_split equal
 // pieces when `sizes` is empty, else `sizes` with at most one -1 standing for the rest. Entries

@@ -98,8 +98,8 @@ Status RegisterUnaryOps(OpRegistry& r) {
   RETURN_IF_ERROR(r.Register(std::move(leaky)));
   RETURN_IF_ERROR(
       r.Register({.name = "Cast",
-                  .inputs = {{.name = "x", .type_attr = "SrcT", .allowed = kCastTypes}},
-                  .outputs = {{.name = "y", .type_attr = "DstT", .allowed = kCastTypes}},
+                  .inputs = {{.name = "x", .type_attr = "SrcT", .allowed = kConvertTypes}},
+                  .outputs = {{.name = "y", .type_attr = "DstT", .allowed = kConvertTypes}},
                   .attrs = {{"SrcT", AttrType::kDType, std::nullopt},
                             {"DstT", AttrType::kDType, std::nullopt}},
                   .shape_fn = SameShapeAsInput0,

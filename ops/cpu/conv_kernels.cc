@@ -165,6 +165,10 @@ class ConvKernel : public OpKernel {
     const ConvGeometry& g = shapes.g;
     const Shape& out_shape = shapes.out;
     DType dtype = in0.dtype();
+    if (dtype != DType::kF32 && dtype != DType::kF64) {
+      return InvalidArgument("no CPU convolution for {} (f32 or f64; f16 and bf16 run on a GPU)",
+                             dtype);
+    }
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, dtype, out_shape));
     if (out->num_elements() == 0) return Status::OK();
     if (dtype == DType::kF64) {

@@ -29,6 +29,10 @@ class MatMulKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
+    if (a.dtype() != DType::kF32 && a.dtype() != DType::kF64) {
+      return InvalidArgument("no CPU MatMul for {} (f32 or f64; f16 and bf16 run on a GPU)",
+                             a.dtype());
+    }
     ASSIGN_OR_RETURN(MatMulDims d, MatMulShapes(a.shape(), b.shape(), ta_, tb_));
     const int64_t batch = d.batch, m = d.m, k = d.k, n = d.n;
     if (bias_ && ctx.input(2).num_elements() != n) {

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <optional>
 
 #include "ops/cpu/cpu_kernels.h"
@@ -216,6 +218,36 @@ class ActivationGradKernel : public OpKernel {
   F f_{};
 };
 
+// f16 and bf16 (raw 16 bits) to and from f32: f16 by the compiler's _Float16, bf16 as the top
+// half of an f32, rounded to nearest even (a NaN stays a quiet NaN).
+float HalfToFloat(DType t, uint16_t bits) {
+  if (t == DType::kF16) {
+    _Float16 h;
+    std::memcpy(&h, &bits, 2);
+    return static_cast<float>(h);
+  }
+  uint32_t u = uint32_t{bits} << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t FloatToHalf(DType t, float f) {
+  uint16_t bits;
+  if (t == DType::kF16) {
+    _Float16 h = static_cast<_Float16>(f);
+    std::memcpy(&bits, &h, 2);
+    return bits;
+  }
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7fff + ((u >> 16) & 1);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+bool IsHalf(DType t) { return t == DType::kF16 || t == DType::kBF16; }
+
 class CastKernel : public OpKernel {
  public:
   explicit CastKernel(const KernelInit& init)
@@ -227,6 +259,7 @@ class CastKernel : public OpKernel {
       return Status::OK();
     }
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, dst_, x.shape()));
+    if (IsHalf(x.dtype()) || IsHalf(dst_)) return CastHalf(x, *out);
     return DispatchAll(x.dtype(), [&]<typename S>() -> Status {
       return DispatchAll(dst_, [&]<typename D>() -> Status {
         const S* px = x.data<S>();
@@ -244,6 +277,37 @@ class CastKernel : public OpKernel {
   }
 
  private:
+  // To or from f16 / bf16, through f32 (f64 and the integers rounded to f32 first).
+  Status CastHalf(const Tensor& x, Tensor& out) {
+    const int64_t n = x.num_elements();
+    if (IsHalf(x.dtype())) {
+      const auto* px = static_cast<const uint16_t*>(x.raw_data());
+      if (IsHalf(dst_)) {
+        auto* po = static_cast<uint16_t*>(out.raw_data());
+        for (int64_t i = 0; i < n; ++i) po[i] = FloatToHalf(dst_, HalfToFloat(x.dtype(), px[i]));
+        return Status::OK();
+      }
+      return DispatchAll(dst_, [&]<typename D>() -> Status {
+        D* po = out.data<D>();
+        for (int64_t i = 0; i < n; ++i) {
+          const float v = HalfToFloat(x.dtype(), px[i]);
+          if constexpr (std::is_same_v<D, bool>) {
+            po[i] = v != 0;
+          } else {
+            po[i] = static_cast<D>(v);
+          }
+        }
+        return Status::OK();
+      });
+    }
+    auto* po = static_cast<uint16_t*>(out.raw_data());
+    return DispatchAll(x.dtype(), [&]<typename S>() -> Status {
+      const S* px = x.data<S>();
+      for (int64_t i = 0; i < n; ++i) po[i] = FloatToHalf(dst_, static_cast<float>(px[i]));
+      return Status::OK();
+    });
+  }
+
   DType dst_;
 };
 

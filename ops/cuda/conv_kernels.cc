@@ -5,6 +5,7 @@
 // the device's memory limit leaves less. f32 computes in f32 unless DFLOW_ALLOW_TF32=1 allows
 // TF32 tensor cores (PyTorch's default for convolutions). cuDNN pads symmetrically; other pads
 // run on a zero-padded copy of the input (or crop a padded input gradient).
+#include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -44,15 +45,20 @@ struct ConvDescs {
                                                    static_cast<int>(g.kh), static_cast<int>(g.kw)),
                         "describing a filter");
     RETURN_IF_ERROR(conv.Create());
-    DFLOW_RETURN_IF_DNN(cudnnSetConvolution2dDescriptor(
-                            conv.get(), static_cast<int>(g.pt), static_cast<int>(g.pl),
-                            static_cast<int>(g.sh), static_cast<int>(g.sw), static_cast<int>(g.dh),
-                            static_cast<int>(g.dw), CUDNN_CROSS_CORRELATION, type),
-                        "describing a convolution");
+    DFLOW_RETURN_IF_DNN(
+        cudnnSetConvolution2dDescriptor(
+            conv.get(), static_cast<int>(g.pt), static_cast<int>(g.pl), static_cast<int>(g.sh),
+            static_cast<int>(g.sw), static_cast<int>(g.dh), static_cast<int>(g.dw),
+            CUDNN_CROSS_CORRELATION,
+            type == CUDNN_DATA_HALF || type == CUDNN_DATA_BFLOAT16 ? CUDNN_DATA_FLOAT : type),
+        "describing a convolution");
     DFLOW_RETURN_IF_DNN(cudnnSetConvolutionGroupCount(conv.get(), static_cast<int>(g.groups)),
                         "setting the groups");
-    const cudnnMathType_t math =
-        type == CUDNN_DATA_FLOAT && AllowTf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    // f16 and bf16 on tensor cores, accumulating in f32; f32 without TF32 unless allowed.
+    const bool half = type == CUDNN_DATA_HALF || type == CUDNN_DATA_BFLOAT16;
+    const cudnnMathType_t math = half                                      ? CUDNN_TENSOR_OP_MATH
+                                 : type == CUDNN_DATA_FLOAT && AllowTf32() ? CUDNN_DEFAULT_MATH
+                                                                           : CUDNN_FMA_MATH;
     DFLOW_RETURN_IF_DNN(cudnnSetConvolutionMathType(conv.get(), math), "setting the math type");
     return Status::OK();
   }
@@ -79,14 +85,16 @@ class ConvKernel : public OpKernel {
     if (in1.dtype() != dtype || (bias_ && ctx.input(2).dtype() != dtype)) {
       return InvalidArgument("inputs of dtypes {} and {} differ", dtype, in1.dtype());
     }
-    ASSIGN_OR_RETURN(cudnnDataType_t type, DnnFloatType(dtype, "Conv2D"));
+    ASSIGN_OR_RETURN(cudnnDataType_t type, DnnConvType(dtype));
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, dtype, out_shape));
     if (out->num_elements() == 0) return Status::OK();
     ASSIGN_OR_RETURN(DnnCall call, DnnCall::Begin(ctx));
     if (g.oh == 0 || g.ow == 0 || g.n == 0) {  // nothing meets: zeros (then the epilogue)
-      RETURN_IF_ERROR(Launched(
-          LaunchFill(*ElemTypeOf(dtype), out->raw_data(), out->num_elements(), 0.0, call.stream()),
-          "a fill"));
+      if (cudaMemsetAsync(out->raw_data(), 0, out->num_bytes(),  // 0 in every float type
+                          reinterpret_cast<cudaStream_t>(call.stream())) != cudaSuccess) {
+        return Internal("clearing {} bytes failed: {}", out->num_bytes(),
+                        cudaGetErrorString(cudaGetLastError()));
+      }
       return Epilogue(ctx, call, g, type, *out);
     }
     // Buffers in cuDNN's order: x, w, dy (one of x, w and dy's place the output).
@@ -99,7 +107,11 @@ class ConvKernel : public OpKernel {
     ConvGeometry gd = g;
     Tensor padded;
     const bool explicit_pad = g.pt != g.pb || g.pl != g.pr;
-    const ElemType et = *ElemTypeOf(dtype);
+    if (explicit_pad && !ElemTypeOf(dtype)) {
+      return InvalidArgument("no GPU Conv2D for {} with pads {}", dtype,
+                             std::vector<int64_t>{g.pt, g.pl, g.pb, g.pr});
+    }
+    const ElemType et = ElemTypeOf(dtype).value_or(ElemType::kF32);
     if (explicit_pad) {
       gd.h = g.h + g.pt + g.pb;
       gd.w = g.w + g.pl + g.pr;
@@ -121,7 +133,7 @@ class ConvKernel : public OpKernel {
     if (choice.workspace > 0) {
       ASSIGN_OR_RETURN(workspace, ctx.AllocateTemp(choice.workspace));
     }
-    DnnScalars s(dtype);
+    DnnScalars s(dtype);  // f32 scalars for f16 and bf16 data
     if constexpr (kPass == Pass::kForward) {
       DFLOW_RETURN_IF_DNN(
           cudnnConvolutionForward(call.handle(), s.one(), d.x.get(), x, d.w.get(), w, d.conv.get(),

@@ -61,6 +61,13 @@ Result<cudnnDataType_t> DnnFloatType(DType dtype, std::string_view op) {
   return InvalidArgument("no GPU {} for dtype {} (f32 or f64)", op, dtype);
 }
 
+Result<cudnnDataType_t> DnnConvType(DType dtype) {
+  if (dtype == DType::kF16) return CUDNN_DATA_HALF;
+  if (dtype == DType::kBF16) return CUDNN_DATA_BFLOAT16;
+  if (dtype == DType::kF32 || dtype == DType::kF64) return DnnFloatType(dtype, "Conv2D");
+  return InvalidArgument("no GPU Conv2D for dtype {} (f32, f64, f16 or bf16)", dtype);
+}
+
 Status SetTensor4d(TensorDesc& d, cudnnDataType_t type, int64_t n, int64_t c, int64_t h,
                    int64_t w) {
   constexpr int64_t kMax = std::numeric_limits<int>::max();

@@ -43,6 +43,8 @@ class DnnCall {
 
 // CUDNN_DATA_FLOAT or CUDNN_DATA_DOUBLE; InvalidArgument naming `op` for other dtypes.
 Result<cudnnDataType_t> DnnFloatType(DType dtype, std::string_view op);
+// A convolution's data type: DnnFloatType's, and f16 and bf16 (computed in f32).
+Result<cudnnDataType_t> DnnConvType(DType dtype);
 
 // 1 and 0 in the precision cuDNN takes its alpha and beta in for data of `dtype` (double for
 // f64, float otherwise).

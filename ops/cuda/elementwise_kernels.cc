@@ -129,6 +129,54 @@ class AddNKernel : public OpKernel {
   }
 };
 
+std::optional<CastType> CastTypeOf(DType d) {
+  switch (d) {
+    case DType::kF32:
+      return CastType::kF32;
+    case DType::kF64:
+      return CastType::kF64;
+    case DType::kF16:
+      return CastType::kF16;
+    case DType::kBF16:
+      return CastType::kBF16;
+    case DType::kI32:
+      return CastType::kI32;
+    case DType::kI64:
+      return CastType::kI64;
+    case DType::kU8:
+      return CastType::kU8;
+    case DType::kBool:
+      return CastType::kBool;
+    default:
+      return std::nullopt;
+  }
+}
+
+// Cast between any two of f32, f64, f16, bf16, i32, i64, u8 and bool; the same dtype is the
+// input itself.
+class CastKernel : public OpKernel {
+ public:
+  explicit CastKernel(const KernelInit& init)
+      : dst_(std::get<DType>(*init.node.FindAttr("DstT"))) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() == dst_) {
+      ctx.set_output(0, x);
+      return Status::OK();
+    }
+    auto from = CastTypeOf(x.dtype());
+    auto to = CastTypeOf(dst_);
+    if (!from || !to) return InvalidArgument("no GPU Cast from {} to {}", x.dtype(), dst_);
+    ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, dst_, x.shape()));
+    return Launched(LaunchCast(*from, *to, x.raw_data(), out->raw_data(), x.num_elements(), stream),
+                    "Cast");
+  }
+
+ private:
+  DType dst_;
+};
+
 }  // namespace
 
 Status RegisterElementwiseKernels() {
@@ -141,6 +189,7 @@ Status RegisterElementwiseKernels() {
   RETURN_IF_ERROR(RegisterKernel<ReluKernel>("Relu", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ReluGradKernel>("ReluGrad", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<AddNKernel>("AddN", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<CastKernel>("Cast", "GPU"));
   return Status::OK();
 }
 

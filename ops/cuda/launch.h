@@ -33,6 +33,12 @@ int LaunchReluGrad(ElemType type, const void* dy, const void* x, void* dx, int64
                    CudaStream stream);
 // out[i] = value for i < n.
 int LaunchFill(ElemType type, void* out, int64_t n, double value, CudaStream stream);
+
+// Cast's element types (ops/cuda/cast.cu).
+enum class CastType { kF32, kF64, kF16, kBF16, kI32, kI64, kU8, kBool };
+// out[i] = in[i] converted from `from` to `to` (through f32 for f16 and bf16, rounded to
+// nearest even; to bool: not zero).
+int LaunchCast(CastType from, CastType to, const void* in, void* out, int64_t n, CudaStream stream);
 // out[r, j] = x[r, j] + bias[j]: x seen as [n / c, c].
 int LaunchBiasAdd(ElemType type, const void* x, const void* bias, void* out, int64_t n, int64_t c,
                   CudaStream stream);

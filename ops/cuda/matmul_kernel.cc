@@ -94,29 +94,36 @@ class MatMulKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    if (a.dtype() != b.dtype() || (a.dtype() != DType::kF32 && a.dtype() != DType::kF64)) {
-      return InvalidArgument("no GPU MatMul for {} x {} (f32 or f64 only)", a.dtype(), b.dtype());
+    const DType t = a.dtype();
+    const bool half = t == DType::kF16 || t == DType::kBF16;
+    if (b.dtype() != t || (t != DType::kF32 && t != DType::kF64 && !half)) {
+      return InvalidArgument("no GPU MatMul for {} x {} (f32, f64, f16 or bf16)", t, b.dtype());
     }
     ASSIGN_OR_RETURN(MatMulDims dims, MatMulShapes(a.shape(), b.shape(), ta_, tb_));
     if (bias_ && (ctx.input(2).num_elements() != dims.n || ctx.input(2).dtype() != a.dtype())) {
       return InvalidArgument("bias {}{} does not have one value per output column ({})",
                              ctx.input(2).dtype(), ctx.input(2).shape(), dims.n);
     }
-    if (bias_ && a.dtype() != DType::kF32) {
-      return InvalidArgument("no GPU _FusedMatMul for {} (f32 only)", a.dtype());
+    if (bias_ && t == DType::kF64) {
+      return InvalidArgument("no GPU _FusedMatMul for {} (f32, f16 or bf16)", t);
     }
     auto* cuda = dynamic_cast<CudaContext*>(ctx.device_context());
     if (cuda == nullptr) return Internal("a GPU kernel ran without the CUDA device's context");
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), dims.out));
     if (out->num_elements() == 0) return Status::OK();
     const int64_t m = dims.m, k = dims.k, n = dims.n, batch = dims.batch;
-    const bool f64 = a.dtype() == DType::kF64;
-    if (k == 0) return EmptyProduct(ctx, *out, n, cuda->stream(), f64);
-    const cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
+    const bool f64 = t == DType::kF64;
+    if (k == 0) return EmptyProduct(ctx, *out, n, cuda->stream(), t);
+    // f16 and bf16 multiply on tensor cores and accumulate in f32, with f32 scalars.
+    const cudaDataType_t type = f64                 ? CUDA_R_64F
+                                : t == DType::kF16  ? CUDA_R_16F
+                                : t == DType::kBF16 ? CUDA_R_16BF
+                                                    : CUDA_R_32F;
+    const cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
     const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
 
     Descriptors desc;
-    DFLOW_RETURN_IF_BLAS(cublasLtMatmulDescCreate(&desc.op, compute, type), "creating a matmul");
+    DFLOW_RETURN_IF_BLAS(cublasLtMatmulDescCreate(&desc.op, compute, scale), "creating a matmul");
     // cuBLASLt's first operand is B: stored row-major [k, n] (or [n, k] transposed), which is
     // column-major [n, k] (or [k, n]).
     cublasOperation_t op_first = tb_ ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -143,7 +150,7 @@ class MatMulKernel : public OpKernel {
 
     ASSIGN_OR_RETURN(cublasLtHandle_t handle, LtHandle(cuda->ordinal()));
     ASSIGN_OR_RETURN(Tensor workspace, ctx.AllocateTemp(kWorkspaceBytes));
-    ASSIGN_OR_RETURN(cublasLtMatmulAlgo_t algo, Algorithm(handle, desc, batch, m, n, k));
+    ASSIGN_OR_RETURN(cublasLtMatmulAlgo_t algo, Algorithm(handle, desc, t, batch, m, n, k));
     const double one64 = 1, zero64 = 0;
     const float one32 = 1, zero32 = 0;
     const void* alpha = f64 ? static_cast<const void*>(&one64) : &one32;
@@ -158,9 +165,9 @@ class MatMulKernel : public OpKernel {
 
  private:
   // cuBLASLt's best algorithm for this shape, asked once and kept.
-  Result<cublasLtMatmulAlgo_t> Algorithm(cublasLtHandle_t handle, Descriptors& desc, int64_t batch,
-                                         int64_t m, int64_t n, int64_t k) {
-    auto key = std::make_tuple(batch, m, n, k);
+  Result<cublasLtMatmulAlgo_t> Algorithm(cublasLtHandle_t handle, Descriptors& desc, DType t,
+                                         int64_t batch, int64_t m, int64_t n, int64_t k) {
+    auto key = std::make_tuple(static_cast<int64_t>(t), batch, m, n, k);
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = algos_.find(key);
@@ -186,9 +193,17 @@ class MatMulKernel : public OpKernel {
   }
 
   // A product over k = 0: zeros, then the bias and the activation.
-  Status EmptyProduct(KernelContext& ctx, Tensor& out, int64_t n, CudaStream stream, bool f64) {
-    const ElemType type = f64 ? ElemType::kF64 : ElemType::kF32;
+  Status EmptyProduct(KernelContext& ctx, Tensor& out, int64_t n, CudaStream stream, DType t) {
     const int64_t count = out.num_elements();
+    if (t == DType::kF16 || t == DType::kBF16) {  // zeros; a bias needs f32 or f64 kernels
+      if (bias_) return InvalidArgument("no GPU _FusedMatMul over k = 0 for {}", t);
+      if (cudaMemsetAsync(out.raw_data(), 0, out.num_bytes(),
+                          reinterpret_cast<cudaStream_t>(stream)) != cudaSuccess) {
+        return Internal("clearing {} bytes failed", out.num_bytes());
+      }
+      return Status::OK();
+    }
+    const ElemType type = t == DType::kF64 ? ElemType::kF64 : ElemType::kF32;
     RETURN_IF_ERROR(Launched(LaunchFill(type, out.raw_data(), count, 0.0, stream), "a fill"));
     if (!bias_) return Status::OK();
     RETURN_IF_ERROR(Launched(LaunchBiasAdd(type, out.raw_data(), ctx.input(2).raw_data(),
@@ -201,7 +216,7 @@ class MatMulKernel : public OpKernel {
   const bool ta_, tb_;
   const bool bias_, relu_;  // _FusedMatMul
   std::mutex mu_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, cublasLtMatmulAlgo_t> algos_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, cublasLtMatmulAlgo_t> algos_;
 };
 
 }  // namespace

@@ -2,11 +2,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "ops/array_ops.h"
 #include "ops/broadcast.h"
+#include "ops/conv_ops.h"
 #include "ops/math_ops.h"
+#include "ops/unary_ops.h"
 #include "runtime/local_session.h"
 #include "test_util.h"
 
@@ -283,6 +286,95 @@ TEST(ReduceKernelTest, EmptyReductionsFollowNumPy) {
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].ToVector<float>(), std::vector<float>({0, 0, 0}));
   for (float v : out[1].ToVector<float>()) EXPECT_TRUE(std::isnan(v));
+}
+
+}  // namespace
+}  // namespace dflow
+
+namespace dflow {
+namespace {
+
+// The 16 bits of each element of an f16 or bf16 tensor.
+std::vector<uint16_t> Bits(const Tensor& t) {
+  std::vector<uint16_t> out(t.num_elements());
+  std::memcpy(out.data(), t.raw_data(), out.size() * 2);
+  return out;
+}
+
+// f32 to f16 and bf16 and back on the CPU: known bit patterns (IEEE half: 0x3C00 is 1, 0x7BFF
+// the largest finite 65504; bf16 is the top half of an f32, rounded to nearest even).
+TEST(CastKernelTest, F16AndBf16RoundToNearestEvenAndComeBack) {
+  Scope root = Scope::NewRootScope();
+  auto bits_of = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  std::vector<float> in = {1.0f,
+                           -2.0f,
+                           65504.0f,
+                           1.0f / 3,
+                           0.0f,
+                           bits_of(0x3F808000),   // halfway: bf16 rounds to the even 0x3F80
+                           bits_of(0x3F818000),   // halfway: to the even 0x3F82
+                           bits_of(0x3F808001)};  // past halfway: up, 0x3F81
+  auto x = ops::Const(root.WithOpName("x"), in, Shape{8});
+  auto h = ops::Cast(root.WithOpName("h"), x, DType::kF16);
+  auto b = ops::Cast(root.WithOpName("b"), x, DType::kBF16);
+  auto h32 = ops::Cast(root.WithOpName("h32"), h, DType::kF32);
+  auto b32 = ops::Cast(root.WithOpName("b32"), b, DType::kF32);
+  auto hb = ops::Cast(root.WithOpName("hb"), h, DType::kBF16);
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto out = (*session)->Run({}, {h.name(), b.name(), h32.name(), b32.name(), hb.name()});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->at(0).dtype(), DType::kF16);
+  const std::vector<uint16_t> f16 = Bits(out->at(0)), bf16 = Bits(out->at(1));
+  EXPECT_EQ(f16[0], 0x3C00);
+  EXPECT_EQ(f16[1], 0xC000);
+  EXPECT_EQ(f16[2], 0x7BFF);
+  EXPECT_EQ(f16[3], 0x3555);  // 1/3 rounds down to 0.333251953125
+  EXPECT_EQ(f16[4], 0x0000);
+  EXPECT_EQ(bf16[0], 0x3F80);
+  EXPECT_EQ(bf16[1], 0xC000);
+  EXPECT_EQ(bf16[3], 0x3EAB);  // 0x3EAAAAAB rounds up
+  EXPECT_EQ(bf16[5], 0x3F80);
+  EXPECT_EQ(bf16[6], 0x3F82);
+  EXPECT_EQ(bf16[7], 0x3F81);
+  const float* back16 = out->at(2).data<float>();
+  const float* back_b = out->at(3).data<float>();
+  EXPECT_EQ(back16[3], 0.333251953125f);
+  EXPECT_EQ(back16[2], 65504.0f);
+  EXPECT_EQ(back_b[1], -2.0f);
+  EXPECT_EQ(back_b[6], bits_of(0x3F820000));
+  EXPECT_EQ(Bits(out->at(4))[0], 0x3F80);  // f16 1 is bf16 1
+}
+
+// f16 MatMul is a GPU kernel's: on the CPU it fails naming the node and the dtype.
+TEST(CastKernelTest, AnF16MatMulOnTheCpuNamesTheNodeAndDtype) {
+  Scope root = Scope::NewRootScope();
+  auto x =
+      ops::Cast(root, ops::Const(root, std::vector<float>{1, 2, 3, 4}, Shape{2, 2}), DType::kF16);
+  auto y = ops::MatMul(root.WithOpName("half_product"), x, x);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto out = (*session)->Run({}, {y.name()});
+  ASSERT_FALSE(out.ok());
+  EXPECT_TRUE(MessageHas(out.status(), {"half_product", "f16"})) << out.status().ToString();
+  // So does a bf16 convolution.
+  Scope conv_root = Scope::NewRootScope();
+  auto img = ops::Cast(
+      conv_root, ops::Const(conv_root, std::vector<float>(16, 1), Shape{1, 1, 4, 4}), DType::kBF16);
+  auto w = ops::Cast(conv_root, ops::Const(conv_root, std::vector<float>(4, 1), Shape{1, 1, 2, 2}),
+                     DType::kBF16);
+  auto conv = ops::Conv2D(conv_root.WithOpName("half_conv"), img, w, {});
+  ASSERT_TRUE(conv_root.ok()) << conv_root.status().ToString();
+  auto conv_session = Session::Create(conv_root);
+  ASSERT_TRUE(conv_session.ok()) << conv_session.status().ToString();
+  auto conv_out = (*conv_session)->Run({}, {conv.name()});
+  ASSERT_FALSE(conv_out.ok());
+  EXPECT_TRUE(MessageHas(conv_out.status(), {"half_conv", "bf16"})) << conv_out.status().ToString();
 }
 
 }  // namespace

@@ -1,0 +1,131 @@
+// f16 and bf16 MatMul and Conv2D on a GPU (cuBLASLt and cuDNN on tensor cores, accumulating in
+// f32), with Cast in and out on the GPU, against plain loops in double over the inputs rounded
+// to the half type. Without a GPU the tests skip, saying why.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ops/array_ops.h"
+#include "ops/conv_ops.h"
+#include "ops/math_ops.h"
+#include "ops/unary_ops.h"
+#include "runtime/cuda_device.h"
+#include "runtime/local_session.h"
+#include "test_util.h"
+
+namespace dflow {
+namespace {
+
+// `v` rounded to f16 (the compiler's _Float16) or bf16 (nearest even of the top 16 bits, by
+// comparing the two neighbours in double).
+double Round(DType t, float v) {
+  if (t == DType::kF16) return static_cast<double>(static_cast<_Float16>(v));
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  uint32_t down = u & 0xFFFF0000u, up = down + 0x10000u;
+  float fd, fu;
+  std::memcpy(&fd, &down, 4);
+  std::memcpy(&fu, &up, 4);
+  const double dd = std::abs(double{v} - fd), du = std::abs(double{fu} - v);
+  if (dd != du) return dd < du ? fd : fu;
+  return (down >> 16) % 2 == 0 ? fd : fu;
+}
+
+class HalfPrecisionGpuTest : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no CUDA GPU here: " << why;
+  }
+  static SessionOptions Options() {
+    SessionOptions o;
+    o.devices = {"cpu:0", "gpu:0"};
+    return o;
+  }
+  // f32 -> half on the GPU, `op` there, back to f32 for the fetch.
+  static Output Half(const Scope& s, Output x) {
+    return ops::Cast(s.WithDevice("gpu:0"), x, GetParam());
+  }
+};
+
+TEST_P(HalfPrecisionGpuTest, MatMulMatchesLoopsOverTheRoundedInputs) {
+  const DType t = GetParam();
+  const int m = 64, k = 96, n = 80;
+  std::vector<float> a = testing::RandomFloats(m * k, 1, -1, 1),
+                     b = testing::RandomFloats(k * n, 2, -1, 1);
+  Scope root = Scope::NewRootScope();
+  auto pa = Half(root, ops::Const(root.WithOpName("a"), a, Shape{m, k}));
+  auto pb = Half(root, ops::Const(root.WithOpName("b"), b, Shape{k, n}));
+  auto prod = ops::MatMul(root.WithOpName("prod").WithDevice("gpu:0"), pa, pb);
+  auto y = ops::Cast(root.WithOpName("y").WithDevice("gpu:0"), prod, DType::kF32);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  auto session = LocalSession::Create(root, Options());
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto out = (*session)->Run({}, {y.name()});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const float* got = out->at(0).data<float>();
+  const double tol = t == DType::kF16 ? 2e-3 : 1.5e-2;  // the output's rounding, relative
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double want = 0, mag = 0;
+      for (int q = 0; q < k; ++q) {
+        const double p = Round(t, a[i * k + q]) * Round(t, b[q * n + j]);
+        want += p;
+        mag += std::abs(p);
+      }
+      ASSERT_NEAR(got[i * n + j], want, tol * mag + 1e-3) << DTypeName(t) << " " << i << "," << j;
+    }
+  }
+}
+
+TEST_P(HalfPrecisionGpuTest, Conv2DMatchesLoopsOverTheRoundedInputs) {
+  const DType t = GetParam();
+  const int N = 2, C = 3, H = 8, W = 8, O = 4, K = 3;
+  std::vector<float> x = testing::RandomFloats(N * C * H * W, 3, -1, 1),
+                     w = testing::RandomFloats(O * C * K * K, 4, -1, 1);
+  Scope root = Scope::NewRootScope();
+  auto px = Half(root, ops::Const(root.WithOpName("x"), x, Shape{N, C, H, W}));
+  auto pw = Half(root, ops::Const(root.WithOpName("w"), w, Shape{O, C, K, K}));
+  auto conv =
+      ops::Conv2D(root.WithOpName("conv").WithDevice("gpu:0"), px, pw, {.pads = {1, 1, 1, 1}});
+  auto y = ops::Cast(root.WithOpName("y").WithDevice("gpu:0"), conv, DType::kF32);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  auto session = LocalSession::Create(root, Options());
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto out = (*session)->Run({}, {y.name()});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(out->at(0).shape(), (Shape{N, O, H, W}));
+  const float* got = out->at(0).data<float>();
+  const double tol = t == DType::kF16 ? 2e-3 : 1.5e-2;
+  for (int b = 0; b < N; ++b) {
+    for (int o = 0; o < O; ++o) {
+      for (int r = 0; r < H; ++r) {
+        for (int c = 0; c < W; ++c) {
+          double want = 0, mag = 0;
+          for (int ch = 0; ch < C; ++ch) {
+            for (int i = 0; i < K; ++i) {
+              for (int j = 0; j < K; ++j) {
+                const int rr = r - 1 + i, cc = c - 1 + j;
+                if (rr < 0 || rr >= H || cc < 0 || cc >= W) continue;
+                const double p = Round(t, x[((b * C + ch) * H + rr) * W + cc]) *
+                                 Round(t, w[((o * C + ch) * K + i) * K + j]);
+                want += p;
+                mag += std::abs(p);
+              }
+            }
+          }
+          ASSERT_NEAR(got[((b * O + o) * H + r) * W + c], want, tol * mag + 1e-3)
+              << DTypeName(t) << " " << b << "," << o << "," << r << "," << c;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Halves, HalfPrecisionGpuTest, ::testing::Values(DType::kF16, DType::kBF16),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
+
+}  // namespace
+}  // namespace dflow
