@@ -56,9 +56,10 @@ class Rendezvous {
   virtual void RecvAsync(const RendezvousKey& key, const RecvArgs& args, DoneCallback done) = 0;
   virtual void CancelRecv(const RendezvousKey& key, const Status& why) = 0;
   virtual void Abort(const Status& status) = 0;
-  // True when the Recv of `key` is in this process, so that a Send may hand it a tensor in
-  // device memory (DeviceContext::SendView) rather than a host copy.
-  virtual bool IsLocal(const RendezvousKey& key) const { return false; }
+  // True when the Recv of `key` can take a tensor in device memory (DeviceContext::SendView)
+  // rather than a host copy: it is in this process, or in another of this host that reads
+  // device memory the sender exports (Allocator::ExportToPeer, CUDA IPC).
+  virtual bool TakesDeviceMemory(const RendezvousKey& key) const { return false; }
 };
 
 // Makes the rendezvous of one step. Thread-safe: concurrent steps call it at once.

@@ -55,6 +55,12 @@ class Allocator {
   // The block holding `p` goes back to the system when freed, never to another tensor: a
   // process that mapped it may still read it. No-op by default.
   virtual void Retire(const void* p) {}
+  // A handle by which another process of this host reads the `bytes` at `p` (CUDA IPC for a
+  // GPU's tensor on its way out, runtime/cuda_ipc.h), valid until the last tensor over this
+  // memory is dropped. Unimplemented, naming the device, by default.
+  virtual Result<std::string> ExportToPeer(const void* p, size_t bytes) {
+    return Unimplemented("memory of {} is not exported to other processes", device());
+  }
 
  protected:
   virtual ~Allocator() = default;

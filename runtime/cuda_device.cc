@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "framework/peer_device_memory.h"
+#include "runtime/cuda_ipc.h"
 #include "runtime/device_factory.h"
 
 #if DFLOW_WITH_CUDA
@@ -9,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #endif
 
 namespace dflow {
@@ -256,13 +259,61 @@ class CudaSentView final : public Allocator {
   bool host_accessible() const override { return false; }
   int ordinal() const { return ordinal_; }
   cudaEvent_t ready() const { return ready_; }
+  // To another process of this host: a CudaIpcHandle's wire form, the bytes copied (after the
+  // ready event) into a block of this process's exporter, which is the peer's until this view
+  // goes (the transport holds it until the peer is done).
+  Result<std::string> ExportToPeer(const void* p, size_t bytes) override;
 
  private:
-  ~CudaSentView() override { cudaEventDestroy(ready_); }
+  ~CudaSentView() override;
   Tensor source_;
   int ordinal_;
   cudaEvent_t ready_;
+  std::vector<uint64_t> exported_;  // blocks, released with the view
 };
+
+// This process's CUDA IPC exporter of each GPU, and the stream its copies go on.
+struct GpuExporter {
+  std::unique_ptr<CudaIpcExporter> exporter;
+  cudaStream_t stream = nullptr;
+};
+
+Result<GpuExporter*> ExporterOf(int ordinal) {
+  static Mutex mu;
+  static auto* exporters = new std::map<int, std::unique_ptr<GpuExporter>>;
+  MutexLock lock(mu);
+  auto& slot = (*exporters)[ordinal];
+  if (slot == nullptr) {
+    ASSIGN_OR_RETURN(auto exporter, CudaIpcExporter::Create(ordinal));
+    auto g = std::make_unique<GpuExporter>();
+    cudaError_t e = OnDevice(
+        ordinal, [&] { return cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking); });
+    if (e != cudaSuccess) {
+      return CudaError(e, "creating the CUDA IPC stream", fmt::format("gpu:{}", ordinal));
+    }
+    g->exporter = std::move(exporter);
+    slot = std::move(g);
+  }
+  return slot.get();
+}
+
+Result<std::string> CudaSentView::ExportToPeer(const void* p, size_t bytes) {
+  ASSIGN_OR_RETURN(GpuExporter * g, ExporterOf(ordinal_));
+  cudaError_t e = OnDevice(ordinal_, [&] { return cudaStreamWaitEvent(g->stream, ready_, 0); });
+  if (e != cudaSuccess) return CudaError(e, "ordering a CUDA IPC export", device());
+  ASSIGN_OR_RETURN(CudaIpcHandle h,
+                   g->exporter->Export(p, bytes, reinterpret_cast<CudaStream>(g->stream)));
+  exported_.push_back(h.block);
+  return h.Encode();
+}
+
+CudaSentView::~CudaSentView() {
+  cudaEventDestroy(ready_);
+  if (exported_.empty()) return;
+  auto g = ExporterOf(ordinal_);
+  if (!g.ok()) return;
+  for (uint64_t block : exported_) (void)(*g)->exporter->Release(block);
+}
 
 // Gives every GPU that can reach `ordinal`'s memory directly access to it: to cudaMalloc'd
 // memory (peer access) and to the stream-ordered pool's. Best effort: without it, peer copies
@@ -416,6 +467,8 @@ Result<Tensor> CudaDevice::SendView(const Tensor& tensor) {
 Result<Tensor> CudaDevice::CopyFromDevice(const Tensor& sent) {
   if (sent.host_accessible()) return CopyFromHost(sent);
   if (sent.allocator() == allocator()) return sent;
+  if (auto* peer = dynamic_cast<PeerDeviceMemory*>(sent.allocator()))
+    return CopyFromPeer(sent, *peer);
   auto* view = dynamic_cast<CudaSentView*>(sent.allocator());
   if (view == nullptr) {
     return Unimplemented("'{}' cannot copy from {} memory: not a GPU tensor sent in this process",
@@ -444,6 +497,38 @@ Result<Tensor> CudaDevice::CopyFromDevice(const Tensor& sent) {
                      canonical_name());
   }
   if (copied != nullptr) HoldUntil(copied, sent);
+  return out;
+}
+
+Result<Tensor> CudaDevice::CopyFromPeer(const Tensor& sent, const PeerDeviceMemory& memory) {
+  ASSIGN_OR_RETURN(CudaIpcHandle h, CudaIpcHandle::Decode(memory.handle()));
+  if (h.bytes != sent.num_bytes()) {
+    return InvalidArgument("'{}': a CUDA IPC handle of {} bytes for a tensor of {} from {}",
+                           canonical_name(), h.bytes, sent.num_bytes(), sent.device());
+  }
+  {
+    MutexLock lock(held_mu_);
+    if (importer_ == nullptr) {
+      auto importer = CudaIpcImporter::Create(ordinal_);
+      if (!importer.ok()) return importer.status();
+      importer_ = std::move(importer).value();
+    }
+  }
+  ReleaseHeld(false);
+  ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(allocator(), sent.dtype(), sent.shape()));
+  RETURN_IF_ERROR(importer_->CopyOut(h, out.raw_data(), stream_));
+  cudaEvent_t copied = nullptr;
+  cudaError_t e = OnDevice(ordinal_, [&] {
+    cudaError_t r = cudaEventCreateWithFlags(&copied, cudaEventDisableTiming);
+    if (r != cudaSuccess) return r;
+    return cudaEventRecord(copied, reinterpret_cast<cudaStream_t>(stream_));
+  });
+  if (e != cudaSuccess) {
+    if (copied != nullptr) cudaEventDestroy(copied);
+    (void)Synchronize();  // the exporter's block is read until the copy is done
+    return CudaError(e, "copying a tensor by CUDA IPC", canonical_name());
+  }
+  HoldUntil(copied, sent);  // its release tells the exporting process, once copied
   return out;
 }
 

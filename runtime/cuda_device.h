@@ -43,6 +43,9 @@ int CudaDeviceCount(std::string* why = nullptr);
 class DeviceFactory;
 Status RegisterCudaDeviceType(DeviceFactory& factory);
 
+class CudaIpcImporter;
+class PeerDeviceMemory;
+
 class CudaAllocator final : public Allocator {
  public:
   // `stream`: where frees are ordered; the allocator owns it from here on and destroys it when
@@ -107,8 +110,10 @@ class CudaDevice final : public Device {
   // host does not wait.
   Result<Tensor> SendView(const Tensor& tensor);
   // A copy in this GPU's memory of `sent`: host memory (CopyFromHost), another GPU's SendView
-  // (the compute stream waits for its event, then copies peer to peer), or this GPU's own
-  // memory (shared, no copy). The sender's memory is held until the copy has run.
+  // (the compute stream waits for its event, then copies peer to peer), another process's GPU
+  // memory (PeerDeviceMemory: opened by CUDA IPC, the copy waiting on the exporter's event), or
+  // this GPU's own memory (shared, no copy). The sender's memory is held until the copy has
+  // run.
   Result<Tensor> CopyFromDevice(const Tensor& sent);
   Status Synchronize() override;
   // The GPU's ordinal and compute stream, for kernels (framework/cuda_context.h), and the
@@ -132,6 +137,8 @@ class CudaDevice final : public Device {
   // Lets go of the held tensors whose events have passed (all of them when `all`, after a
   // synchronize).
   void ReleaseHeld(bool all);
+  // CopyFromDevice of another process's GPU memory (CUDA IPC).
+  Result<Tensor> CopyFromPeer(const Tensor& sent, const PeerDeviceMemory& memory);
 
   int ordinal_;
   CudaStream stream_;  // owned by allocator_
@@ -140,6 +147,7 @@ class CudaDevice final : public Device {
   std::unique_ptr<Staging> staging_;
   mutable Mutex held_mu_;
   std::vector<std::pair<void*, Tensor>> held_ DFLOW_GUARDED_BY(held_mu_);
+  std::unique_ptr<CudaIpcImporter> importer_;  // made once, under held_mu_
 };
 
 }  // namespace dflow

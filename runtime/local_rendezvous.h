@@ -20,7 +20,7 @@ class LocalRendezvous final : public Rendezvous {
       DFLOW_EXCLUDES(mu_);
   void CancelRecv(const RendezvousKey& key, const Status& why) override DFLOW_EXCLUDES(mu_);
   void Abort(const Status& status) override DFLOW_EXCLUDES(mu_);
-  bool IsLocal(const RendezvousKey&) const override { return true; }
+  bool TakesDeviceMemory(const RendezvousKey&) const override { return true; }
 
  private:
   struct Item {

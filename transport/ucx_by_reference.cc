@@ -27,6 +27,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "framework/peer_device_memory.h"
 #include "framework/rendezvous_delivery.h"
 #include "transport/ucx_impl.h"
 
@@ -382,6 +383,48 @@ ucs_status_t UcxTransport::Impl::ReceiveTensorRef(std::string_view header,
   // The Recv waits: copy into a buffer of its allocator now (otherwise when it asks).
   if (done) TakeByReference(arrived, h.key, recv, done);
   return UCS_OK;
+}
+
+bool UcxTransport::Impl::TakesDeviceMemory(const RendezvousKey& key) {
+  auto dst_task = TaskOf(key.dst_device);
+  if (!dst_task.ok()) return false;
+  if (*dst_task == task()) return true;
+  MutexLock lock(mu_);
+  Peer* peer = ReadyPeer(*dst_task);
+  return peer != nullptr && (peer->reads_me || peer->maps_me);
+}
+
+ucs_status_t UcxTransport::Impl::OnDeviceTensorRef(void* arg, const void* header,
+                                                   size_t header_length, void*, size_t,
+                                                   const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Impl*>(arg);
+  Peer* peer = self->PeerOf(param);
+  const std::string from_task = self->ReadyTask(peer);
+  if (from_task.empty()) {
+    return self->Drop("a tensor in device memory from an endpoint that did not shake hands");
+  }
+  auto decoded = DecodeDeviceTensorRef({static_cast<const char*>(header), header_length});
+  if (!decoded.ok()) {
+    return self->Drop(fmt::format("a malformed tensor in device memory from task {}: {}", from_task,
+                                  decoded.status().message()));
+  }
+  const TensorHeader& h = decoded->tensor;
+  auto dst_task = self->TaskOf(h.key.dst_device);
+  if (!dst_task.ok() || *dst_task != self->task()) {
+    self->Release({{peer, decoded->id}});
+    return self->Drop(fmt::format("a tensor from task {} for {}, not a device of this task",
+                                  from_task, h.key.ToString()));
+  }
+  // The Recv's device copies it in; when the tensor goes, so does the sender's hold on it.
+  auto* owner = new PeerDeviceMemory(h.key.src_device, std::move(decoded->handle),
+                                     [releaser = self->releaser_, peer, id = decoded->id] {
+                                       MutexLock lock(releaser->mu);
+                                       if (releaser->impl != nullptr)
+                                         releaser->impl->Release({{peer, id}});
+                                     });
+  Tensor t = Tensor::Borrow(owner, nullptr, h.dtype, h.shape);
+  owner->Unref();  // the tensor's buffer holds it
+  return self->ArriveBorrowed(h, from_task, std::move(t));
 }
 
 ucs_status_t UcxTransport::Impl::ArriveBorrowed(const TensorHeader& h, const std::string& from_task,

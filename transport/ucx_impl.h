@@ -162,6 +162,9 @@ class UcxTransport::Impl : public ProgressEngine {
   std::vector<std::string> peers() const;
   // TaskOfDevice, remembered for the devices seen (every Send and arriving tensor asks).
   Result<std::string> TaskOf(std::string_view device) DFLOW_EXCLUDES(task_cache_mu_);
+  // Rendezvous::TakesDeviceMemory: the Recv of `key` is in this task, or in a task of this host
+  // (its SameHost probe succeeded), which reads device memory by the handle a Send exports.
+  bool TakesDeviceMemory(const RendezvousKey& key) DFLOW_EXCLUDES(mu_);
   TransportStats stats() const {
     MutexLock lock(mu_);
     TransportStats s = stats_;
@@ -284,6 +287,11 @@ class UcxTransport::Impl : public ProgressEngine {
   static ucs_status_t OnTensorRef(void* arg, const void* header, size_t header_length, void* data,
                                   size_t length, const ucp_am_recv_param_t* param);
   ucs_status_t ReceiveTensorRef(std::string_view header, const ucp_am_recv_param_t* param);
+  // A tensor in the sender's device memory: delivered as a tensor over PeerDeviceMemory
+  // (framework/peer_device_memory.h), whose death answers TensorRefDone.
+  static ucs_status_t OnDeviceTensorRef(void* arg, const void* header, size_t header_length,
+                                        void* data, size_t length,
+                                        const ucp_am_recv_param_t* param);
   // A tensor borrowed from `from_task` (mapped) meets its Recv, or waits in its slot for it.
   ucs_status_t ArriveBorrowed(const TensorHeader& h, const std::string& from_task, Tensor tensor)
       DFLOW_EXCLUDES(mu_);

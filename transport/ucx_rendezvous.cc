@@ -20,7 +20,19 @@ using namespace internal;
 
 // --- sending ----------------------------------------------------------------------------------
 
+namespace {
+// A tensor message without its bytes: the receiver reads them where they lie.
+bool ByReference(MessageType t) {
+  return t == MessageType::kTensorRef || t == MessageType::kDeviceTensorRef;
+}
+}  // namespace
+
 std::string UcxTransport::Impl::SendOp::What() const {
+  if (type == MessageType::kDeviceTensorRef) {
+    auto r = DecodeDeviceTensorRef(header);
+    if (!r.ok()) return "a tensor";
+    return fmt::format("{} of Send '{}'", r->tensor.key.ToString(), r->tensor.send_node);
+  }
   if (type == MessageType::kTensorRef) {
     auto r = DecodeTensorRef(header);
     if (!r.ok()) return "a tensor";
@@ -54,7 +66,7 @@ void UcxTransport::Impl::StartSend(SendOp* op) {
   param.cb.send = &SendDone;
   param.user_data = op;
   // A tensor by reference sends its header alone.
-  size_t bytes = op->type == MessageType::kTensorRef     ? 0
+  size_t bytes = ByReference(op->type)                   ? 0
                  : op->tensor.dtype() == DType::kInvalid ? op->bytes.size()
                                                          : op->tensor.num_bytes();
   const void* payload = bytes == 0 ? nullptr
@@ -85,8 +97,8 @@ void UcxTransport::Impl::FinishSend(SendOp* op, ucs_status_t status) {
     FailCall(op->call_id,
              Unavailable("sending request {} failed: {}", op->what, ucs_status_string(status)));
   }
-  if (op->type == MessageType::kTensor || op->type == MessageType::kTensorRef) {
-    const bool by_reference = op->type == MessageType::kTensorRef;
+  if (op->type == MessageType::kTensor || ByReference(op->type)) {
+    const bool by_reference = ByReference(op->type);
     if (status == UCS_OK) {
       MutexLock lock(mu_);
       stats_.tensors_sent++;
@@ -147,9 +159,17 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
     if (done) DeliverToRecv(key, args.node, tensor, recv, done);
     return Status::OK();
   }
+  // Device memory goes by a handle the receiver opens (CUDA IPC), when the Send found the
+  // receiver of this host (TakesDeviceMemory); elsewhere it comes as a host copy.
+  std::string device_handle;
   if (!tensor.host_accessible()) {
-    return Unimplemented("Send '{}': only host memory travels between processes yet ({} given)",
-                         args.node, tensor.device());
+    auto exported = tensor.allocator()->ExportToPeer(tensor.raw_data(), tensor.num_bytes());
+    if (!exported.ok()) {
+      return Status(exported.status().code(),
+                    fmt::format("Send '{}' of {} to task {}: {}", args.node, key.ToString(),
+                                dst_task, exported.status().message()));
+    }
+    device_handle = std::move(exported).value();
   }
   TensorHeader h;
   h.key = key;
@@ -160,7 +180,8 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
   ASSIGN_OR_RETURN(std::string header, Encode(h));
   // Big enough to go by reference, should the peer read this process's memory or map the
   // memfd the tensor lies in.
-  const bool big = options_.by_reference_bytes > 0 && h.bytes >= options_.by_reference_bytes;
+  const bool big = device_handle.empty() && options_.by_reference_bytes > 0 &&
+                   h.bytes >= options_.by_reference_bytes;
   std::optional<SharedRegion> shared;
   if (big && tensor.allocator() != nullptr)
     shared = tensor.allocator()->FindShared(tensor.raw_data());
@@ -184,6 +205,17 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
     } else if ((op->peer = ReadyPeer(dst_task)) == nullptr) {
       refused = Unavailable("Send '{}': no connection to task {}, the destination of {}", args.node,
                             dst_task, key.ToString());
+    } else if (!device_handle.empty()) {
+      const uint64_t id = next_ref_id_++;
+      auto ref = Encode(DeviceTensorRef{h, id, std::move(device_handle)});
+      if (ref.ok()) {
+        held_[id] = {tensor, op->peer, false};
+        op->type = MessageType::kDeviceTensorRef;
+        op->header = std::move(ref).value();
+        op->ref_id = id;
+      } else {
+        refused = ref.status();
+      }
     } else if (big && (op->peer->reads_me || (shared && op->peer->maps_me))) {
       if (!op->peer->maps_me) shared.reset();
       const uint64_t id = next_ref_id_++;
@@ -648,10 +680,8 @@ class UcxRendezvous final : public Rendezvous {
     }
     impl_->RecvAsync(key, args, std::move(done));
   }
-  // A Recv of this task's is handed device memory as it is (its device copies it in).
-  bool IsLocal(const RendezvousKey& key) const override {
-    auto task = impl_->TaskOf(key.dst_device);
-    return task.ok() && *task == impl_->task();
+  bool TakesDeviceMemory(const RendezvousKey& key) const override {
+    return impl_->TakesDeviceMemory(key);
   }
   void CancelRecv(const RendezvousKey& key, const Status& why) override {
     impl_->CancelRecv(key, why);

@@ -230,6 +230,7 @@ Status UcxTransport::Impl::Start() {
         Handler{MessageType::kHeartbeat, &OnHeartbeat},
         Handler{MessageType::kSameHost, &OnSameHost},
         Handler{MessageType::kTensorRef, &OnTensorRef},
+        Handler{MessageType::kDeviceTensorRef, &OnDeviceTensorRef},
         Handler{MessageType::kTensorRefDone, &OnTensorRefDone},
         Handler{MessageType::kPeerReads, &OnPeerReads}}) {
     ucp_am_handler_param_t hp{};

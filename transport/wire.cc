@@ -207,6 +207,15 @@ Result<std::string> AsTensorRef(std::string tensor_header, uint64_t address, uin
   return tensor_header;
 }
 
+Result<std::string> Encode(const DeviceTensorRef& m) {
+  if (m.handle.empty()) return InvalidArgument("a DeviceTensorRef needs a handle");
+  Writer w;
+  RETURN_IF_ERROR(WriteTensorFields(w, m.tensor));
+  w.U64(m.id);
+  RETURN_IF_ERROR(w.Str(m.handle, kMaxDeviceHandleBytes, "the device handle"));
+  return std::move(w).Finish("DeviceTensorRef");
+}
+
 Result<std::string> Encode(const TensorRefDone& m) {
   if (m.ids.empty() || m.ids.size() > kMaxRefsDone) {
     return InvalidArgument("a TensorRefDone carries 1 to {} ids, not {}", kMaxRefsDone,
@@ -360,6 +369,19 @@ Result<TensorRef> DecodeTensorRef(std::string_view bytes) {
   }
   shared.fd = static_cast<int>(fd);
   m.shared = shared;
+  return m;
+}
+
+Result<DeviceTensorRef> DecodeDeviceTensorRef(std::string_view bytes) {
+  Reader r(bytes, "DeviceTensorRef");
+  ASSIGN_OR_RETURN(uint16_t version, r.Start());
+  RETURN_IF_ERROR(r.CheckVersion(version));
+  DeviceTensorRef m;
+  ASSIGN_OR_RETURN(m.tensor, ReadTensorFields(r, "DeviceTensorRef"));
+  ASSIGN_OR_RETURN(m.id, r.U64("reference id"));
+  ASSIGN_OR_RETURN(m.handle, r.Str(kMaxDeviceHandleBytes, "device handle"));
+  RETURN_IF_ERROR(r.Done());
+  if (m.handle.empty()) return InvalidArgument("DeviceTensorRef message: no device handle");
   return m;
 }
 

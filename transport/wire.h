@@ -18,6 +18,7 @@
 //   TensorRef     (a Tensor header's fields)  u64 address  u64 reference id  (no payload)
 //                 u32 fd  u64 inode  u64 offset  u64 file size (from version 4; inode 0: none)
 //   TensorRefDone u16 count (1 to kMaxRefsDone)  u64 reference ids[count]
+//   DeviceTensorRef (a Tensor header's fields)  u64 reference id  str handle (no payload)
 //   PeerReads     u8 flags (1: reads the memory, 2: maps its memfds; from version 4)
 //   AbortStep     i64 step  u8 status code  str message
 //   CallRequest   u64 call id  u16 method                       (payload: the request's bytes)
@@ -44,24 +45,26 @@ inline constexpr uint16_t kProtocolVersion = 4;
 // No header is larger (UCX over TCP carries headers up to about 8 KiB).
 inline constexpr size_t kMaxHeaderBytes = 6144;
 inline constexpr size_t kMaxTokenBytes = 1024;
-inline constexpr size_t kMaxTextBytes = 2048;     // task names, node names, reasons, messages
-inline constexpr size_t kMaxAddressBytes = 1024;  // a UCX worker address offered to a peer
+inline constexpr size_t kMaxTextBytes = 2048;          // task names, node names, reasons, messages
+inline constexpr size_t kMaxAddressBytes = 1024;       // a UCX worker address offered to a peer
+inline constexpr size_t kMaxDeviceHandleBytes = 1024;  // Allocator::ExportToPeer's handle
 
 // The active message ids.
 enum class MessageType : uint16_t {
-  kHello = 1,           // client -> server, first message on a connection
-  kHelloReply = 2,      // server -> client: accepted or refused, with the reason
-  kTensor = 3,          // a Send's tensor for a Recv in the receiving process
-  kAbortStep = 4,       // the step failed in the sending process
-  kCallRequest = 5,     // a request to the receiving process's call handler
-  kCallResponse = 6,    // its answer
-  kHeartbeat = 7,       // "still here": sent to every peer a few times per peer timeout
-  kSameHost = 8,        // first message on the second, same-host endpoint to a peer
-  kTensorRef = 9,       // a Send's tensor left in the sender's memory for the receiver to copy
-  kTensorRefDone = 10,  // receiver -> sender: those tensors are copied (or dropped); free them
-  kPeerReads = 11,      // answers SameHost's probe: whether tensors may come by reference
+  kHello = 1,             // client -> server, first message on a connection
+  kHelloReply = 2,        // server -> client: accepted or refused, with the reason
+  kTensor = 3,            // a Send's tensor for a Recv in the receiving process
+  kAbortStep = 4,         // the step failed in the sending process
+  kCallRequest = 5,       // a request to the receiving process's call handler
+  kCallResponse = 6,      // its answer
+  kHeartbeat = 7,         // "still here": sent to every peer a few times per peer timeout
+  kSameHost = 8,          // first message on the second, same-host endpoint to a peer
+  kTensorRef = 9,         // a Send's tensor left in the sender's memory for the receiver to copy
+  kTensorRefDone = 10,    // receiver -> sender: those tensors are copied (or dropped); free them
+  kPeerReads = 11,        // answers SameHost's probe: whether tensors may come by reference
+  kDeviceTensorRef = 12,  // a Send's tensor in device memory, by a handle the receiver opens
 };
-inline constexpr uint16_t kMaxMessageType = 11;
+inline constexpr uint16_t kMaxMessageType = 12;
 // The most reference ids one TensorRefDone carries.
 inline constexpr size_t kMaxRefsDone = 512;
 // The largest payload of a request or response (a partition's graph file travels in one).
@@ -128,6 +131,14 @@ struct TensorRef {
   std::optional<SharedRegion> shared;
 };
 
+// A tensor in the sender's device memory, which a receiver of this host reads by `handle`
+// (Allocator::ExportToPeer: CUDA IPC); the sender keeps it until TensorRefDone with `id`.
+struct DeviceTensorRef {
+  TensorHeader tensor;
+  uint64_t id = 0;
+  std::string handle;  // 1 to kMaxDeviceHandleBytes
+};
+
 // What a SameHost's receiver manages with the sender's memory.
 struct PeerReads {
   bool reads = false;  // copies out of it (process_vm_readv)
@@ -165,6 +176,7 @@ Result<std::string> Encode(const TensorRef& m);
 Result<std::string> AsTensorRef(std::string tensor_header, uint64_t address, uint64_t id,
                                 const std::optional<SharedRegion>& shared);
 Result<std::string> Encode(const TensorRefDone& m);
+Result<std::string> Encode(const DeviceTensorRef& m);
 Result<std::string> Encode(const AbortStep& m);
 Result<std::string> Encode(const CallRequest& m);
 Result<std::string> Encode(const CallResponse& m);
@@ -180,6 +192,7 @@ Result<SameHost> DecodeSameHost(std::string_view bytes);
 Result<TensorHeader> DecodeTensorHeader(std::string_view bytes);
 Result<TensorRef> DecodeTensorRef(std::string_view bytes);
 Result<TensorRefDone> DecodeTensorRefDone(std::string_view bytes);
+Result<DeviceTensorRef> DecodeDeviceTensorRef(std::string_view bytes);
 Result<AbortStep> DecodeAbortStep(std::string_view bytes);
 Result<CallRequest> DecodeCallRequest(std::string_view bytes);
 Result<CallResponse> DecodeCallResponse(std::string_view bytes);

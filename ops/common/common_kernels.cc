@@ -189,9 +189,9 @@ class SendKernel : public OpKernel {
     key.step_id = ctx.step().step_id;
     const Tensor& value = ctx.input(0);
     if (value.host_accessible()) return rendezvous->Send(key, SendArgs{node_}, value);
-    // A device of this process whose memory is its own (a GPU) takes the tensor as it is, and
-    // copies it in itself (GPUs peer to peer).
-    if (to_device_memory_ && rendezvous->IsLocal(key)) {
+    // A device whose memory is its own (a GPU) of this process, or of another process of this
+    // host, takes the tensor as it is and copies it in itself (GPUs peer to peer, or by CUDA IPC).
+    if (to_device_memory_ && rendezvous->TakesDeviceMemory(key)) {
       ASSIGN_OR_RETURN(Tensor view, ContextOf(context_).SendView(value));
       return rendezvous->Send(key, SendArgs{node_}, view);
     }

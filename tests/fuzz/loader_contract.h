@@ -98,7 +98,7 @@ inline std::string FrameProblem(std::string_view bytes) {
 inline std::string WireProblem(std::string_view bytes) {
   if (bytes.empty()) return "";
   using namespace transport;
-  const int which = static_cast<unsigned char>(bytes[0]) % 12;
+  const int which = static_cast<unsigned char>(bytes[0]) % 13;
   bytes.remove_prefix(1);
   if (which == 7) return FrameProblem(bytes);
   if (which == 6) {
@@ -107,6 +107,12 @@ inline std::string WireProblem(std::string_view bytes) {
     return bytes == EncodeHeartbeat() ? "" : "an accepted heartbeat is not the one heartbeat";
   }
 
+  if (which == 12) {
+    auto ref = DecodeDeviceTensorRef(bytes);
+    if (!ref.ok()) return RefusalProblem(ref.status(), "DeviceTensorRef");
+    auto again = Encode(*ref);
+    return again.ok() && *again == bytes ? "" : "an accepted DeviceTensorRef does not round-trip";
+  }
   if (which == 11) {
     auto reads = DecodePeerReads(bytes);
     if (!reads.ok()) return RefusalProblem(reads.status(), "PeerReads");

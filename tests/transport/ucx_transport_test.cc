@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "framework/peer_device_memory.h"
 #include "framework/progress.h"
 #include "framework/rendezvous_conformance.h"
 #include "status_matchers.h"
@@ -301,6 +302,96 @@ TEST(UcxTransportTest, TensorsByReferenceAreHeldUntilCopiedOrDropped) {
     ASSERT_TRUE(got.Wait());
     EXPECT_EQ(got.status().code(), StatusCode::kUnavailable) << got.status().ToString();
     EXPECT_TRUE(MessageHas(got.status(), {"/job:localhost/task:1"})) << got.status().ToString();
+  }
+}
+
+// Device memory (a GPU's, stood in for here) that exports a handle to other processes of this
+// host, as a GPU's tensor on its way out does (CUDA IPC): "dev:<address>:<bytes>".
+class ExportingMemory final : public Allocator {
+ public:
+  void* Allocate(size_t bytes, size_t alignment) override {
+    return host_.Allocate(bytes, alignment);
+  }
+  void Deallocate(void* p, size_t bytes) override { host_.Deallocate(p, bytes); }
+  const std::string& device() const override { return name_; }
+  bool host_accessible() const override { return false; }
+  Result<std::string> ExportToPeer(const void* p, size_t bytes) override {
+    if (refuse) return Unavailable("{}: no handle today", name_);
+    exported++;
+    return fmt::format("dev:{}:{}", reinterpret_cast<uintptr_t>(p), bytes);
+  }
+  bool refuse = false;
+  std::atomic<int> exported{0};
+
+ private:
+  std::string name_ = "/job:localhost/task:1/device:GPU:0";
+  CpuAllocator host_{"/job:localhost/task:1/device:GPU:0"};
+};
+
+// A tensor in device memory goes to a Recv of another process of this host by the handle its
+// memory exports (no bytes on the wire): the Recv gets a tensor over PeerDeviceMemory naming
+// the handle, and the sender holds its tensor until that tensor is gone. Memory that exports
+// no handle fails the Send, naming it and the Send; a Recv that takes host memory only refuses
+// the tensor, naming itself.
+TEST(UcxTransportTest, DeviceTensorsGoByTheHandleTheirMemoryExports) {
+  Pair pair;
+  ASSERT_EQ(pair.receiver->stats().readable_peers, 1u);
+  auto memory = MakeAllocator<ExportingMemory>();
+  const int64_t n = 1000;
+  auto x = Tensor::Allocate(memory.get(), DType::kF32, Shape{n});
+  ASSERT_TRUE(x.ok());
+  RecvArgs takes = Expect(DType::kF32, Shape{n}, CpuAllocator::Default());
+  takes.accepts_device_memory = true;
+  {
+    auto s = pair.sender->Create(1).value();
+    auto r = pair.receiver->Create(1).value();
+    RendezvousKey key = KeyTo("x:0", 1);
+    EXPECT_TRUE(s->TakesDeviceMemory(key)) << "a process of this host";
+    ASSERT_TRUE(s->Send(key, {"send_x"}, *x).ok());
+    Tensor arrived;
+    {
+      RecvResult got;
+      r->RecvAsync(key, takes, got.Callback());
+      ASSERT_TRUE(got.Wait());
+      ASSERT_TRUE(got.status().ok()) << got.status().ToString();
+      arrived = got.tensor();
+    }
+    auto* peer = dynamic_cast<PeerDeviceMemory*>(arrived.allocator());
+    ASSERT_NE(peer, nullptr);
+    EXPECT_EQ(peer->handle(),
+              fmt::format("dev:{}:{}", reinterpret_cast<uintptr_t>(x->raw_data()), n * 4));
+    EXPECT_FALSE(arrived.host_accessible());
+    EXPECT_EQ(arrived.shape(), Shape{n});
+    EXPECT_EQ(arrived.device(), key.src_device);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_FALSE(x->buffer_unique()) << "held while the receiver may read it";
+    arrived = Tensor();
+    EXPECT_TRUE(BecomesUnique(*x)) << "still held after the receiver let go";
+  }
+  EXPECT_EQ(memory->exported.load(), 1);
+  EXPECT_EQ(pair.sender->stats().tensors_sent_by_reference, 1u);
+  EXPECT_EQ(pair.sender->stats().bytes_sent, 0u + n * 4);
+  {
+    // A Recv that takes host memory only: refused, naming it; the sender lets go.
+    auto s = pair.sender->Create(2).value();
+    auto r = pair.receiver->Create(2).value();
+    ASSERT_TRUE(s->Send(KeyTo("x:0", 2), {"send_x"}, *x).ok());
+    RecvResult got;
+    r->RecvAsync(KeyTo("x:0", 2), Expect(DType::kF32, Shape{n}, nullptr), got.Callback());
+    ASSERT_TRUE(got.Wait());
+    EXPECT_EQ(got.status().code(), StatusCode::kUnimplemented) << got.status().ToString();
+    EXPECT_TRUE(MessageHas(got.status(), {"Recv 'recv'", "task:1/device:CPU:0"}))
+        << got.status().ToString();
+    EXPECT_TRUE(BecomesUnique(*x));
+  }
+  {
+    // Memory that exports no handle: the Send fails with its reason, naming the Send.
+    memory->refuse = true;
+    auto s = pair.sender->Create(3).value();
+    Status sent = s->Send(KeyTo("x:0", 3), {"send_x"}, *x);
+    EXPECT_EQ(sent.code(), StatusCode::kUnavailable) << sent.ToString();
+    EXPECT_TRUE(MessageHas(sent, {"Send 'send_x'", "no handle today", "task:0"}))
+        << sent.ToString();
   }
 }
 

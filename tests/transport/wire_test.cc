@@ -175,6 +175,32 @@ TEST(WireTest, EveryMessageRoundTrips) {
   EXPECT_EQ(a->status, Internal("node 'boom' failed"));
 }
 
+// A tensor in device memory: its fields, its id and the handle the receiver opens; a
+// truncated one, an empty handle or one over the limit is refused naming the message.
+TEST(WireTest, DeviceTensorRefsRoundTripAndBadOnesAreRefused) {
+  DeviceTensorRef ref{SampleTensor(), 41, std::string(156, '\x07')};
+  std::string bytes = Encode(ref).value();
+  auto back = DecodeDeviceTensorRef(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->tensor.key.ToString(), ref.tensor.key.ToString());
+  EXPECT_EQ(back->tensor.shape, ref.tensor.shape);
+  EXPECT_EQ(back->tensor.bytes, ref.tensor.bytes);
+  EXPECT_EQ(back->id, 41u);
+  EXPECT_EQ(back->handle, ref.handle);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    auto d = DecodeDeviceTensorRef(std::string_view(bytes).substr(0, n));
+    ASSERT_FALSE(d.ok()) << n;
+    EXPECT_TRUE(MessageHas(d.status(), {"DeviceTensorRef message"})) << d.status().ToString();
+  }
+  EXPECT_FALSE(DecodeDeviceTensorRef(Encode(SampleTensor()).value()).ok());
+  ref.handle.clear();
+  EXPECT_EQ(Encode(ref).status().code(), StatusCode::kInvalidArgument);
+  std::string empty = bytes.substr(0, bytes.size() - 158) + std::string(2, '\0');
+  EXPECT_TRUE(MessageHas(DecodeDeviceTensorRef(empty).status(), {"no device handle"}));
+  ref.handle.assign(kMaxDeviceHandleBytes + 1, 'h');
+  EXPECT_TRUE(MessageHas(Encode(ref).status(), {"device handle", "at most 1024"}));
+}
+
 TEST(WireTest, EveryTruncationIsRefusedNamingTheField) {
   std::string full = Encode(SampleTensor()).value();
   for (size_t n = 0; n < full.size(); ++n) {
@@ -290,7 +316,7 @@ TEST(WireTest, GarbageNeverCrashesADecoder) {
                DecodeHelloReply(bytes).ok() + DecodeAbortStep(bytes).ok() +
                DecodeCallRequest(bytes).ok() + DecodeCallResponse(bytes).ok() +
                DecodeTensorRef(bytes).ok() + DecodeTensorRefDone(bytes).ok() +
-               DecodePeerReads(bytes).ok();
+               DecodePeerReads(bytes).ok() + DecodeDeviceTensorRef(bytes).ok();
   }
   // Some mutations leave a valid message (a changed name byte); most do not.
   EXPECT_LT(decoded, 40000);
