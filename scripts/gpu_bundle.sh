@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${DFLOW_GPU_BUILD:-build}
-targets=${DFLOW_GPU_TARGETS:-runtime_tests op_conformance_tests ops_tests tools_tests cuda_ipc_peer gpu_bench cuda_ipc_bench models_bench resnet50 fashion_mnist_mlp fashion_mnist_cnn}
+targets=${DFLOW_GPU_TARGETS:-runtime_tests op_conformance_tests ops_tests tools_tests distributed_tests dflow-worker cuda_ipc_peer gpu_bench cuda_ipc_bench models_bench resnet50 fashion_mnist_mlp fashion_mnist_cnn}
 out=.gpu
 limit=$((64 << 20))
 

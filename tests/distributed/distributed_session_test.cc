@@ -36,6 +36,7 @@
 #include "ops/replicate.h"
 #include "ops/unary_ops.h"
 #include "runtime/checkpointer.h"
+#include "runtime/cuda_device.h"
 #include "runtime/trainer.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
@@ -227,6 +228,41 @@ TEST(DistributedSessionTest, ElementwiseDagOverThreeDevicesIsExact) {
     EXPECT_EQ((*d)[i].ToVector<float>(), (*l)[i].ToVector<float>()) << fetches[i];
   }
   EXPECT_GT((*dist)->placement().cross_edges, 0);
+}
+
+// GPU tensors between two worker processes of this host go by CUDA IPC (a DeviceTensorRef over
+// UCX, the receiver's GPU copying out of the sender's exported block): the values are the CPU's.
+TEST(DistributedSessionTest, GpuTensorsBetweenWorkersOfOneHostGoByCudaIpc) {
+  std::string why;
+  if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no CUDA GPU here: " << why;
+  WorkerProcess w0("cpu:0,gpu:0"), w1("cpu:0,gpu:0");
+  ASSERT_FALSE(w0.address().empty() || w1.address().empty());
+  auto build = [](bool pinned) {
+    auto on = [&](const char* device) { return pinned ? device : ""; };
+    Scope root = Scope::NewRootScope();
+    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{1 << 20});
+    auto a = ops::Mul(root.WithOpName("a").WithDevice(on("/job:worker/task:0/device:GPU:0")), x, x);
+    auto b = ops::Relu(
+        root.WithOpName("b").WithDevice(on("/job:worker/task:1/device:GPU:0")),
+        ops::Sub(root.WithOpName("s").WithDevice(on("/job:worker/task:1/device:GPU:0")), a, x));
+    auto c = ops::Add(root.WithOpName("c").WithDevice(on("/job:worker/task:0/device:GPU:0")), b, a);
+    return std::make_pair(root, c);
+  };
+  auto [dist_root, dist_c] = build(true);
+  auto [local_root, local_c] = build(false);
+  auto dist = DistributedSession::Create(dist_root.graph(), {}, Cluster({&w0, &w1}));
+  ASSERT_TRUE(dist.ok()) << dist.status().ToString();
+  auto local = Session::Create(local_root);
+  ASSERT_TRUE(local.ok());
+  Session::Feeds feeds = {
+      {"x", Tensor::FromVector(testing::RandomFloats(1 << 20, 9, -2, 2), Shape{1 << 20})}};
+  for (int step = 0; step < 3; ++step) {  // the handles are opened once, then reused
+    auto d = (*dist)->Run(feeds, {dist_c.name()});
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    auto l = (*local)->Run(feeds, {local_c.name()});
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    EXPECT_EQ((*d)[0].ToVector<float>(), (*l)[0].ToVector<float>()) << "step " << step;
+  }
 }
 
 TEST(DistributedSessionTest, AWorkersNodeErrorReachesTheMasterNamingTheNode) {

@@ -1,5 +1,6 @@
 // What the distributed tests share: dflow-worker child processes on loopback and the cluster of
-// them. DFLOW_WORKER_BINARY is the worker the test target was built with.
+// them. The worker is the dflow-worker beside the test binary (as in a GPU bundle), or else
+// DFLOW_WORKER_BINARY, the one the test target was built with.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +22,11 @@ namespace dflow::distributed {
 
 inline constexpr char kToken[] = "distributed-test-token";
 
+inline std::string WorkerBinary() {
+  auto beside = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dflow-worker";
+  return std::filesystem::exists(beside) ? beside.string() : std::string(DFLOW_WORKER_BINARY);
+}
+
 // A dflow-worker child process on loopback (distributed/local_worker.h); an empty address when
 // it could not start (the test then fails on it).
 class WorkerProcess {
@@ -29,7 +36,7 @@ class WorkerProcess {
     auto token_file = WriteTokenFile(::testing::TempDir(), token);
     EXPECT_TRUE(token_file.ok()) << token_file.status().ToString();
     if (!token_file.ok()) return;
-    auto w = LocalWorker::Start(DFLOW_WORKER_BINARY,
+    auto w = LocalWorker::Start(WorkerBinary(),
                                 // One thread each: the tests run beside others on two cores.
                                 {"--devices", devices, "--token-file", *token_file,
                                  "--release-after", release_after, "--threads", "1"});
