@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+
+#include "runtime/cuda_call.h"
 #endif
 
 namespace dflow {
@@ -51,27 +53,6 @@ CudaAllocator::OrderedOn::OrderedOn(CudaAllocator*, CudaStream) {}
 CudaAllocator::OrderedOn::~OrderedOn() = default;
 
 #else
-
-namespace {
-
-// A CUDA error as a Status naming what failed and where.
-Status CudaError(cudaError_t e, std::string_view what, std::string_view where) {
-  return Internal("{} on {} failed: {} ({})", what, where, cudaGetErrorString(e),
-                  cudaGetErrorName(e));
-}
-
-// Runs `fn` with `ordinal` as the calling thread's current device, restoring the one before.
-template <typename F>
-auto OnDevice(int ordinal, F&& fn) {
-  int before = -1;
-  const bool had = cudaGetDevice(&before) == cudaSuccess;
-  if (!had || before != ordinal) cudaSetDevice(ordinal);
-  auto result = fn();
-  if (had && before != ordinal) cudaSetDevice(before);
-  return result;
-}
-
-}  // namespace
 
 // The context kernels see: the stream, and the device's copies.
 class CudaDeviceContext final : public CudaContext {
@@ -315,6 +296,18 @@ CudaSentView::~CudaSentView() {
   for (uint64_t block : exported_) (void)(*g)->exporter->Release(block);
 }
 
+// Creates an event and records it on `stream` (the caller's device current); on failure no
+// event is left.
+cudaError_t RecordNewEvent(cudaStream_t stream, cudaEvent_t* event) {
+  cudaError_t r = cudaEventCreateWithFlags(event, cudaEventDisableTiming);
+  if (r == cudaSuccess) r = cudaEventRecord(*event, stream);
+  if (r != cudaSuccess && *event != nullptr) {
+    cudaEventDestroy(*event);
+    *event = nullptr;
+  }
+  return r;
+}
+
 // Gives every GPU that can reach `ordinal`'s memory directly access to it: to cudaMalloc'd
 // memory (peer access) and to the stream-ordered pool's. Best effort: without it, peer copies
 // are staged by CUDA.
@@ -449,15 +442,10 @@ Result<Tensor> CudaDevice::CopyToHost(const Tensor& tensor) {
 Result<Tensor> CudaDevice::SendView(const Tensor& tensor) {
   if (tensor.host_accessible()) return tensor;
   cudaEvent_t ready = nullptr;
-  cudaError_t e = OnDevice(ordinal_, [&] {
-    cudaError_t r = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
-    if (r != cudaSuccess) return r;
-    return cudaEventRecord(ready, reinterpret_cast<cudaStream_t>(stream_));
-  });
-  if (e != cudaSuccess) {
-    if (ready != nullptr) cudaEventDestroy(ready);
+  cudaError_t e = OnDevice(
+      ordinal_, [&] { return RecordNewEvent(reinterpret_cast<cudaStream_t>(stream_), &ready); });
+  if (e != cudaSuccess)
     return CudaError(e, "marking a tensor sent to another GPU", canonical_name());
-  }
   auto* view = new CudaSentView(tensor, ordinal_, ready);
   Tensor out = Tensor::Borrow(view, tensor.raw_data(), tensor.dtype(), tensor.shape());
   view->Unref();  // the view's buffer holds it now
@@ -487,11 +475,9 @@ Result<Tensor> CudaDevice::CopyFromDevice(const Tensor& sent) {
             : cudaMemcpyPeerAsync(out.raw_data(), ordinal_, sent.raw_data(), view->ordinal(),
                                   sent.num_bytes(), stream);
     if (r != cudaSuccess) return r;
-    if ((r = cudaEventCreateWithFlags(&copied, cudaEventDisableTiming)) != cudaSuccess) return r;
-    return cudaEventRecord(copied, stream);
+    return RecordNewEvent(stream, &copied);
   });
   if (e != cudaSuccess) {
-    if (copied != nullptr) cudaEventDestroy(copied);
     (void)Synchronize();  // the sender's memory may be read still: let go of it only after
     return CudaError(e, fmt::format("copying {} bytes from {}", sent.num_bytes(), sent.device()),
                      canonical_name());
@@ -518,13 +504,9 @@ Result<Tensor> CudaDevice::CopyFromPeer(const Tensor& sent, const PeerDeviceMemo
   ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(allocator(), sent.dtype(), sent.shape()));
   RETURN_IF_ERROR(importer_->CopyOut(h, out.raw_data(), stream_));
   cudaEvent_t copied = nullptr;
-  cudaError_t e = OnDevice(ordinal_, [&] {
-    cudaError_t r = cudaEventCreateWithFlags(&copied, cudaEventDisableTiming);
-    if (r != cudaSuccess) return r;
-    return cudaEventRecord(copied, reinterpret_cast<cudaStream_t>(stream_));
-  });
+  cudaError_t e = OnDevice(
+      ordinal_, [&] { return RecordNewEvent(reinterpret_cast<cudaStream_t>(stream_), &copied); });
   if (e != cudaSuccess) {
-    if (copied != nullptr) cudaEventDestroy(copied);
     (void)Synchronize();  // the exporter's block is read until the copy is done
     return CudaError(e, "copying a tensor by CUDA IPC", canonical_name());
   }

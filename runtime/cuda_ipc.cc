@@ -6,7 +6,7 @@
 #include <cstring>
 
 #if DFLOW_WITH_CUDA
-#include <cuda_runtime_api.h>
+#include "runtime/cuda_call.h"
 #endif
 
 namespace dflow {
@@ -80,19 +80,7 @@ namespace {
 constexpr size_t kBlockGranularity = size_t{2} << 20;
 
 Status CudaFailed(cudaError_t e, std::string_view what, int ordinal) {
-  return Internal("{} on gpu:{} failed: {} ({})", what, ordinal, cudaGetErrorString(e),
-                  cudaGetErrorName(e));
-}
-
-// Runs `fn` with `ordinal` as this thread's device, restoring the one before.
-template <typename F>
-cudaError_t OnGpu(int ordinal, F&& fn) {
-  int before = -1;
-  const bool had = cudaGetDevice(&before) == cudaSuccess;
-  if (!had || before != ordinal) cudaSetDevice(ordinal);
-  cudaError_t e = fn();
-  if (had && before != ordinal) cudaSetDevice(before);
-  return e;
+  return CudaError(e, what, fmt::format("gpu:{}", ordinal));
 }
 
 Status CheckGpu(int ordinal) {
@@ -130,7 +118,7 @@ Result<std::unique_ptr<CudaIpcExporter>> CudaIpcExporter::Create(int ordinal) {
 
 CudaIpcExporter::~CudaIpcExporter() {
   MutexLock lock(mu_);
-  OnGpu(ordinal_, [&] {
+  OnDevice(ordinal_, [&] {
     for (auto& b : blocks_) {
       cudaEventSynchronize(b->ready);
       cudaEventDestroy(b->ready);
@@ -148,7 +136,7 @@ Result<CudaIpcHandle> CudaIpcExporter::Export(const void* data, size_t bytes, Cu
       chosen = b.get();
     }
   }
-  cudaError_t e = OnGpu(ordinal_, [&] {
+  cudaError_t e = OnDevice(ordinal_, [&] {
     cudaError_t r = cudaSuccess;
     if (chosen == nullptr) {
       auto b = std::make_unique<Block>();
@@ -230,7 +218,7 @@ Result<std::unique_ptr<CudaIpcImporter>> CudaIpcImporter::Create(int ordinal) {
 
 CudaIpcImporter::~CudaIpcImporter() {
   MutexLock lock(mu_);
-  OnGpu(ordinal_, [&] {
+  OnDevice(ordinal_, [&] {
     cudaDeviceSynchronize();  // no copy out of a block is left running
     for (auto& [key, o] : opened_) {
       cudaEventDestroy(o->event);
@@ -249,7 +237,7 @@ Status CudaIpcImporter::CopyOut(const CudaIpcHandle& handle, void* dst, CudaStre
   MutexLock lock(mu_);
   auto key = std::make_pair(handle.pid, handle.memory);
   auto it = opened_.find(key);
-  cudaError_t e = OnGpu(ordinal_, [&] {
+  cudaError_t e = OnDevice(ordinal_, [&] {
     if (it == opened_.end()) {
       auto o = std::make_unique<Opened>();
       cudaIpcMemHandle_t mh;
