@@ -350,6 +350,41 @@ TEST(CastKernelTest, F16AndBf16RoundToNearestEvenAndComeBack) {
   EXPECT_EQ(Bits(out->at(4))[0], 0x3F80);  // f16 1 is bf16 1
 }
 
+// f16's edges: the smallest subnormal 2^-24 (0x0001), the smallest normal 2^-14 (0x0400),
+// halfway between 0 and 2^-24 rounds to the even 0, 65520 overflows to infinity, NaN stays NaN.
+TEST(CastKernelTest, F16SubnormalsOverflowAndNan) {
+  Scope root = Scope::NewRootScope();
+  std::vector<float> in = {std::ldexp(1.0f, -24),
+                           std::ldexp(1.0f, -14),
+                           std::ldexp(1.0f, -25),
+                           std::ldexp(3.0f, -25),
+                           65520.0f,
+                           -65504.0f,
+                           std::nanf(""),
+                           std::ldexp(1.0f, -20) * 3};
+  auto h = ops::Cast(root.WithOpName("h"), ops::Const(root, in, Shape{8}), DType::kF16);
+  auto back = ops::Cast(root.WithOpName("back"), h, DType::kF32);
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto out = (*session)->Run({}, {h.name(), back.name()});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const std::vector<uint16_t> bits = Bits(out->at(0));
+  EXPECT_EQ(bits[0], 0x0001);
+  EXPECT_EQ(bits[1], 0x0400);
+  EXPECT_EQ(bits[2], 0x0000);  // 2^-25: a tie, to the even 0
+  EXPECT_EQ(bits[3], 0x0002);  // 3 * 2^-25: a tie between 1 and 2 units, to the even 2
+  EXPECT_EQ(bits[4], 0x7C00);
+  EXPECT_EQ(bits[5], 0xFBFF);
+  EXPECT_EQ(bits[6] & 0x7C00, 0x7C00);
+  EXPECT_NE(bits[6] & 0x03FF, 0);
+  EXPECT_EQ(bits[7], 0x0030);  // 3 * 2^-20 = 48 units of 2^-24
+  const float* f = out->at(1).data<float>();
+  EXPECT_EQ(f[0], std::ldexp(1.0f, -24));
+  EXPECT_EQ(f[7], std::ldexp(3.0f, -20));
+  EXPECT_TRUE(std::isinf(f[4]));
+  EXPECT_TRUE(std::isnan(f[6]));
+}
+
 // f16 MatMul is a GPU kernel's: on the CPU it fails naming the node and the dtype.
 TEST(CastKernelTest, AnF16MatMulOnTheCpuNamesTheNodeAndDtype) {
   Scope root = Scope::NewRootScope();

@@ -3,6 +3,7 @@
 // to the half type. Without a GPU the tests skip, saying why.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -18,10 +19,15 @@
 namespace dflow {
 namespace {
 
-// `v` rounded to f16 (the compiler's _Float16) or bf16 (nearest even of the top 16 bits, by
-// comparing the two neighbours in double).
+// `v` rounded to f16 (to the nearest multiple of its quantum 2^(exponent - 10), at least 2^-24,
+// ties to even) or bf16 (nearest even of the top 16 bits, by comparing the two neighbours).
 double Round(DType t, float v) {
-  if (t == DType::kF16) return static_cast<double>(static_cast<_Float16>(v));
+  if (t == DType::kF16) {
+    int e = 0;
+    std::frexp(v, &e);  // |v| in [2^(e-1), 2^e)
+    const double quantum = std::ldexp(1.0, std::max(e - 11, -24));
+    return std::nearbyint(v / quantum) * quantum;  // the default rounding: to nearest even
+  }
   uint32_t u;
   std::memcpy(&u, &v, 4);
   uint32_t down = u & 0xFFFF0000u, up = down + 0x10000u;
