@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <variant>
 
 #include "framework/kernel.h"
 
@@ -64,6 +65,42 @@ inline Status CheckGrad(const VarRef& ref, const Tensor& grad, const Tensor& lr)
   }
   if (lr.num_elements() != 1 || lr.dtype() != cur.dtype()) {
     return InvalidArgument("learning rate must be a scalar {}", cur.dtype());
+  }
+  return Status::OK();
+}
+
+// ApplyAdam's (and ApplyAdamW's, weight_decay > 0) variables and attributes, as every device's
+// kernel reads them from the node.
+struct AdamOperands {
+  explicit AdamOperands(const KernelInit& init)
+      : var(LookupVariable(init, 0)),
+        m(LookupVariable(init, 1)),
+        v(LookupVariable(init, 2)),
+        step(LookupVariable(init, 3)),
+        beta1(std::get<double>(*init.node.FindAttr("beta1"))),
+        beta2(std::get<double>(*init.node.FindAttr("beta2"))),
+        epsilon(std::get<double>(*init.node.FindAttr("epsilon"))),
+        weight_decay(std::get<double>(*init.node.FindAttr("weight_decay"))) {}
+  VarRef var, m, v, step;
+  double beta1, beta2, epsilon, weight_decay;
+};
+
+// Adam's checks: every variable initialised, `grad` and `lr` matching var, m and v, the step
+// counter a scalar i64. REQUIRES: the four variables' locks held.
+inline Status CheckAdam(const AdamOperands& a, const Tensor& grad, const Tensor& lr)
+    DFLOW_REQUIRES(a.var.var->mu, a.m.var->mu, a.v.var->mu, a.step.var->mu) {
+  // One call each, not a loop over pointers: the analysis checks each variable's lock.
+  RETURN_IF_ERROR(CheckInitialized(a.var));
+  RETURN_IF_ERROR(CheckInitialized(a.m));
+  RETURN_IF_ERROR(CheckInitialized(a.v));
+  RETURN_IF_ERROR(CheckInitialized(a.step));
+  RETURN_IF_ERROR(CheckGrad(a.var, grad, lr));
+  RETURN_IF_ERROR(CheckGrad(a.m, grad, lr));
+  RETURN_IF_ERROR(CheckGrad(a.v, grad, lr));
+  const Tensor& step = Value(a.step);
+  if (step.dtype() != DType::kI64 || step.num_elements() != 1) {
+    return InvalidArgument("step counter '{}' is {}{}, not a scalar i64", a.step.name, step.dtype(),
+                           step.shape());
   }
   return Status::OK();
 }

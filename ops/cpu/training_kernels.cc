@@ -10,6 +10,8 @@
 
 namespace dflow::cpu {
 
+using common::AdamOperands;
+using common::CheckAdam;
 using common::CheckGrad;
 using common::CheckInitialized;
 using common::LookupVariable;
@@ -125,45 +127,30 @@ template <typename T>
 
 class ApplyAdamKernel : public OpKernel {
  public:
-  explicit ApplyAdamKernel(const KernelInit& init)
-      : var_(LookupVariable(init, 0)),
-        m_(LookupVariable(init, 1)),
-        v_(LookupVariable(init, 2)),
-        step_(LookupVariable(init, 3)),
-        beta1_(std::get<double>(*init.node.FindAttr("beta1"))),
-        beta2_(std::get<double>(*init.node.FindAttr("beta2"))),
-        epsilon_(std::get<double>(*init.node.FindAttr("epsilon"))),
-        weight_decay_(std::get<double>(*init.node.FindAttr("weight_decay"))) {}
+  explicit ApplyAdamKernel(const KernelInit& init) : a_(init) {}
 
   Status Compute(KernelContext& ctx) override {
     const Tensor& lr = ctx.input(4);
     const Tensor& grad = ctx.input(5);
-    MutexLocks lock(var_.var->mu, m_.var->mu, v_.var->mu, step_.var->mu);
-    // One call each, not a loop over pointers: the analysis checks each variable's lock.
-    RETURN_IF_ERROR(CheckInitialized(var_));
-    RETURN_IF_ERROR(CheckInitialized(m_));
-    RETURN_IF_ERROR(CheckInitialized(v_));
-    RETURN_IF_ERROR(CheckInitialized(step_));
-    RETURN_IF_ERROR(CheckGrad(var_, grad, lr));
-    RETURN_IF_ERROR(CheckGrad(m_, grad, lr));
-    RETURN_IF_ERROR(CheckGrad(v_, grad, lr));
-    ASSIGN_OR_RETURN(Tensor var_dst, UpdateTarget(ctx, var_));
-    ASSIGN_OR_RETURN(Tensor m_dst, UpdateTarget(ctx, m_));
-    ASSIGN_OR_RETURN(Tensor v_dst, UpdateTarget(ctx, v_));
-    ASSIGN_OR_RETURN(Tensor step_dst, UpdateTarget(ctx, step_));
-    int64_t t = step_.var->value.data<int64_t>()[0] + 1;
+    MutexLocks lock(a_.var.var->mu, a_.m.var->mu, a_.v.var->mu, a_.step.var->mu);
+    RETURN_IF_ERROR(CheckAdam(a_, grad, lr));
+    ASSIGN_OR_RETURN(Tensor var_dst, UpdateTarget(ctx, a_.var));
+    ASSIGN_OR_RETURN(Tensor m_dst, UpdateTarget(ctx, a_.m));
+    ASSIGN_OR_RETURN(Tensor v_dst, UpdateTarget(ctx, a_.v));
+    ASSIGN_OR_RETURN(Tensor step_dst, UpdateTarget(ctx, a_.step));
+    int64_t t = a_.step.var->value.data<int64_t>()[0] + 1;
     step_dst.data<int64_t>()[0] = t;
-    step_.var->value = step_dst;
-    Tensor& var = Value(var_);
-    Tensor& m = Value(m_);
-    Tensor& v = Value(v_);
+    a_.step.var->value = step_dst;
+    Tensor& var = Value(a_.var);
+    Tensor& m = Value(a_.m);
+    Tensor& v = Value(a_.v);
     double correction =
-        std::sqrt(1 - std::pow(beta2_, double(t))) / (1 - std::pow(beta1_, double(t)));
+        std::sqrt(1 - std::pow(a_.beta2, double(t))) / (1 - std::pow(a_.beta1, double(t)));
     RETURN_IF_ERROR(DispatchFloat(var.dtype(), [&]<typename T>() -> Status {
       T rate = lr.data<T>()[0];
-      T b1 = static_cast<T>(beta1_), b2 = static_cast<T>(beta2_);
-      T eps = static_cast<T>(epsilon_), step_size = static_cast<T>(rate * correction);
-      T decay = static_cast<T>(rate * weight_decay_);
+      T b1 = static_cast<T>(a_.beta1), b2 = static_cast<T>(a_.beta2);
+      T eps = static_cast<T>(a_.epsilon), step_size = static_cast<T>(rate * correction);
+      T decay = static_cast<T>(rate * a_.weight_decay);
       const T* g = grad.data<T>();
       const T* w = var.data<T>();
       const T* pm = m.data<T>();
@@ -185,8 +172,7 @@ class ApplyAdamKernel : public OpKernel {
   }
 
  private:
-  VarRef var_, m_, v_, step_;
-  double beta1_, beta2_, epsilon_, weight_decay_;
+  AdamOperands a_;
 };
 
 }  // namespace

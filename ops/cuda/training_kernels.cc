@@ -15,6 +15,8 @@
 namespace dflow::cuda {
 namespace {
 
+using common::AdamOperands;
+using common::CheckAdam;
 using common::CheckGrad;
 using common::CheckInitialized;
 using common::LookupVariable;
@@ -220,65 +222,46 @@ class SparseCrossEntropyKernel : public OpKernel {
 // correction stay on the device.
 class ApplyAdamKernel : public OpKernel {
  public:
-  explicit ApplyAdamKernel(const KernelInit& init)
-      : var_(LookupVariable(init, 0)),
-        m_(LookupVariable(init, 1)),
-        v_(LookupVariable(init, 2)),
-        step_(LookupVariable(init, 3)),
-        beta1_(std::get<double>(*init.node.FindAttr("beta1"))),
-        beta2_(std::get<double>(*init.node.FindAttr("beta2"))),
-        epsilon_(std::get<double>(*init.node.FindAttr("epsilon"))),
-        weight_decay_(std::get<double>(*init.node.FindAttr("weight_decay"))) {}
+  explicit ApplyAdamKernel(const KernelInit& init) : a_(init) {}
 
   Status Compute(KernelContext& ctx) override {
     const Tensor& lr = ctx.input(4);
     const Tensor& grad = ctx.input(5);
-    MutexLocks lock(var_.var->mu, m_.var->mu, v_.var->mu, step_.var->mu);
-    RETURN_IF_ERROR(CheckInitialized(var_));
-    RETURN_IF_ERROR(CheckInitialized(m_));
-    RETURN_IF_ERROR(CheckInitialized(v_));
-    RETURN_IF_ERROR(CheckInitialized(step_));
-    RETURN_IF_ERROR(CheckGrad(var_, grad, lr));
-    RETURN_IF_ERROR(CheckGrad(m_, grad, lr));
-    RETURN_IF_ERROR(CheckGrad(v_, grad, lr));
-    if (Value(step_).dtype() != DType::kI64 || Value(step_).num_elements() != 1) {
-      return InvalidArgument("step counter '{}' is {}{}, not a scalar i64", step_.name,
-                             Value(step_).dtype(), Value(step_).shape());
-    }
+    MutexLocks lock(a_.var.var->mu, a_.m.var->mu, a_.v.var->mu, a_.step.var->mu);
+    RETURN_IF_ERROR(CheckAdam(a_, grad, lr));
     ASSIGN_OR_RETURN(ElemType type, TypeOf(grad, /*floats_only=*/true));
     ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
     ASSIGN_OR_RETURN(Tensor scratch, ctx.AllocateTemp(2 * sizeof(double)));
-    ASSIGN_OR_RETURN(Tensor var_dst, UpdateTarget(ctx, var_));
-    ASSIGN_OR_RETURN(Tensor m_dst, UpdateTarget(ctx, m_));
-    ASSIGN_OR_RETURN(Tensor v_dst, UpdateTarget(ctx, v_));
-    ASSIGN_OR_RETURN(Tensor step_dst, UpdateTarget(ctx, step_));
+    ASSIGN_OR_RETURN(Tensor var_dst, UpdateTarget(ctx, a_.var));
+    ASSIGN_OR_RETURN(Tensor m_dst, UpdateTarget(ctx, a_.m));
+    ASSIGN_OR_RETURN(Tensor v_dst, UpdateTarget(ctx, a_.v));
+    ASSIGN_OR_RETURN(Tensor step_dst, UpdateTarget(ctx, a_.step));
     AdamArgs args{.grad = grad.raw_data(),
-                  .w = Value(var_).raw_data(),
-                  .m = Value(m_).raw_data(),
-                  .v = Value(v_).raw_data(),
+                  .w = Value(a_.var).raw_data(),
+                  .m = Value(a_.m).raw_data(),
+                  .v = Value(a_.v).raw_data(),
                   .w_out = var_dst.raw_data(),
                   .m_out = m_dst.raw_data(),
                   .v_out = v_dst.raw_data(),
                   .lr = lr.raw_data(),
-                  .step_in = Value(step_).data<int64_t>(),
+                  .step_in = Value(a_.step).data<int64_t>(),
                   .step_out = step_dst.data<int64_t>(),
                   .scratch = static_cast<double*>(scratch.raw_data()),
-                  .beta1 = beta1_,
-                  .beta2 = beta2_,
-                  .epsilon = epsilon_,
-                  .weight_decay = weight_decay_};
+                  .beta1 = a_.beta1,
+                  .beta2 = a_.beta2,
+                  .epsilon = a_.epsilon,
+                  .weight_decay = a_.weight_decay};
     RETURN_IF_ERROR(Launched(LaunchAdam(type, args, grad.num_elements(), stream), "ApplyAdam"));
-    Value(var_) = var_dst;
-    Value(m_) = m_dst;
-    Value(v_) = v_dst;
-    Value(step_) = step_dst;
-    ctx.set_output(0, Value(var_));
+    Value(a_.var) = var_dst;
+    Value(a_.m) = m_dst;
+    Value(a_.v) = v_dst;
+    Value(a_.step) = step_dst;
+    ctx.set_output(0, Value(a_.var));
     return Status::OK();
   }
 
  private:
-  VarRef var_, m_, v_, step_;
-  double beta1_, beta2_, epsilon_, weight_decay_;
+  AdamOperands a_;
 };
 
 // ApplySGD (kMomentum false) and ApplyMomentum (with Nesterov): the learning rate stays on the
