@@ -48,7 +48,7 @@
 #include "ops/unary_ops.h"
 #include "runtime/checkpointer.h"
 #include "runtime/step_trace.h"
-#include "transport/ucx_transport.h"
+#include "transport/ucx/ucx_transport.h"
 
 namespace dflow {
 namespace {

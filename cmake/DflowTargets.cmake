@@ -54,3 +54,31 @@ function(dflow_test name)
     gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
   endif()
 endfunction()
+
+# Backends: a device type's kernels and devices, a transport. A backend's folder adds itself to
+# its KIND's list with dflow_add_backend(KIND HEADER h REGISTER "call" TARGET t); the folder
+# that owns the KIND then generates the C++ that registers them all with
+# dflow_backend_sources(KIND TEMPLATE OUT), which also sets DFLOW_<KIND>_TARGETS to link. So a
+# backend is one folder and one add_subdirectory line, with no #if in generic code.
+function(dflow_add_backend kind)
+  cmake_parse_arguments(ARG "" "HEADER;REGISTER;TARGET" "" ${ARGN})
+  set_property(GLOBAL APPEND PROPERTY DFLOW_${kind}_HEADERS ${ARG_HEADER})
+  set_property(GLOBAL APPEND PROPERTY DFLOW_${kind}_CALLS "${ARG_REGISTER}")
+  set_property(GLOBAL APPEND PROPERTY DFLOW_${kind}_TARGETS ${ARG_TARGET})
+endfunction()
+
+function(dflow_backend_sources kind template out)
+  get_property(headers GLOBAL PROPERTY DFLOW_${kind}_HEADERS)
+  get_property(calls GLOBAL PROPERTY DFLOW_${kind}_CALLS)
+  get_property(targets GLOBAL PROPERTY DFLOW_${kind}_TARGETS)
+  set(DFLOW_BACKEND_INCLUDES "")
+  foreach(h ${headers})
+    string(APPEND DFLOW_BACKEND_INCLUDES "#include \"${h}\"\n")
+  endforeach()
+  set(DFLOW_BACKEND_CALLS "")
+  foreach(c ${calls})
+    string(APPEND DFLOW_BACKEND_CALLS "    if (s.ok()) ${c};\n")
+  endforeach()
+  configure_file(${template} ${out} @ONLY)
+  set(DFLOW_${kind}_TARGETS ${targets} PARENT_SCOPE)
+endfunction()

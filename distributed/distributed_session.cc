@@ -13,6 +13,7 @@
 #include "runtime/checkpoint_check.h"
 #include "runtime/executor.h"
 #include "runtime/pipeline.h"
+#include "runtime/run_signature.h"
 #include "serialization/checkpoint_file.h"
 #include "serialization/graph_file.h"
 
@@ -29,32 +30,6 @@ constexpr auto kDefaultStepTimeout = std::chrono::minutes(30);
 Status InTask(const std::string& task, const Status& s) {
   if (s.message().find(task) != std::string::npos) return s;
   return Status(s.code(), fmt::format("task {}: {}", task, s.message()));
-}
-
-// Adds the devices of a worker's step trace (its RunStep reply's "trace") to `trace`.
-Status AddTrace(const nlohmann::json& meta, StepTrace* trace) {
-  auto list = meta.find("trace");
-  if (list == meta.end() || !list->is_array()) return Internal("no trace in the reply");
-  for (const auto& d : *list) {
-    ASSIGN_OR_RETURN(std::string device, GetString(d, "device", "RunStep reply"));
-    auto nodes = d.find("nodes");
-    if (nodes == d.end() || !nodes->is_array()) return Internal("device {} has no nodes", device);
-    DeviceTrace& out = trace->devices.emplace_back();
-    out.device = device;
-    for (const auto& n : *nodes) {
-      if (!n.is_array() || n.size() != 7 || !n[0].is_string() || !n[1].is_string() ||
-          !n[2].is_number_integer() || !n[3].is_number_integer() || !n[4].is_number_integer() ||
-          !n[5].is_boolean() || !n[6].is_string()) {
-        return Internal("a malformed node of device {}", device);
-      }
-      TracedNode& t = out.nodes.emplace_back();
-      t.name = n[0].get<std::string>();
-      t.op = n[1].get<std::string>();
-      t.span = {n[2].get<int64_t>(), n[3].get<int64_t>(), n[4].get<int>(), n[5].get<bool>()};
-      t.transfer = n[6].get<std::string>();
-    }
-  }
-  return Status::OK();
 }
 
 std::string HostOf(const std::string& address) {
@@ -79,11 +54,12 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
     return InvalidArgument("the cluster spec names a job 'master', which is the session's own");
   }
 
-  transport::UcxTransportOptions t;
+  transport::TransportOptions t;
   t.task = kMasterTask;
   t.token = cluster.token;
   t.connect_timeout = cluster.connect_timeout;
-  ASSIGN_OR_RETURN(s->transport_, transport::UcxTransport::Create(std::move(t)));
+  ASSIGN_OR_RETURN(s->transport_,
+                   transport::TransportRegistry::Global().Create(cluster.transport, std::move(t)));
   for (const auto& task : s->tasks_) {
     auto named = s->transport_->Connect(task.address, task.name);
     if (!named.ok()) return InTask(task.name, named.status());
@@ -93,66 +69,44 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
   LinkDefaults links;
   bool calibrated_link = false;
   for (const auto& task : s->tasks_) {
-    auto reply = s->transport_->Call(task.name, static_cast<uint16_t>(Method::kGetDevices),
-                                     EncodeFrame({}), cluster.request_timeout);
+    auto reply = s->transport_->Call(task.name, static_cast<uint16_t>(Method::kGetDevices), "",
+                                     cluster.request_timeout);
     if (!reply.ok()) return InTask(task.name, reply.status());
-    ASSIGN_OR_RETURN(Frame frame, DecodeFrame(*reply, "GetDevices reply"));
-    auto list = frame.meta.find("devices");
-    if (list == frame.meta.end() || !list->is_array() || list->empty()) {
-      return InTask(task.name, Internal("it listed no devices"));
-    }
-    for (const auto& d : *list) {
-      ASSIGN_OR_RETURN(std::string name, GetString(d, "name", "GetDevices reply"));
-      ASSIGN_OR_RETURN(std::string incarnation, GetString(d, "incarnation", "GetDevices reply"));
-      ASSIGN_OR_RETURN(DeviceName parsed, DeviceName::Parse(name));
+    auto listed = DecodeGetDevicesReply(*reply);
+    if (!listed.ok()) return InTask(task.name, listed.status());
+    for (const DeviceInfo& d : listed->devices) {
+      auto parsed = DeviceName::Parse(d.name);
+      if (!parsed.ok()) return InTask(task.name, parsed.status());
       DeviceSpec spec;
-      spec.name = parsed;
+      spec.name = *parsed;
       spec.host = HostOf(task.address);
-      ASSIGN_OR_RETURN(spec.memory_bytes,
-                       GetNumber(d, "memory_bytes", spec.memory_bytes, "GetDevices reply"));
+      spec.memory_bytes = d.memory_bytes;
       // As in a local session, device_memory_bytes is what the placer plans with (here at most
       // what the worker has).
       if (options.device_memory_bytes > 0) {
         spec.memory_bytes = std::min(spec.memory_bytes, options.device_memory_bytes);
       }
-      ASSIGN_OR_RETURN(spec.peak_flops,
-                       GetNumber(d, "peak_flops", spec.peak_flops, "GetDevices reply"));
-      ASSIGN_OR_RETURN(spec.memory_bandwidth,
-                       GetNumber(d, "memory_bandwidth", spec.memory_bandwidth, "GetDevices reply"));
-      ASSIGN_OR_RETURN(
-          spec.launch_overhead_s,
-          GetNumber(d, "launch_overhead_s", spec.launch_overhead_s, "GetDevices reply"));
-      auto [end, error] = std::from_chars(
-          incarnation.data(), incarnation.data() + incarnation.size(), spec.incarnation);
-      if (error != std::errc() || end != incarnation.data() + incarnation.size()) {
-        return InTask(task.name,
-                      Internal("GetDevices reply: incarnation '{}' is not a number", incarnation));
-      }
+      spec.peak_flops = d.peak_flops;
+      spec.memory_bandwidth = d.memory_bandwidth;
+      spec.launch_overhead_s = d.launch_overhead_s;
+      spec.incarnation = d.incarnation;
       if (spec.name.ToString().rfind(task.name + "/", 0) != 0) {
-        return InTask(task.name, Internal("it listed device {} of another task", name));
+        return InTask(task.name, Internal("it listed device {} of another task", d.name));
       }
-      RETURN_IF_ERROR(s->set_.Add(spec));
+      Status added = s->set_.Add(spec);
+      if (!added.ok()) return InTask(task.name, added);
     }
-    ASSIGN_OR_RETURN(double latency,
-                     GetNumber(frame.meta, "same_process_latency_s", 0, "GetDevices reply"));
-    ASSIGN_OR_RETURN(double bandwidth,
-                     GetNumber(frame.meta, "same_process_bandwidth", 0, "GetDevices reply"));
-    if (!calibrated_link && bandwidth > 0) {
-      links.same_process = {latency, bandwidth};
+    if (!calibrated_link && listed->same_process_bandwidth > 0) {
+      links.same_process = {listed->same_process_latency_s, listed->same_process_bandwidth};
       calibrated_link = true;
     }
   }
   s->set_.set_link_defaults(links);
 
   // Workers connect to each other (the later ones in this list accept).
-  Frame peers;
-  peers.meta["tasks"] = nlohmann::json::array();
-  peers.meta["addresses"] = nlohmann::json::array();
-  for (const auto& task : s->tasks_) {
-    peers.meta["tasks"].push_back(task.name);
-    peers.meta["addresses"].push_back(task.address);
-  }
-  std::string payload = EncodeFrame(peers);
+  ConnectPeersRequest peers;
+  for (const auto& task : s->tasks_) peers.peers.emplace_back(task.name, task.address);
+  std::string payload = Encode(peers);
   for (const auto& task : s->tasks_) {
     auto r = s->transport_->Call(task.name, static_cast<uint16_t>(Method::kConnectPeers), payload,
                                  cluster.request_timeout);
@@ -164,33 +118,26 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
   if (s->tasks_.size() > 1) {
     std::map<std::string, std::vector<int>> devices_of;
     for (int d = 0; d < s->set_.size(); ++d) {
-      ASSIGN_OR_RETURN(std::string task, transport::TaskOfDevice(s->set_.device(d).canonical()));
+      ASSIGN_OR_RETURN(std::string task, TaskOfDevice(s->set_.device(d).canonical()));
       devices_of[task].push_back(d);
     }
     for (const auto& task : s->tasks_) {
-      Frame ask;
-      ask.meta["tasks"] = nlohmann::json::array();
+      MeasureLinksRequest ask;
       for (const auto& other : s->tasks_) {
-        if (other.name != task.name) ask.meta["tasks"].push_back(other.name);
+        if (other.name != task.name) ask.tasks.push_back(other.name);
       }
       auto reply = s->transport_->Call(task.name, static_cast<uint16_t>(Method::kMeasureLinks),
-                                       EncodeFrame(ask), cluster.request_timeout);
+                                       Encode(ask), cluster.request_timeout);
       if (!reply.ok()) return InTask(task.name, reply.status());
-      ASSIGN_OR_RETURN(Frame got, DecodeFrame(*reply, "MeasureLinks reply"));
-      auto list = got.meta.find("links");
-      if (list == got.meta.end() || !list->is_array()) {
-        return InTask(task.name, Internal("MeasureLinks reply: no links"));
-      }
-      for (const auto& l : *list) {
-        ASSIGN_OR_RETURN(std::string to, GetString(l, "task", "MeasureLinks reply"));
-        MeasuredLink m{task.name, to};
-        ASSIGN_OR_RETURN(m.latency_s, GetNumber(l, "latency_s", -1, "MeasureLinks reply"));
-        ASSIGN_OR_RETURN(m.bandwidth, GetNumber(l, "bandwidth", 0, "MeasureLinks reply"));
-        if (!(m.latency_s >= 0 && m.bandwidth > 0) || !devices_of.count(to)) {
-          return InTask(task.name, Internal("MeasureLinks reply: a bad link to '{}'", to));
+      auto got = DecodeMeasureLinksReply(*reply);
+      if (!got.ok()) return InTask(task.name, got.status());
+      for (const MeasuredLinkInfo& l : got->links) {
+        MeasuredLink m{task.name, l.task, l.latency_s, l.bandwidth};
+        if (!(m.latency_s >= 0 && m.bandwidth > 0) || !devices_of.count(l.task)) {
+          return InTask(task.name, Internal("MeasureLinks reply: a bad link to '{}'", l.task));
         }
         for (int a : devices_of[task.name]) {
-          for (int b : devices_of[to]) s->set_.SetLink(a, b, {m.latency_s, m.bandwidth, true});
+          for (int b : devices_of[l.task]) s->set_.SetLink(a, b, {m.latency_s, m.bandwidth, true});
         }
         s->links_.push_back(m);
       }
@@ -217,16 +164,9 @@ int64_t DistributedSession::FirstStepId() {
 
 DistributedSession::~DistributedSession() {
   if (transport_ == nullptr) return;
-  std::vector<std::string> ids;
-  {
-    MutexLock lock(mu_);
-    for (const auto& [key, sig] : signatures_) ids.push_back(sig->id);
-  }
   // Best effort: workers also drop a master's state when it goes away.
-  for (const auto& id : ids) {
-    Frame f;
-    f.meta["signature"] = id;
-    std::string payload = EncodeFrame(f);
+  for (const Signature* sig : signatures_.Compiled()) {
+    std::string payload = Encode(ReleaseRequest{sig->id});
     for (const auto& task : tasks_) {
       (void)transport_->Call(task.name, static_cast<uint16_t>(Method::kRelease), payload,
                              std::chrono::seconds(2));
@@ -234,130 +174,59 @@ DistributedSession::~DistributedSession() {
   }
 }
 
-int DistributedSession::num_plans() const {
-  MutexLock lock(mu_);
-  return static_cast<int>(signatures_.size());
-}
+int DistributedSession::num_plans() const { return signatures_.size(); }
 
-Result<std::shared_ptr<const DistributedSession::Signature>> DistributedSession::Compile(
+Result<std::unique_ptr<DistributedSession::Signature>> DistributedSession::Compile(
     const Feeds& feeds, const std::vector<std::string>& fetches,
     const std::vector<std::string>& targets) {
-  std::string key;
-  for (const auto& [name, t] : feeds) key += name + ',';
-  key += ';';
-  for (const auto& f : fetches) key += f + ',';
-  key += ';';
-  for (const auto& t : targets) key += t + ',';
-  MutexLock lock(mu_);
-  if (auto it = signatures_.find(key); it != signatures_.end()) return it->second;
-
-  PlanSpec spec;
-  std::vector<std::string> feed_nodes;
-  for (const auto& [name, t] : feeds) {
-    ASSIGN_OR_RETURN(InputRef ref, ParseInputRef(name));
-    spec.feeds.push_back(*graph_.FindNode(ref.node));  // checked by Run
-    feed_nodes.push_back(ref.node);
-  }
-  for (const auto& f : fetches) {
-    ASSIGN_OR_RETURN(InputRef ref, ParseInputRef(f));
-    auto id = graph_.FindNode(ref.node);
-    if (!id) return NotFound("fetch '{}': no node named '{}'", f, ref.node);
-    if (ref.index >= graph_.node(*id).num_outputs()) {
-      return InvalidArgument("fetch '{}': node '{}' has {} outputs", f, ref.node,
-                             graph_.node(*id).num_outputs());
-    }
-    spec.fetches.push_back({*id, ref.index});
-  }
-  for (const auto& t : targets) {
-    auto id = graph_.FindNode(t);
-    if (!id) return NotFound("target '{}': no node named '{}'", t, t);
-    spec.targets.push_back(*id);
-  }
+  ASSIGN_OR_RETURN(PlanSpec spec,
+                   ResolveRun(graph_, feeds, fetches, targets, options_.plan_memory));
   ASSIGN_OR_RETURN(std::vector<bool> needed, NeededNodes(graph_, spec));
   ASSIGN_OR_RETURN(PartitionedGraph parts,
                    PartitionGraph(graph_, set_, placement_.device_of, &needed));
 
-  auto sig = std::make_shared<Signature>();
-  sig->id = fmt::format("{:x}-{}", transport_->incarnation(), signatures_.size());
-  std::map<std::string, Frame> requests;  // by task
-  std::map<std::string, TaskPart> by_task;
+  auto sig = std::make_unique<Signature>();
+  sig->id = fmt::format("{:x}-{}", transport_->incarnation(), next_signature_.fetch_add(1));
+  sig->num_fetches = static_cast<int>(spec.fetches.size());
+  std::map<std::string, CompileRequest> requests;  // by task
   for (int i = 0; i < static_cast<int>(parts.partitions.size()); ++i) {
     ASSIGN_OR_RETURN(Graph g, BuildPartitionGraph(graph_, set_, parts, i));
     const DeviceSpec& device = set_.device(parts.partitions[i].device);
-    ASSIGN_OR_RETURN(std::string task, transport::TaskOfDevice(device.canonical()));
-    TaskPart& part = by_task[task];
-    part.task = task;
-    nlohmann::json pj = {{"device", device.canonical()},
-                         {"feeds", nlohmann::json::array()},
-                         {"fetches", nlohmann::json::array()},
-                         {"targets", nlohmann::json::array()}};
-    for (const auto& node : feed_nodes) {
-      if (!g.FindNode(node)) continue;
-      pj["feeds"].push_back(node);
-      if (std::find(part.feeds.begin(), part.feeds.end(), node) == part.feeds.end()) {
-        part.feeds.push_back(node);
-      }
-    }
-    for (const auto& f : fetches) {
-      if (!g.FindNode(ParseInputRef(f)->node)) continue;
-      pj["fetches"].push_back(f);
-      if (std::find(part.fetches.begin(), part.fetches.end(), f) == part.fetches.end()) {
-        part.fetches.push_back(f);
-      }
-    }
-    for (const auto& t : targets) {
-      if (g.FindNode(t)) pj["targets"].push_back(t);
-    }
-    Frame& request = requests[task];
-    if (!request.meta.contains("partitions")) request.meta["partitions"] = nlohmann::json::array();
-    request.meta["partitions"].push_back(pj);
-    request.blobs.push_back(serialization::EncodeGraph(g));
+    ASSIGN_OR_RETURN(std::string task, TaskOfDevice(device.canonical()));
+    CompileRequest& request = requests[task];
+    request.partitions.push_back(
+        {device.canonical(), serialization::EncodeGraph(g), ShareOf(graph_, spec, g)});
   }
   for (auto& [task, request] : requests) {
-    const TaskPart& part = by_task[task];
-    request.meta["signature"] = sig->id;
-    request.meta["feeds"] = part.feeds;
-    request.meta["fetches"] = part.fetches;
-    request.meta["send_recv_pairs"] = parts.send_recv_pairs;
-    request.meta["plan_memory"] = options_.plan_memory;
-    request.meta["fuse_epilogues"] = options_.fuse_epilogues;
-    auto r = transport_->Call(task, static_cast<uint16_t>(Method::kCompile), EncodeFrame(request),
+    request.signature = sig->id;
+    request.num_feeds = static_cast<int>(spec.feeds.size());
+    request.num_fetches = sig->num_fetches;
+    request.plan_memory = options_.plan_memory;
+    request.fuse_epilogues = options_.fuse_epilogues;
+    TaskPart part{task, {}};
+    for (const auto& p : request.partitions) {
+      for (const auto& f : p.share.feeds) {
+        if (std::find(part.feeds.begin(), part.feeds.end(), f.index) == part.feeds.end()) {
+          part.feeds.push_back(f.index);
+        }
+      }
+    }
+    auto r = transport_->Call(task, static_cast<uint16_t>(Method::kCompile), Encode(request),
                               cluster_.request_timeout);
     if (!r.ok()) return InTask(task, r.status());
-    sig->parts.push_back(part);
+    sig->parts.push_back(std::move(part));
   }
-  signatures_[key] = sig;
-  return std::shared_ptr<const Signature>(sig);
+  return sig;
 }
 
 Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
                                                     const std::vector<std::string>& fetches,
                                                     const std::vector<std::string>& targets,
                                                     const RunOptions& run_options) {
-  if (fetches.empty() && targets.empty()) {
-    return InvalidArgument("Run needs at least one fetch or target");
-  }
-  std::map<std::string, Tensor> by_node;
-  for (const auto& [name, value] : feeds) {
-    ASSIGN_OR_RETURN(InputRef ref, ParseInputRef(name));
-    auto id = graph_.FindNode(ref.node);
-    if (!id) return NotFound("feed '{}': no node named '{}'", name, ref.node);
-    const Node& n = graph_.node(*id);
-    if (n.op() != "Placeholder") {
-      return InvalidArgument("feed '{}': node '{}' is a {}, not a Placeholder", name, n.name(),
-                             n.op());
-    }
-    if (!value.valid() || value.dtype() != n.output_dtype(0) ||
-        !n.output_shape(0).IsCompatibleWith(value.shape())) {
-      return InvalidArgument("feed '{}': placeholder '{}' is {}{}, the fed tensor is {}{}", name,
-                             n.name(), n.output_dtype(0), n.output_shape(0), value.dtype(),
-                             value.shape());
-    }
-    if (!by_node.emplace(ref.node, value).second) {
-      return InvalidArgument("feed '{}': placeholder fed twice", name);
-    }
-  }
-  ASSIGN_OR_RETURN(auto sig, Compile(feeds, fetches, targets));
+  RETURN_IF_ERROR(CheckRun(graph_, feeds, fetches, targets).status());
+  ASSIGN_OR_RETURN(const Signature* sig,
+                   signatures_.GetOrCompile(SignatureKey(feeds, fetches, targets),
+                                            [&] { return Compile(feeds, fetches, targets); }));
   const int64_t step = next_step_.fetch_add(1);
   auto step_timeout = run_options.timeout.value_or(
       std::chrono::duration_cast<std::chrono::milliseconds>(kDefaultStepTimeout));
@@ -390,25 +259,9 @@ Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
   size_t unanswered = sig->parts.size();
   for (size_t i = 0; i < sig->parts.size(); ++i) {
     const TaskPart& part = sig->parts[i];
-    Frame f;
-    f.meta = {{"signature", sig->id}, {"step", step}, {"timeout_ms", step_timeout.count()}};
-    if (trace != nullptr) f.meta["trace"] = true;
-    std::map<std::string, Tensor> mine;
-    for (const auto& node : part.feeds) {
-      auto it = by_node.find(node);
-      if (it == by_node.end()) {
-        fail(InvalidArgument("placeholder '{}' is needed but not fed", node));
-        break;
-      }
-      mine.emplace(node, it->second);
-    }
-    if (mine.size() != part.feeds.size()) {
-      MutexLock lock(mu);
-      --unanswered;
-      continue;
-    }
-    f.blobs.push_back(EncodeTensors(mine));
-    transport_->CallAsync(part.task, static_cast<uint16_t>(Method::kRunStep), EncodeFrame(f),
+    RunStepRequest request{sig->id, step, step_timeout.count(), trace != nullptr, {}};
+    for (int f : part.feeds) request.feeds.emplace_back(f, feeds[f].second);
+    transport_->CallAsync(part.task, static_cast<uint16_t>(Method::kRunStep), Encode(request),
                           step_timeout + kStepGrace, [&, i](Result<std::string> reply) {
                             if (!reply.ok()) {
                               const TaskPart& p = sig->parts[i];
@@ -431,18 +284,20 @@ Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
     MutexLock lock(mu);
     if (!first.ok()) return first;
   }
-  std::vector<std::map<std::string, Tensor>> results(sig->parts.size());
+  std::vector<Tensor> out(sig->num_fetches);
   if (trace != nullptr) *trace = StepTrace{.step = step - first_step_ + 1};
   for (size_t i = 0; i < sig->parts.size(); ++i) {
     const std::string& task = sig->parts[i].task;
-    ASSIGN_OR_RETURN(Frame reply, DecodeFrame(replies[i], "RunStep reply"));
-    if (reply.blobs.size() != 1) {
-      return InTask(task, Internal("RunStep reply: {} blobs, not 1", reply.blobs.size()));
+    auto reply = DecodeRunStepReply(replies[i]);
+    if (!reply.ok()) return InTask(task, reply.status());
+    for (auto& [index, value] : reply->fetches) {
+      if (index >= sig->num_fetches || out[index].valid()) {
+        return InTask(task, Internal("RunStep reply: fetch {} is not one it computes", index));
+      }
+      out[index] = std::move(value);
     }
-    ASSIGN_OR_RETURN(results[i], DecodeTensors(reply.blobs[0], "the fetches of task " + task));
     if (trace != nullptr) {
-      RETURN_IF_ERROR(
-          AddTrace(reply.meta, trace).WithPrefix(fmt::format("the step trace of task {}: ", task)));
+      for (DeviceTrace& d : reply->devices) trace->devices.push_back(std::move(d));
     }
   }
   if (run_options.profile) {
@@ -456,33 +311,21 @@ Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
       }
     }
   }
-  std::vector<Tensor> out;
-  for (const auto& f : fetches) {
-    bool found = false;
-    for (size_t i = 0; i < sig->parts.size() && !found; ++i) {
-      auto it = results[i].find(f);
-      if (it != results[i].end()) {
-        out.push_back(it->second);
-        found = true;
-      }
-    }
-    if (!found) return Internal("no task returned fetch '{}'", f);
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!out[i].valid()) return Internal("no task returned fetch '{}'", fetches[i]);
   }
   return out;
 }
 
-// The graph's variables grouped by task: the request fields "devices" and "names".
-std::map<std::string, Frame> DistributedSession::VariablesByTask() const {
-  std::map<std::string, Frame> by_task;
+std::map<std::string, VariablesRequest> DistributedSession::VariablesByTask() const {
+  std::map<std::string, VariablesRequest> by_task;
   for (int v = 0; v < graph_.num_nodes(); ++v) {
     const Node& node = graph_.node(v);
     if (node.op() != "Variable") continue;
     const std::string device = set_.device(placement_.device_of[v]).canonical();
-    auto task = transport::TaskOfDevice(device);
+    auto task = TaskOfDevice(device);
     if (!task.ok()) continue;
-    Frame& f = by_task[*task];
-    f.meta["devices"].push_back(device);
-    f.meta["names"].push_back(node.name());
+    by_task[*task].variables.push_back({device, node.name()});
   }
   return by_task;
 }
@@ -499,11 +342,14 @@ Result<std::map<std::string, Tensor>> DistributedSession::SnapshotVariables() {
   std::map<std::string, Tensor> values;
   for (auto& [task, request] : VariablesByTask()) {
     auto reply = transport_->Call(task, static_cast<uint16_t>(Method::kReadVariables),
-                                  EncodeFrame(request), cluster_.request_timeout);
+                                  Encode(request), cluster_.request_timeout);
     if (!reply.ok()) return InTask(task, reply.status());
     // Decoded from the reply: copies no later step changes.
-    ASSIGN_OR_RETURN(auto part, DecodeTensors(*reply, "the variables of task " + task));
-    values.merge(part);
+    auto part = DecodeVariableValues(*reply, "ReadVariables reply");
+    if (!part.ok()) return InTask(task, part.status());
+    for (size_t i = 0; i < part->variables.size(); ++i) {
+      values.emplace(part->variables[i].name, std::move(part->values[i]));
+    }
   }
   return values;
 }
@@ -513,13 +359,10 @@ Status DistributedSession::RestoreCheckpoint(const std::string& path) {
   // Every variable checked before any is set, as in a local session.
   RETURN_IF_ERROR(CheckRestorable(graph_, values, path));
   for (auto& [task, request] : VariablesByTask()) {
-    std::map<std::string, Tensor> mine;
-    for (const auto& name : request.meta["names"]) {
-      mine.emplace(name.get<std::string>(), values.at(name.get<std::string>()));
-    }
-    request.blobs.push_back(EncodeTensors(mine));
+    VariableValues write{request.variables, {}};
+    for (const VariableRef& v : write.variables) write.values.push_back(values.at(v.name));
     auto reply = transport_->Call(task, static_cast<uint16_t>(Method::kWriteVariables),
-                                  EncodeFrame(request), cluster_.request_timeout);
+                                  Encode(write), cluster_.request_timeout);
     if (!reply.ok()) return InTask(task, reply.status());
   }
   return Status::OK();

@@ -1,7 +1,8 @@
 // DistributedSession: a Session (runtime/session.h) whose devices belong to worker processes,
 // on this host or others (tools/dflow_worker.cc). The master:
 //
-//   1. connects to every task of the cluster spec over UCX, naming each (/job:worker/task:i),
+//   1. connects to every task of the cluster spec over its transport (UCX by default), naming
+//      each (/job:worker/task:i),
 //      and has the workers connect to each other;
 //   2. learns each task's devices and figures, has each worker time its links to the others
 //      (latency and bandwidth), and places the graph over all the devices with those links;
@@ -26,14 +27,17 @@
 #include "distributed/cluster_spec.h"
 #include "distributed/messages.h"
 #include "graph/mutex.h"
+#include "runtime/compile_cache.h"
 #include "runtime/session.h"
-#include "transport/ucx_transport.h"
+#include "transport/transport.h"
 
 namespace dflow::distributed {
 
 struct DistributedOptions {
   ClusterSpec cluster;
   std::string token;  // the cluster token the workers were started with
+  // The transport the workers listen on (transport::TransportRegistry): "ucx" where built.
+  std::string transport = "ucx";
   std::chrono::milliseconds connect_timeout{10'000};
   // How long a request other than a step may take (compiling a partition, listing devices).
   std::chrono::milliseconds request_timeout{60'000};
@@ -77,26 +81,29 @@ class DistributedSession final : public Session {
 
  private:
   DistributedSession() = default;
-  std::map<std::string, Frame> VariablesByTask() const;
+  // The graph's variables grouped by task.
+  std::map<std::string, VariablesRequest> VariablesByTask() const;
+  // A compiled signature: the tasks that run its partitions, and which of the step's feeds each
+  // takes (indices into the step's feeds).
   struct TaskPart {
     std::string task;
-    std::vector<std::string> feeds;    // the step's feeds it takes
-    std::vector<std::string> fetches;  // the step's fetches it returns
+    std::vector<int> feeds;
   };
   struct Signature {
     std::string id;
+    int num_fetches = 0;
     std::vector<TaskPart> parts;
   };
-  Result<std::shared_ptr<const Signature>> Compile(const Feeds& feeds,
-                                                   const std::vector<std::string>& fetches,
-                                                   const std::vector<std::string>& targets)
-      DFLOW_EXCLUDES(mu_);
+  // Compiles the signature on the workers; the caller checked the Run.
+  Result<std::unique_ptr<Signature>> Compile(const Feeds& feeds,
+                                             const std::vector<std::string>& fetches,
+                                             const std::vector<std::string>& targets);
 
   Graph graph_;
   SessionOptions options_;
   DistributedOptions cluster_;
   std::vector<ClusterSpec::Task> tasks_;
-  std::unique_ptr<transport::UcxTransport> transport_;
+  std::unique_ptr<transport::Transport> transport_;
   DeviceSet set_;
   std::vector<MeasuredLink> links_;
   PlacementReport placement_;
@@ -105,8 +112,9 @@ class DistributedSession final : public Session {
   const int64_t first_step_ = FirstStepId();
   std::atomic<int64_t> next_step_{first_step_};
   static int64_t FirstStepId();
+  std::atomic<int> next_signature_{0};
+  CompileCache<Signature> signatures_;
   mutable Mutex mu_;
-  std::map<std::string, std::shared_ptr<const Signature>> signatures_ DFLOW_GUARDED_BY(mu_);
   CostProfile profile_ DFLOW_GUARDED_BY(mu_);  // of profiled runs, by device type
 };
 

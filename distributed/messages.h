@@ -1,18 +1,35 @@
-// The requests a master sends its workers (transport::UcxTransport::Call), and their payloads.
-// A payload is a frame: a JSON object of small fields and a list of binary blobs (graph files,
-// tensors in the checkpoint format). Payloads come from another process, so decoding checks
-// every field and bound and answers InvalidArgument naming the request and the field.
+// The requests a master sends its workers (transport::Transport::Call) and the workers' replies:
+// one C++ struct per message, with one encoder and one decoder each. On the wire each is a
+// FlatBuffers table of serialization/schema/control.fbs (docs/file_formats.md), so the schema,
+// not a list of field names written twice, holds the two sides together.
+//
+// Payloads come from another process: decoding runs the FlatBuffers verifier, then checks every
+// field (present, in range, tensors of the size their dtype and shape call for) and answers
+// InvalidArgument naming the message and the field ("Compile request: ...").
+//
+//   Method          request                 reply
+//   kGetDevices     (empty)                 GetDevicesReply
+//   kCompile        CompileRequest          (empty)
+//   kRunStep        RunStepRequest          RunStepReply
+//   kRelease        ReleaseRequest          (empty)
+//   kConnectPeers   ConnectPeersRequest     (empty)
+//   kReadVariables  VariablesRequest        VariableValues
+//   kWriteVariables VariableValues          (empty)
+//   kMeasureLinks   MeasureLinksRequest     MeasureLinksReply
+//   kEcho           any bytes               (empty)
 #pragma once
 
 #include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "graph/status.h"
 #include "graph/tensor.h"
+#include "runtime/partition_share.h"
+#include "runtime/step_trace.h"
 
 namespace dflow::distributed {
 
@@ -27,33 +44,120 @@ enum class Method : uint16_t {
   kMeasureLinks = 8,    // measures the links to named tasks -> latency and bandwidth of each
   kEcho = 9,            // answers at once with nothing (what kMeasureLinks times)
 };
+inline constexpr uint16_t kMaxMethod = 9;
 
-struct Frame {
-  nlohmann::json meta = nlohmann::json::object();
-  std::vector<std::string> blobs;
+// One device of a worker with the figures the placer plans with.
+struct DeviceInfo {
+  std::string name;  // canonical: "/job:worker/task:0/device:CPU:0"
+  uint64_t incarnation = 0;
+  double memory_bytes = 0;
+  double peak_flops = 0;
+  double memory_bandwidth = 0;
+  double launch_overhead_s = 0;
 };
 
-// u32 JSON length, the JSON, u32 blob count, then each blob as u64 length and bytes.
-std::string EncodeFrame(const Frame& frame);
-// `what` names the request in errors: "Compile" gives "Compile request: ..."; a name ending in
-// "reply" ("GetDevices reply") is used as it is.
-Result<Frame> DecodeFrame(std::string_view bytes, std::string_view what);
+struct GetDevicesReply {
+  std::vector<DeviceInfo> devices;  // at least one
+  // The link between two devices of the worker (calibrated, or the defaults).
+  double same_process_latency_s = 0;
+  double same_process_bandwidth = 0;
+};
 
-// Named tensors as one blob (serialization/checkpoint_file.h's form).
-std::string EncodeTensors(const std::map<std::string, Tensor>& tensors);
-Result<std::map<std::string, Tensor>> DecodeTensors(std::string_view bytes, std::string_view what);
+// A signature's partitions for one worker: each partition graph (graph file bytes) with the
+// device that runs it and its share of the step (runtime/partition_share.h).
+struct CompileRequest {
+  std::string signature;
+  int num_feeds = 0;  // of the step: the shares' indices are below these
+  int num_fetches = 0;
+  bool plan_memory = true;
+  bool fuse_epilogues = true;
+  struct Partition {
+    std::string device;
+    std::string graph;
+    PartitionShare share;
+  };
+  std::vector<Partition> partitions;  // at least one
+};
 
-// Typed reads of a frame's JSON: InvalidArgument naming `what` and the field when it is missing
-// or of another type.
-Result<std::string> GetString(const nlohmann::json& meta, const char* field, std::string_view what);
-Result<int64_t> GetInt(const nlohmann::json& meta, const char* field, std::string_view what);
-// An optional flag: `otherwise` when absent, InvalidArgument when not a boolean.
-Result<bool> GetBool(const nlohmann::json& meta, const char* field, bool otherwise,
-                     std::string_view what);
-// An optional number: `otherwise` when absent, InvalidArgument when not a number.
-Result<double> GetNumber(const nlohmann::json& meta, const char* field, double otherwise,
-                         std::string_view what);
-Result<std::vector<std::string>> GetStrings(const nlohmann::json& meta, const char* field,
-                                            std::string_view what);
+// Tensors by their index among the step's feeds or fetches.
+using IndexedTensors = std::vector<std::pair<int, Tensor>>;
+
+struct RunStepRequest {
+  std::string signature;
+  int64_t step = 0;
+  int64_t timeout_ms = 0;  // > 0: the step's deadline on the worker; 0: none
+  bool trace = false;      // reply with the spans of the step's nodes
+  IndexedTensors feeds;    // the step's feeds this worker's partitions take
+};
+
+struct RunStepReply {
+  IndexedTensors fetches;            // the step's fetches this worker computed
+  std::vector<DeviceTrace> devices;  // when traced: per device, the nodes that ran
+};
+
+struct ReleaseRequest {
+  std::string signature;
+};
+
+struct ConnectPeersRequest {
+  // Every worker of the cluster in order with its address; a worker connects to those after
+  // it, so each pair has one connection.
+  std::vector<std::pair<std::string, std::string>> peers;  // (task, address)
+};
+
+// Variables by device and name.
+struct VariableRef {
+  std::string device;
+  std::string name;
+};
+
+struct VariablesRequest {
+  std::vector<VariableRef> variables;
+};
+
+// Variables' values: a ReadVariables reply (devices may be empty there) or a WriteVariables
+// request.
+struct VariableValues {
+  std::vector<VariableRef> variables;
+  std::vector<Tensor> values;  // in the order of `variables`
+};
+
+struct MeasureLinksRequest {
+  std::vector<std::string> tasks;
+};
+
+struct MeasuredLinkInfo {
+  std::string task;
+  double latency_s = 0;
+  double bandwidth = 0;  // bytes per second
+};
+
+struct MeasureLinksReply {
+  std::vector<MeasuredLinkInfo> links;
+};
+
+// Encoders take what the decoders accept (tensors valid and in host memory).
+std::string Encode(const GetDevicesReply& m);
+std::string Encode(const CompileRequest& m);
+std::string Encode(const RunStepRequest& m);
+std::string Encode(const RunStepReply& m);
+std::string Encode(const ReleaseRequest& m);
+std::string Encode(const ConnectPeersRequest& m);
+std::string Encode(const VariablesRequest& m);
+std::string Encode(const VariableValues& m);
+std::string Encode(const MeasureLinksRequest& m);
+std::string Encode(const MeasureLinksReply& m);
+
+// `what` names the message in errors: "ReadVariables reply", "WriteVariables request".
+Result<GetDevicesReply> DecodeGetDevicesReply(std::string_view bytes);
+Result<CompileRequest> DecodeCompileRequest(std::string_view bytes);
+Result<RunStepRequest> DecodeRunStepRequest(std::string_view bytes);
+Result<RunStepReply> DecodeRunStepReply(std::string_view bytes);
+Result<ReleaseRequest> DecodeReleaseRequest(std::string_view bytes);
+Result<ConnectPeersRequest> DecodeConnectPeersRequest(std::string_view bytes);
+Result<VariablesRequest> DecodeVariablesRequest(std::string_view bytes);
+Result<VariableValues> DecodeVariableValues(std::string_view bytes, std::string_view what);
+Result<MeasureLinksRequest> DecodeMeasureLinksRequest(std::string_view bytes);
+Result<MeasureLinksReply> DecodeMeasureLinksReply(std::string_view bytes);
 
 }  // namespace dflow::distributed

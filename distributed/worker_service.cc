@@ -17,7 +17,7 @@
 
 namespace dflow::distributed {
 
-Result<std::unique_ptr<WorkerService>> WorkerService::Create(transport::UcxTransport* transport,
+Result<std::unique_ptr<WorkerService>> WorkerService::Create(transport::Transport* transport,
                                                              WorkerOptions options) {
   if (options.devices.empty()) return InvalidArgument("a worker needs at least one device");
   for (const auto& d : options.devices) {
@@ -40,15 +40,15 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Create(transport::UcxTrans
   }
   // A step's start only hands the request to the step pool: it needs no service thread.
   transport->SetCallHandler(
-      [self](const transport::UcxTransport::CallInfo& call, std::string payload,
-             transport::UcxTransport::Reply reply) {
+      [self](const transport::Transport::CallInfo& call, std::string payload,
+             transport::Transport::Reply reply) {
         self->Handle(call, std::move(payload), std::move(reply));
       },
       {static_cast<uint16_t>(Method::kRunStep)});
   return service;
 }
 
-WorkerService::WorkerService(transport::UcxTransport* transport, WorkerOptions options)
+WorkerService::WorkerService(transport::Transport* transport, WorkerOptions options)
     : transport_(transport),
       options_(std::move(options)),
       steps_(std::make_unique<ThreadPool>(options_.max_concurrent_steps, [] {
@@ -88,7 +88,7 @@ void WorkerService::Watch() {
     if (now - last_seen < options_.release_after || running_steps_ > 0) continue;
     signatures_.clear();
     devices_.clear();
-    devices_json_.clear();
+    devices_reply_.clear();
     releases_++;
     std::fprintf(
         stderr, "dflow-worker %s: no master for %lld ms; dropped its graphs and variables\n",
@@ -101,8 +101,8 @@ int WorkerService::num_signatures() const {
   return static_cast<int>(signatures_.size());
 }
 
-void WorkerService::Handle(const transport::UcxTransport::CallInfo& call, std::string payload,
-                           transport::UcxTransport::Reply reply) {
+void WorkerService::Handle(const transport::Transport::CallInfo& call, std::string payload,
+                           transport::Transport::Reply reply) {
   switch (static_cast<Method>(call.method)) {
     case Method::kGetDevices:
       reply(GetDevices());
@@ -163,24 +163,19 @@ Status WorkerService::EnsureDevices() {
     const int n = static_cast<int>(o.devices.size());
     ASSIGN_OR_RETURN(calibration, CachedCpuCalibration(std::max(1, split.num_threads / n)));
   }
-  nlohmann::json list = nlohmann::json::array();
+  GetDevicesReply listed;
   for (int i = 0; i < made.set.size(); ++i) {
-    DeviceSpec s = made.set.device(i);
-    if (calibration && s.type() == "CPU") s = calibration->Apply(s);
-    list.push_back({{"name", s.canonical()},
-                    {"memory_bytes", s.memory_bytes},
-                    {"peak_flops", s.peak_flops},
-                    {"memory_bandwidth", s.memory_bandwidth},
-                    {"launch_overhead_s", s.launch_overhead_s},
-                    {"incarnation", std::to_string(s.incarnation)}});
+    DeviceSpec d = made.set.device(i);
+    if (calibration && d.type() == "CPU") d = calibration->Apply(d);
+    listed.devices.push_back({d.canonical(), d.incarnation, d.memory_bytes, d.peak_flops,
+                              d.memory_bandwidth, d.launch_overhead_s});
   }
   LinkSpec link = calibration           ? calibration->same_process
                   : made.set.size() > 1 ? made.set.Link(0, 1)
                                         : LinkSpec{};
-  nlohmann::json meta = {{"devices", list},
-                         {"same_process_latency_s", link.latency_s},
-                         {"same_process_bandwidth", link.bandwidth}};
-  devices_json_ = meta.dump();
+  listed.same_process_latency_s = link.latency_s;
+  listed.same_process_bandwidth = link.bandwidth;
+  devices_reply_ = Encode(listed);
   devices_ = std::move(made.devices);
   // Large tensors in memfds: a worker of this host reads them where they lie (the transport's
   // tensors by reference) instead of copying them.
@@ -193,116 +188,53 @@ Status WorkerService::EnsureDevices() {
 Result<std::string> WorkerService::GetDevices() {
   MutexLock lock(mu_);
   RETURN_IF_ERROR(EnsureDevices());
-  Frame f;
-  f.meta = nlohmann::json::parse(devices_json_);
-  return EncodeFrame(f);
+  return devices_reply_;
 }
 
 Result<std::string> WorkerService::Compile(const std::string& from, std::string_view payload) {
-  constexpr std::string_view kWhat = "Compile";
-  ASSIGN_OR_RETURN(Frame frame, DecodeFrame(payload, kWhat));
-  ASSIGN_OR_RETURN(std::string id, GetString(frame.meta, "signature", kWhat));
-  ASSIGN_OR_RETURN(std::vector<std::string> feeds, GetStrings(frame.meta, "feeds", kWhat));
-  ASSIGN_OR_RETURN(std::vector<std::string> fetches, GetStrings(frame.meta, "fetches", kWhat));
-  ASSIGN_OR_RETURN(int64_t pairs, GetInt(frame.meta, "send_recv_pairs", kWhat));
-  auto parts_json = frame.meta.find("partitions");
-  if (parts_json == frame.meta.end() || !parts_json->is_array() ||
-      parts_json->size() != frame.blobs.size() || frame.blobs.empty()) {
-    return InvalidArgument("Compile request: 'partitions' must list one entry per graph blob");
-  }
-  ASSIGN_OR_RETURN(bool plan_memory, GetBool(frame.meta, "plan_memory", true, kWhat));
-  ASSIGN_OR_RETURN(bool fuse, GetBool(frame.meta, "fuse_epilogues", true, kWhat));
-
+  ASSIGN_OR_RETURN(CompileRequest request, DecodeCompileRequest(payload));
   MutexLock lock(mu_);
   RETURN_IF_ERROR(EnsureDevices());
   auto signature = std::make_shared<Signature>();
-  signature->feeds = feeds;
-  signature->fetches = fetches;
-  std::vector<PartitionedPlan::CompiledPart> parts;
-  for (size_t i = 0; i < frame.blobs.size(); ++i) {
-    const nlohmann::json& pj = (*parts_json)[i];
-    if (!pj.is_object())
-      return InvalidArgument("Compile request: partition {} is not an object", i);
-    ASSIGN_OR_RETURN(std::string device_name, GetString(pj, "device", kWhat));
-    ASSIGN_OR_RETURN(std::vector<std::string> part_feeds, GetStrings(pj, "feeds", kWhat));
-    ASSIGN_OR_RETURN(std::vector<std::string> part_fetches, GetStrings(pj, "fetches", kWhat));
-    ASSIGN_OR_RETURN(std::vector<std::string> part_targets, GetStrings(pj, "targets", kWhat));
-    auto parsed = DeviceName::Parse(device_name);
+  signature->num_feeds = request.num_feeds;
+  std::vector<PartitionedPlan::Partition> partitions;
+  for (size_t i = 0; i < request.partitions.size(); ++i) {
+    CompileRequest::Partition& p = request.partitions[i];
+    auto parsed = DeviceName::Parse(p.device);
     Device* device = nullptr;
     for (auto& d : devices_) {
       if (parsed.ok() && d->canonical_name() == parsed->ToString()) device = d.get();
     }
     if (device == nullptr) {
-      return NotFound("signature {}: worker {} has no device '{}'", id, transport_->task(),
-                      device_name);
+      return NotFound("signature {}: worker {} has no device '{}'", request.signature,
+                      transport_->task(), p.device);
     }
-    std::string source = fmt::format("partition {} of signature {} from {}", i, id, from);
-    ASSIGN_OR_RETURN(Graph g, serialization::DecodeGraph(frame.blobs[i], source));
+    std::string source =
+        fmt::format("partition {} of signature {} from {}", i, request.signature, from);
+    ASSIGN_OR_RETURN(Graph g, serialization::DecodeGraph(p.graph, source));
     RETURN_IF_ERROR(g.Validate());
-    PlanSpec spec;
-    spec.plan_memory = plan_memory;
-    PartitionedPlan::CompiledPart part;
-    part.device = device;
-    for (const auto& name : part_feeds) {
-      auto node = g.FindNode(name);
-      auto at = std::find(feeds.begin(), feeds.end(), name);
-      if (!node || at == feeds.end()) {
-        return InvalidArgument("{}: feed '{}' is not a node of it or not a step feed", source,
-                               name);
-      }
-      spec.feeds.push_back(*node);
-      part.feeds.push_back(static_cast<int>(at - feeds.begin()));
-    }
-    for (const auto& name : part_fetches) {
-      ASSIGN_OR_RETURN(InputRef ref, ParseInputRef(name));
-      auto node = g.FindNode(ref.node);
-      auto at = std::find(fetches.begin(), fetches.end(), name);
-      if (!node || at == fetches.end() || ref.index >= g.node(*node).num_outputs()) {
-        return InvalidArgument("{}: fetch '{}' is not an output of it or not a step fetch", source,
-                               name);
-      }
-      spec.fetches.push_back({*node, ref.index});
-      part.fetches.push_back(static_cast<int>(at - fetches.begin()));
-    }
-    for (const auto& name : part_targets) {
-      auto node = g.FindNode(name);
-      if (!node) return InvalidArgument("{}: target '{}' is not a node of it", source, name);
-      spec.targets.push_back(*node);
-    }
-    for (int v = 0; v < g.num_nodes(); ++v) {
-      if (g.node(v).op() == "_Send") spec.targets.push_back(v);
-    }
-    auto owned = std::make_shared<const Graph>(std::move(g));
-    ASSIGN_OR_RETURN(part.plan,
-                     CompileForDevice(std::move(owned), spec, device, {.fuse_epilogues = fuse}));
     signature->devices.push_back(device->canonical_name());
-    parts.push_back(std::move(part));
+    partitions.push_back({static_cast<int>(i), device, std::make_shared<const Graph>(std::move(g)),
+                          std::move(p.share), std::move(source)});
   }
-  signature->plan = PartitionedPlan::FromParts(std::move(parts), static_cast<int>(fetches.size()),
-                                               static_cast<int>(pairs));
-  signatures_[id] = std::move(signature);
+  ASSIGN_OR_RETURN(
+      signature->plan,
+      PartitionedPlan::CompilePartitions(
+          std::move(partitions), request.num_feeds, request.num_fetches,
+          {.fuse_epilogues = request.fuse_epilogues, .plan_memory = request.plan_memory}));
+  signatures_[request.signature] = std::move(signature);
   return std::string();
 }
 
 Result<std::string> WorkerService::RunStep(std::string_view payload) {
-  constexpr std::string_view kWhat = "RunStep";
-  ASSIGN_OR_RETURN(Frame frame, DecodeFrame(payload, kWhat));
-  ASSIGN_OR_RETURN(std::string id, GetString(frame.meta, "signature", kWhat));
-  ASSIGN_OR_RETURN(int64_t step, GetInt(frame.meta, "step", kWhat));
-  std::optional<std::chrono::milliseconds> timeout;
-  if (frame.meta.contains("timeout_ms")) {
-    ASSIGN_OR_RETURN(int64_t ms, GetInt(frame.meta, "timeout_ms", kWhat));
-    timeout = std::chrono::milliseconds(ms);
-  }
-  ASSIGN_OR_RETURN(bool trace, GetBool(frame.meta, "trace", false, kWhat));
-  if (frame.blobs.size() != 1) return InvalidArgument("RunStep request: one blob of feeds");
-  ASSIGN_OR_RETURN(auto fed, DecodeTensors(frame.blobs[0], "the feeds of a RunStep request"));
+  ASSIGN_OR_RETURN(RunStepRequest request, DecodeRunStepRequest(payload));
   std::shared_ptr<Signature> signature;
   {
     MutexLock lock(mu_);
-    auto it = signatures_.find(id);
+    auto it = signatures_.find(request.signature);
     if (it == signatures_.end()) {
-      return NotFound("worker {} has no compiled signature '{}'", transport_->task(), id);
+      return NotFound("worker {} has no compiled signature '{}'", transport_->task(),
+                      request.signature);
     }
     signature = it->second;
     running_steps_++;
@@ -314,52 +246,46 @@ Result<std::string> WorkerService::RunStep(std::string_view payload) {
       self->running_steps_--;
     }
   } done{this};
-  std::vector<Tensor> feeds;
-  for (const auto& name : signature->feeds) {
-    auto it = fed.find(name);
-    if (it == fed.end()) return InvalidArgument("RunStep request: feed '{}' missing", name);
-    feeds.push_back(it->second);
+  std::vector<Tensor> feeds(signature->num_feeds);
+  for (auto& [index, value] : request.feeds) {
+    if (index >= signature->num_feeds || feeds[index].valid()) {
+      return InvalidArgument(
+          "RunStep request: feed {} is not one of the step's {} feeds, or is "
+          "given twice",
+          index, signature->num_feeds);
+    }
+    feeds[index] = std::move(value);
   }
+  RETURN_IF_ERROR(signature->plan->CheckFeeds(feeds).WithPrefix("RunStep request: "));
   PartitionedPlan::RunOptions options;
-  options.step_id = step;
+  options.step_id = request.step;
   options.rendezvous = transport_;
-  options.timeout = timeout;
+  if (request.timeout_ms > 0) options.timeout = std::chrono::milliseconds(request.timeout_ms);
   std::vector<std::vector<NodeSpan>> spans;
-  if (trace) options.node_spans = &spans;
+  if (request.trace) options.node_spans = &spans;
   std::vector<Tensor> out;
   RETURN_IF_ERROR(signature->plan->Run(feeds, &out, options));
-  std::map<std::string, Tensor> fetched;
-  for (size_t i = 0; i < out.size(); ++i) fetched[signature->fetches[i]] = out[i];
-  Frame reply;
-  reply.blobs.push_back(EncodeTensors(fetched));
-  if (trace) {
+  RunStepReply reply;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].valid()) reply.fetches.emplace_back(static_cast<int>(i), std::move(out[i]));
+  }
+  if (request.trace) {
     // Steady-clock times: comparable with the master's and other workers' on one host.
     StepTrace t;
     for (int i = 0; i < signature->plan->num_partitions(); ++i) {
-      AddDeviceTrace(signature->devices[i], signature->plan->partition_graph(i), spans[i], step,
-                     &t);
+      AddDeviceTrace(signature->devices[i], signature->plan->partition_graph(i), spans[i],
+                     request.step, &t);
     }
-    nlohmann::json devices = nlohmann::json::array();
-    for (const DeviceTrace& d : t.devices) {
-      nlohmann::json nodes = nlohmann::json::array();
-      for (const TracedNode& n : d.nodes) {
-        nodes.push_back({n.name, n.op, n.span.start_ns, n.span.end_ns, n.span.thread, n.span.async,
-                         n.transfer});
-      }
-      devices.push_back({{"device", d.device}, {"nodes", std::move(nodes)}});
-    }
-    reply.meta["trace"] = std::move(devices);
+    reply.devices = std::move(t.devices);
   }
-  return EncodeFrame(reply);
+  return Encode(reply);
 }
 
 // Round trips of an empty request give the latency (half the fastest); requests of 4 MiB give
 // the bandwidth (the fastest less the round trip). The fastest, since a busy machine only ever
 // adds time. The asked task's service thread answers, so the master asks one task at a time.
 Result<std::string> WorkerService::MeasureLinks(std::string_view payload) {
-  constexpr std::string_view kWhat = "MeasureLinks";
-  ASSIGN_OR_RETURN(Frame frame, DecodeFrame(payload, kWhat));
-  ASSIGN_OR_RETURN(std::vector<std::string> tasks, GetStrings(frame.meta, "tasks", kWhat));
+  ASSIGN_OR_RETURN(MeasureLinksRequest request, DecodeMeasureLinksRequest(payload));
   constexpr size_t kBig = 4 << 20;
   constexpr auto kTimeout = std::chrono::seconds(10);
   auto time_call = [&](const std::string& task, std::string bytes) -> Result<double> {
@@ -370,9 +296,8 @@ Result<std::string> WorkerService::MeasureLinks(std::string_view payload) {
             .WithPrefix(fmt::format("measuring the link to task {}: ", task)));
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  Frame out;
-  out.meta["links"] = nlohmann::json::array();
-  for (const auto& task : tasks) {
+  MeasureLinksReply out;
+  for (const auto& task : request.tasks) {
     std::vector<double> small, big;
     for (int i = 0; i < 21; ++i) {
       ASSIGN_OR_RETURN(double t, time_call(task, std::string()));
@@ -384,49 +309,43 @@ Result<std::string> WorkerService::MeasureLinks(std::string_view payload) {
     }
     const double rtt = *std::min_element(small.begin(), small.end());
     const double bandwidth = kBig / std::max(*std::min_element(big.begin(), big.end()) - rtt, 1e-6);
-    out.meta["links"].push_back({{"task", task}, {"latency_s", rtt / 2}, {"bandwidth", bandwidth}});
+    out.links.push_back({task, rtt / 2, bandwidth});
   }
-  return EncodeFrame(out);
+  return Encode(out);
 }
 
 Result<std::string> WorkerService::Release(std::string_view payload) {
-  ASSIGN_OR_RETURN(Frame frame, DecodeFrame(payload, "Release"));
-  ASSIGN_OR_RETURN(std::string id, GetString(frame.meta, "signature", "Release"));
+  ASSIGN_OR_RETURN(ReleaseRequest request, DecodeReleaseRequest(payload));
   MutexLock lock(mu_);
-  signatures_.erase(id);
+  signatures_.erase(request.signature);
   return std::string();
 }
 
-Result<std::vector<std::pair<Device*, std::string>>> WorkerService::VariablesOf(
-    const Frame& frame, std::string_view what) {
-  ASSIGN_OR_RETURN(std::vector<std::string> devices, GetStrings(frame.meta, "devices", what));
-  ASSIGN_OR_RETURN(std::vector<std::string> names, GetStrings(frame.meta, "names", what));
-  if (devices.size() != names.size()) {
-    return InvalidArgument("{} request: {} devices for {} names", what, devices.size(),
-                           names.size());
-  }
+Result<std::vector<Device*>> WorkerService::DevicesOf(const std::vector<VariableRef>& variables) {
   RETURN_IF_ERROR(EnsureDevices());
-  std::vector<std::pair<Device*, std::string>> out;
-  for (size_t i = 0; i < names.size(); ++i) {
+  std::vector<Device*> out;
+  for (const VariableRef& v : variables) {
     Device* device = nullptr;
     for (auto& d : devices_) {
-      if (d->canonical_name() == devices[i]) device = d.get();
+      if (d->canonical_name() == v.device) device = d.get();
     }
     if (device == nullptr) {
-      return NotFound("worker {} has no device '{}'", transport_->task(), devices[i]);
+      return NotFound("worker {} has no device '{}' (variable '{}')", transport_->task(), v.device,
+                      v.name);
     }
-    out.emplace_back(device, names[i]);
+    out.push_back(device);
   }
   return out;
 }
 
 Result<std::string> WorkerService::ReadVariables(std::string_view payload) {
-  ASSIGN_OR_RETURN(Frame frame, DecodeFrame(payload, "ReadVariables"));
+  ASSIGN_OR_RETURN(VariablesRequest request, DecodeVariablesRequest(payload));
   MutexLock lock(mu_);
-  ASSIGN_OR_RETURN(auto vars, VariablesOf(frame, "ReadVariables"));
-  std::map<std::string, Tensor> values;
-  for (auto& [device, name] : vars) {
-    VariableStore::Variable* var = device->variables()->Find(name);
+  ASSIGN_OR_RETURN(std::vector<Device*> devices, DevicesOf(request.variables));
+  VariableValues reply;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const std::string& name = request.variables[i].name;
+    VariableStore::Variable* var = devices[i]->variables()->Find(name);
     Tensor value;
     if (var != nullptr) {
       MutexLock v(var->mu);
@@ -434,27 +353,24 @@ Result<std::string> WorkerService::ReadVariables(std::string_view payload) {
     }
     if (!value.valid()) {
       return FailedPrecondition("variable '{}' on {} is uninitialised; run its initializer first",
-                                name, device->canonical_name());
+                                name, devices[i]->canonical_name());
     }
-    ASSIGN_OR_RETURN(Tensor host, device->CopyToHost(value));
-    values.emplace(name, std::move(host));
+    ASSIGN_OR_RETURN(Tensor host, devices[i]->CopyToHost(value));
+    reply.variables.push_back({"", name});
+    reply.values.push_back(std::move(host));
   }
-  return EncodeTensors(values);
+  return Encode(reply);
 }
 
 Result<std::string> WorkerService::WriteVariables(std::string_view payload) {
-  ASSIGN_OR_RETURN(Frame frame, DecodeFrame(payload, "WriteVariables"));
-  if (frame.blobs.size() != 1) return InvalidArgument("WriteVariables request: one blob of values");
-  ASSIGN_OR_RETURN(auto values, DecodeTensors(frame.blobs[0], "the values of WriteVariables"));
+  ASSIGN_OR_RETURN(VariableValues request, DecodeVariableValues(payload, "WriteVariables request"));
   MutexLock lock(mu_);
-  ASSIGN_OR_RETURN(auto vars, VariablesOf(frame, "WriteVariables"));
+  ASSIGN_OR_RETURN(std::vector<Device*> devices, DevicesOf(request.variables));
   std::vector<std::pair<VariableStore::Variable*, Tensor>> set;
-  for (auto& [device, name] : vars) {
-    auto it = values.find(name);
-    if (it == values.end())
-      return InvalidArgument("WriteVariables request: no value for '{}'", name);
-    ASSIGN_OR_RETURN(Tensor on_device, device->CopyFromHost(it->second));
-    set.emplace_back(device->variables()->GetOrCreate(name), std::move(on_device));
+  for (size_t i = 0; i < devices.size(); ++i) {
+    ASSIGN_OR_RETURN(Tensor on_device, devices[i]->CopyFromHost(request.values[i]));
+    set.emplace_back(devices[i]->variables()->GetOrCreate(request.variables[i].name),
+                     std::move(on_device));
   }
   for (auto& [var, value] : set) {
     MutexLock v(var->mu);
@@ -464,13 +380,11 @@ Result<std::string> WorkerService::WriteVariables(std::string_view payload) {
 }
 
 Result<std::string> WorkerService::ConnectPeers(std::string_view payload) {
-  constexpr std::string_view kWhat = "ConnectPeers";
-  ASSIGN_OR_RETURN(Frame frame, DecodeFrame(payload, kWhat));
-  ASSIGN_OR_RETURN(std::vector<std::string> tasks, GetStrings(frame.meta, "tasks", kWhat));
-  ASSIGN_OR_RETURN(std::vector<std::string> addresses, GetStrings(frame.meta, "addresses", kWhat));
-  if (tasks.size() != addresses.size()) {
-    return InvalidArgument("ConnectPeers request: {} tasks but {} addresses", tasks.size(),
-                           addresses.size());
+  ASSIGN_OR_RETURN(ConnectPeersRequest request, DecodeConnectPeersRequest(payload));
+  std::vector<std::string> tasks, addresses;
+  for (auto& [task, address] : request.peers) {
+    tasks.push_back(task);
+    addresses.push_back(address);
   }
   const std::string me = transport_->task();
   auto mine = std::find(tasks.begin(), tasks.end(), me);

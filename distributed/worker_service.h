@@ -1,5 +1,5 @@
 // WorkerService: what a dflow-worker process does for its master, as the call handler of its
-// transport (transport/ucx_transport.h):
+// transport (transport/transport.h):
 //
 //   GetDevices  makes the worker's devices on first call (named under the task the master
 //               assigned, with calibrated figures) and lists them with their figures;
@@ -31,7 +31,7 @@
 #include "runtime/device.h"
 #include "runtime/partitioned_plan.h"
 #include "runtime/thread_pool.h"
-#include "transport/ucx_transport.h"
+#include "transport/transport.h"
 
 namespace dflow::distributed {
 
@@ -55,7 +55,7 @@ struct WorkerOptions {
 class WorkerService {
  public:
   // Serves `transport`'s requests from now on; `transport` must outlive the service.
-  static Result<std::unique_ptr<WorkerService>> Create(transport::UcxTransport* transport,
+  static Result<std::unique_ptr<WorkerService>> Create(transport::Transport* transport,
                                                        WorkerOptions options);
   // Stops serving (later requests are answered Unimplemented) and waits for running steps.
   ~WorkerService();
@@ -65,9 +65,9 @@ class WorkerService {
   int releases() const;
 
  private:
-  WorkerService(transport::UcxTransport* transport, WorkerOptions options);
-  void Handle(const transport::UcxTransport::CallInfo& call, std::string payload,
-              transport::UcxTransport::Reply reply);
+  WorkerService(transport::Transport* transport, WorkerOptions options);
+  void Handle(const transport::Transport::CallInfo& call, std::string payload,
+              transport::Transport::Reply reply);
   Result<std::string> GetDevices() DFLOW_EXCLUDES(mu_);
   Status EnsureDevices() DFLOW_REQUIRES(mu_);
   Result<std::string> Compile(const std::string& from, std::string_view payload)
@@ -78,25 +78,23 @@ class WorkerService {
   Result<std::string> MeasureLinks(std::string_view payload);
   Result<std::string> ReadVariables(std::string_view payload) DFLOW_EXCLUDES(mu_);
   Result<std::string> WriteVariables(std::string_view payload) DFLOW_EXCLUDES(mu_);
-  // The variable lists of a Read/WriteVariables request: (device, name) pairs.
-  Result<std::vector<std::pair<Device*, std::string>>> VariablesOf(const Frame& frame,
-                                                                   std::string_view what)
+  // The devices of a Read/WriteVariables request's variables, in order.
+  Result<std::vector<Device*>> DevicesOf(const std::vector<VariableRef>& variables)
       DFLOW_REQUIRES(mu_);
   // Drops the state of masters gone for release_after (a thread of its own).
   void Watch() DFLOW_EXCLUDES(mu_);
 
   struct Signature {
-    std::vector<std::string> feeds;    // the step's feeds this worker takes, in order
-    std::vector<std::string> fetches;  // what it returns, in order
+    int num_feeds = 0;  // of the step
     std::shared_ptr<PartitionedPlan> plan;
     std::vector<std::string> devices;  // partition -> its device's canonical name
   };
 
-  transport::UcxTransport* transport_;
+  transport::Transport* transport_;
   WorkerOptions options_;
   mutable Mutex mu_;
   std::vector<std::unique_ptr<Device>> devices_ DFLOW_GUARDED_BY(mu_);
-  std::string devices_json_ DFLOW_GUARDED_BY(mu_);
+  std::string devices_reply_ DFLOW_GUARDED_BY(mu_);  // GetDevicesReply, encoded
   std::map<std::string, std::shared_ptr<Signature>> signatures_ DFLOW_GUARDED_BY(mu_);
   int running_steps_ DFLOW_GUARDED_BY(mu_) = 0;
   int releases_ DFLOW_GUARDED_BY(mu_) = 0;

@@ -215,4 +215,12 @@ std::string DeviceName::ShortString() const {
   return s;
 }
 
+Result<std::string> TaskOfDevice(std::string_view device) {
+  ASSIGN_OR_RETURN(DeviceName name, DeviceName::Parse(device));
+  if (!name.job || !name.task) {
+    return InvalidArgument("device '{}' names no job and task", device);
+  }
+  return fmt::format("/job:{}/task:{}", *name.job, *name.task);
+}
+
 }  // namespace dflow

@@ -47,4 +47,8 @@ struct DeviceName {
   bool operator==(const DeviceName&) const = default;
 };
 
+// The task a device belongs to: "/job:worker/task:1/device:CPU:0" -> "/job:worker/task:1" (the
+// name processes know each other by). InvalidArgument when the name has no job or task.
+Result<std::string> TaskOfDevice(std::string_view device);
+
 }  // namespace dflow

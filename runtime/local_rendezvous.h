@@ -1,11 +1,12 @@
 // LocalRendezvous: the in-process Rendezvous (framework/rendezvous.h). A Send stores the tensor (a
-// reference: host buffers change hands without a copy) or hands it to a Recv already waiting.
-// LocalRendezvousFactory makes one per step.
+// reference: host buffers change hands without a copy) or hands it to a Recv already waiting;
+// the matching is framework/rendezvous_table.h's. LocalRendezvousFactory makes one per step.
 #pragma once
 
 #include <unordered_map>
 
 #include "framework/rendezvous.h"
+#include "framework/rendezvous_table.h"
 #include "graph/mutex.h"
 
 namespace dflow {
@@ -23,17 +24,8 @@ class LocalRendezvous final : public Rendezvous {
   bool TakesDeviceMemory(const RendezvousKey&) const override { return true; }
 
  private:
-  struct Item {
-    bool has_tensor = false;
-    Tensor tensor;
-    std::string send_node;
-    DoneCallback waiting;  // set when a Recv came first
-    RecvArgs recv;         // the waiting Recv's expectations
-  };
-
   Mutex mu_;
-  std::unordered_map<RendezvousKey, Item, RendezvousKeyHash> items_ DFLOW_GUARDED_BY(mu_);
-  Status aborted_ DFLOW_GUARDED_BY(mu_);
+  RendezvousTable<Tensor> table_ DFLOW_GUARDED_BY(mu_);
 };
 
 class LocalRendezvousFactory final : public RendezvousFactory {

@@ -7,25 +7,10 @@
 #include "ops/register.h"
 #include "runtime/checkpoint_check.h"
 #include "runtime/pipeline.h"
+#include "runtime/run_signature.h"
 #include "serialization/checkpoint_file.h"
 
 namespace dflow {
-namespace {
-
-// The cache's key of a run signature: feed, fetch and target names.
-std::string SignatureKey(const Session::Feeds& feeds, const std::vector<std::string>& fetches,
-                         const std::vector<std::string>& targets) {
-  std::string key;
-  for (const auto& [name, t] : feeds) key += name + ',';
-  key += '|';
-  for (const auto& f : fetches) key += f + ',';
-  key += '|';
-  for (const auto& t : targets) key += t + ',';
-  return key;
-}
-
-}  // namespace
-
 Result<std::unique_ptr<Session>> Session::Create(Graph graph, const SessionOptions& options) {
   ASSIGN_OR_RETURN(auto session, LocalSession::Create(std::move(graph), options));
   return std::unique_ptr<Session>(std::move(session));
@@ -62,113 +47,25 @@ Status LocalSession::Init() {
   return Status::OK();
 }
 
-Status LocalSession::CheckFeed(const std::string& name, const Tensor& value, int* node) const {
-  ASSIGN_OR_RETURN(InputRef ref, ParseInputRef(name));
-  auto id = graph_.FindNode(ref.node);
-  if (!id) return NotFound("feed '{}': no node named '{}'", name, ref.node);
-  const Node& n = graph_.node(*id);
-  if (n.op() != "Placeholder") {
-    return InvalidArgument(
-        "feed '{}': node '{}' is a {}, not a Placeholder; only placeholders "
-        "can be fed",
-        name, n.name(), n.op());
-  }
-  if (ref.index != 0) return InvalidArgument("feed '{}': a placeholder has only output 0", name);
-  if (!value.valid()) return InvalidArgument("feed '{}': the tensor is empty", name);
-  if (value.dtype() != n.output_dtype(0)) {
-    return InvalidArgument("feed '{}': placeholder '{}' is {}, the fed tensor is {}", name,
-                           n.name(), n.output_dtype(0), value.dtype());
-  }
-  if (!n.output_shape(0).IsCompatibleWith(value.shape())) {
-    return InvalidArgument("feed '{}': placeholder '{}' has shape {}, the fed tensor has shape {}",
-                           name, n.name(), n.output_shape(0), value.shape());
-  }
-  if (!value.host_accessible()) {
-    return InvalidArgument("feed '{}': the tensor is in {} memory, not host memory", name,
-                           value.device());
-  }
-  *node = *id;
-  return Status::OK();
-}
-
-Result<PlanSpec> LocalSession::Spec(const Feeds& feeds, const std::vector<std::string>& fetches,
-                                    const std::vector<std::string>& targets) const {
-  PlanSpec spec;
-  for (const auto& [name, t] : feeds) {
-    ASSIGN_OR_RETURN(InputRef ref, ParseInputRef(name));
-    auto id = graph_.FindNode(ref.node);
-    if (!id) return NotFound("feed '{}': no node named '{}'", name, ref.node);
-    spec.feeds.push_back(*id);
-  }
-  for (const auto& f : fetches) {
-    ASSIGN_OR_RETURN(InputRef ref, ParseInputRef(f));
-    auto id = graph_.FindNode(ref.node);
-    if (!id) return NotFound("fetch '{}': no node named '{}'", f, ref.node);
-    const Node& n = graph_.node(*id);
-    if (ref.index >= n.num_outputs()) {
-      return InvalidArgument("fetch '{}': node '{}' ({}) has {} output{}", f, n.name(), n.op(),
-                             n.num_outputs(), n.num_outputs() == 1 ? "" : "s");
-    }
-    spec.fetches.push_back({*id, ref.index});
-  }
-  for (const auto& t : targets) {
-    auto id = graph_.FindNode(t);
-    if (!id) return NotFound("target '{}': no node named '{}'", t, t);
-    spec.targets.push_back(*id);
-  }
-  spec.plan_memory = options_.plan_memory;
-  return spec;
-}
-
 Result<const PartitionedPlan*> LocalSession::Compile(const Feeds& feeds,
                                                      const std::vector<std::string>& fetches,
                                                      const std::vector<std::string>& targets) {
-  std::string key = SignatureKey(feeds, fetches, targets);
-  std::shared_ptr<Compiled> entry;
-  {
-    MutexLock lock(mu_);
-    auto& slot = compiled_[key];
-    if (!slot) slot = std::make_shared<Compiled>();
-    entry = slot;
-  }
-  // Only runs of this signature wait here while it compiles.
-  MutexLock lock(entry->mu);
-  if (!entry->done) {
-    auto spec = Spec(feeds, fetches, targets);
-    if (!spec.ok()) {
-      entry->status = spec.status();
-    } else {
-      std::vector<Device*> devices;
-      for (auto& d : devices_) devices.push_back(d.get());
-      auto plan = PartitionedPlan::Compile(
-          graph_, placement_.device_of, device_set_, devices, *spec,
-          {.fuse_epilogues = options_.fuse_epilogues, .plan_memory = options_.plan_memory});
-      if (plan.ok()) {
-        entry->plan = std::move(plan).value();
-      } else {
-        entry->status = plan.status();
-      }
-    }
-    entry->done = true;
-  }
-  if (!entry->status.ok()) {
-    // A signature that failed to compile is not kept: the error may depend on the feeds given.
-    Status s = entry->status;
-    MutexLock session_lock(mu_);
-    auto it = compiled_.find(key);
-    if (it != compiled_.end() && it->second == entry) compiled_.erase(it);
-    return s;
-  }
-  return entry->plan.get();
+  return compiled_.GetOrCompile(
+      SignatureKey(feeds, fetches, targets), [&]() -> Result<std::unique_ptr<PartitionedPlan>> {
+        ASSIGN_OR_RETURN(PlanSpec spec,
+                         ResolveRun(graph_, feeds, fetches, targets, options_.plan_memory));
+        std::vector<Device*> devices;
+        for (auto& d : devices_) devices.push_back(d.get());
+        return PartitionedPlan::Compile(
+            graph_, placement_.device_of, device_set_, devices, spec,
+            {.fuse_epilogues = options_.fuse_epilogues, .plan_memory = options_.plan_memory});
+      });
 }
 
 Result<const PartitionedPlan*> LocalSession::PlanFor(const Feeds& feeds,
                                                      const std::vector<std::string>& fetches,
                                                      const std::vector<std::string>& targets) {
-  for (const auto& [name, t] : feeds) {
-    int node = -1;
-    RETURN_IF_ERROR(CheckFeed(name, t, &node));
-  }
+  RETURN_IF_ERROR(CheckRun(graph_, feeds, fetches, targets).status());
   return Compile(feeds, fetches, targets);
 }
 
@@ -184,30 +81,16 @@ StepStats LocalSession::last_step_stats() const {
   return last_step_;
 }
 
-int LocalSession::num_plans() const {
-  MutexLock lock(mu_);
-  return static_cast<int>(compiled_.size());
-}
+int LocalSession::num_plans() const { return compiled_.size(); }
 
 Result<std::vector<Tensor>> LocalSession::Run(const Feeds& feeds,
                                               const std::vector<std::string>& fetches,
                                               const std::vector<std::string>& targets,
                                               const RunOptions& run_options) {
-  if (fetches.empty() && targets.empty()) {
-    return InvalidArgument("Run needs at least one fetch or target");
-  }
+  RETURN_IF_ERROR(CheckRun(graph_, feeds, fetches, targets).status());
   std::vector<Tensor> values;
   values.reserve(feeds.size());
-  std::vector<int> fed_nodes;
-  for (const auto& [name, t] : feeds) {
-    int node = -1;
-    RETURN_IF_ERROR(CheckFeed(name, t, &node));
-    if (std::find(fed_nodes.begin(), fed_nodes.end(), node) != fed_nodes.end()) {
-      return InvalidArgument("feed '{}': placeholder fed twice", name);
-    }
-    fed_nodes.push_back(node);
-    values.push_back(t);
-  }
+  for (const auto& [name, t] : feeds) values.push_back(t);
   ASSIGN_OR_RETURN(const PartitionedPlan* plan, Compile(feeds, fetches, targets));
   const int64_t step = next_step_.fetch_add(1, std::memory_order_relaxed);
   if (run_options.trace != nullptr) *run_options.trace = StepTrace{.step = step};

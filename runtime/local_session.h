@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graph/mutex.h"
+#include "runtime/compile_cache.h"
 #include "runtime/device.h"
 #include "runtime/local_rendezvous.h"
 #include "runtime/partitioned_plan.h"
@@ -40,7 +41,7 @@ class LocalSession final : public Session {
   const DeviceSet& device_set() const override { return device_set_; }
   const PlacementReport& placement() const override { return placement_; }
   StepStats last_step_stats() const override DFLOW_EXCLUDES(mu_);
-  int num_plans() const override DFLOW_EXCLUDES(mu_);
+  int num_plans() const override;
 
   // For tests and tools.
   int num_devices() const { return static_cast<int>(devices_.size()); }
@@ -55,25 +56,13 @@ class LocalSession final : public Session {
                                     const std::vector<std::string>& targets = {});
 
  private:
-  // One cache entry: compiled once, by the first run that needs it, outside the session's lock.
-  struct Compiled {
-    Mutex mu;
-    bool done DFLOW_GUARDED_BY(mu) = false;
-    Status status DFLOW_GUARDED_BY(mu);
-    std::unique_ptr<PartitionedPlan> plan DFLOW_GUARDED_BY(mu);  // immutable once done
-  };
-
   LocalSession(Graph graph, const SessionOptions& options)
       : graph_(std::move(graph)), options_(options) {}
   Status Init();
-  Status CheckFeed(const std::string& name, const Tensor& value, int* node) const;
-  Result<PlanSpec> Spec(const Feeds& feeds, const std::vector<std::string>& fetches,
-                        const std::vector<std::string>& targets) const;
   // Feeds checked, the compiled step of the signature.
   Result<const PartitionedPlan*> Compile(const Feeds& feeds,
                                          const std::vector<std::string>& fetches,
-                                         const std::vector<std::string>& targets)
-      DFLOW_EXCLUDES(mu_);
+                                         const std::vector<std::string>& targets);
   VariableStore::Variable* FindVariable(int node, bool create);
   // Adds one profiled run of `graph` on a device of `type`. REQUIRES: mu_ held.
   void AddProfile(const std::string& type, const Graph& graph, const std::vector<double>& seconds)
@@ -87,8 +76,8 @@ class LocalSession final : public Session {
   LocalRendezvousFactory rendezvous_;
   std::atomic<int64_t> next_step_{1};
 
+  CompileCache<PartitionedPlan> compiled_;
   mutable Mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<Compiled>> compiled_ DFLOW_GUARDED_BY(mu_);
   StepStats last_step_ DFLOW_GUARDED_BY(mu_);
   // Profiled runs: device type -> node -> (seconds, runs).
   CostProfile profile_ DFLOW_GUARDED_BY(mu_);

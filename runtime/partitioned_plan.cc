@@ -1,53 +1,25 @@
 #include "runtime/partitioned_plan.h"
 
+#include <algorithm>
+
 #include "graph/mutex.h"
 #include "placer/partition.h"
 #include "runtime/pipeline.h"
+#include "runtime/run_signature.h"
 #include "runtime/spin_wait.h"
 
 namespace dflow {
-namespace {
-
-// The partition's spec: the step's feeds, fetches and targets that live in `g` (found by name),
-// plus every _Send, which runs for its effect.
-PlanSpec LocalSpec(const Graph& graph, const Graph& g, const PlanSpec& spec,
-                   std::vector<int>* feeds, std::vector<int>* fetches) {
-  PlanSpec local;
-  local.plan_memory = spec.plan_memory;
-  for (size_t i = 0; i < spec.feeds.size(); ++i) {
-    if (auto id = g.FindNode(graph.node(spec.feeds[i]).name())) {
-      local.feeds.push_back(*id);
-      feeds->push_back(static_cast<int>(i));
-    }
-  }
-  for (size_t i = 0; i < spec.fetches.size(); ++i) {
-    if (auto id = g.FindNode(graph.node(spec.fetches[i].node).name())) {
-      local.fetches.push_back({*id, spec.fetches[i].index});
-      fetches->push_back(static_cast<int>(i));
-    }
-  }
-  for (int t : spec.targets) {
-    if (auto id = g.FindNode(graph.node(t).name())) local.targets.push_back(*id);
-  }
-  for (int id = 0; id < g.num_nodes(); ++id) {
-    if (g.node(id).op() == "_Send") local.targets.push_back(id);
-  }
-  return local;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<PartitionedPlan>> PartitionedPlan::Compile(
     const Graph& graph, const std::vector<int>& device_of, const DeviceSet& device_set,
     const std::vector<Device*>& devices, const PlanSpec& spec, const Options& options) {
   const int n = graph.num_nodes();
   ASSIGN_OR_RETURN(std::vector<bool> needed, NeededNodes(graph, spec));
-  auto plan = std::unique_ptr<PartitionedPlan>(new PartitionedPlan);
-  plan->num_fetches_ = static_cast<int>(spec.fetches.size());
-  for (int f : spec.feeds) plan->feed_names_.push_back(graph.node(f).name());
-  CompileOptions compile{.fuse_epilogues = options.fuse_epilogues};
+  const int num_feeds = static_cast<int>(spec.feeds.size());
+  const int num_fetches = static_cast<int>(spec.fetches.size());
+  std::vector<Partition> partitions;
 
-  // One device holds every needed node: its partition is the graph itself.
+  // One device holds every needed node: its partition is the graph itself (not owned).
   int only = -1;
   bool one_device = true;
   for (int id = 0; id < n && one_device; ++id) {
@@ -55,45 +27,66 @@ Result<std::unique_ptr<PartitionedPlan>> PartitionedPlan::Compile(
     if (only < 0) only = device_of[id];
     one_device = device_of[id] == only;
   }
-  // A hand-built _Send or _Recv needs the step's rendezvous too.
-  for (int id = 0; id < n; ++id) {
-    const std::string& op = graph.node(id).op();
-    if (needed[id] && (op == "_Send" || op == "_Recv")) plan->send_recv_pairs_++;
-  }
   if (one_device) {
     if (only < 0) only = 0;
-    Part p{only, devices[only], nullptr, {}, {}};
-    for (size_t i = 0; i < spec.feeds.size(); ++i) p.feeds.push_back(static_cast<int>(i));
-    for (size_t i = 0; i < spec.fetches.size(); ++i) p.fetches.push_back(static_cast<int>(i));
-    ASSIGN_OR_RETURN(p.plan, CompileForDevice(graph, spec, devices[only], compile));
-    plan->parts_.push_back(std::move(p));
-    return plan;
+    std::shared_ptr<const Graph> unowned(std::shared_ptr<const Graph>(), &graph);
+    partitions.push_back({only, devices[only], unowned, ShareOf(graph, spec, graph),
+                          devices[only]->canonical_name(), /*whole_graph=*/true});
+    return CompilePartitions(std::move(partitions), num_feeds, num_fetches, options);
   }
 
   ASSIGN_OR_RETURN(PartitionedGraph parts, PartitionGraph(graph, device_set, device_of, &needed));
-  plan->send_recv_pairs_ += parts.send_recv_pairs;
   for (int i = 0; i < static_cast<int>(parts.partitions.size()); ++i) {
     const int d = parts.partitions[i].device;
     ASSIGN_OR_RETURN(Graph g, BuildPartitionGraph(graph, device_set, parts, i));
-    Part p{d, devices[d], nullptr, {}, {}};
-    PlanSpec local = LocalSpec(graph, g, spec, &p.feeds, &p.fetches);
     auto owned = std::make_shared<const Graph>(std::move(g));
-    ASSIGN_OR_RETURN(p.plan, CompileForDevice(std::move(owned), local, p.runner, compile));
-    plan->parts_.push_back(std::move(p));
+    PartitionShare share = ShareOf(graph, spec, *owned);
+    partitions.push_back({d, devices[d], std::move(owned), std::move(share),
+                          fmt::format("the partition on {}", devices[d]->canonical_name())});
   }
+  return CompilePartitions(std::move(partitions), num_feeds, num_fetches, options);
+}
+
+Result<std::unique_ptr<PartitionedPlan>> PartitionedPlan::CompilePartitions(
+    std::vector<Partition> partitions, int num_feeds, int num_fetches, const Options& options) {
+  auto plan = std::unique_ptr<PartitionedPlan>(new PartitionedPlan);
+  plan->num_fetches_ = num_fetches;
+  CompileOptions compile{.fuse_epilogues = options.fuse_epilogues};
+  int recvs = 0;
+  for (Partition& p : partitions) {
+    ASSIGN_OR_RETURN(PlanSpec local, BindShare(*p.graph, p.share, num_feeds, num_fetches,
+                                               options.plan_memory, !p.whole_graph, p.source));
+    ASSIGN_OR_RETURN(std::vector<bool> needed, NeededNodes(*p.graph, local));
+    for (int id = 0; id < p.graph->num_nodes(); ++id) {
+      const std::string& op = p.graph->node(id).op();
+      if (!needed[id]) continue;
+      plan->send_recv_pairs_ += op == "_Send";
+      recvs += op == "_Recv";
+    }
+    Part part{p.device_index, p.device, nullptr, {}, {}, {}};
+    for (const auto& f : p.share.feeds) {
+      part.feeds.push_back(f.index);
+      part.feed_names.push_back(f.node);
+    }
+    for (const auto& f : p.share.fetches) part.fetches.push_back(f.index);
+    ASSIGN_OR_RETURN(part.plan, CompileForDevice(std::move(p.graph), local, p.device, compile));
+    plan->parts_.push_back(std::move(part));
+  }
+  // A worker's partitions may hold only the Recvs of a pair.
+  plan->send_recv_pairs_ = std::max(plan->send_recv_pairs_, recvs);
   return plan;
 }
 
-std::unique_ptr<PartitionedPlan> PartitionedPlan::FromParts(std::vector<CompiledPart> parts,
-                                                            int num_fetches, int send_recv_pairs) {
-  auto plan = std::unique_ptr<PartitionedPlan>(new PartitionedPlan);
-  plan->num_fetches_ = num_fetches;
-  plan->send_recv_pairs_ = send_recv_pairs;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    plan->parts_.push_back(Part{static_cast<int>(i), parts[i].device, std::move(parts[i].plan),
-                                std::move(parts[i].feeds), std::move(parts[i].fetches)});
+Status PartitionedPlan::CheckFeeds(const std::vector<Tensor>& feeds) const {
+  for (const Part& p : parts_) {
+    for (size_t k = 0; k < p.feeds.size(); ++k) {
+      if (p.feeds[k] >= static_cast<int>(feeds.size())) {
+        return InvalidArgument("feed '{}' is missing", p.feed_names[k]);
+      }
+      RETURN_IF_ERROR(CheckFeed(p.plan->graph(), p.feed_names[k], feeds[p.feeds[k]]).status());
+    }
   }
-  return plan;
+  return Status::OK();
 }
 
 Status PartitionedPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>* fetches,
@@ -131,15 +124,14 @@ Status PartitionedPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor
     std::vector<Tensor> in;
     in.reserve(parts_[i].feeds.size());
     Device* device = parts_[i].runner;
-    for (int f : parts_[i].feeds) {
+    for (size_t k = 0; k < parts_[i].feeds.size(); ++k) {
+      const int f = parts_[i].feeds[k];
       if (feeds[f].host_accessible() && !device->allocator()->host_accessible()) {
         // A fed value goes into the memory of the device that reads it.
         auto copied = device->CopyFromHost(feeds[f]);
         if (!copied.ok()) {
-          control.Abort(copied.status().WithPrefix(fmt::format(
-              "feed '{}' to {}: ",
-              f < static_cast<int>(feed_names_.size()) ? feed_names_[f] : std::to_string(f),
-              device->canonical_name())));
+          control.Abort(copied.status().WithPrefix(
+              fmt::format("feed '{}' to {}: ", parts_[i].feed_names[k], device->canonical_name())));
           return;
         }
         in.push_back(std::move(copied).value());

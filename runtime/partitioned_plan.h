@@ -23,6 +23,7 @@
 #include "runtime/cancellation.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
+#include "runtime/partition_share.h"
 
 namespace dflow {
 
@@ -38,18 +39,28 @@ class PartitionedPlan {
       const Graph& graph, const std::vector<int>& device_of, const DeviceSet& device_set,
       const std::vector<Device*>& devices, const PlanSpec& spec, const Options& options);
 
-  // One partition compiled elsewhere (a worker's share of a distributed step): the device that
-  // runs it, its plan, and where its feeds and fetches sit among the step's.
-  struct CompiledPart {
+  // One partition to compile: its device, its graph (validated; the plan keeps it alive) and
+  // its share of the step. `source` names it in errors ("partition 0 of signature s from
+  // /job:master/task:0").
+  struct Partition {
+    int device_index = 0;  // in the caller's DeviceSet (for partition_device)
     Device* device = nullptr;
-    std::unique_ptr<ExecutionPlan> plan;
-    std::vector<int> feeds;
-    std::vector<int> fetches;
+    std::shared_ptr<const Graph> graph;
+    PartitionShare share;
+    std::string source;
+    // The step's whole graph on one device rather than a partition of it: only the share's
+    // targets run, not every _Send (see BindShare).
+    bool whole_graph = false;
   };
-  // A plan over parts compiled by the caller; it runs them as Compile's plans run theirs.
-  // `send_recv_pairs` > 0 makes Run create the step's rendezvous.
-  static std::unique_ptr<PartitionedPlan> FromParts(std::vector<CompiledPart> parts,
-                                                    int num_fetches, int send_recv_pairs);
+  // Compiles partitions of a step of `num_feeds` feeds and `num_fetches` fetches: every share
+  // bound and checked (partition_share.h), every plan compiled with its rewrites. What a worker
+  // does with the partitions its master sends; Compile ends here too.
+  static Result<std::unique_ptr<PartitionedPlan>> CompilePartitions(
+      std::vector<Partition> partitions, int num_feeds, int num_fetches, const Options& options);
+
+  // Checks fed values against the placeholders of the partitions that take them (CheckFeed,
+  // runtime/run_signature.h): what a worker does with feeds another process sent.
+  Status CheckFeeds(const std::vector<Tensor>& feeds) const;
 
   struct RunOptions {
     int64_t step_id = 0;  // from the session: unique among its concurrent steps
@@ -62,13 +73,16 @@ class PartitionedPlan {
     std::vector<std::vector<double>>* node_seconds = nullptr;
     std::vector<std::vector<NodeSpan>>* node_spans = nullptr;
   };
-  // `feeds` in the spec's feed order (checked by the caller); fills `fetches` in its fetch
-  // order. Thread-safe: concurrent runs use separate state.
+  // `feeds` in the step's feed order (checked by the caller; a feed no partition takes may be
+  // an empty tensor); fills `fetches` in its fetch order (those no partition computes stay
+  // empty). Thread-safe: concurrent runs use separate state.
   Status Run(const std::vector<Tensor>& feeds, std::vector<Tensor>* fetches,
              const RunOptions& options) const;
 
   int num_partitions() const { return static_cast<int>(parts_.size()); }
-  // Send/Recv pairs the partitioner added, plus any _Send or _Recv the graph had already.
+  // The Send/Recv pairs its partitions take part in (their _Send nodes, or their _Recv nodes
+  // where there are more: a worker's partitions may hold one end only): one per pair the
+  // partitioner added, plus any the graph had already.
   int send_recv_pairs() const { return send_recv_pairs_; }
   // The graph device partition i runs (after rewrites), its device index, and its plan.
   const Graph& partition_graph(int i) const { return parts_[i].plan->graph(); }
@@ -80,14 +94,13 @@ class PartitionedPlan {
     int device;
     Device* runner;
     std::unique_ptr<ExecutionPlan> plan;
-    std::vector<int> feeds;    // indices into the step's feeds, in the plan's order
-    std::vector<int> fetches;  // indices into the step's fetches, in the plan's order
+    std::vector<int> feeds;               // indices into the step's feeds, in the plan's order
+    std::vector<int> fetches;             // indices into the step's fetches, in the plan's order
+    std::vector<std::string> feed_names;  // the placeholders fed, in the plan's order
   };
   std::vector<Part> parts_;
   int num_fetches_ = 0;
   int send_recv_pairs_ = 0;
-  // The fed placeholders' names, for messages (empty for plans made FromParts).
-  std::vector<std::string> feed_names_;
 };
 
 }  // namespace dflow

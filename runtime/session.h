@@ -29,6 +29,7 @@
 #include "runtime/cancellation.h"
 #include "runtime/cpu_device.h"
 #include "runtime/executor.h"
+#include "runtime/run_signature.h"
 #include "runtime/step_trace.h"
 
 namespace dflow {
@@ -92,7 +93,7 @@ class Session {
                                                  const SessionOptions& options = {});
   virtual ~Session() = default;
 
-  using Feeds = std::vector<std::pair<std::string, Tensor>>;
+  using Feeds = dflow::Feeds;
   struct RunOptions {
     // A step not done by then is aborted with DeadlineExceeded, on one device or many: no
     // further node starts and every pending Recv fails. (A kernel already running finishes.)

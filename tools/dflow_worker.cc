@@ -26,7 +26,7 @@
 #include "tools/device_list.h"
 #include "tools/launch_rank.h"
 #include "tools/size_flag.h"
-#include "transport/ucx_transport.h"
+#include "transport/transport.h"
 
 namespace {
 
@@ -100,13 +100,13 @@ int main(int argc, char** argv) {
     setrlimit(RLIMIT_NOFILE, &files);
   }
 
-  dflow::transport::UcxTransportOptions t;
+  dflow::transport::TransportOptions t;
   t.token = *token;
   t.listen_address = listen;
   t.log = [](std::string_view line) {
     std::fprintf(stderr, "dflow-worker: %.*s\n", static_cast<int>(line.size()), line.data());
   };
-  auto transport = dflow::transport::UcxTransport::Create(std::move(t));
+  auto transport = dflow::transport::TransportRegistry::Global().Create("ucx", std::move(t));
   if (!transport.ok()) return Fail(transport.status());
   auto service = dflow::distributed::WorkerService::Create(transport->get(), options);
   if (!service.ok()) return Fail(service.status());

@@ -29,7 +29,7 @@
 #include "ops/unary_ops.h"
 #include "status_matchers.h"
 #include "tools/subprocess.h"
-#include "transport/ucx_transport.h"
+#include "transport/ucx/ucx_transport.h"
 
 namespace dflow::distributed {
 namespace {
@@ -252,8 +252,7 @@ TEST_F(NetnsTest, OverASlowLinkThePlacerKeepsChattyPartsOnOneHost) {
     for (const auto& name : chains[c]) {
       auto v = g.FindNode(name);
       ASSERT_TRUE(v.has_value()) << name;
-      tasks.insert(
-          transport::TaskOfDevice(set.device(placement.device_of[*v]).canonical()).value());
+      tasks.insert(TaskOfDevice(set.device(placement.device_of[*v]).canonical()).value());
     }
     EXPECT_EQ(tasks.size(), 1u) << "chain " << c << " spans " << tasks.size() << " hosts";
   }

@@ -30,8 +30,8 @@
 #include "ops/unary_ops.h"
 #include "serialization/graph_file.h"
 #include "status_matchers.h"
-#include "transport/ucx_transport.h"
-#include "transport/wire.h"
+#include "transport/ucx/ucx_transport.h"
+#include "transport/ucx/wire.h"
 
 namespace dflow::distributed {
 namespace {
@@ -494,8 +494,7 @@ TEST(WorkerBadInputTest, MalformedMessagesAreDroppedNamingTheReasonAndTheWorkerK
         BadCall{Method::kWriteVariables, "WriteVariables request"},
         BadCall{Method::kMeasureLinks, "MeasureLinks request"}}) {
     for (const std::string& payload :
-         {std::string(), std::string("\x05\x00\x00\x00{\"a\"", 8),
-          EncodeFrame(Frame{{{"signature", 3}}, {}}), std::string(1000, '\x7f')}) {
+         {std::string(), std::string("\x05\x00\x00\x00{\"a\"", 8), std::string(1000, '\x7f')}) {
       auto answer = peer->Call(static_cast<uint16_t>(c.method), payload);
       EXPECT_EQ(answer.status().code(), StatusCode::kInvalidArgument)
           << c.name << ": " << answer.status().ToString();
@@ -517,18 +516,12 @@ TEST(WorkerBadInputTest, MalformedMessagesAreDroppedNamingTheReasonAndTheWorkerK
   ASSERT_NE(at, std::string::npos) << *json;
   std::string unknown_op = *json;
   unknown_op.replace(at, 5, "\"NoSuchOp\"");
-  Frame compile;
-  compile.meta = {{"signature", "sig-1"},
-                  {"feeds", {"a:0"}},
-                  {"fetches", {"negated:0"}},
-                  {"send_recv_pairs", 0},
-                  {"partitions",
-                   {{{"device", "/job:worker/task:0/device:CPU:0"},
-                     {"feeds", {"a:0"}},
-                     {"fetches", {"negated:0"}},
-                     {"targets", nlohmann::json::array()}}}}};
-  compile.blobs = {unknown_op};
-  auto compiled = peer->Call(static_cast<uint16_t>(Method::kCompile), EncodeFrame(compile));
+  PartitionShare share;
+  share.feeds = {{0, "a"}};
+  share.fetches = {{0, "negated", 0}};
+  CompileRequest compile{"sig-1", 1,    1,
+                         true,    true, {{"/job:worker/task:0/device:CPU:0", unknown_op, share}}};
+  auto compiled = peer->Call(static_cast<uint16_t>(Method::kCompile), Encode(compile));
   EXPECT_FALSE(compiled.ok());
   EXPECT_TRUE(MessageHas(compiled.status(), {"NoSuchOp", "negated",
                                              "partition 0 of signature "

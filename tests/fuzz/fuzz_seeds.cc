@@ -20,7 +20,7 @@
 #include "serialization/file_util.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
-#include "transport/wire.h"
+#include "transport/ucx/wire.h"
 
 using namespace dflow;
 
@@ -133,10 +133,7 @@ Status WriteSeeds(const std::filesystem::path& dir) {
       Encode(CallRequest{9, 2}),
       Encode(CallResponse{9, NotFound("no such partition")}),
       EncodeHeartbeat()};
-  distributed::Frame frame;
-  frame.meta = {{"signature", "s1"}, {"feeds", {"x:0"}}, {"send_recv_pairs", 2}};
-  frame.blobs = {"graph bytes", ""};
-  messages.push_back(distributed::EncodeFrame(frame));
+  messages.push_back(std::string());  // the slot of the control messages, below
   messages.push_back(Encode(SameHost{"/job:worker/task:1", 2, "token", 77, 4096, 12345, 9, 31337}));
   messages.push_back(Encode(TensorRef{tensor, 4096, 3}));
   messages.push_back(Encode(TensorRef{tensor, 4096, 4, SharedRegion{7, 31338, 64, 64 << 20}}));
@@ -144,8 +141,35 @@ Status WriteSeeds(const std::filesystem::path& dir) {
   messages.push_back(Encode(PeerReads{true, true}));
   for (size_t i = 0; i < messages.size(); ++i) {
     if (!messages[i].ok()) return messages[i].status();
+    if (i == 7) continue;
     RETURN_IF_ERROR(Write(dir / "wire" / ("message" + std::to_string(i)),
                           std::string(1, static_cast<char>(i)) + *messages[i]));
+  }
+  // One of each control message (distributed/messages.h), behind the bytes 7 and its number.
+  using namespace distributed;
+  PartitionShare share;
+  share.feeds = {{0, "x"}};
+  share.fetches = {{1, "y", 0}};
+  share.targets = {"train"};
+  Tensor values = Filled(DType::kF32, Shape{2, 3});
+  const std::vector<std::string> control = {
+      Encode(GetDevicesReply{
+          {{"/job:worker/task:0/device:CPU:0", 7, 1e9, 1e11, 1e10, 1e-6}}, 1e-5, 2e10}),
+      Encode(CompileRequest{
+          "s1", 1, 2, true, true, {{"/job:worker/task:0/device:CPU:0", "graph bytes", share}}}),
+      Encode(RunStepRequest{"s1", 4, 1000, true, {{0, values}}}),
+      Encode(RunStepReply{
+          {{1, values}},
+          {{"/job:worker/task:0/device:CPU:0", {{"y", "Neg", NodeSpan{1, 2, 0, false}, ""}}}}}),
+      Encode(ReleaseRequest{"s1"}),
+      Encode(ConnectPeersRequest{{{"/job:worker/task:0", "127.0.0.1:2222"}}}),
+      Encode(VariablesRequest{{{"/job:worker/task:0/device:CPU:0", "w"}}}),
+      Encode(VariableValues{{{"/job:worker/task:0/device:CPU:0", "w"}}, {values}}),
+      Encode(MeasureLinksRequest{{"/job:worker/task:1"}}),
+      Encode(MeasureLinksReply{{{"/job:worker/task:1", 1e-5, 1e9}}})};
+  for (size_t i = 0; i < control.size(); ++i) {
+    RETURN_IF_ERROR(Write(dir / "wire" / ("control" + std::to_string(i)),
+                          std::string{7, static_cast<char>(i)} + control[i]));
   }
   return Status::OK();
 }

@@ -12,7 +12,7 @@
 #include "serialization/checkpoint_file.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
-#include "transport/wire.h"
+#include "transport/ucx/wire.h"
 
 namespace dflow::fuzz {
 
@@ -79,28 +79,68 @@ inline std::string NpyProblem(std::string_view bytes) {
   return "";
 }
 
-// A request's payload (distributed/messages.h): refused as an InvalidArgument naming the
-// request, or accepted and then encoded into a frame that decodes to the same fields and blobs.
-inline std::string FrameProblem(std::string_view bytes) {
-  auto frame = distributed::DecodeFrame(bytes, "Fuzz");
-  if (!frame.ok()) return RefusalProblem(frame.status(), "Fuzz request");
-  auto again = distributed::DecodeFrame(distributed::EncodeFrame(*frame), "Fuzz");
-  if (!again.ok()) return "an encoded frame does not decode: " + again.status().ToString();
-  if (again->meta != frame->meta || again->blobs != frame->blobs) {
-    return "a frame changed in a round trip";
-  }
+// A control message (distributed/messages.h), the one the first byte picks: refused as an
+// InvalidArgument naming the message, or accepted and then encoded into bytes that decode and
+// encode again to the same bytes.
+template <typename M, typename Decode>
+std::string ControlRoundTrip(std::string_view bytes, const Decode& decode,
+                             const std::string& name) {
+  Result<M> m = decode(bytes);
+  if (!m.ok()) return RefusalProblem(m.status(), name);
+  const std::string encoded = distributed::Encode(*m);
+  Result<M> again = decode(encoded);
+  if (!again.ok()) return "an encoded " + name + " does not decode: " + again.status().ToString();
+  if (distributed::Encode(*again) != encoded) return "a " + name + " changed in a round trip";
   return "";
 }
 
-// The messages between processes (transport/wire.h) and the requests' payloads: the first byte
-// picks the decoder, the rest is the header (or the payload). A refusal is an InvalidArgument
+inline constexpr int kControlMessages = 10;
+inline std::string ControlProblem(std::string_view bytes) {
+  if (bytes.empty()) return "";
+  using namespace distributed;
+  const int which = static_cast<unsigned char>(bytes[0]) % kControlMessages;
+  bytes.remove_prefix(1);
+  switch (which) {
+    case 0:
+      return ControlRoundTrip<GetDevicesReply>(bytes, DecodeGetDevicesReply, "GetDevices reply");
+    case 1:
+      return ControlRoundTrip<CompileRequest>(bytes, DecodeCompileRequest, "Compile request");
+    case 2:
+      return ControlRoundTrip<RunStepRequest>(bytes, DecodeRunStepRequest, "RunStep request");
+    case 3:
+      return ControlRoundTrip<RunStepReply>(bytes, DecodeRunStepReply, "RunStep reply");
+    case 4:
+      return ControlRoundTrip<ReleaseRequest>(bytes, DecodeReleaseRequest, "Release request");
+    case 5:
+      return ControlRoundTrip<ConnectPeersRequest>(bytes, DecodeConnectPeersRequest,
+                                                   "ConnectPeers request");
+    case 6:
+      return ControlRoundTrip<VariablesRequest>(bytes, DecodeVariablesRequest,
+                                                "ReadVariables request");
+    case 7:
+      return ControlRoundTrip<VariableValues>(
+          bytes,
+          [](std::string_view b) { return DecodeVariableValues(b, "WriteVariables request"); },
+          "WriteVariables request");
+    case 8:
+      return ControlRoundTrip<MeasureLinksRequest>(bytes, DecodeMeasureLinksRequest,
+                                                   "MeasureLinks request");
+    default:
+      return ControlRoundTrip<MeasureLinksReply>(bytes, DecodeMeasureLinksReply,
+                                                 "MeasureLinks reply");
+  }
+}
+
+// The messages between processes (transport/wire.h) and the control messages they carry: the
+// first byte picks the decoder (7: a control message, picked by the second byte), the rest is
+// the header (or the payload). A refusal is an InvalidArgument
 // naming the message; an accepted header encodes back to the same bytes.
 inline std::string WireProblem(std::string_view bytes) {
   if (bytes.empty()) return "";
   using namespace transport;
   const int which = static_cast<unsigned char>(bytes[0]) % 13;
   bytes.remove_prefix(1);
-  if (which == 7) return FrameProblem(bytes);
+  if (which == 7) return ControlProblem(bytes);
   if (which == 6) {
     Status s = DecodeHeartbeat(bytes);
     if (!s.ok()) return RefusalProblem(s, "Heartbeat");

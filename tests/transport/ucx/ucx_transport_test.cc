@@ -1,4 +1,4 @@
-#include "transport/ucx_transport.h"
+#include "transport/ucx/ucx_transport.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "transport/wire.h"
+#include "transport/ucx/wire.h"
 
 #include <cstring>
 

@@ -29,7 +29,7 @@
 
 #include "framework/peer_device_memory.h"
 #include "framework/rendezvous_delivery.h"
-#include "transport/ucx_impl.h"
+#include "transport/ucx/ucx_impl.h"
 
 namespace dflow::transport {
 namespace {
@@ -282,8 +282,9 @@ void UcxTransport::Impl::Release(std::vector<std::pair<Peer*, uint64_t>> refs) {
   });
 }
 
-Status UcxTransport::Impl::CopyByReference(const Slot& slot, const RendezvousKey& key,
-                                           std::string_view recv_node, Tensor* into) {
+Status UcxTransport::Impl::CopyByReference(const Arrival& slot, const std::string& send_node,
+                                           const RendezvousKey& key, std::string_view recv_node,
+                                           Tensor* into) {
   // A sender that has lost this process (or ended) no longer holds the tensor: its memory may
   // hold something else by now, so nothing is read once the connection is known to be gone,
   // and what was read meanwhile is not delivered.
@@ -301,7 +302,7 @@ Status UcxTransport::Impl::CopyByReference(const Slot& slot, const RendezvousKey
   if (error.empty() && !connected()) error = "the connection to it was lost during the copy";
   if (!error.empty()) {
     return Unavailable("copying {} of Send '{}' out of task {} for Recv '{}' failed: {}",
-                       key.ToString(), slot.send_node, slot.from_task, recv_node, error);
+                       key.ToString(), send_node, slot.from_task, recv_node, error);
   }
   stats_.tensors_received++;
   stats_.tensors_received_by_reference++;
@@ -367,21 +368,18 @@ ucs_status_t UcxTransport::Impl::ReceiveTensorRef(std::string_view header,
     Log(fmt::format("{} of Send '{}' is copied out of task {}: mapping it failed: {}",
                     h.key.ToString(), h.send_node, from_task, borrowed.status().message()));
   }
-  Slot arrived;
-  arrived.arrived = true;
+  Arrival arrived;
   arrived.header = h;
-  arrived.send_node = h.send_node;
   arrived.from_task = from_task;
   arrived.ref_peer = peer;
   arrived.ref_pid = pid;
   arrived.ref_address = decoded->address;
   arrived.ref_id = decoded->id;
-  Rendezvous::DoneCallback done;
-  RecvArgs recv;
+  std::optional<Table::Waiting> waiting;
   std::string why;
-  if (!ParkOrTakeRecv(h.key, arrived, &done, &recv, &why)) return drop(why);
+  if (!Arrive(h.key, h.send_node, arrived, &waiting, &why)) return drop(why);
   // The Recv waits: copy into a buffer of its allocator now (otherwise when it asks).
-  if (done) TakeByReference(arrived, h.key, recv, done);
+  if (waiting) TakeByReference(arrived, h.send_node, h.key, waiting->args, waiting->done);
   return UCS_OK;
 }
 
@@ -429,16 +427,11 @@ ucs_status_t UcxTransport::Impl::OnDeviceTensorRef(void* arg, const void* header
 
 ucs_status_t UcxTransport::Impl::ArriveBorrowed(const TensorHeader& h, const std::string& from_task,
                                                 Tensor tensor) {
-  Slot arrived;
-  arrived.arrived = true;
-  arrived.tensor = std::move(tensor);
-  arrived.send_node = h.send_node;
-  arrived.from_task = from_task;
-  Rendezvous::DoneCallback done;
-  RecvArgs recv;
+  Arrival arrived{.tensor = tensor, .from_task = from_task};
+  std::optional<Table::Waiting> waiting;
   std::string why;
   // Dropped, the tensor's death tells the sender.
-  if (!ParkOrTakeRecv(h.key, arrived, &done, &recv, &why)) return Drop(why);
+  if (!Arrive(h.key, h.send_node, arrived, &waiting, &why)) return Drop(why);
   {
     MutexLock lock(mu_);
     stats_.tensors_received++;
@@ -446,43 +439,26 @@ ucs_status_t UcxTransport::Impl::ArriveBorrowed(const TensorHeader& h, const std
     stats_.tensors_received_mapped++;
     stats_.bytes_received += h.bytes;
   }
-  if (done) DeliverToRecv(h.key, h.send_node, arrived.tensor, recv, done);
+  if (waiting) DeliverToRecv(h.key, h.send_node, tensor, waiting->args, waiting->done);
   return UCS_OK;
 }
 
-bool UcxTransport::Impl::ParkOrTakeRecv(const RendezvousKey& key, Slot& arrived,
-                                        Rendezvous::DoneCallback* waiting, RecvArgs* recv,
-                                        std::string* why) {
-  MutexLock lock(mu_);
-  std::shared_ptr<StepBox> box;
-  Slot* slot = ArrivalSlot(key, arrived.from_task, &box, why);
-  if (slot == nullptr) return false;
-  if (!slot->waiting) {
-    *slot = std::move(arrived);
-    return true;
-  }
-  *waiting = std::move(slot->waiting);
-  *recv = slot->recv;
-  box->slots.erase(key);
-  return true;
-}
-
-void UcxTransport::Impl::TakeByReference(const Slot& slot, const RendezvousKey& key,
-                                         const RecvArgs& recv,
+void UcxTransport::Impl::TakeByReference(const Arrival& slot, const std::string& send_node,
+                                         const RendezvousKey& key, const RecvArgs& recv,
                                          const Rendezvous::DoneCallback& done) {
   Allocator* allocator = recv.allocator != nullptr ? recv.allocator : CpuAllocator::Default();
   auto t = Tensor::Allocate(allocator, slot.header.dtype, slot.header.shape);
   if (!t.ok() && allocator != CpuAllocator::Default()) {
     t = Tensor::Allocate(CpuAllocator::Default(), slot.header.dtype, slot.header.shape);
   }
-  Status s = t.ok() ? CopyByReference(slot, key, recv.node, &*t) : t.status();
+  Status s = t.ok() ? CopyByReference(slot, send_node, key, recv.node, &*t) : t.status();
   Release({{slot.ref_peer, slot.ref_id}});
   if (!s.ok()) {
     done(s, Tensor());
     AbortStep(key.step_id, s, true);
     return;
   }
-  DeliverToRecv(key, slot.send_node, *t, recv, done);
+  DeliverToRecv(key, send_node, *t, recv, done);
 }
 
 }  // namespace dflow::transport

@@ -21,7 +21,8 @@
 //   DeviceTensorRef (a Tensor header's fields)  u64 reference id  str handle (no payload)
 //   PeerReads     u8 flags (1: reads the memory, 2: maps its memfds; from version 4)
 //   AbortStep     i64 step  u8 status code  str message
-//   CallRequest   u64 call id  u16 method                       (payload: the request's bytes)
+//   CallRequest   u64 call id  u16 method                       (payload: the request's bytes;
+//                 from version 5 a table of serialization/schema/control.fbs, not JSON)
 //   CallResponse  u64 call id  u8 status code  str message      (payload: the result's bytes)
 //   Heartbeat     (nothing more)
 #pragma once
@@ -41,7 +42,7 @@
 namespace dflow::transport {
 
 inline constexpr uint32_t kWireMagic = 0x574c4644;  // "DFLW"
-inline constexpr uint16_t kProtocolVersion = 4;
+inline constexpr uint16_t kProtocolVersion = 5;
 // No header is larger (UCX over TCP carries headers up to about 8 KiB).
 inline constexpr size_t kMaxHeaderBytes = 6144;
 inline constexpr size_t kMaxTokenBytes = 1024;

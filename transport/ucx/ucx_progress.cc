@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "transport/ucx_impl.h"
+#include "transport/ucx/ucx_impl.h"
 
 namespace dflow::transport {
 

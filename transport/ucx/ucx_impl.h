@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -28,10 +29,11 @@
 #include <vector>
 
 #include "framework/progress.h"
+#include "framework/rendezvous_table.h"
 #include "graph/mutex.h"
 #include "graph/thread_annotations.h"
-#include "transport/ucx_transport.h"
-#include "transport/wire.h"
+#include "transport/ucx/ucx_transport.h"
+#include "transport/ucx/wire.h"
 
 namespace dflow::transport {
 namespace internal {
@@ -126,15 +128,12 @@ class UcxTransport::Impl : public ProgressEngine {
     Rendezvous::DoneCallback done;
   };
 
-  struct Slot {
-    bool arrived = false;
-    Tensor tensor;          // arrived in memory
-    void* desc = nullptr;   // arrived as a UCX rendezvous, not yet pulled
-    TensorHeader header;    // what a desc holds
-    std::string send_node;  // of the arrival
+  // A tensor that arrived before its Recv, as it waits in its step's table.
+  struct Arrival {
+    Tensor tensor;         // arrived in memory
+    void* desc = nullptr;  // arrived as a UCX rendezvous message, not yet pulled
+    TensorHeader header;   // what a desc or a reference holds
     std::string from_task;
-    Rendezvous::DoneCallback waiting;  // a Recv came first
-    RecvArgs recv;
     // Arrived by reference (TensorRef), not yet copied: where in which process, and the peer
     // to tell once copied (non-null exactly then).
     Peer* ref_peer = nullptr;
@@ -142,10 +141,10 @@ class UcxTransport::Impl : public ProgressEngine {
     uint64_t ref_address = 0;
     uint64_t ref_id = 0;
   };
+  using Table = RendezvousTable<Arrival>;
 
   struct StepBox {
-    Status aborted;
-    std::unordered_map<RendezvousKey, Slot, RendezvousKeyHash> slots;
+    Table table;  // its abort status is the step's
     // Keys this process sent to other tasks in the step, with their Send node.
     std::unordered_map<RendezvousKey, std::string, RendezvousKeyHash> sent;
   };
@@ -187,8 +186,6 @@ class UcxTransport::Impl : public ProgressEngine {
   // Requests (ucx_calls.cc).
   void SetCallHandler(UcxTransport::CallHandler handler, std::vector<uint16_t> quick_methods)
       DFLOW_EXCLUDES(service_mu_, handler_run_mu_, quick_run_mu_);
-  Result<std::string> Call(const std::string& task, uint16_t method, std::string payload,
-                           std::chrono::milliseconds timeout) DFLOW_EXCLUDES(mu_);
   void CallAsync(const std::string& task, uint16_t method, std::string payload,
                  std::chrono::milliseconds timeout, UcxTransport::Reply done) DFLOW_EXCLUDES(mu_);
   uint64_t incarnation() const { return incarnation_; }
@@ -295,12 +292,9 @@ class UcxTransport::Impl : public ProgressEngine {
   // A tensor borrowed from `from_task` (mapped) meets its Recv, or waits in its slot for it.
   ucs_status_t ArriveBorrowed(const TensorHeader& h, const std::string& from_task, Tensor tensor)
       DFLOW_EXCLUDES(mu_);
-  // For a tensor that arrived by reference (`arrived`, from arrived.from_task): parks it in its
-  // slot for the Recv to come, or, when a Recv waits, takes that Recv out (*waiting, *recv) and
-  // leaves `arrived` with the caller. False, with *why, when it is dropped instead (its step is
-  // over here, or it came twice).
-  bool ParkOrTakeRecv(const RendezvousKey& key, Slot& arrived, Rendezvous::DoneCallback* waiting,
-                      RecvArgs* recv, std::string* why) DFLOW_EXCLUDES(mu_);
+  // ArriveUnderLock, taking mu_.
+  bool Arrive(const RendezvousKey& key, const std::string& send_node, Arrival& arrival,
+              std::optional<Table::Waiting>* waiting, std::string* why) DFLOW_EXCLUDES(mu_);
   static ucs_status_t OnTensorRefDone(void* arg, const void* header, size_t header_length,
                                       void* data, size_t length, const ucp_am_recv_param_t* param);
   static ucs_status_t OnPeerReads(void* arg, const void* header, size_t header_length, void* data,
@@ -311,10 +305,14 @@ class UcxTransport::Impl : public ProgressEngine {
   // For a slot that arrived by reference: copies the tensor into a buffer of the Recv's
   // allocator, tells the sender and delivers it, or fails the Recv and the step (Unavailable
   // naming the Send, the Recv and the task when the sender's memory cannot be read).
-  void TakeByReference(const Slot& slot, const RendezvousKey& key, const RecvArgs& recv,
+  void TakeByReference(const Arrival& arrival, const std::string& send_node,
+                       const RendezvousKey& key, const RecvArgs& recv,
                        const Rendezvous::DoneCallback& done);
-  Status CopyByReference(const Slot& slot, const RendezvousKey& key, std::string_view recv_node,
-                         Tensor* into) DFLOW_EXCLUDES(mu_);
+  Status CopyByReference(const Arrival& arrival, const std::string& send_node,
+                         const RendezvousKey& key, std::string_view recv_node, Tensor* into)
+      DFLOW_EXCLUDES(mu_);
+  // Lets go of arrivals no Recv will take: their UCX messages released, their senders told.
+  void LetGo(std::vector<Arrival> arrivals) DFLOW_EXCLUDES(mu_);
   // Tells each peer that the tensors it sent by reference with these ids are copied or
   // dropped (any thread; sent from the progress thread).
   void Release(std::vector<std::pair<Peer*, uint64_t>> refs);
@@ -349,10 +347,13 @@ class UcxTransport::Impl : public ProgressEngine {
 
   // The step's box, made when missing; null when the step is finished here.
   std::shared_ptr<StepBox> Box(int64_t step) DFLOW_REQUIRES(mu_);
-  // The slot a tensor from `from_task` for `key` arrives in (its step's box in *box), or null
-  // with why it is dropped: its step is over here, or it came twice.
-  Slot* ArrivalSlot(const RendezvousKey& key, const std::string& from_task,
-                    std::shared_ptr<StepBox>* box, std::string* why) DFLOW_REQUIRES(mu_);
+  // A tensor from arrival.from_task for `key` arrives in its step's table (the step's box in
+  // *box): the Recv that waited for it, taken out (*waiting; `arrival` left to the caller), or
+  // none (`arrival` parked in the table, moved from). False, with *why, when it is dropped
+  // instead: its step is over here, or it came twice.
+  bool ArriveUnderLock(const RendezvousKey& key, const std::string& send_node, Arrival& arrival,
+                       std::optional<Table::Waiting>* waiting, std::shared_ptr<StepBox>* box,
+                       std::string* why) DFLOW_REQUIRES(mu_);
   Peer* ReadyPeer(const std::string& task) DFLOW_REQUIRES(mu_);
 
   UcxTransportOptions options_;

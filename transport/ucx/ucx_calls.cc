@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "transport/ucx_impl.h"
+#include "transport/ucx/ucx_impl.h"
 
 namespace dflow::transport {
 
@@ -82,27 +82,6 @@ void UcxTransport::Impl::CallAsync(const std::string& task, uint16_t method, std
   Post([this, op] { StartSend(op); });
   // A deadline sooner than the progress thread's longest sleep must wake it.
   if (timeout < std::chrono::milliseconds(kMaxSleepMs)) Post([] {});
-}
-
-Result<std::string> UcxTransport::Impl::Call(const std::string& task, uint16_t method,
-                                             std::string payload,
-                                             std::chrono::milliseconds timeout) {
-  struct Waiter {
-    Mutex mu;
-    CondVar cv;
-    bool done DFLOW_GUARDED_BY(mu) = false;
-    Result<std::string> result DFLOW_GUARDED_BY(mu) = std::string();
-  };
-  auto w = std::make_shared<Waiter>();
-  CallAsync(task, method, std::move(payload), timeout, [w](Result<std::string> r) {
-    MutexLock lock(w->mu);
-    w->result = std::move(r);
-    w->done = true;
-    w->cv.NotifyAll();
-  });
-  MutexLock lock(w->mu);
-  w->cv.Wait(w->mu, [&]() DFLOW_REQUIRES(w->mu) { return w->done; });
-  return std::move(w->result);
 }
 
 void UcxTransport::Impl::UpdateNextDeadline() {

@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "framework/rendezvous_delivery.h"
-#include "transport/ucx_impl.h"
+#include "transport/ucx/ucx_impl.h"
 
 namespace dflow::transport {
 namespace {
@@ -131,32 +131,17 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
   ASSIGN_OR_RETURN(std::string dst_task, TaskOf(key.dst_device));
   if (dst_task == task()) {
     // Both ends in this process: hand the tensor over.
-    Rendezvous::DoneCallback done;
-    RecvArgs recv;
+    std::optional<Table::Waiting> waiting;
     {
       MutexLock lock(mu_);
       std::shared_ptr<StepBox> box = Box(key.step_id);
       if (box == nullptr) {
         return FailedPrecondition("Send '{}': step {} has finished", args.node, key.step_id);
       }
-      if (!box->aborted.ok()) return box->aborted;
-      Slot& slot = box->slots[key];
-      if (slot.arrived) {
-        return FailedPrecondition("rendezvous key {} was sent twice: by Send '{}', then by '{}'",
-                                  key.ToString(), slot.send_node, args.node);
-      }
-      if (slot.waiting) {
-        done = std::move(slot.waiting);
-        recv = slot.recv;
-        box->slots.erase(key);
-      } else {
-        slot.arrived = true;
-        slot.tensor = tensor;
-        slot.send_node = args.node;
-        slot.from_task = dst_task;
-      }
+      Arrival arrival{.tensor = tensor, .from_task = dst_task};
+      ASSIGN_OR_RETURN(waiting, box->table.Arrive(key, args.node, arrival));
     }
-    if (done) DeliverToRecv(key, args.node, tensor, recv, done);
+    if (waiting) DeliverToRecv(key, args.node, tensor, waiting->args, waiting->done);
     return Status::OK();
   }
   // Device memory goes by a handle the receiver opens (CUDA IPC), when the Send found the
@@ -197,8 +182,8 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
     Status refused;
     if (box == nullptr) {
       refused = FailedPrecondition("Send '{}': step {} has finished", args.node, key.step_id);
-    } else if (!box->aborted.ok()) {
-      refused = box->aborted;
+    } else if (!box->table.aborted().ok()) {
+      refused = box->table.aborted();
     } else if (auto [it, fresh] = box->sent.try_emplace(key, args.node); !fresh) {
       refused = FailedPrecondition("rendezvous key {} was sent twice: by Send '{}', then by '{}'",
                                    key.ToString(), it->second, args.node);
@@ -292,44 +277,35 @@ ucs_status_t UcxTransport::Impl::ReceiveTensor(std::string_view header, void* da
                             h.key.ToString()));
   }
   bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
-  Rendezvous::DoneCallback done;
-  RecvArgs recv;
+  std::optional<Table::Waiting> waiting;
   Tensor tensor;
   RecvOp* pull = nullptr;
   {
     MutexLock lock(mu_);
     std::shared_ptr<StepBox> box;
     std::string why;
-    Slot* arrival = ArrivalSlot(h.key, from_task, &box, &why);
-    if (arrival == nullptr) {
-      lock.Unlock();
-      return Drop(why);
-    }
-    Slot& slot = *arrival;
     if (rndv) {
-      if (slot.waiting) {
-        // The Recv waits: pull straight into a buffer of its allocator.
-        pull = new RecvOp;
-        pull->impl = this;
-        pull->box = box;
-        pull->key = h.key;
-        pull->send_node = h.send_node;
-        pull->from_task = from_task;
-        pull->recv = slot.recv;
-        pull->done = std::move(slot.waiting);
-        box->slots.erase(h.key);
-      } else {
-        slot.arrived = true;
-        slot.desc = data;
-        slot.header = std::move(h);
-        slot.send_node = slot.header.send_node;
-        slot.from_task = from_task;
-        return UCS_INPROGRESS;
+      Arrival arrival{.desc = data, .header = h, .from_task = from_task};
+      if (!ArriveUnderLock(h.key, h.send_node, arrival, &waiting, &box, &why)) {
+        lock.Unlock();
+        return Drop(why);
       }
+      if (!waiting) return UCS_INPROGRESS;  // parked: pulled when its Recv comes
+      // The Recv waits: pull straight into a buffer of its allocator.
+      pull = new RecvOp;
+      pull->impl = this;
+      pull->box = box;
+      pull->key = h.key;
+      pull->send_node = h.send_node;
+      pull->from_task = from_task;
+      pull->recv = std::move(waiting->args);
+      pull->done = std::move(waiting->done);
     } else {
-      Allocator* allocator = slot.waiting && slot.recv.allocator != nullptr
-                                 ? slot.recv.allocator
-                                 : CpuAllocator::Default();
+      // Into the waiting Recv's memory when one waits, host memory otherwise.
+      box = Box(h.key.step_id);
+      const RecvArgs* recv = box == nullptr ? nullptr : box->table.WaitingFor(h.key);
+      Allocator* allocator =
+          recv != nullptr && recv->allocator != nullptr ? recv->allocator : CpuAllocator::Default();
       auto t = Tensor::Allocate(allocator, h.dtype, h.shape);
       if (!t.ok() && allocator != CpuAllocator::Default()) {
         t = Tensor::Allocate(CpuAllocator::Default(), h.dtype, h.shape);
@@ -342,18 +318,13 @@ ucs_status_t UcxTransport::Impl::ReceiveTensor(std::string_view header, void* da
       }
       tensor = std::move(t).value();
       if (length > 0) std::memcpy(tensor.raw_data(), data, length);
+      Arrival arrival{.tensor = tensor, .from_task = from_task};
+      if (!ArriveUnderLock(h.key, h.send_node, arrival, &waiting, &box, &why)) {
+        lock.Unlock();
+        return Drop(why);
+      }
       stats_.tensors_received++;
       stats_.bytes_received += length;
-      if (slot.waiting) {
-        done = std::move(slot.waiting);
-        recv = slot.recv;
-        box->slots.erase(h.key);
-      } else {
-        slot.arrived = true;
-        slot.tensor = tensor;
-        slot.send_node = h.send_node;
-        slot.from_task = from_task;
-      }
     }
   }
   if (pull != nullptr) {
@@ -369,25 +340,33 @@ ucs_status_t UcxTransport::Impl::ReceiveTensor(std::string_view header, void* da
     deferred_.push_back([this, pull, data, length] { StartRecv(pull, data, length); });
     return UCS_INPROGRESS;
   }
-  if (done) DeliverToRecv(h.key, h.send_node, tensor, recv, done);
+  if (waiting) DeliverToRecv(h.key, h.send_node, tensor, waiting->args, waiting->done);
   return UCS_OK;
 }
 
-UcxTransport::Impl::Slot* UcxTransport::Impl::ArrivalSlot(const RendezvousKey& key,
-                                                          const std::string& from_task,
-                                                          std::shared_ptr<StepBox>* box,
-                                                          std::string* why) {
+bool UcxTransport::Impl::ArriveUnderLock(const RendezvousKey& key, const std::string& send_node,
+                                         Arrival& arrival, std::optional<Table::Waiting>* waiting,
+                                         std::shared_ptr<StepBox>* box, std::string* why) {
   *box = Box(key.step_id);
-  if (*box == nullptr || !(*box)->aborted.ok()) {
-    *why = fmt::format("{} from task {}: its step is over here", key.ToString(), from_task);
-    return nullptr;
+  if (*box == nullptr || !(*box)->table.aborted().ok()) {
+    *why = fmt::format("{} from task {}: its step is over here", key.ToString(), arrival.from_task);
+    return false;
   }
-  Slot& slot = (*box)->slots[key];
-  if (slot.arrived) {
-    *why = fmt::format("{} from task {}: sent twice", key.ToString(), from_task);
-    return nullptr;
+  auto arrived = (*box)->table.Arrive(key, send_node, arrival);
+  if (!arrived.ok()) {
+    *why = fmt::format("{} from task {}: sent twice", key.ToString(), arrival.from_task);
+    return false;
   }
-  return &slot;
+  *waiting = std::move(arrived).value();
+  return true;
+}
+
+bool UcxTransport::Impl::Arrive(const RendezvousKey& key, const std::string& send_node,
+                                Arrival& arrival, std::optional<Table::Waiting>* waiting,
+                                std::string* why) {
+  MutexLock lock(mu_);
+  std::shared_ptr<StepBox> box;
+  return ArriveUnderLock(key, send_node, arrival, waiting, &box, why);
 }
 
 ucs_status_t UcxTransport::Impl::Pull(void* desc, void* buffer, size_t length,
@@ -435,7 +414,7 @@ void UcxTransport::Impl::FinishRecv(RecvOp* op, ucs_status_t status) {
   Status aborted;
   {
     MutexLock lock(mu_);
-    aborted = op->box->aborted;
+    aborted = op->box->table.aborted();
     if (status == UCS_OK) {
       stats_.tensors_received++;
       stats_.bytes_received += op->tensor.num_bytes();
@@ -458,119 +437,89 @@ void UcxTransport::Impl::FinishRecv(RecvOp* op, ucs_status_t status) {
 void UcxTransport::Impl::RecvAsync(const RendezvousKey& key, const RecvArgs& args,
                                    Rendezvous::DoneCallback done) {
   Status failed;
-  Tensor tensor;
-  std::string send_node;
+  std::optional<Table::Arrived> arrived;
   RecvOp* pull = nullptr;
-  void* desc = nullptr;
-  size_t length = 0;
-  Slot by_reference;
   {
     MutexLock lock(mu_);
     std::shared_ptr<StepBox> box = Box(key.step_id);
     if (box == nullptr) {
       failed = FailedPrecondition("Recv '{}': step {} has finished", args.node, key.step_id);
-    } else if (!box->aborted.ok()) {
-      failed = box->aborted;
     } else {
-      Slot& slot = box->slots[key];
-      if (slot.waiting) {
-        failed =
-            FailedPrecondition("rendezvous key {} is received twice: by Recv '{}', then by '{}'",
-                               key.ToString(), slot.recv.node, args.node);
-      } else if (!slot.arrived) {
-        slot.waiting = std::move(done);
-        slot.recv = args;
-        return;
-      } else if (slot.ref_peer != nullptr) {
-        by_reference = std::move(slot);
-        box->slots.erase(key);
-      } else if (slot.desc == nullptr) {
-        tensor = std::move(slot.tensor);
-        send_node = std::move(slot.send_node);
-        box->slots.erase(key);
+      auto received = box->table.Receive(key, args, done);
+      if (!received.ok()) {
+        failed = received.status();
+      } else if (!*received) {
+        return;  // waits for its tensor
       } else {
-        pull = new RecvOp;
-        pull->impl = this;
-        pull->box = box;
-        pull->key = key;
-        pull->send_node = slot.send_node;
-        pull->from_task = slot.from_task;
-        pull->recv = args;
-        pull->done = std::move(done);
-        desc = slot.desc;
-        length = slot.header.bytes;
-        auto t =
-            Tensor::Allocate(args.allocator != nullptr ? args.allocator : CpuAllocator::Default(),
-                             slot.header.dtype, slot.header.shape);
-        box->slots.erase(key);
-        if (!t.ok()) {
-          failed = t.status();
-          done = std::move(pull->done);
-          delete pull;
-          pull = nullptr;
-        } else {
-          pull->tensor = std::move(t).value();
+        arrived = std::move(*received);
+        const Arrival& a = arrived->value;
+        if (a.desc != nullptr && a.ref_peer == nullptr) {
+          auto t =
+              Tensor::Allocate(args.allocator != nullptr ? args.allocator : CpuAllocator::Default(),
+                               a.header.dtype, a.header.shape);
+          if (!t.ok()) {
+            failed = t.status();
+          } else {
+            pull = new RecvOp;
+            pull->impl = this;
+            pull->box = box;
+            pull->key = key;
+            pull->send_node = arrived->send_node;
+            pull->from_task = a.from_task;
+            pull->recv = args;
+            pull->done = std::move(done);
+            pull->tensor = std::move(t).value();
+          }
         }
       }
     }
   }
   if (pull != nullptr) {
-    Post([this, pull, desc, length] { StartRecv(pull, desc, length); });
-    return;
-  }
-  if (by_reference.ref_peer != nullptr) {
-    // Copied on the progress thread, not this one: the step's thread goes on to what is ready
-    // beside the Recv (in a ring all-reduce, the pieces the peer waits for) instead of copying
-    // first.
-    Post([this, slot = std::move(by_reference), key, args, done = std::move(done)] {
-      TakeByReference(slot, key, args, done);
+    Post([this, pull, desc = arrived->value.desc, length = arrived->value.header.bytes] {
+      StartRecv(pull, desc, length);
     });
     return;
   }
-  if (desc != nullptr) Post([this, desc] { ReleaseDesc(desc); });
+  if (arrived && arrived->value.ref_peer != nullptr) {
+    // Copied on the progress thread, not this one: the step's thread goes on to what is ready
+    // beside the Recv (in a ring all-reduce, the pieces the peer waits for) instead of copying
+    // first.
+    Post([this, arrived = std::move(*arrived), key, args, done = std::move(done)] {
+      TakeByReference(arrived.value, arrived.send_node, key, args, done);
+    });
+    return;
+  }
+  if (arrived && arrived->value.desc != nullptr) {
+    Post([this, desc = arrived->value.desc] { ReleaseDesc(desc); });  // its allocation failed
+  }
   if (!failed.ok()) {
     done(failed, Tensor());
     return;
   }
-  DeliverToRecv(key, send_node, tensor, args, done);
+  DeliverToRecv(key, arrived->send_node, arrived->value.tensor, args, done);
 }
 
 void UcxTransport::Impl::CancelRecv(const RendezvousKey& key, const Status& why) {
-  Rendezvous::DoneCallback done;
+  std::optional<Table::Waiting> waiting;
   {
     MutexLock lock(mu_);
     auto b = boxes_.find(key.step_id);
     if (b == boxes_.end()) return;
-    auto it = b->second->slots.find(key);
-    if (it == b->second->slots.end() || !it->second.waiting) return;
-    done = std::move(it->second.waiting);
-    b->second->slots.erase(it);
+    waiting = b->second->table.Cancel(key);
   }
-  done(why.ok() ? Cancelled("receive of {} cancelled", key.ToString()) : why, Tensor());
+  if (waiting) {
+    waiting->done(why.ok() ? Cancelled("receive of {} cancelled", key.ToString()) : why, Tensor());
+  }
 }
 
-void UcxTransport::Impl::AbortStep(int64_t step, const Status& status, bool tell_peers) {
-  std::vector<Rendezvous::DoneCallback> waiting;
+void UcxTransport::Impl::LetGo(std::vector<Arrival> arrivals) {
   std::vector<void*> descs;
   std::vector<std::pair<Peer*, uint64_t>> refs;
-  std::vector<Peer*> peers;
-  Status why;
-  {
-    MutexLock lock(mu_);
-    std::shared_ptr<StepBox> box = Box(step);
-    if (box == nullptr || !box->aborted.ok()) return;
-    box->aborted = status.ok() ? Cancelled("step {} aborted", step) : status;
-    why = box->aborted;
-    for (auto& [key, slot] : box->slots) {
-      if (slot.waiting) waiting.push_back(std::move(slot.waiting));
-      if (slot.desc != nullptr) descs.push_back(slot.desc);
-      if (slot.ref_peer != nullptr) refs.emplace_back(slot.ref_peer, slot.ref_id);
-    }
-    box->slots.clear();
-    if (tell_peers) {
-      for (auto& [task, peer] : peer_of_task_) {
-        if (peer->state == Peer::State::kReady) peers.push_back(peer);
-      }
+  for (const Arrival& a : arrivals) {
+    if (a.ref_peer != nullptr) {
+      refs.emplace_back(a.ref_peer, a.ref_id);
+    } else if (a.desc != nullptr) {
+      descs.push_back(a.desc);
     }
   }
   if (!descs.empty()) {
@@ -579,6 +528,25 @@ void UcxTransport::Impl::AbortStep(int64_t step, const Status& status, bool tell
     });
   }
   Release(std::move(refs));
+}
+
+void UcxTransport::Impl::AbortStep(int64_t step, const Status& status, bool tell_peers) {
+  Table::Drained drained;
+  std::vector<Peer*> peers;
+  Status why;
+  {
+    MutexLock lock(mu_);
+    std::shared_ptr<StepBox> box = Box(step);
+    if (box == nullptr || !box->table.aborted().ok()) return;
+    drained = box->table.Abort(status.ok() ? Cancelled("step {} aborted", step) : status);
+    why = box->table.aborted();
+    if (tell_peers) {
+      for (auto& [task, peer] : peer_of_task_) {
+        if (peer->state == Peer::State::kReady) peers.push_back(peer);
+      }
+    }
+  }
+  LetGo(std::move(drained.arrived));
   if (!peers.empty()) {
     transport::AbortStep m;
     m.step_id = step;
@@ -590,7 +558,7 @@ void UcxTransport::Impl::AbortStep(int64_t step, const Status& status, bool tell
       });
     }
   }
-  for (auto& done : waiting) done(why, Tensor());
+  for (auto& done : drained.waiting) done(why, Tensor());
 }
 
 ucs_status_t UcxTransport::Impl::OnAbortStep(void* arg, const void* header, size_t header_length,
@@ -616,21 +584,13 @@ void UcxTransport::Impl::AttachStep(int64_t step) {
 }
 
 void UcxTransport::Impl::ReleaseStep(int64_t step) {
-  std::vector<Rendezvous::DoneCallback> waiting;
-  std::vector<void*> descs;
-  std::vector<std::pair<Peer*, uint64_t>> refs;
+  Table::Drained drained;
+  const Status why = Cancelled("the rendezvous of step {} was destroyed", step);
   {
     MutexLock lock(mu_);
     auto it = boxes_.find(step);
     if (it != boxes_.end()) {
-      for (auto& [key, slot] : it->second->slots) {
-        if (slot.waiting) waiting.push_back(std::move(slot.waiting));
-        if (slot.desc != nullptr) descs.push_back(slot.desc);
-        if (slot.ref_peer != nullptr) refs.emplace_back(slot.ref_peer, slot.ref_id);
-      }
-      if (it->second->aborted.ok()) {
-        it->second->aborted = Cancelled("the rendezvous of step {} was destroyed", step);
-      }
+      drained = it->second->table.Abort(why);
       boxes_.erase(it);
     }
     if (finished_.insert(step).second) {
@@ -641,15 +601,8 @@ void UcxTransport::Impl::ReleaseStep(int64_t step) {
       }
     }
   }
-  if (!descs.empty()) {
-    Post([this, descs] {
-      for (void* d : descs) ReleaseDesc(d);
-    });
-  }
-  Release(std::move(refs));
-  for (auto& done : waiting) {
-    done(Cancelled("the rendezvous of step {} was destroyed", step), Tensor());
-  }
+  LetGo(std::move(drained.arrived));
+  for (auto& done : drained.waiting) done(why, Tensor());
 }
 
 namespace {

@@ -1,4 +1,4 @@
-#include "transport/ucx_transport.h"
+#include "transport/ucx/ucx_transport.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -15,17 +15,9 @@
 #include <random>
 
 #include "graph/device_name.h"
-#include "transport/ucx_impl.h"
+#include "transport/ucx/ucx_impl.h"
 
 namespace dflow::transport {
-
-Result<std::string> TaskOfDevice(std::string_view device) {
-  ASSIGN_OR_RETURN(DeviceName name, DeviceName::Parse(device));
-  if (!name.job || !name.task) {
-    return InvalidArgument("device '{}' names no job and task", device);
-  }
-  return fmt::format("/job:{}/task:{}", *name.job, *name.task);
-}
 
 namespace internal {
 
@@ -882,15 +874,21 @@ Result<std::string> UcxTransport::Connect(const std::string& address, const std:
 void UcxTransport::SetCallHandler(CallHandler handler, std::vector<uint16_t> quick_methods) {
   impl_->SetCallHandler(std::move(handler), std::move(quick_methods));
 }
-Result<std::string> UcxTransport::Call(const std::string& task, uint16_t method,
-                                       std::string payload, std::chrono::milliseconds timeout) {
-  return impl_->Call(task, method, std::move(payload), timeout);
-}
 void UcxTransport::CallAsync(const std::string& task, uint16_t method, std::string payload,
                              std::chrono::milliseconds timeout, Reply done) {
   impl_->CallAsync(task, method, std::move(payload), timeout, std::move(done));
 }
 std::vector<std::string> UcxTransport::peers() const { return impl_->peers(); }
 TransportStats UcxTransport::stats() const { return impl_->stats(); }
+
+Status RegisterUcxTransport(TransportRegistry& registry) {
+  return registry.Register("ucx",
+                           [](TransportOptions options) -> Result<std::unique_ptr<Transport>> {
+                             UcxTransportOptions ucx;
+                             static_cast<TransportOptions&>(ucx) = std::move(options);
+                             ASSIGN_OR_RETURN(auto transport, UcxTransport::Create(std::move(ucx)));
+                             return std::unique_ptr<Transport>(std::move(transport));
+                           });
+}
 
 }  // namespace dflow::transport
