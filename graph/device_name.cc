@@ -223,4 +223,9 @@ Result<std::string> TaskOfDevice(std::string_view device) {
   return fmt::format("/job:{}/task:{}", *name.job, *name.task);
 }
 
+bool IsTaskName(std::string_view task) {
+  auto parsed = TaskOfDevice(std::string(task) + "/device:CPU:0");
+  return parsed.ok() && *parsed == task;
+}
+
 }  // namespace dflow

@@ -50,5 +50,7 @@ struct DeviceName {
 // The task a device belongs to: "/job:worker/task:1/device:CPU:0" -> "/job:worker/task:1" (the
 // name processes know each other by). InvalidArgument when the name has no job or task.
 Result<std::string> TaskOfDevice(std::string_view device);
+// True for a task's name, "/job:NAME/task:N", and nothing else.
+bool IsTaskName(std::string_view task);
 
 }  // namespace dflow

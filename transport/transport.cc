@@ -22,10 +22,11 @@ Result<std::string> Transport::Call(const std::string& task, uint16_t method, st
   return std::move(w->result);
 }
 
-Status TransportRegistry::Register(const std::string& name, CreateFn create) {
+Status TransportRegistry::Register(const std::string& name, CreateFn create,
+                                   std::string local_address) {
   if (name.empty()) return InvalidArgument("a transport needs a name");
   MutexLock lock(mu_);
-  if (!creators_.emplace(name, std::move(create)).second) {
+  if (!kinds_.emplace(name, Kind{std::move(create), std::move(local_address)}).second) {
     return InvalidArgument("transport '{}' is already registered", name);
   }
   return Status::OK();
@@ -33,7 +34,7 @@ Status TransportRegistry::Register(const std::string& name, CreateFn create) {
 
 Status TransportRegistry::Unregister(const std::string& name) {
   MutexLock lock(mu_);
-  if (creators_.erase(name) == 0) return NotFound("transport '{}' is not registered", name);
+  if (kinds_.erase(name) == 0) return NotFound("transport '{}' is not registered", name);
   return Status::OK();
 }
 
@@ -42,14 +43,14 @@ Result<std::unique_ptr<Transport>> TransportRegistry::Create(const std::string& 
   CreateFn create;
   {
     MutexLock lock(mu_);
-    auto it = creators_.find(name);
-    if (it == creators_.end()) {
+    auto it = kinds_.find(name);
+    if (it == kinds_.end()) {
       std::string known;
-      for (const auto& [n, f] : creators_) known += (known.empty() ? "" : ", ") + n;
+      for (const auto& [n, k] : kinds_) known += (known.empty() ? "" : ", ") + n;
       return NotFound("no transport '{}' in this build (transports: {})", name,
                       known.empty() ? "none" : known);
     }
-    create = it->second;
+    create = it->second.create;
   }
   return create(std::move(options));
 }
@@ -57,8 +58,15 @@ Result<std::unique_ptr<Transport>> TransportRegistry::Create(const std::string& 
 std::vector<std::string> TransportRegistry::names() const {
   MutexLock lock(mu_);
   std::vector<std::string> out;
-  for (const auto& [n, f] : creators_) out.push_back(n);
+  for (const auto& [n, k] : kinds_) out.push_back(n);
   return out;
+}
+
+Result<std::string> TransportRegistry::LocalAddress(const std::string& name) const {
+  MutexLock lock(mu_);
+  auto it = kinds_.find(name);
+  if (it == kinds_.end()) return NotFound("transport '{}' is not registered", name);
+  return it->second.local_address;
 }
 
 }  // namespace dflow::transport

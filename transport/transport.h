@@ -122,18 +122,26 @@ class TransportRegistry {
 
   static TransportRegistry& Global();
 
-  // InvalidArgument when `name` is empty or taken.
-  Status Register(const std::string& name, CreateFn create) DFLOW_EXCLUDES(mu_);
+  // InvalidArgument when `name` is empty or taken. `local_address`: a listen address of this
+  // host that picks a free place ("127.0.0.1:0"), for tests and one-host tools.
+  Status Register(const std::string& name, CreateFn create, std::string local_address)
+      DFLOW_EXCLUDES(mu_);
   // NotFound when absent.
   Status Unregister(const std::string& name) DFLOW_EXCLUDES(mu_);
   // A transport of kind `name`; NotFound naming it and the ones built when there is none.
   Result<std::unique_ptr<Transport>> Create(const std::string& name, TransportOptions options) const
       DFLOW_EXCLUDES(mu_);
   std::vector<std::string> names() const DFLOW_EXCLUDES(mu_);
+  // The local_address `name` registered with; NotFound when absent.
+  Result<std::string> LocalAddress(const std::string& name) const DFLOW_EXCLUDES(mu_);
 
  private:
+  struct Kind {
+    CreateFn create;
+    std::string local_address;
+  };
   mutable Mutex mu_;
-  std::map<std::string, CreateFn> creators_ DFLOW_GUARDED_BY(mu_);
+  std::map<std::string, Kind> kinds_ DFLOW_GUARDED_BY(mu_);
 };
 
 }  // namespace dflow::transport

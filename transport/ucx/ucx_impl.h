@@ -32,6 +32,8 @@
 #include "framework/rendezvous_table.h"
 #include "graph/mutex.h"
 #include "graph/thread_annotations.h"
+#include "transport/step_boxes.h"
+#include "transport/step_rendezvous.h"
 #include "transport/ucx/ucx_transport.h"
 #include "transport/ucx/wire.h"
 
@@ -51,14 +53,12 @@ struct SocketAddress {
 // "host:port" or "[v6]:port"; the host may be a name (resolved here).
 Result<SocketAddress> ParseAddress(std::string_view address);
 std::string FormatAddress(const sockaddr_storage& s);
-// "/job:NAME/task:N".
-bool IsTaskName(const std::string& task);
 // Compares without stopping at the first difference.
 bool SameToken(std::string_view a, std::string_view b);
 
 }  // namespace internal
 
-class UcxTransport::Impl : public ProgressEngine {
+class UcxTransport::Impl : public ProgressEngine, public StepHost {
  public:
   struct Peer {
     Impl* impl = nullptr;
@@ -95,7 +95,21 @@ class UcxTransport::Impl : public ProgressEngine {
     bool awaiting_verdict = false;
   };
 
-  struct StepBox;
+  // A tensor that arrived before its Recv, as it waits in its step's table.
+  struct Arrival {
+    Tensor tensor;         // arrived in memory
+    void* desc = nullptr;  // arrived as a UCX rendezvous message, not yet pulled
+    TensorHeader header;   // what a desc or a reference holds
+    std::string from_task;
+    // Arrived by reference (TensorRef), not yet copied: where in which process, and the peer
+    // to tell once copied (non-null exactly then).
+    Peer* ref_peer = nullptr;
+    int ref_pid = 0;
+    uint64_t ref_address = 0;
+    uint64_t ref_id = 0;
+  };
+  using Table = RendezvousTable<Arrival>;
+  using StepBox = StepBoxes<Arrival>::Box;
 
   // One send in flight: the header must live until UCX is done with it, and the tensor holds
   // the payload's memory.
@@ -128,27 +142,6 @@ class UcxTransport::Impl : public ProgressEngine {
     Rendezvous::DoneCallback done;
   };
 
-  // A tensor that arrived before its Recv, as it waits in its step's table.
-  struct Arrival {
-    Tensor tensor;         // arrived in memory
-    void* desc = nullptr;  // arrived as a UCX rendezvous message, not yet pulled
-    TensorHeader header;   // what a desc or a reference holds
-    std::string from_task;
-    // Arrived by reference (TensorRef), not yet copied: where in which process, and the peer
-    // to tell once copied (non-null exactly then).
-    Peer* ref_peer = nullptr;
-    int ref_pid = 0;
-    uint64_t ref_address = 0;
-    uint64_t ref_id = 0;
-  };
-  using Table = RendezvousTable<Arrival>;
-
-  struct StepBox {
-    Table table;  // its abort status is the step's
-    // Keys this process sent to other tasks in the step, with their Send node.
-    std::unordered_map<RendezvousKey, std::string, RendezvousKeyHash> sent;
-  };
-
   explicit Impl(UcxTransportOptions options) : options_(std::move(options)), task_(options_.task) {}
   ~Impl();
 
@@ -163,7 +156,7 @@ class UcxTransport::Impl : public ProgressEngine {
   Result<std::string> TaskOf(std::string_view device) DFLOW_EXCLUDES(task_cache_mu_);
   // Rendezvous::TakesDeviceMemory: the Recv of `key` is in this task, or in a task of this host
   // (its SameHost probe succeeded), which reads device memory by the handle a Send exports.
-  bool TakesDeviceMemory(const RendezvousKey& key) DFLOW_EXCLUDES(mu_);
+  bool TakesDeviceMemory(const RendezvousKey& key) override DFLOW_EXCLUDES(mu_);
   TransportStats stats() const {
     MutexLock lock(mu_);
     TransportStats s = stats_;
@@ -172,14 +165,15 @@ class UcxTransport::Impl : public ProgressEngine {
   }
 
   // Rendezvous operations (any thread).
-  Status Send(const RendezvousKey& key, const SendArgs& args, const Tensor& tensor);
-  void RecvAsync(const RendezvousKey& key, const RecvArgs& args, Rendezvous::DoneCallback done);
-  void CancelRecv(const RendezvousKey& key, const Status& why);
+  Status Send(const RendezvousKey& key, const SendArgs& args, const Tensor& tensor) override;
+  void RecvAsync(const RendezvousKey& key, const RecvArgs& args,
+                 Rendezvous::DoneCallback done) override;
+  void CancelRecv(const RendezvousKey& key, const Status& why) override;
   // Fails the step here; `tell_peers`: and in every connected task.
-  void AbortStep(int64_t step, const Status& status, bool tell_peers);
+  void AbortStep(int64_t step, const Status& status, bool tell_peers) override;
   // The step's rendezvous is gone: forget it, and drop what still arrives for it.
-  void ReleaseStep(int64_t step);
-  void AttachStep(int64_t step);
+  void ReleaseStep(int64_t step) override;
+  void AttachStep(int64_t step) override;
 
   const UcxTransportOptions& options() const { return options_; }
 
@@ -345,8 +339,6 @@ class UcxTransport::Impl : public ProgressEngine {
   void FailCall(uint64_t call_id, const Status& why) DFLOW_EXCLUDES(mu_);
   void ServiceLoop() DFLOW_EXCLUDES(service_mu_);
 
-  // The step's box, made when missing; null when the step is finished here.
-  std::shared_ptr<StepBox> Box(int64_t step) DFLOW_REQUIRES(mu_);
   // A tensor from arrival.from_task for `key` arrives in its step's table (the step's box in
   // *box): the Recv that waited for it, taken out (*waiting; `arrival` left to the caller), or
   // none (`arrival` parked in the table, moved from). False, with *why, when it is dropped
@@ -406,9 +398,7 @@ class UcxTransport::Impl : public ProgressEngine {
   std::vector<std::unique_ptr<Peer>> all_peers_ DFLOW_GUARDED_BY(mu_);  // kept until the end
   std::unordered_map<ucp_ep_h, Peer*> peer_of_ep_ DFLOW_GUARDED_BY(mu_);
   std::unordered_map<std::string, Peer*> peer_of_task_ DFLOW_GUARDED_BY(mu_);
-  std::unordered_map<int64_t, std::shared_ptr<StepBox>> boxes_ DFLOW_GUARDED_BY(mu_);
-  std::unordered_set<int64_t> finished_ DFLOW_GUARDED_BY(mu_);
-  std::deque<int64_t> finished_order_ DFLOW_GUARDED_BY(mu_);
+  StepBoxes<Arrival> boxes_ DFLOW_GUARDED_BY(mu_);
   TransportStats stats_ DFLOW_GUARDED_BY(mu_);
   // Tensors sent by reference, by id, held until their receiver answers TensorRefDone or is
   // lost.

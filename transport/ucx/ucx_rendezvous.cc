@@ -8,14 +8,6 @@
 #include "transport/ucx/ucx_impl.h"
 
 namespace dflow::transport {
-namespace {
-
-// Steps remembered as finished, so that a tensor arriving late for one is dropped instead of
-// waiting for a rendezvous that will never come.
-constexpr size_t kFinishedStepsKept = 4096;
-
-}  // namespace
-
 using namespace internal;
 
 // --- sending ----------------------------------------------------------------------------------
@@ -134,7 +126,7 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
     std::optional<Table::Waiting> waiting;
     {
       MutexLock lock(mu_);
-      std::shared_ptr<StepBox> box = Box(key.step_id);
+      std::shared_ptr<StepBox> box = boxes_.Get(key.step_id);
       if (box == nullptr) {
         return FailedPrecondition("Send '{}': step {} has finished", args.node, key.step_id);
       }
@@ -178,15 +170,12 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
   op->step = key.step_id;
   {
     MutexLock lock(mu_);
-    std::shared_ptr<StepBox> box = Box(key.step_id);
+    std::shared_ptr<StepBox> box = boxes_.Get(key.step_id);
     Status refused;
     if (box == nullptr) {
       refused = FailedPrecondition("Send '{}': step {} has finished", args.node, key.step_id);
-    } else if (!box->table.aborted().ok()) {
-      refused = box->table.aborted();
-    } else if (auto [it, fresh] = box->sent.try_emplace(key, args.node); !fresh) {
-      refused = FailedPrecondition("rendezvous key {} was sent twice: by Send '{}', then by '{}'",
-                                   key.ToString(), it->second, args.node);
+    } else if (Status noted = box->NoteSent(key, args.node); !noted.ok()) {
+      refused = noted;
     } else if ((op->peer = ReadyPeer(dst_task)) == nullptr) {
       refused = Unavailable("Send '{}': no connection to task {}, the destination of {}", args.node,
                             dst_task, key.ToString());
@@ -225,15 +214,6 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
 }
 
 // --- receiving --------------------------------------------------------------------------------
-
-std::shared_ptr<UcxTransport::Impl::StepBox> UcxTransport::Impl::Box(int64_t step) {
-  auto it = boxes_.find(step);
-  if (it != boxes_.end()) return it->second;
-  if (finished_.count(step)) return nullptr;
-  auto box = std::make_shared<StepBox>();
-  boxes_.emplace(step, box);
-  return box;
-}
 
 ucs_status_t UcxTransport::Impl::Drop(std::string_view why) {
   {
@@ -302,7 +282,7 @@ ucs_status_t UcxTransport::Impl::ReceiveTensor(std::string_view header, void* da
       pull->done = std::move(waiting->done);
     } else {
       // Into the waiting Recv's memory when one waits, host memory otherwise.
-      box = Box(h.key.step_id);
+      box = boxes_.Get(h.key.step_id);
       const RecvArgs* recv = box == nullptr ? nullptr : box->table.WaitingFor(h.key);
       Allocator* allocator =
           recv != nullptr && recv->allocator != nullptr ? recv->allocator : CpuAllocator::Default();
@@ -347,7 +327,7 @@ ucs_status_t UcxTransport::Impl::ReceiveTensor(std::string_view header, void* da
 bool UcxTransport::Impl::ArriveUnderLock(const RendezvousKey& key, const std::string& send_node,
                                          Arrival& arrival, std::optional<Table::Waiting>* waiting,
                                          std::shared_ptr<StepBox>* box, std::string* why) {
-  *box = Box(key.step_id);
+  *box = boxes_.Get(key.step_id);
   if (*box == nullptr || !(*box)->table.aborted().ok()) {
     *why = fmt::format("{} from task {}: its step is over here", key.ToString(), arrival.from_task);
     return false;
@@ -441,7 +421,7 @@ void UcxTransport::Impl::RecvAsync(const RendezvousKey& key, const RecvArgs& arg
   RecvOp* pull = nullptr;
   {
     MutexLock lock(mu_);
-    std::shared_ptr<StepBox> box = Box(key.step_id);
+    std::shared_ptr<StepBox> box = boxes_.Get(key.step_id);
     if (box == nullptr) {
       failed = FailedPrecondition("Recv '{}': step {} has finished", args.node, key.step_id);
     } else {
@@ -503,9 +483,9 @@ void UcxTransport::Impl::CancelRecv(const RendezvousKey& key, const Status& why)
   std::optional<Table::Waiting> waiting;
   {
     MutexLock lock(mu_);
-    auto b = boxes_.find(key.step_id);
-    if (b == boxes_.end()) return;
-    waiting = b->second->table.Cancel(key);
+    std::shared_ptr<StepBox> box = boxes_.Find(key.step_id);
+    if (box == nullptr) return;
+    waiting = box->table.Cancel(key);
   }
   if (waiting) {
     waiting->done(why.ok() ? Cancelled("receive of {} cancelled", key.ToString()) : why, Tensor());
@@ -536,7 +516,7 @@ void UcxTransport::Impl::AbortStep(int64_t step, const Status& status, bool tell
   Status why;
   {
     MutexLock lock(mu_);
-    std::shared_ptr<StepBox> box = Box(step);
+    std::shared_ptr<StepBox> box = boxes_.Get(step);
     if (box == nullptr || !box->table.aborted().ok()) return;
     drained = box->table.Abort(status.ok() ? Cancelled("step {} aborted", step) : status);
     why = box->table.aborted();
@@ -580,7 +560,7 @@ ucs_status_t UcxTransport::Impl::OnAbortStep(void* arg, const void* header, size
 
 void UcxTransport::Impl::AttachStep(int64_t step) {
   MutexLock lock(mu_);
-  (void)Box(step);
+  (void)boxes_.Get(step);
 }
 
 void UcxTransport::Impl::ReleaseStep(int64_t step) {
@@ -588,94 +568,14 @@ void UcxTransport::Impl::ReleaseStep(int64_t step) {
   const Status why = Cancelled("the rendezvous of step {} was destroyed", step);
   {
     MutexLock lock(mu_);
-    auto it = boxes_.find(step);
-    if (it != boxes_.end()) {
-      drained = it->second->table.Abort(why);
-      boxes_.erase(it);
-    }
-    if (finished_.insert(step).second) {
-      finished_order_.push_back(step);
-      if (finished_order_.size() > kFinishedStepsKept) {
-        finished_.erase(finished_order_.front());
-        finished_order_.pop_front();
-      }
-    }
+    if (std::shared_ptr<StepBox> box = boxes_.Finish(step)) drained = box->table.Abort(why);
   }
   LetGo(std::move(drained.arrived));
   for (auto& done : drained.waiting) done(why, Tensor());
 }
 
-namespace {
-
-// A step's rendezvous. Tensors meet in the transport's per-step boxes (by the key's step, which
-// is all a message from another task carries); this object remembers the steps of the keys it
-// was given, so that Abort fails them all and its end releases them.
-class UcxRendezvous final : public Rendezvous {
- public:
-  UcxRendezvous(UcxTransport::Impl* impl, int64_t step) : impl_(impl) { steps_.insert(step); }
-  ~UcxRendezvous() override {
-    std::vector<int64_t> steps;
-    {
-      MutexLock lock(mu_);
-      steps.assign(steps_.begin(), steps_.end());
-    }
-    for (int64_t step : steps) impl_->ReleaseStep(step);
-  }
-  Status Send(const RendezvousKey& key, const SendArgs& args, const Tensor& tensor) override {
-    RETURN_IF_ERROR(Use(key.step_id));
-    return impl_->Send(key, args, tensor);
-  }
-  void RecvAsync(const RendezvousKey& key, const RecvArgs& args, DoneCallback done) override {
-    Status aborted = Use(key.step_id);
-    if (!aborted.ok()) {
-      done(aborted, Tensor());
-      return;
-    }
-    impl_->RecvAsync(key, args, std::move(done));
-  }
-  bool TakesDeviceMemory(const RendezvousKey& key) const override {
-    return impl_->TakesDeviceMemory(key);
-  }
-  void CancelRecv(const RendezvousKey& key, const Status& why) override {
-    impl_->CancelRecv(key, why);
-  }
-  void Abort(const Status& status) override {
-    std::vector<int64_t> steps;
-    Status why;
-    {
-      MutexLock lock(mu_);
-      if (!aborted_.ok()) return;
-      aborted_ = status.ok() ? Cancelled("rendezvous aborted") : status;
-      why = aborted_;
-      steps.assign(steps_.begin(), steps_.end());
-    }
-    for (int64_t step : steps) impl_->AbortStep(step, why, true);
-  }
-
- private:
-  // Notes the step; the abort status once aborted.
-  Status Use(int64_t step) DFLOW_EXCLUDES(mu_) {
-    bool fresh;
-    {
-      MutexLock lock(mu_);
-      if (!aborted_.ok()) return aborted_;
-      fresh = steps_.insert(step).second;
-    }
-    if (fresh) impl_->AttachStep(step);
-    return Status::OK();
-  }
-
-  UcxTransport::Impl* impl_;
-  Mutex mu_;
-  Status aborted_ DFLOW_GUARDED_BY(mu_);
-  std::unordered_set<int64_t> steps_ DFLOW_GUARDED_BY(mu_);
-};
-
-}  // namespace
-
 Result<std::unique_ptr<Rendezvous>> UcxTransport::Create(int64_t step_id) {
-  impl_->AttachStep(step_id);
-  return std::unique_ptr<Rendezvous>(std::make_unique<UcxRendezvous>(impl_.get(), step_id));
+  return MakeStepRendezvous(impl_.get(), step_id);
 }
 
 }  // namespace dflow::transport

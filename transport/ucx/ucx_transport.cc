@@ -76,11 +76,6 @@ std::string FormatAddress(const sockaddr_storage& s) {
   return "?";
 }
 
-bool IsTaskName(const std::string& task) {
-  auto parsed = TaskOfDevice(task + "/device:CPU:0");
-  return parsed.ok() && *parsed == task;
-}
-
 bool SameToken(std::string_view a, std::string_view b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -274,7 +269,7 @@ UcxTransport::Impl::~Impl() {
     std::vector<int64_t> steps;
     {
       MutexLock lock(mu_);
-      for (auto& [step, box] : boxes_) steps.push_back(step);
+      steps = boxes_.open_steps();
     }
     for (int64_t step : steps) {
       AbortStep(step, Cancelled("the transport of task {} is shutting down", task()), false);
@@ -800,7 +795,7 @@ void UcxTransport::Impl::PeerFailed(Peer* peer, ucs_status_t status, std::string
     if (it != peer_of_task_.end() && it->second == peer) peer_of_task_.erase(it);
     peers_changed_.NotifyAll();
     if (was_ready) {
-      for (auto& [step, box] : boxes_) steps.push_back(step);
+      steps = boxes_.open_steps();
     }
   }
   if (!why.ok() && !steps.empty()) Log(why.message());
@@ -882,13 +877,15 @@ std::vector<std::string> UcxTransport::peers() const { return impl_->peers(); }
 TransportStats UcxTransport::stats() const { return impl_->stats(); }
 
 Status RegisterUcxTransport(TransportRegistry& registry) {
-  return registry.Register("ucx",
-                           [](TransportOptions options) -> Result<std::unique_ptr<Transport>> {
-                             UcxTransportOptions ucx;
-                             static_cast<TransportOptions&>(ucx) = std::move(options);
-                             ASSIGN_OR_RETURN(auto transport, UcxTransport::Create(std::move(ucx)));
-                             return std::unique_ptr<Transport>(std::move(transport));
-                           });
+  return registry.Register(
+      "ucx",
+      [](TransportOptions options) -> Result<std::unique_ptr<Transport>> {
+        UcxTransportOptions ucx;
+        static_cast<TransportOptions&>(ucx) = std::move(options);
+        ASSIGN_OR_RETURN(auto transport, UcxTransport::Create(std::move(ucx)));
+        return std::unique_ptr<Transport>(std::move(transport));
+      },
+      "127.0.0.1:0");
 }
 
 }  // namespace dflow::transport

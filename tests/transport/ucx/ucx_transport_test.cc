@@ -508,36 +508,17 @@ TEST(UcxTransportTest, NoTensorsByReferenceWhenEitherSideTurnsThemOff) {
   }
 }
 
-TEST(UcxTransportTest, AWrongTokenIsRefusedOnBothSides) {
+// The refusal (the caller's side is the transport conformance suite's) is logged where it
+// happened.
+TEST(UcxTransportTest, AWrongTokenIsLoggedByTheListener) {
   std::vector<std::string> server_log;
   auto server = MakeTransport("/job:worker/task:0", true, &server_log);
   auto client = MakeTransport("/job:worker/task:1", false, nullptr, "not-the-token");
-  auto r = client->Connect(server->listen_address());
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
-  EXPECT_TRUE(MessageHas(r.status(), {"/job:worker/task:0", server->listen_address(), "refused",
-                                      "wrong cluster token"}))
-      << r.status().ToString();
-  EXPECT_TRUE(server->peers().empty());
+  EXPECT_EQ(client->Connect(server->listen_address()).status().code(),
+            StatusCode::kPermissionDenied);
   ASSERT_FALSE(server_log.empty());
   EXPECT_NE(server_log[0].find("refused a connection"), std::string::npos) << server_log[0];
   EXPECT_NE(server_log[0].find("wrong cluster token"), std::string::npos) << server_log[0];
-  // The server goes on serving: the right token still gets in.
-  auto good = MakeTransport("/job:worker/task:2", false);
-  auto ok = good->Connect(server->listen_address());
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
-  EXPECT_EQ(*ok, "/job:worker/task:0");
-}
-
-TEST(UcxTransportTest, ConnectingWhereNobodyListensIsUnavailable) {
-  auto listener = MakeTransport("/job:worker/task:0", true);
-  std::string address = listener->listen_address();
-  listener.reset();  // the port is free again
-  auto client = MakeTransport("/job:worker/task:1", false);
-  auto r = client->Connect(address);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
-  EXPECT_TRUE(MessageHas(r.status(), {address})) << r.status().ToString();
 }
 
 TEST(UcxTransportTest, BadOptionsAndAddressesAreInvalidArguments) {
@@ -558,61 +539,6 @@ TEST(UcxTransportTest, BadOptionsAndAddressesAreInvalidArguments) {
   unsetenv("DFLOW_BY_REFERENCE_BYTES");
   auto t = UcxTransport::Create(o).value();
   EXPECT_TRUE(MessageHas(t->Connect("127.0.0.1:99999").status(), {"port over 65535"}));
-}
-
-TEST(UcxTransportTest, SendToATaskNotConnectedIsUnavailableNamingIt) {
-  Pair pair;
-  auto s = pair.sender->Create(1).value();
-  Status st = s->Send(KeyTo("x:0", 1, /*dst_task=*/7), {"send_x"}, Tensor(DType::kF32, Shape{2}));
-  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
-  EXPECT_TRUE(MessageHas(st, {"/job:localhost/task:7", "send_x"})) << st.ToString();
-}
-
-// Aborting a step in one task fails the same step's receives in the other, with the first
-// error unchanged.
-TEST(UcxTransportTest, AbortCrossesToThePeer) {
-  Pair pair;
-  auto s = pair.sender->Create(5).value();
-  auto r = pair.receiver->Create(5).value();
-  RecvResult got;
-  r->RecvAsync(KeyTo("x:0", 5), Expect(DType::kF32, Shape{1}, CpuAllocator::Default()),
-               got.Callback());
-  s->Abort(Internal("node 'boom' on task 1 failed"));
-  ASSERT_TRUE(got.Wait(std::chrono::seconds(2)));
-  EXPECT_EQ(got.status(), Internal("node 'boom' on task 1 failed"));
-  // Later receives of the step fail the same way.
-  RecvResult later;
-  r->RecvAsync(KeyTo("y:0", 5), Expect(DType::kF32, Shape{1}, CpuAllocator::Default()),
-               later.Callback());
-  ASSERT_TRUE(later.Wait());
-  EXPECT_EQ(later.status(), Internal("node 'boom' on task 1 failed"));
-}
-
-TEST(UcxTransportTest, ATensorForAFinishedStepIsDropped) {
-  Pair pair;
-  pair.receiver->Create(9).value().reset();  // step 9 begins and ends on the receiver
-  auto s = pair.sender->Create(9).value();
-  ASSERT_TRUE(s->Send(KeyTo("x:0", 9), {"late_send"}, Tensor(DType::kF32, Shape{4})).ok());
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (pair.receiver->stats().messages_dropped == 0 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  EXPECT_EQ(pair.receiver->stats().messages_dropped, 1u);
-  EXPECT_EQ(pair.receiver->stats().tensors_received, 0u);
-}
-
-// A peer that closes (here: its transport is destroyed) fails the steps waiting on it.
-TEST(UcxTransportTest, APeerGoingAwayFailsWaitingReceivesNamingIt) {
-  Pair pair;
-  auto r = pair.receiver->Create(3).value();
-  RecvResult got;
-  r->RecvAsync(KeyTo("x:0", 3), Expect(DType::kF32, Shape{1}, CpuAllocator::Default()),
-               got.Callback());
-  pair.sender.reset();
-  ASSERT_TRUE(got.Wait(std::chrono::seconds(2)));
-  EXPECT_EQ(got.status().code(), StatusCode::kUnavailable);
-  EXPECT_TRUE(MessageHas(got.status(), {"/job:localhost/task:1"})) << got.status().ToString();
-  EXPECT_TRUE(pair.receiver->peers().empty());
 }
 
 // The child half of the kill test: run by the test below in a fresh process of this binary.
@@ -677,200 +603,6 @@ std::string Pattern(size_t n, int seed) {
   std::string s(n, '\0');
   for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 31 + seed) & 0xff);
   return s;
-}
-
-TEST(UcxTransportCallTest, RequestsReachTheHandlerAndRepliesComeBack) {
-  Pair pair;
-  pair.receiver->SetCallHandler(
-      [](const UcxTransport::CallInfo& call, std::string payload, UcxTransport::Reply reply) {
-        // Answers with the method, the caller and the payload reversed.
-        std::reverse(payload.begin(), payload.end());
-        reply(fmt::format("{}|{}|", call.method, call.from_task) + payload);
-      });
-  // Small (eager) and large (UCX rendezvous) both ways.
-  for (size_t n : {size_t{0}, size_t{10}, size_t{100} << 10, size_t{8} << 20}) {
-    std::string payload = Pattern(n, 3);
-    auto r = pair.sender->Call("/job:localhost/task:0", 42, payload, std::chrono::seconds(10));
-    ASSERT_TRUE(r.ok()) << n << ": " << r.status().ToString();
-    std::string want = payload;
-    std::reverse(want.begin(), want.end());
-    EXPECT_EQ(*r, "42|/job:localhost/task:1|" + want) << n;
-  }
-}
-
-// A quick method is answered while the service thread is busy with a slow call (it runs on the
-// transport's thread); an ordinary method waits behind the slow call.
-TEST(UcxTransportCallTest, QuickMethodsAreServedWhileTheServiceThreadIsBusy) {
-  Pair pair;
-  std::atomic<bool> release{false};
-  pair.receiver->SetCallHandler(
-      [&](const UcxTransport::CallInfo& call, std::string p, UcxTransport::Reply reply) {
-        if (call.method == 1) {
-          while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-        reply(fmt::format("{}:{}", call.method, p));
-      },
-      {7});
-  std::promise<Result<std::string>> slow;
-  pair.sender->CallAsync("/job:localhost/task:0", 1, "a", std::chrono::seconds(10),
-                         [&](Result<std::string> r) { slow.set_value(std::move(r)); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the slow call holds the thread
-  auto quick = pair.sender->Call("/job:localhost/task:0", 7, "b", std::chrono::seconds(5));
-  ASSERT_TRUE(quick.ok()) << quick.status().ToString();
-  EXPECT_EQ(*quick, "7:b");
-  auto waits = pair.sender->Call("/job:localhost/task:0", 2, "c", std::chrono::milliseconds(200));
-  EXPECT_EQ(waits.status().code(), StatusCode::kDeadlineExceeded) << waits.status().ToString();
-  release = true;
-  auto first = slow.get_future().get();
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
-  EXPECT_EQ(*first, "1:a");
-}
-
-TEST(UcxTransportCallTest, AHandlersErrorReachesTheCallerUnchanged) {
-  Pair pair;
-  pair.receiver->SetCallHandler(
-      [](const UcxTransport::CallInfo&, std::string, UcxTransport::Reply reply) {
-        reply(FailedPrecondition("partition 'p3' names unknown op 'Frob'"));
-      });
-  auto r = pair.sender->Call("/job:localhost/task:0", 1, "x", std::chrono::seconds(5));
-  EXPECT_EQ(r.status(), FailedPrecondition("partition 'p3' names unknown op 'Frob'"));
-}
-
-TEST(UcxTransportCallTest, ATaskWithNoHandlerAnswersUnimplemented) {
-  Pair pair;
-  auto r = pair.sender->Call("/job:localhost/task:0", 7, "x", std::chrono::seconds(5));
-  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
-  EXPECT_TRUE(MessageHas(r.status(), {"/job:localhost/task:0", "method 7"}))
-      << r.status().ToString();
-}
-
-TEST(UcxTransportCallTest, ASlowReplyIsDeadlineExceededAndLaterCallsStillWork) {
-  Pair pair;
-  std::atomic<int> calls{0};
-  pair.receiver->SetCallHandler(
-      [&](const UcxTransport::CallInfo&, std::string p, UcxTransport::Reply reply) {
-        if (calls++ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(400));
-        reply(p);
-      });
-  auto slow = pair.sender->Call("/job:localhost/task:0", 1, "a", std::chrono::milliseconds(100));
-  EXPECT_EQ(slow.status().code(), StatusCode::kDeadlineExceeded);
-  EXPECT_TRUE(MessageHas(slow.status(), {"/job:localhost/task:0", "100 ms"}))
-      << slow.status().ToString();
-  auto next = pair.sender->Call("/job:localhost/task:0", 1, "b", std::chrono::seconds(5));
-  ASSERT_TRUE(next.ok()) << next.status().ToString();
-  EXPECT_EQ(*next, "b");
-}
-
-TEST(UcxTransportCallTest, AsyncCallsAreEachAnsweredOnceWithTheirOwnReplyOrDeadline) {
-  Pair pair;
-  std::vector<UcxTransport::Reply> held;  // method 4 is answered only at the end
-  std::mutex held_mu;
-  pair.receiver->SetCallHandler(
-      [&](const UcxTransport::CallInfo& call, std::string p, UcxTransport::Reply reply) {
-        if (call.method == 4) {
-          std::lock_guard lock(held_mu);
-          held.push_back(std::move(reply));
-          return;
-        }
-        reply("re:" + p);
-      });
-  constexpr int kCalls = 64;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::string> got(kCalls + 1);
-  std::vector<int> times(kCalls + 1, 0);
-  int answered = 0;
-  for (int i = 0; i <= kCalls; ++i) {
-    // The last one is never answered in time.
-    std::string payload = i == kCalls ? "hold" : Pattern(i * 1000, i);
-    auto timeout = i == kCalls ? std::chrono::milliseconds(150) : std::chrono::milliseconds(10000);
-    pair.sender->CallAsync("/job:localhost/task:0", i == kCalls ? 4 : 3, payload, timeout,
-                           [&, i](Result<std::string> r) {
-                             std::lock_guard lock(mu);
-                             got[i] = r.ok() ? *r : r.status().ToString();
-                             times[i]++;
-                             answered++;
-                             cv.notify_all();
-                           });
-  }
-  auto start = std::chrono::steady_clock::now();
-  {
-    std::unique_lock lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return answered == kCalls + 1; }))
-        << answered << " of " << kCalls + 1 << " answered";
-  }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
-  for (int i = 0; i < kCalls; ++i) EXPECT_EQ(got[i], "re:" + Pattern(i * 1000, i)) << i;
-  EXPECT_NE(got[kCalls].find("DeadlineExceeded"), std::string::npos) << got[kCalls];
-  EXPECT_NE(got[kCalls].find("150 ms"), std::string::npos) << got[kCalls];
-  // A late reply to the expired call is dropped, not delivered a second time.
-  {
-    std::lock_guard lock(held_mu);
-    for (auto& r : held) r(std::string("late"));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  std::lock_guard lock(mu);
-  for (int i = 0; i <= kCalls; ++i) EXPECT_EQ(times[i], 1) << i;
-}
-
-TEST(UcxTransportCallTest, ACallToAPeerThatGoesAwayIsUnavailable) {
-  Pair pair;
-  std::vector<UcxTransport::Reply> kept;  // never answered
-  std::mutex mu;
-  pair.receiver->SetCallHandler(
-      [&](const UcxTransport::CallInfo&, std::string, UcxTransport::Reply reply) {
-        std::lock_guard lock(mu);
-        kept.push_back(std::move(reply));
-      });
-  std::thread closer([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    pair.receiver.reset();
-  });
-  auto start = std::chrono::steady_clock::now();
-  auto r = pair.sender->Call("/job:localhost/task:0", 1, "x", std::chrono::seconds(20));
-  closer.join();
-  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
-  EXPECT_TRUE(MessageHas(r.status(), {"/job:localhost/task:0"})) << r.status().ToString();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
-  EXPECT_EQ(
-      pair.sender->Call("/job:localhost/task:0", 1, "x", std::chrono::seconds(1)).status().code(),
-      StatusCode::kUnavailable);
-}
-
-// A worker started without a name takes the one the first master gives it.
-TEST(UcxTransportTest, AMasterNamesAnUnnamedWorker) {
-  auto worker = MakeTransport("", true);
-  EXPECT_EQ(worker->task(), "");
-  auto master = MakeTransport("/job:master/task:0", false);
-  auto unnamed = master->Connect(worker->listen_address());
-  EXPECT_EQ(unnamed.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(MessageHas(unnamed.status(), {"no task name"})) << unnamed.status().ToString();
-  auto named = master->Connect(worker->listen_address(), "/job:worker/task:3");
-  ASSERT_TRUE(named.ok()) << named.status().ToString();
-  EXPECT_EQ(*named, "/job:worker/task:3");
-  EXPECT_EQ(worker->task(), "/job:worker/task:3");
-  auto other = MakeTransport("/job:master/task:1", false);
-  auto renamed = other->Connect(worker->listen_address(), "/job:worker/task:4");
-  EXPECT_EQ(renamed.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(MessageHas(renamed.status(), {"is task /job:worker/task:3, not /job:worker/task:4"}))
-      << renamed.status().ToString();
-  auto plain = other->Connect(worker->listen_address());
-  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
-  EXPECT_EQ(*plain, "/job:worker/task:3");
-  // The named worker's tensors now route by its name.
-  auto s = master->Create(1).value();
-  auto r = worker->Create(1).value();
-  RendezvousKey key;
-  key.src_device = "/job:master/task:0/device:CPU:0";
-  key.dst_device = "/job:worker/task:3/device:CPU:0";
-  key.tensor = "x:0";
-  key.step_id = 1;
-  ASSERT_TRUE(s->Send(key, {"send_x"}, Tensor::FromVector<float>({1, 2}, Shape{2})).ok());
-  RecvResult got;
-  r->RecvAsync(key, Expect(DType::kF32, Shape{2}, CpuAllocator::Default()), got.Callback());
-  ASSERT_TRUE(got.Wait());
-  ASSERT_TRUE(got.status().ok()) << got.status().ToString();
-  EXPECT_EQ(got.tensor().ToVector<float>(), (std::vector<float>{1, 2}));
 }
 
 // A thread waiting for a Recv polls the transports (as the executor does, framework/progress.h):

@@ -1,0 +1,143 @@
+// The distributed runtime over the in-process transport (transport/inproc/): a master and its
+// workers as objects of this process, every request and tensor crossing a Transport as between
+// processes. The MLP trains across two workers to the one-process result, and the errors a
+// cluster can give reach the master unchanged: what runs here runs over UCX too, since both
+// transports keep one contract (tests/transport/transport_conformance_test.cc).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "distributed/distributed_session.h"
+#include "distributed/test_mlp.h"
+#include "distributed/worker_service.h"
+#include "status_matchers.h"
+#include "transport/transport.h"
+
+namespace dflow::distributed {
+namespace {
+
+using test_mlp::Mlp;
+using test_mlp::MlpBatch;
+using testing::MessageHas;
+
+constexpr char kToken[] = "inproc-cluster-token";
+
+// A worker: an in-process transport listening, and the service answering on it.
+struct InprocWorker {
+  std::unique_ptr<transport::Transport> transport;
+  std::unique_ptr<WorkerService> service;
+  InprocWorker() {
+    transport::TransportOptions o;
+    o.token = kToken;
+    o.listen_address = "inproc:worker:0";
+    o.log = [](std::string_view) {};
+    auto t = transport::TransportRegistry::Global().Create("inproc", std::move(o));
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    if (!t.ok()) return;
+    transport = std::move(t).value();
+    WorkerOptions w;
+    w.threads = 1;
+    w.calibrate = false;
+    w.release_after = std::chrono::milliseconds(0);
+    auto s = WorkerService::Create(transport.get(), w);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (s.ok()) service = std::move(s).value();
+  }
+  ~InprocWorker() {
+    service.reset();  // before the transport it serves
+    transport.reset();
+  }
+};
+
+DistributedOptions Cluster(const std::vector<const InprocWorker*>& workers) {
+  DistributedOptions o;
+  o.transport = "inproc";
+  for (const auto* w : workers) o.cluster.jobs["worker"].push_back(w->transport->listen_address());
+  o.token = kToken;
+  o.connect_timeout = std::chrono::seconds(5);
+  return o;
+}
+
+TEST(InprocClusterTest, MlpTrainsAcrossTwoWorkersAsInOneProcess) {
+  InprocWorker w0, w1;
+  Mlp model("/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0");
+  auto dist = DistributedSession::Create(model.root.graph(), {}, Cluster({&w0, &w1}));
+  ASSERT_TRUE(dist.ok()) << dist.status().ToString();
+  EXPECT_EQ((*dist)->device_set().size(), 2);
+  EXPECT_GT((*dist)->placement().cross_edges, 0);
+
+  Mlp local_model("", "");
+  auto local = Session::Create(local_model.root);
+  ASSERT_TRUE(local.ok()) << local.status().ToString();
+  ASSERT_TRUE((*dist)->Run({}, {}, model.init).ok());
+  ASSERT_TRUE((*local)->Run({}, {}, local_model.init).ok());
+  for (int s = 0; s < 4; ++s) {
+    auto feeds = MlpBatch(s);
+    auto d = (*dist)->Run(feeds, {model.loss.name()}, {model.step.name()});
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    auto l = (*local)->Run(feeds, {local_model.loss.name()}, {local_model.step.name()});
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    const float ll = (*l)[0].data<float>()[0];
+    EXPECT_NEAR((*d)[0].data<float>()[0], ll, 1e-5f * std::max(1.0f, std::abs(ll))) << s;
+  }
+  EXPECT_EQ((*dist)->num_plans(), 2);  // the initializers, the training step
+  EXPECT_EQ(w0.service->num_signatures(), 2);
+
+  // A checkpoint gathers the variables of both workers and restores them.
+  const std::string path = ::testing::TempDir() + "/inproc_cluster.dfckpt";
+  ASSERT_TRUE((*dist)->SaveCheckpoint(path).ok());
+  auto before = (*dist)->Run({}, {model.weights[2].name()});
+  ASSERT_TRUE(before.ok());
+  ASSERT_TRUE((*dist)->Run(MlpBatch(7), {}, {model.step.name()}).ok());
+  ASSERT_TRUE((*dist)->RestoreCheckpoint(path).ok());
+  auto after = (*dist)->Run({}, {model.weights[2].name()});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ((*before)[0].ToVector<float>(), (*after)[0].ToVector<float>());
+  std::filesystem::remove(path);
+}
+
+// The errors of a Run read the same whichever session gets it (runtime/run_signature.h).
+TEST(InprocClusterTest, ARunsErrorsReadAsInALocalSession) {
+  InprocWorker w0;
+  Mlp model("/job:worker/task:0/device:CPU:0", "/job:worker/task:0/device:CPU:0");
+  Mlp local_model("", "");
+  auto dist = DistributedSession::Create(model.root.graph(), {}, Cluster({&w0}));
+  ASSERT_TRUE(dist.ok()) << dist.status().ToString();
+  auto local = Session::Create(local_model.root);
+  ASSERT_TRUE(local.ok());
+  const Tensor wrong = Tensor::FromVector<float>({1, 2}, Shape{2});
+  struct Case {
+    Session::Feeds feeds;
+    std::vector<std::string> fetches;
+  };
+  for (const Case& c : std::vector<Case>{{{{"x", wrong}}, {model.loss.name()}},
+                                         {{{"nope", wrong}}, {model.loss.name()}},
+                                         {{}, {"loss_of_nothing"}},
+                                         {{}, {model.loss.name() + "7"}},
+                                         {{}, {model.loss.name()}},
+                                         {{}, {}}}) {
+    auto d = (*dist)->Run(c.feeds, c.fetches);
+    auto l = (*local)->Run(c.feeds, c.fetches);
+    ASSERT_FALSE(d.ok());
+    ASSERT_FALSE(l.ok());
+    EXPECT_EQ(d.status(), l.status());
+  }
+}
+
+TEST(InprocClusterTest, AWorkerGoneMidSessionFailsTheStepNamingIt) {
+  auto w0 = std::make_unique<InprocWorker>();
+  InprocWorker w1;
+  Mlp model("/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0");
+  auto dist = DistributedSession::Create(model.root.graph(), {}, Cluster({w0.get(), &w1}));
+  ASSERT_TRUE(dist.ok()) << dist.status().ToString();
+  ASSERT_TRUE((*dist)->Run({}, {}, model.init).ok());
+  w0.reset();
+  auto step = (*dist)->Run(MlpBatch(1), {model.loss.name()}, {model.step.name()});
+  ASSERT_FALSE(step.ok());
+  EXPECT_EQ(step.status().code(), StatusCode::kUnavailable) << step.status().ToString();
+  EXPECT_TRUE(MessageHas(step.status(), {"/job:worker/task:0"})) << step.status().ToString();
+}
+
+}  // namespace
+}  // namespace dflow::distributed
