@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cuda_device.h"
-#include "runtime/cuda_ipc.h"
-#include "tools/cuda_ipc_peer.h"
+#include "ops/cuda/cuda_device.h"
+#include "ops/cuda/cuda_ipc.h"
+#include "ops/cuda/cuda_ipc_peer.h"
 
 namespace {
 
@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   }
   const size_t bytes = mib << 20;
   // The peer first: it starts its own CUDA context while this one makes the buffers.
-  auto peer = dflow::tools::CudaIpcPeer::Start(peer_path, 0);
+  auto peer = dflow::cuda::CudaIpcPeer::Start(peer_path, 0);
   auto exporter = dflow::CudaIpcExporter::Create(0);
   if (!peer.ok() || !exporter.ok()) {
     std::fprintf(stderr, "cuda_ipc_bench: %s\n",

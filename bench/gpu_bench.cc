@@ -15,9 +15,9 @@
 
 #include "ops/array_ops.h"
 #include "ops/conv_ops.h"
+#include "ops/cuda/cuda_device.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
-#include "runtime/cuda_device.h"
 #include "runtime/session.h"
 
 namespace dflow {

@@ -10,7 +10,6 @@
 #include "distributed/messages.h"
 #include "graph/device_name.h"
 #include "runtime/calibration.h"
-#include "runtime/cpu_device.h"
 #include "runtime/pipeline.h"
 #include "runtime/step_trace.h"
 #include "serialization/graph_file.h"
@@ -156,7 +155,9 @@ Status WorkerService::EnsureDevices() {
   // Calibrated below: a local session measures only when it has several devices to choose
   // from, but a worker's devices are always among several, so it measures even one.
   o.calibrate_devices = false;
-  ASSIGN_OR_RETURN(SessionDevices made, CreateSessionDevices(o));
+  // Large tensors in memfds: a worker of this host reads them where they lie (the transport's
+  // tensors by reference) instead of copying them.
+  ASSIGN_OR_RETURN(SessionDevices made, CreateSessionDevices(o, /*shareable_memory=*/true));
   std::optional<CpuCalibration> calibration;
   if (options_.calibrate) {
     ASSIGN_OR_RETURN(ThreadBudget::Split split, o.threads.Resolve());
@@ -177,11 +178,6 @@ Status WorkerService::EnsureDevices() {
   listed.same_process_bandwidth = link.bandwidth;
   devices_reply_ = Encode(listed);
   devices_ = std::move(made.devices);
-  // Large tensors in memfds: a worker of this host reads them where they lie (the transport's
-  // tensors by reference) instead of copying them.
-  for (auto& d : devices_) {
-    if (auto* cpu = dynamic_cast<CpuDevice*>(d.get())) cpu->cpu_allocator()->set_shareable(true);
-  }
   return Status::OK();
 }
 

@@ -27,10 +27,10 @@
 #include <vector>
 
 #include "distributed/messages.h"
+#include "framework/device.h"
+#include "framework/thread_pool.h"
 #include "graph/mutex.h"
-#include "runtime/device.h"
 #include "runtime/partitioned_plan.h"
-#include "runtime/thread_pool.h"
 #include "transport/transport.h"
 
 namespace dflow::distributed {

@@ -31,7 +31,7 @@ class DeviceContext {
 
   // What a Send hands a Recv on another device of this process whose memory is its own: by
   // default a host copy (CopyToHost). A GPU hands its tensor with an event marking when its
-  // value is complete, without waiting for it (runtime/cuda_device.h).
+  // value is complete, without waiting for it (ops/cuda/cuda_device.h).
   virtual Result<Tensor> SendView(const Tensor& tensor) { return CopyToHost(tensor); }
   // A copy in this device's memory of a received tensor: a host tensor (CopyFromHost) or what
   // another device's SendView gave. Unimplemented, naming both memories, for memory this device

@@ -56,7 +56,7 @@ class Allocator {
   // process that mapped it may still read it. No-op by default.
   virtual void Retire(const void* p) {}
   // A handle by which another process of this host reads the `bytes` at `p` (CUDA IPC for a
-  // GPU's tensor on its way out, runtime/cuda_ipc.h), valid until the last tensor over this
+  // GPU's tensor on its way out, ops/cuda/cuda_ipc.h), valid until the last tensor over this
   // memory is dropped. Unimplemented, naming the device, by default.
   virtual Result<std::string> ExportToPeer(const void* p, size_t bytes) {
     return Unimplemented("memory of {} is not exported to other processes", device());

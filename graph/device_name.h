@@ -25,7 +25,7 @@ struct DeviceName {
   // An empty string is the fully unspecified name (matches any device).
   static Result<DeviceName> Parse(std::string_view name);
   // Makes `type` (2 to 8 capital letters) a device type that names may use from now on, for a
-  // device type beyond CPU and GPU (runtime/device_factory.h calls it). InvalidArgument naming
+  // device type beyond CPU and GPU (framework/device_factory.h calls it). InvalidArgument naming
   // the type when it is not of that form; adding a known type again changes nothing.
   static Status AddType(std::string_view type);
   // A full name: job, task, type and index all set.

@@ -6,10 +6,10 @@
 #include <map>
 #include <mutex>
 
+#include "framework/device_factory.h"
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
 #include "ops/unary_ops.h"
-#include "runtime/device_factory.h"
 #include "runtime/local_rendezvous.h"
 #include "runtime/partitioned_plan.h"
 

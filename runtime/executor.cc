@@ -4,7 +4,7 @@
 #include <unordered_map>
 
 #include "framework/progress.h"
-#include "runtime/spin_wait.h"
+#include "framework/spin_wait.h"
 
 namespace dflow {
 namespace {

@@ -18,11 +18,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "framework/device.h"
 #include "framework/kernel.h"
 #include "graph/graph.h"
 #include "graph/mutex.h"
 #include "runtime/cancellation.h"
-#include "runtime/device.h"
 #include "runtime/memory_plan.h"
 #include "runtime/step_trace.h"
 

@@ -12,9 +12,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "framework/device.h"
 #include "graph/mutex.h"
 #include "runtime/compile_cache.h"
-#include "runtime/device.h"
 #include "runtime/local_rendezvous.h"
 #include "runtime/partitioned_plan.h"
 #include "runtime/session.h"

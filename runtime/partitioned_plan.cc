@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
+#include "framework/spin_wait.h"
 #include "graph/mutex.h"
 #include "placer/partition.h"
 #include "runtime/pipeline.h"
 #include "runtime/run_signature.h"
-#include "runtime/spin_wait.h"
 
 namespace dflow {
 

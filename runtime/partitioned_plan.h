@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "framework/device.h"
 #include "framework/rendezvous.h"
 #include "placer/device_set.h"
 #include "runtime/cancellation.h"
-#include "runtime/device.h"
 #include "runtime/executor.h"
 #include "runtime/partition_share.h"
 

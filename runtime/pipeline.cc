@@ -3,11 +3,9 @@
 #include <algorithm>
 #include <map>
 
+#include "framework/device_factory.h"
 #include "ops/fusion.h"
 #include "runtime/calibration.h"
-#include "runtime/cuda_calibration.h"
-#include "runtime/cuda_device.h"
-#include "runtime/device_factory.h"
 
 namespace dflow {
 namespace {
@@ -33,29 +31,20 @@ Result<std::shared_ptr<const Graph>> Rewrite(const Graph& graph, PlanSpec* spec,
   return rewritten;
 }
 
-// The links of a session's GPUs from their calibrations: host memory to and from each GPU (for
-// every CPU device of the session) and GPU to GPU. Links the user's device_specs name are left
-// to the defaults.
-Status SetGpuLinks(SessionDevices& out, const std::map<std::string, const DeviceSpec*>& given) {
-  for (size_t g = 0; g < out.devices.size(); ++g) {
-    auto* gpu = dynamic_cast<CudaDevice*>(out.devices[g].get());
-    if (gpu == nullptr || given.count(gpu->canonical_name()) > 0) continue;
-    ASSIGN_OR_RETURN(CudaCalibration c, CachedCudaCalibration(gpu->ordinal()));
-    for (size_t o = 0; o < out.devices.size(); ++o) {
-      if (o == g) continue;
-      const int from = static_cast<int>(o), to = static_cast<int>(g);
-      if (auto* peer = dynamic_cast<CudaDevice*>(out.devices[o].get())) {
-        const size_t p = static_cast<size_t>(peer->ordinal());
-        if (p < c.to_peer.size() && c.to_peer[p].bandwidth > 0) {
-          out.set.SetLink(to, from, c.to_peer[p]);
-        }
-      } else if (out.devices[o]->allocator()->host_accessible()) {
-        out.set.SetLink(from, to, c.host_to_device);
-        out.set.SetLink(to, from, c.device_to_host);
+// The links the devices' types know (a GPU's to host memory and to other GPUs, from its
+// calibration); those of devices the user gave figures for are left to the defaults.
+void SetTypeLinks(SessionDevices& out, const std::map<std::string, const DeviceSpec*>& given) {
+  const int n = static_cast<int>(out.devices.size());
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) {
+      Device& from = *out.devices[a];
+      Device& to = *out.devices[b];
+      if (a == b || given.count(from.canonical_name()) || given.count(to.canonical_name())) {
+        continue;
       }
+      if (auto link = DeviceFactory::Global().Link(from, to)) out.set.SetLink(a, b, *link);
     }
   }
-  return Status::OK();
 }
 
 }  // namespace
@@ -77,7 +66,7 @@ Result<std::unique_ptr<ExecutionPlan>> CompileForDevice(const Graph& graph, cons
   return ExecutionPlan::Compile(graph, local, device);
 }
 
-Result<SessionDevices> CreateSessionDevices(const SessionOptions& options) {
+Result<SessionDevices> CreateSessionDevices(const SessionOptions& options, bool shareable_memory) {
   SessionDevices out;
   const bool several = !options.devices.empty();
   std::vector<std::string> names =
@@ -92,6 +81,7 @@ Result<SessionDevices> CreateSessionDevices(const SessionOptions& options) {
                            options.device_memory_bytes);
   }
   device_options.memory_limit = static_cast<size_t>(options.device_memory_bytes);
+  device_options.shareable_memory = shareable_memory;
   // device_specs by canonical name, so "CPU:1" and "cpu:1" are one device.
   std::vector<std::string> canonical;
   for (const auto& name : names) {
@@ -130,10 +120,8 @@ Result<SessionDevices> CreateSessionDevices(const SessionOptions& options) {
     o.memory_limit = limit;
     ASSIGN_OR_RETURN(auto device, DeviceFactory::Global().Create(name, o));
     DeviceSpec spec = base;
-    auto* gpu = dynamic_cast<CudaDevice*>(device.get());
-    if (gpu != nullptr && several && options.calibrate_devices && given == nullptr) {
-      ASSIGN_OR_RETURN(CudaCalibration c, CachedCudaCalibration(gpu->ordinal()));
-      spec = c.Apply(spec);
+    if (several && options.calibrate_devices && given == nullptr) {
+      ASSIGN_OR_RETURN(spec, DeviceFactory::Global().Calibrate(*device, spec));
     }
     if (given != nullptr) spec = *given;
     spec.name = device->name();
@@ -148,7 +136,7 @@ Result<SessionDevices> CreateSessionDevices(const SessionOptions& options) {
     }
     out.devices.push_back(std::move(device));
   }
-  if (several && options.calibrate_devices) RETURN_IF_ERROR(SetGpuLinks(out, specs));
+  if (several && options.calibrate_devices) SetTypeLinks(out, specs);
   return out;
 }
 

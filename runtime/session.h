@@ -23,11 +23,11 @@
 #include <utility>
 #include <vector>
 
+#include "framework/device_options.h"
 #include "graph/graph.h"
 #include "graph/scope.h"
 #include "placer/placer.h"
 #include "runtime/cancellation.h"
-#include "runtime/cpu_device.h"
 #include "runtime/executor.h"
 #include "runtime/run_signature.h"
 #include "runtime/step_trace.h"
@@ -35,12 +35,12 @@
 namespace dflow {
 
 struct SessionOptions {
-  // The CPU cores dflow may use and how they are split (see runtime/device.h).
+  // The CPU cores dflow may use and how they are split (framework/device_options.h).
   ThreadBudget threads;
   // The device the graph runs on when `devices` is empty.
   std::string device = "cpu:0";
   // Several devices: "cpu:0", "cpu:1", ... (virtual CPU devices, each with an equal share of the
-  // thread budget), or any type registered with the DeviceFactory (runtime/device_factory.h).
+  // thread budget), or any type registered with the DeviceFactory (framework/device_factory.h).
   // The placer assigns every node, the graph is partitioned per run signature, and every device
   // runs its part at once, joined by Send/Recv.
   std::vector<std::string> devices;

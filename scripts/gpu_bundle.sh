@@ -6,8 +6,7 @@
 # enough to carry to it (64 MiB).
 #
 #   scripts/gpu_bundle.sh                 # builds in build/ (test.sh's), writes .gpu/dflow-gpu.tar.xz
-#   # there:  tar -xJf .gpu/dflow-gpu.tar.xz -C /tmp && /tmp/dflow-gpu/run.sh runtime_tests \
-#   #           --gtest_filter='Cuda*'
+#   # there:  tar -xJf .gpu/dflow-gpu.tar.xz -C /tmp && /tmp/dflow-gpu/run.sh cuda_tests
 #
 # DFLOW_GPU_BUILD names another build folder; DFLOW_GPU_TARGETS the binaries (default: the test
 # binaries that hold GPU tests, the benchmarks scripts/gpu_bench.sh runs and the examples that
@@ -15,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${DFLOW_GPU_BUILD:-build}
-targets=${DFLOW_GPU_TARGETS:-runtime_tests op_conformance_tests ops_tests tools_tests distributed_tests dflow-worker cuda_ipc_peer gpu_bench cuda_ipc_bench models_bench resnet50 fashion_mnist_mlp fashion_mnist_cnn}
+targets=${DFLOW_GPU_TARGETS:-cuda_tests runtime_tests op_conformance_tests distributed_tests dflow-worker cuda_ipc_peer gpu_bench cuda_ipc_bench models_bench resnet50 fashion_mnist_mlp fashion_mnist_cnn}
 out=.gpu
 limit=$((64 << 20))
 

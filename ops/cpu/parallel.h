@@ -1,5 +1,5 @@
 // Internal: splits a loop over [0, n) across the calling thread's OpenMP team (its size is the
-// intra-op share of the thread budget, see runtime/device.h) when the loop is large enough to
+// intra-op share of the thread budget, see framework/device.h) when the loop is large enough to
 // pay for it; runs it inline otherwise.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Internal: registration of the GPU kernels, one function per family (register_cuda.cc calls
+// Internal: registration of the GPU kernels, one function per family (cuda_backend.cc calls
 // them all).
 #pragma once
 

@@ -8,8 +8,8 @@
 #include <mutex>
 #include <string_view>
 
-#include "framework/cuda_context.h"
 #include "framework/kernel.h"
+#include "ops/cuda/cuda_context.h"
 
 namespace dflow::cuda {
 

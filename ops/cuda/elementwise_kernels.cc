@@ -2,14 +2,14 @@
 // broadcasting up to rank 8, f32, f64, i32, i64; integer Div is refused, InvalidArgument: the
 // CPU kernel's check for a zero divisor would need a copy to the host), Relu and ReluGrad (f32,
 // f64). Each checks shapes on the host, allocates its output on the device and launches on the
-// device's compute stream (framework/cuda_context.h), then returns without waiting.
+// device's compute stream (ops/cuda/cuda_context.h), then returns without waiting.
 #include <fmt/format.h>
 
 #include <optional>
 
-#include "framework/cuda_context.h"
 #include "framework/kernel.h"
 #include "ops/broadcast.h"
+#include "ops/cuda/cuda_context.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/kernel_util.h"
 #include "ops/cuda/launch.h"

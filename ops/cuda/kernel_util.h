@@ -5,8 +5,8 @@
 #include <optional>
 #include <string_view>
 
-#include "framework/cuda_context.h"
 #include "framework/kernel.h"
+#include "ops/cuda/cuda_context.h"
 #include "ops/cuda/launch.h"
 
 namespace dflow::cuda {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "framework/cuda_stream.h"
+#include "ops/cuda/cuda_stream.h"
 
 namespace dflow::cuda {
 

@@ -9,14 +9,15 @@
 #include <cmath>
 #include <cstring>
 
+#include "framework/device_factory.h"
 #include "ops/array_ops.h"
 #include "ops/common/common_kernels.h"
 #include "ops/math_ops.h"
 #include "ops/random_ops.h"
 #include "ops/register.h"
+#include "ops/sim/sim_backend.h"
 #include "ops/state_ops.h"
 #include "ops/unary_ops.h"
-#include "runtime/device_factory.h"
 #include "runtime/local_session.h"
 #include "test_util.h"
 
@@ -25,129 +26,17 @@ namespace {
 
 using testing::MessageHas;
 
-// Host memory underneath, but not host-accessible to anyone who asks.
-class SimAllocator final : public Allocator {
- public:
-  SimAllocator(std::string device, size_t limit) : memory_(std::move(device)) {
-    memory_.set_limit(limit);
-  }
-  void* Allocate(size_t bytes, size_t alignment) override {
-    return memory_.Allocate(bytes, alignment);
-  }
-  void Deallocate(void* p, size_t bytes) override { memory_.Deallocate(p, bytes); }
-  const std::string& device() const override { return memory_.device(); }
-  bool host_accessible() const override { return false; }
-  size_t limit() const override { return memory_.limit(); }
-  size_t bytes_in_use() const override { return memory_.bytes_in_use(); }
-  size_t peak_bytes() const { return memory_.peak_bytes(); }
-  void ResetPeak() { memory_.ResetPeak(); }
-
- private:
-  CpuAllocator memory_;
-};
-
-class SimDevice;
-
-class SimContext final : public DeviceContext {
- public:
-  explicit SimContext(SimDevice* device) : device_(device) {}
-  Result<Tensor> CopyToHost(const Tensor& tensor) override;
-  Result<Tensor> CopyFromHost(const Tensor& host) override;
-  Status CopyOnDevice(const Tensor& src, Tensor& dst) override;
-  // Between SIM devices of this process: the tensor itself, copied by the receiver.
-  Result<Tensor> SendView(const Tensor& tensor) override { return tensor; }
-  Result<Tensor> CopyFromDevice(const Tensor& sent) override;
-
- private:
-  SimDevice* device_;
-};
-
-class SimDevice final : public Device {
- public:
-  explicit SimDevice(const DeviceName& name, size_t limit)
-      : Device(name),
-        allocator_(MakeAllocator<SimAllocator>(name.ToString(), limit)),
-        context_(this) {}
-  Allocator* allocator() override { return allocator_.get(); }
-  MemoryStats memory() const override {
-    return {allocator_->limit(), allocator_->bytes_in_use(), allocator_->peak_bytes()};
-  }
-  void ResetPeak() override { allocator_->ResetPeak(); }
-  Result<Tensor> CopyFromHost(const Tensor& host) override {
-    if (!host.host_accessible()) return InvalidArgument("sim: CopyFromHost of device memory");
-    ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(allocator(), host.dtype(), host.shape()));
-    if (host.num_bytes() > 0) std::memcpy(t.raw_data(), host.raw_data(), host.num_bytes());
-    copies_in++;
-    return t;
-  }
-  Result<Tensor> CopyToHost(const Tensor& t) override {
-    if (t.host_accessible()) return InvalidArgument("sim: CopyToHost of host memory");
-    if (refuse_copies_out) return Internal("sim: copies out refused");
-    Tensor host(t.dtype(), t.shape());
-    if (t.num_bytes() > 0) std::memcpy(host.raw_data(), t.raw_data(), t.num_bytes());
-    copies_out++;
-    return host;
-  }
-  DeviceContext* context() override { return &context_; }
-
-  std::atomic<int> copies_in{0};
-  std::atomic<int> copies_out{0};
-  std::atomic<int> copies_on_device{0};
-  std::atomic<int> copies_between{0};  // from another SIM device
-  bool refuse_copies_out = false;
-
- private:
-  AllocatorPtr<SimAllocator> allocator_;
-  SimContext context_;
-};
-
-Result<Tensor> SimContext::CopyToHost(const Tensor& t) { return device_->CopyToHost(t); }
-Result<Tensor> SimContext::CopyFromHost(const Tensor& host) { return device_->CopyFromHost(host); }
-Result<Tensor> SimContext::CopyFromDevice(const Tensor& sent) {
-  if (sent.host_accessible()) return device_->CopyFromHost(sent);
-  if (sent.device() == device_->canonical_name()) return sent;
-  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(device_->allocator(), sent.dtype(), sent.shape()));
-  if (sent.num_bytes() > 0) std::memcpy(t.raw_data(), sent.raw_data(), sent.num_bytes());
-  device_->copies_between++;
-  return t;
-}
-
-Status SimContext::CopyOnDevice(const Tensor& src, Tensor& dst) {
-  if (src.host_accessible() || dst.host_accessible()) {
-    return InvalidArgument("sim: CopyOnDevice of host memory");
-  }
-  device_->copies_on_device++;
-  return DeviceContext::CopyOnDevice(src, dst);
-}
-
-// Registers "SIM" with the shared kernels and, for arithmetic, the CPU's (which read the
-// buffers directly: underneath they are host memory).
+// Registers the stand-in "SIM" (tests/ops/sim/) for one test.
 class DeviceMemoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ops::RegisterStandardOps();
     ASSERT_TRUE(DeviceFactory::Global()
-                    .Register("SIM",
-                              [this](const DeviceName& name,
-                                     const DeviceOptions& o) -> Result<std::unique_ptr<Device>> {
-                                auto d = std::make_unique<SimDevice>(
-                                    name, o.memory_limit == 0 ? size_t{64} << 20 : o.memory_limit);
-                                made_ = d.get();
-                                all_made_.push_back(d.get());
-                                return std::unique_ptr<Device>(std::move(d));
-                              })
+                    .Register(sim::SimDeviceType([this](sim::SimDevice* d) {
+                      made_ = d;
+                      all_made_.push_back(d);
+                    }))
                     .ok());
-    static bool kernels = [] {
-      if (!common::RegisterDeviceMemoryKernels("SIM").ok()) return false;
-      for (const char* op : {"Add", "Mul", "MatMul", "Relu", "Neg"}) {
-        const KernelFactory* cpu = KernelRegistry::Global().Find(op, "CPU");
-        if (cpu == nullptr || !KernelRegistry::Global().Register(op, "SIM", *cpu).ok()) {
-          return false;
-        }
-      }
-      return true;
-    }();
-    ASSERT_TRUE(kernels);
   }
   void TearDown() override { EXPECT_TRUE(DeviceFactory::Global().Unregister("SIM").ok()); }
 
@@ -157,8 +46,8 @@ class DeviceMemoryTest : public ::testing::Test {
     o.calibrate_devices = false;
     return o;
   }
-  SimDevice* made_ = nullptr;
-  std::vector<SimDevice*> all_made_;
+  sim::SimDevice* made_ = nullptr;
+  std::vector<sim::SimDevice*> all_made_;
 };
 
 TEST_F(DeviceMemoryTest, FeedsGoInFetchesComeOutConstantsGoInOnce) {
@@ -237,7 +126,7 @@ TEST_F(DeviceMemoryTest, SendAndRecvBetweenTwoDevicesCopyDeviceToDevice) {
   }
   // a goes sim:0 -> sim:1 and b back, device to device; only the fetch leaves for the host.
   int between = 0, out_copies = 0;
-  for (SimDevice* d : all_made_) {
+  for (sim::SimDevice* d : all_made_) {
     between += d->copies_between.load();
     out_copies += d->copies_out.load();
   }
@@ -317,16 +206,26 @@ TEST_F(DeviceMemoryTest, RandomInitializersAreTheCpusValuesCopiedIn) {
     ASSERT_EQ(sim[i].dtype(), cpu[i].dtype());
     EXPECT_EQ(std::memcmp(sim[i].raw_data(), cpu[i].raw_data(), cpu[i].num_bytes()), 0) << i;
   }
-  // Only ops without inputs are computed that way: a node with inputs is refused by name.
-  static const bool registered = common::RegisterHostComputed("Exp", "SIM").ok();
-  ASSERT_TRUE(registered);
-  Scope root = Scope::NewRootScope().WithDevice("sim:0");
+}
+
+// Only ops without inputs are computed in host memory: a node with inputs is refused by name
+// (on "SIMH", a SIM whose Exp is host-computed).
+TEST_F(DeviceMemoryTest, AHostComputedOpWithInputsIsRefusedByName) {
+  DeviceType hosted = sim::SimDeviceType();
+  hosted.name = "SIMH";
+  hosted.register_kernels = [] {
+    RETURN_IF_ERROR(common::RegisterDeviceMemoryKernels("SIMH"));
+    return common::RegisterHostComputed("Exp", "SIMH");
+  };
+  ASSERT_TRUE(DeviceFactory::Global().Register(std::move(hosted)).ok());
+  Scope root = Scope::NewRootScope().WithDevice("simh:0");
   auto e = ops::Exp(root.WithOpName("e"), ops::Const(root, 1.0f));
-  auto session = LocalSession::Create(root, Options({"sim:0"}));
+  auto session = LocalSession::Create(root, Options({"simh:0"}));
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   auto refused = (*session)->Run({}, {e.name()});
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageHas(refused.status(), {"'e'", "has inputs"})) << refused.status().ToString();
+  EXPECT_TRUE(DeviceFactory::Global().Unregister("SIMH").ok());
 }
 
 TEST_F(DeviceMemoryTest, FailedCopiesNameTheFeedOrFetchAndTheDevice) {

@@ -3,10 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include "framework/device_factory.h"
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
 #include "ops/unary_ops.h"
-#include "runtime/device_factory.h"
 #include "runtime/local_rendezvous.h"
 #include "runtime/local_session.h"
 #include "test_util.h"

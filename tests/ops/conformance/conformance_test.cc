@@ -14,13 +14,14 @@
 #include <set>
 #include <tuple>
 
+#include "framework/device_factory.h"
+#include "framework/device_types_under_test.h"
 #include "framework/kernel.h"
 #include "graph/gradients.h"
 #include "graph/op_registry.h"
 #include "op_cases.h"
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
-#include "runtime/device_factory.h"
 #include "runtime/session.h"
 
 namespace dflow::conformance {
@@ -339,12 +340,12 @@ TEST_P(OpGradientConformanceTest, Gradient) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOps, OpConformanceTest,
-                         ::testing::Combine(::testing::ValuesIn(DeviceFactory::Global().types()),
+                         ::testing::Combine(::testing::ValuesIn(testing::DeviceTypesUnderTest()),
                                             ::testing::ValuesIn(AllIndices())),
                          ParamName);
 
 INSTANTIATE_TEST_SUITE_P(AllOps, OpGradientConformanceTest,
-                         ::testing::Combine(::testing::ValuesIn(DeviceFactory::Global().types()),
+                         ::testing::Combine(::testing::ValuesIn(testing::DeviceTypesUnderTest()),
                                             ::testing::ValuesIn(GradientIndices())),
                          ParamName);
 

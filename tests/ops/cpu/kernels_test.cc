@@ -8,6 +8,7 @@
 #include "ops/array_ops.h"
 #include "ops/broadcast.h"
 #include "ops/conv_ops.h"
+#include "ops/cpu/cpu_device.h"
 #include "ops/math_ops.h"
 #include "ops/unary_ops.h"
 #include "runtime/local_session.h"

@@ -10,9 +10,9 @@
 
 #include "ops/array_ops.h"
 #include "ops/conv_ops.h"
+#include "ops/cuda/cuda_device.h"
 #include "ops/math_ops.h"
 #include "ops/unary_ops.h"
-#include "runtime/cuda_device.h"
 #include "runtime/local_session.h"
 #include "test_util.h"
 

@@ -1,23 +1,20 @@
-// CUDA IPC between two processes (runtime/cuda_ipc.h) through the cuda_ipc_peer program: on a
+// CUDA IPC between two processes (ops/cuda/cuda_ipc.h) through the cuda_ipc_peer program: on a
 // GPU, tensors this process exports arrive bit for bit in the other's GPU memory, blocks are
 // reused once released; without one, the peer says why. A peer that is gone is an error naming
 // it, never a hang.
-#include "tools/cuda_ipc_peer.h"
+#include "ops/cuda/cuda_ipc_peer.h"
 
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <filesystem>
 #include <vector>
 
-#include "runtime/cuda_device.h"
+#include "ops/cuda/cuda_device.h"
 #include "test_util.h"
 
-#if DFLOW_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
-namespace dflow::tools {
+namespace dflow::cuda {
 namespace {
 
 using testing::MessageHas;
@@ -65,7 +62,6 @@ TEST(CudaIpcPeerTest, TheStartOfAMissingProgramNamesIt) {
       << peer.status().ToString();
 }
 
-#if DFLOW_WITH_CUDA
 TEST(CudaIpcPeerTest, ExportedTensorsArriveInTheOtherProcessAndBlocksAreReused) {
   std::string why;
   if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no CUDA GPU here: " << why;
@@ -110,7 +106,6 @@ TEST(CudaIpcPeerTest, ExportedTensorsArriveInTheOtherProcessAndBlocksAreReused) 
   cudaFree(src);
   cudaStreamDestroy(stream);
 }
-#endif
 
 TEST(CudaIpcHandleTest, TheWireFormRoundTripsAndAWrongSizeIsRefused) {
   CudaIpcHandle h;
@@ -139,4 +134,4 @@ TEST(CudaIpcHandleTest, TheWireFormRoundTripsAndAWrongSizeIsRefused) {
 }
 
 }  // namespace
-}  // namespace dflow::tools
+}  // namespace dflow::cuda

@@ -2,18 +2,18 @@
 // limit enforced by the allocator (naming the device), stream-ordered reuse. Without a GPU the
 // GPU tests skip, saying why. The GPU's calibration for the placer, and the links a session on
 // CPU and GPU gets from it.
-#include "runtime/cuda_device.h"
+#include "ops/cuda/cuda_device.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <vector>
 
+#include "framework/device_factory.h"
 #include "ops/array_ops.h"
+#include "ops/cuda/cuda_calibration.h"
 #include "ops/math_ops.h"
 #include "ops/unary_ops.h"
-#include "runtime/cuda_calibration.h"
-#include "runtime/device_factory.h"
 #include "runtime/local_session.h"
 #include "runtime/pipeline.h"
 #include "runtime/session.h"

@@ -15,8 +15,8 @@
 // direct where the GPUs have peer access, which Create turns on, staged by CUDA otherwise).
 //
 // Machines without a GPU (or without a driver) build and link this; CudaDeviceCount() is then 0
-// and says why, the "GPU" device type is not registered and CudaDevice::Create is NotFound. A
-// build without CUDA has the same interface, with no GPU ever.
+// and says why, the "GPU" device type has no device (ops/cuda/cuda_backend.h) and
+// CudaDevice::Create is NotFound.
 #pragma once
 
 #include <atomic>
@@ -25,23 +25,17 @@
 #include <utility>
 #include <vector>
 
-#include "framework/cuda_context.h"
+#include "framework/device.h"
 #include "graph/mutex.h"
-#include "runtime/device.h"
+#include "ops/cuda/cuda_context.h"
 
 namespace dflow {
 
 // The size of each of the two pinned buffers a GPU stages host copies through, per direction.
 inline constexpr size_t kCudaStagingChunk = size_t{4} << 20;
 
-// The GPUs this process can use; 0 with `why` set when there are none (no driver, no device,
-// or a build without CUDA).
+// The GPUs this process can use; 0 with `why` set when there are none (no driver, no device).
 int CudaDeviceCount(std::string* why = nullptr);
-
-// Registers the "GPU" device type with `factory` when a GPU is present; OK (and nothing done)
-// when there is none. Called by DeviceFactory::Global().
-class DeviceFactory;
-Status RegisterCudaDeviceType(DeviceFactory& factory);
 
 class CudaIpcImporter;
 class PeerDeviceMemory;
@@ -116,7 +110,7 @@ class CudaDevice final : public Device {
   // run.
   Result<Tensor> CopyFromDevice(const Tensor& sent);
   Status Synchronize() override;
-  // The GPU's ordinal and compute stream, for kernels (framework/cuda_context.h), and the
+  // The GPU's ordinal and compute stream, for kernels (ops/cuda/cuda_context.h), and the
   // device's copies for the kernels every device shares (ops/common/).
   DeviceContext* context() override { return context_.get(); }
   // Queues a copy of `src` into `dst` (both on this GPU, the same size) on the compute stream.
@@ -130,7 +124,7 @@ class CudaDevice final : public Device {
   size_t held_tensors() const;
 
  private:
-  struct Staging;  // the copy streams, pinned buffers and events (runtime/cuda_device.cc)
+  struct Staging;  // the copy streams, pinned buffers and events (ops/cuda/cuda_device.cc)
   CudaDevice(const DeviceName& name, int ordinal, CudaStream stream, size_t limit);
   // Keeps `tensor` until `event` (a cudaEvent_t recorded on the compute stream) has passed.
   void HoldUntil(void* event, Tensor tensor);

@@ -1,4 +1,4 @@
-// A second process that reads GPU memory this one exports by CUDA IPC (runtime/cuda_ipc.h), for
+// A second process that reads GPU memory this one exports by CUDA IPC (ops/cuda/cuda_ipc.h), for
 // the CUDA IPC test and benchmark: the program cuda_ipc_peer, started with pipes to its stdin
 // and stdout, and the client that talks to it.
 //
@@ -16,9 +16,9 @@
 #include <string>
 
 #include "graph/status.h"
-#include "runtime/cuda_ipc.h"
+#include "ops/cuda/cuda_ipc.h"
 
-namespace dflow::tools {
+namespace dflow::cuda {
 
 enum CudaIpcRequest : uint8_t { kQuit = 0, kCopy = 1, kCopyAndHash = 2 };
 
@@ -56,4 +56,4 @@ class CudaIpcPeer {
 // The cuda_ipc_peer program's loop: serves requests on `in` until kQuit or end of file.
 int RunCudaIpcPeer(int ordinal, int in, int out);
 
-}  // namespace dflow::tools
+}  // namespace dflow::cuda

@@ -1,4 +1,4 @@
-#include "runtime/device.h"
+#include "framework/device.h"
 
 #include "framework/rendezvous_key.h"
 

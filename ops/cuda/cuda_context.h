@@ -2,11 +2,11 @@
 // ordinal and the compute stream every kernel of the device enqueues on, in order. A kernel
 // launches its work there and returns; the host waits only where a value reaches host memory.
 // No CUDA header is needed here: the stream is CUDA's opaque cudaStream_t. The device's copies
-// (DeviceContext's) are the CUDA device's own (runtime/cuda_device.cc).
+// (DeviceContext's) are the CUDA device's own (ops/cuda/cuda_device.cc).
 #pragma once
 
-#include "framework/cuda_stream.h"
 #include "framework/device_context.h"
+#include "ops/cuda/cuda_stream.h"
 
 namespace dflow {
 

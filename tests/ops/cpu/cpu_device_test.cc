@@ -1,4 +1,4 @@
-#include "runtime/cpu_device.h"
+#include "ops/cpu/cpu_device.h"
 
 #include <gtest/gtest.h>
 
@@ -42,11 +42,11 @@ TEST(ThreadBudgetTest, BadBudgets) {
 
 TEST(CpuDeviceTest, CreatesPoolForExtraInterOpThreads) {
   auto name = DeviceName::Full("localhost", 0, "CPU", 0);
-  auto one = CpuDevice::Create(name, {4, 1});
+  auto one = CpuDevice::Create(name, {.threads = {4, 1}});
   ASSERT_TRUE(one.ok());
   EXPECT_EQ((*one)->inter_op_pool(), nullptr);
   EXPECT_EQ((*one)->intra_op_threads(), 4);
-  auto three = CpuDevice::Create(name, {6, 3});
+  auto three = CpuDevice::Create(name, {.threads = {6, 3}});
   ASSERT_TRUE(three.ok());
   ASSERT_NE((*three)->inter_op_pool(), nullptr);
   EXPECT_EQ((*three)->inter_op_pool()->num_threads(), 2);

@@ -1,14 +1,12 @@
-#include "runtime/cuda_calibration.h"
+#include "ops/cuda/cuda_calibration.h"
+
+#include <cuda_runtime_api.h>
 
 #include <chrono>
 #include <map>
 #include <mutex>
 
-#include "runtime/cuda_device.h"
-
-#if DFLOW_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
+#include "ops/cuda/cuda_device.h"
 
 namespace dflow {
 
@@ -18,16 +16,6 @@ DeviceSpec CudaCalibration::Apply(DeviceSpec spec) const {
   spec.launch_overhead_s = launch_overhead_s;
   return spec;
 }
-
-#if !DFLOW_WITH_CUDA
-
-Result<CudaCalibration> CalibrateCuda(int ordinal) {
-  std::string why;
-  CudaDeviceCount(&why);
-  return NotFound("no gpu:{} to calibrate ({})", ordinal, why);
-}
-
-#else
 
 namespace {
 
@@ -159,8 +147,6 @@ Result<CudaCalibration> CalibrateCuda(int ordinal) {
   c.seconds_taken = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   return c;
 }
-
-#endif  // DFLOW_WITH_CUDA
 
 Result<CudaCalibration> CachedCudaCalibration(int ordinal) {
   static std::mutex mu;

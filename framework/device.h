@@ -1,6 +1,7 @@
-// Device: where kernels run and tensors live. The runtime talks to every device type (CPU today,
-// CUDA next) through this interface; a device type registers a factory (runtime/device_factory.h)
-// and its kernels (framework/kernel.h), and needs nothing else from the runtime.
+// Device: where kernels run and tensors live. The runtime talks to every device type through this
+// interface; a device type (framework/device_type.h) makes its devices and registers its kernels
+// (framework/kernel.h), and needs nothing else from the runtime. The backends: ops/cpu/ (CPU),
+// ops/cuda/ (GPU).
 //
 // What a device provides:
 //   allocator()        its memory, under the device's limit (MemoryStats): the figure the
@@ -18,12 +19,13 @@
 #include <string>
 
 #include "framework/device_context.h"
+#include "framework/device_options.h"
+#include "framework/step_threads.h"
+#include "framework/thread_pool.h"
 #include "framework/variable_store.h"
 #include "graph/allocator.h"
 #include "graph/device_name.h"
 #include "graph/tensor.h"
-#include "runtime/step_threads.h"
-#include "runtime/thread_pool.h"
 
 namespace dflow {
 

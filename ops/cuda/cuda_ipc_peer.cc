@@ -1,5 +1,6 @@
-#include "tools/cuda_ipc_peer.h"
+#include "ops/cuda/cuda_ipc_peer.h"
 
+#include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -12,13 +13,9 @@
 #include <cstring>
 #include <vector>
 
-#if DFLOW_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
 extern char** environ;
 
-namespace dflow::tools {
+namespace dflow::cuda {
 namespace {
 
 // Reads exactly `n` bytes before `until`; false at end of file, on an error or past it.
@@ -142,7 +139,6 @@ int RunCudaIpcPeer(int ordinal, int in, int out) {
     return WriteFull(out, &r, sizeof r);
   };
   auto importer = CudaIpcImporter::Create(ordinal);
-#if DFLOW_WITH_CUDA
   cudaStream_t stream = nullptr;
   void* dst = nullptr;
   size_t dst_size = 0;
@@ -150,7 +146,6 @@ int RunCudaIpcPeer(int ordinal, int in, int out) {
     cudaSetDevice(ordinal);
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   }
-#endif
   std::string wire(CudaIpcHandle::kWireBytes, '\0');
   for (;;) {
     uint8_t op = kQuit;
@@ -163,7 +158,6 @@ int RunCudaIpcPeer(int ordinal, int in, int out) {
       if (!reply_with(importer.ok() ? handle.status() : importer.status(), 0)) break;
       continue;
     }
-#if DFLOW_WITH_CUDA
     Status s;
     uint64_t hash = 0;
     if (handle->bytes > dst_size) {
@@ -189,13 +183,10 @@ int RunCudaIpcPeer(int ordinal, int in, int out) {
       }
     }
     if (!reply_with(s, hash)) break;
-#endif
   }
-#if DFLOW_WITH_CUDA
   if (dst != nullptr) cudaFree(dst);
   if (stream != nullptr) cudaStreamDestroy(stream);
-#endif
   return 0;
 }
 
-}  // namespace dflow::tools
+}  // namespace dflow::cuda

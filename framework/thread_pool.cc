@@ -1,4 +1,4 @@
-#include "runtime/thread_pool.h"
+#include "framework/thread_pool.h"
 
 namespace dflow {
 

@@ -1,8 +1,8 @@
-#include "runtime/step_threads.h"
+#include "framework/step_threads.h"
 
 #include <pthread.h>
 
-#include "runtime/spin_wait.h"
+#include "framework/spin_wait.h"
 
 namespace dflow {
 

@@ -1,13 +1,11 @@
-#include "runtime/cuda_ipc.h"
+#include "ops/cuda/cuda_ipc.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstring>
 
-#if DFLOW_WITH_CUDA
-#include "runtime/cuda_call.h"
-#endif
+#include "ops/cuda/cuda_call.h"
 
 namespace dflow {
 
@@ -45,35 +43,6 @@ Result<CudaIpcHandle> CudaIpcHandle::Decode(std::string_view wire) {
   get(&h.pid, 4);
   return h;
 }
-
-#if !DFLOW_WITH_CUDA
-
-struct CudaIpcExporter::Block {};
-struct CudaIpcImporter::Opened {};
-CudaIpcExporter::CudaIpcExporter(int ordinal) : ordinal_(ordinal) {}
-CudaIpcImporter::CudaIpcImporter(int ordinal) : ordinal_(ordinal) {}
-
-Result<std::unique_ptr<CudaIpcExporter>> CudaIpcExporter::Create(int ordinal) {
-  return Unavailable("CUDA IPC on gpu:{}: dflow was built without CUDA", ordinal);
-}
-CudaIpcExporter::~CudaIpcExporter() = default;
-Result<CudaIpcHandle> CudaIpcExporter::Export(const void*, size_t, CudaStream) {
-  return Internal("built without CUDA");
-}
-Status CudaIpcExporter::Release(uint64_t) { return Internal("built without CUDA"); }
-size_t CudaIpcExporter::blocks() const { return 0; }
-size_t CudaIpcExporter::blocks_in_use() const { return 0; }
-
-Result<std::unique_ptr<CudaIpcImporter>> CudaIpcImporter::Create(int ordinal) {
-  return Unavailable("CUDA IPC on gpu:{}: dflow was built without CUDA", ordinal);
-}
-CudaIpcImporter::~CudaIpcImporter() = default;
-Status CudaIpcImporter::CopyOut(const CudaIpcHandle&, void*, CudaStream) {
-  return Internal("built without CUDA");
-}
-size_t CudaIpcImporter::open_blocks() const { return 0; }
-
-#else
 
 namespace {
 
@@ -272,7 +241,5 @@ size_t CudaIpcImporter::open_blocks() const {
   MutexLock lock(mu_);
   return opened_.size();
 }
-
-#endif  // DFLOW_WITH_CUDA
 
 }  // namespace dflow

@@ -11,8 +11,6 @@
 // The importer opens each memory and event handle once and keeps it (a block is exported many
 // times); its copy waits on the exporter's event on the importer's stream, so neither host
 // waits for the other's GPU work.
-//
-// A build without CUDA has the same interface: Create is Unavailable, saying why.
 #pragma once
 
 #include <array>
@@ -23,9 +21,9 @@
 #include <string_view>
 #include <vector>
 
-#include "framework/cuda_stream.h"
 #include "graph/mutex.h"
 #include "graph/status.h"
+#include "ops/cuda/cuda_stream.h"
 
 namespace dflow {
 

@@ -1,4 +1,4 @@
-#include "runtime/cpu_device.h"
+#include "ops/cpu/cpu_device.h"
 
 #include <omp.h>
 #include <unistd.h>
@@ -7,24 +7,6 @@
 #include <thread>
 
 namespace dflow {
-
-Result<ThreadBudget::Split> ThreadBudget::Resolve() const {
-  if (num_threads < 0) return InvalidArgument("num_threads is {}; it must be >= 0", num_threads);
-  if (inter_op_threads < 0) {
-    return InvalidArgument("inter_op_threads is {}; it must be >= 0", inter_op_threads);
-  }
-  Split s;
-  s.num_threads = num_threads > 0
-                      ? num_threads
-                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  s.inter_op_threads = inter_op_threads > 0 ? inter_op_threads : 1;
-  if (s.inter_op_threads > s.num_threads) {
-    return InvalidArgument("inter_op_threads ({}) exceeds the thread budget num_threads ({})",
-                           s.inter_op_threads, s.num_threads);
-  }
-  s.intra_op_threads = std::max(1, s.num_threads / s.inter_op_threads);
-  return s;
-}
 
 size_t PhysicalMemoryBytes() {
   long pages = sysconf(_SC_PHYS_PAGES);
@@ -44,14 +26,17 @@ CpuDevice::CpuDevice(const DeviceName& name, ThreadBudget::Split split, size_t m
 }
 
 Result<std::unique_ptr<CpuDevice>> CpuDevice::Create(const DeviceName& name,
-                                                     const ThreadBudget& budget,
-                                                     size_t memory_limit) {
+                                                     const DeviceOptions& options) {
   if (!name.fully_specified() || name.type != "CPU") {
     return InvalidArgument("'{}' is not a full CPU device name", name.ToString());
   }
-  ASSIGN_OR_RETURN(auto split, budget.Resolve());
-  if (memory_limit == 0) memory_limit = PhysicalMemoryBytes();
-  return std::unique_ptr<CpuDevice>(new CpuDevice(name, split, memory_limit));
+  ASSIGN_OR_RETURN(auto split, options.threads.Resolve());
+  const size_t limit = options.memory_limit == 0 ? PhysicalMemoryBytes() : options.memory_limit;
+  auto device = std::unique_ptr<CpuDevice>(new CpuDevice(name, split, limit));
+  // Large tensors in memfds: a worker of this host reads them where they lie (the transport's
+  // tensors by reference) instead of copying them.
+  if (options.shareable_memory) device->allocator_->set_shareable(true);
+  return device;
 }
 
 MemoryStats CpuDevice::memory() const {

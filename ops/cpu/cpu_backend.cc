@@ -1,7 +1,8 @@
-#include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/cpu_backend.h"
 
 #include "ops/common/common_kernels.h"
-#include "ops/cpu/register_cpu.h"
+#include "ops/cpu/cpu_device.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace dflow::cpu {
 
@@ -22,6 +23,18 @@ Status RegisterCpuKernels() {
   RETURN_IF_ERROR(RegisterFusedUpdateKernels());
   RETURN_IF_ERROR(common::RegisterCommonKernels("CPU"));
   return Status::OK();
+}
+
+DeviceType CpuDeviceType() {
+  DeviceType t;
+  t.name = "CPU";
+  t.create = [](const DeviceName& name,
+                const DeviceOptions& options) -> Result<std::unique_ptr<Device>> {
+    ASSIGN_OR_RETURN(auto cpu, CpuDevice::Create(name, options));
+    return std::unique_ptr<Device>(std::move(cpu));
+  };
+  t.register_kernels = RegisterCpuKernels;
+  return t;
 }
 
 }  // namespace dflow::cpu

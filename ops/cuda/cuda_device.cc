@@ -1,58 +1,17 @@
-#include "runtime/cuda_device.h"
+#include "ops/cuda/cuda_device.h"
 
-#include <fmt/format.h>
-
-#include "framework/peer_device_memory.h"
-#include "runtime/cuda_ipc.h"
-#include "runtime/device_factory.h"
-
-#if DFLOW_WITH_CUDA
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 #include <map>
 
-#include "runtime/cuda_call.h"
-#endif
+#include "framework/peer_device_memory.h"
+#include "ops/cuda/cuda_call.h"
+#include "ops/cuda/cuda_ipc.h"
 
 namespace dflow {
-
-#if !DFLOW_WITH_CUDA
-
-int CudaDeviceCount(std::string* why) {
-  if (why != nullptr) *why = "dflow was built without CUDA (DFLOW_WITH_CUDA)";
-  return 0;
-}
-
-Status RegisterCudaDeviceType(DeviceFactory&) { return Status::OK(); }
-
-CudaAllocator::CudaAllocator(std::string device, int ordinal, CudaStream stream, size_t limit)
-    : device_(std::move(device)), ordinal_(ordinal), stream_(stream), limit_(limit) {}
-CudaAllocator::~CudaAllocator() = default;
-void* CudaAllocator::Allocate(size_t, size_t) { return nullptr; }
-void CudaAllocator::Deallocate(void*, size_t) {}
-
-Result<std::unique_ptr<CudaDevice>> CudaDevice::Create(const DeviceName& name, size_t) {
-  std::string why;
-  CudaDeviceCount(&why);
-  return NotFound("device '{}': this process has 0 GPU(s) ({})", name.ToString(), why);
-}
-struct CudaDevice::Staging {};
-CudaDevice::~CudaDevice() = default;
-// Unreachable without CUDA (Create never makes a CudaDevice); defined for the vtable.
-MemoryStats CudaDevice::memory() const { return {}; }
-Result<Tensor> CudaDevice::CopyFromHost(const Tensor&) { return Internal("built without CUDA"); }
-Result<Tensor> CudaDevice::CopyToHost(const Tensor&) { return Internal("built without CUDA"); }
-Status CudaDevice::Synchronize() { return Internal("built without CUDA"); }
-Status CudaDevice::CopyOnDevice(const Tensor&, Tensor&) { return Internal("built without CUDA"); }
-Result<Tensor> CudaDevice::SendView(const Tensor&) { return Internal("built without CUDA"); }
-Result<Tensor> CudaDevice::CopyFromDevice(const Tensor&) { return Internal("built without CUDA"); }
-size_t CudaDevice::held_tensors() const { return 0; }
-CudaAllocator::OrderedOn::OrderedOn(CudaAllocator*, CudaStream) {}
-CudaAllocator::OrderedOn::~OrderedOn() = default;
-
-#else
 
 // The context kernels see: the stream, and the device's copies.
 class CudaDeviceContext final : public CudaContext {
@@ -85,16 +44,6 @@ int CudaDeviceCount(std::string* why) {
   }
   if (n == 0 && why != nullptr) *why = "cudaGetDeviceCount: no CUDA device";
   return n;
-}
-
-Status RegisterCudaDeviceType(DeviceFactory& factory) {
-  if (CudaDeviceCount() == 0) return Status::OK();
-  return factory.Register(
-      "GPU",
-      [](const DeviceName& name, const DeviceOptions& options) -> Result<std::unique_ptr<Device>> {
-        ASSIGN_OR_RETURN(auto gpu, CudaDevice::Create(name, options.memory_limit));
-        return std::unique_ptr<Device>(std::move(gpu));
-      });
 }
 
 CudaAllocator::CudaAllocator(std::string device, int ordinal, CudaStream stream, size_t limit)
@@ -564,7 +513,5 @@ Status CudaDevice::Synchronize() {
   ReleaseHeld(true);  // every copy queued before has run
   return Status::OK();
 }
-
-#endif  // DFLOW_WITH_CUDA
 
 }  // namespace dflow
