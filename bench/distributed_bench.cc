@@ -38,16 +38,16 @@
 #include "bench/wide_mlp.h"
 #include "distributed/distributed_session.h"
 #include "distributed/local_worker.h"
-#include "ops/all_reduce.h"
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
-#include "ops/replicate.h"
 #include "ops/unary_ops.h"
-#include "runtime/checkpointer.h"
+#include "rewrite/all_reduce.h"
+#include "rewrite/replicate.h"
 #include "runtime/step_trace.h"
+#include "runtime/train/checkpointer.h"
 #include "transport/ucx/ucx_transport.h"
 
 namespace dflow {
@@ -396,7 +396,7 @@ void BM_ModelParallelStep2Proc(benchmark::State& state) {
   RunSteps(state, **session, m);
 }
 
-// The ring all-reduce (ops/all_reduce.h) between two dflow-workers of one core each, as
+// The ring all-reduce (rewrite/all_reduce.h) between two dflow-workers of one core each, as
 // scripts/bench.sh compares it with MPI_Allreduce and gloo on two processes: a step runs a chain
 // of `chain` all-reduces (each of the previous one's result; mean, so values stay put) of
 // variables of the given bytes, so the master's per-step overhead is spread over several
@@ -467,7 +467,7 @@ void BM_AllReduce2Proc(benchmark::State& state) {
 }
 
 // Data parallelism: the MLP 784-512-512-10 (models_bench's) replicated on two dflow-workers of
-// one core each (ops/replicate.h), SGD on a batch of 128 fed by the master, 64 a replica; the
+// one core each (rewrite/replicate.h), SGD on a batch of 128 fed by the master, 64 a replica; the
 // gradients averaged by the ring all-reduce. scripts/bench.sh compares it with PyTorch
 // DistributedDataParallel (gloo) on two one-thread processes.
 void BM_DataParallelMlp2Proc(benchmark::State& state) {

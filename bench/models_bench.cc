@@ -25,8 +25,8 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
-#include "runtime/checkpointer.h"
 #include "runtime/session.h"
+#include "runtime/train/checkpointer.h"
 
 namespace dflow {
 namespace {
@@ -114,9 +114,9 @@ void BM_MlpTrainStep(benchmark::State& state) {
   ReportMemory(state, *m.session);
 }
 
-// The MLP's training step with a checkpoint taken every 10 steps (arg 1: runtime/checkpointer.h,
-// written by its background thread to a temporary folder) against none (arg 0): what
-// checkpointing costs the steps.
+// The MLP's training step with a checkpoint taken every 10 steps (arg 1:
+// runtime/train/checkpointer.h, written by its background thread to a temporary folder) against
+// none (arg 0): what checkpointing costs the steps.
 void BM_MlpTrainCheckpointed(benchmark::State& state) {
   Mlp m(true);
   Session::Feeds feeds = {{"x", m.x}, {"labels", m.labels}};

@@ -14,7 +14,7 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
-#include "placer/partition.h"
+#include "partition/partition.h"
 #include "placer/placer.h"
 #include "runtime/session.h"
 

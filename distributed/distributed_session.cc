@@ -9,11 +9,11 @@
 #include "distributed/messages.h"
 #include "graph/device_name.h"
 #include "ops/register.h"
-#include "placer/partition.h"
+#include "partition/partition.h"
 #include "runtime/checkpoint_check.h"
 #include "runtime/executor.h"
-#include "runtime/pipeline.h"
 #include "runtime/run_signature.h"
+#include "runtime/session_devices.h"
 #include "serialization/checkpoint_file.h"
 #include "serialization/graph_file.h"
 

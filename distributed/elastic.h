@@ -1,5 +1,5 @@
 // Elastic data parallelism: the sessions of a synchronously replicated training job (a replica
-// on each worker of a cluster, ops/replicate.h) that goes on with fewer replicas when a worker
+// on each worker of a cluster, rewrite/replicate.h) that goes on with fewer replicas when a worker
 // is lost for good, as TorchElastic does for PyTorch.
 //
 //   ElasticReplicas elastic(single.graph(), replicate, cluster, {}, {.wait_seconds = 10});
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "distributed/distributed_session.h"
-#include "ops/replicate.h"
+#include "rewrite/replicate.h"
 
 namespace dflow::distributed {
 

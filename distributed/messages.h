@@ -28,7 +28,7 @@
 
 #include "graph/status.h"
 #include "graph/tensor.h"
-#include "runtime/partition_share.h"
+#include "partition/partition_share.h"
 #include "runtime/step_trace.h"
 
 namespace dflow::distributed {
@@ -64,7 +64,7 @@ struct GetDevicesReply {
 };
 
 // A signature's partitions for one worker: each partition graph (graph file bytes) with the
-// device that runs it and its share of the step (runtime/partition_share.h).
+// device that runs it and its share of the step (partition/partition_share.h).
 struct CompileRequest {
   std::string signature;
   int num_feeds = 0;  // of the step: the shares' indices are below these

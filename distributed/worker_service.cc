@@ -10,7 +10,7 @@
 #include "distributed/messages.h"
 #include "graph/device_name.h"
 #include "runtime/calibration.h"
-#include "runtime/pipeline.h"
+#include "runtime/session_devices.h"
 #include "runtime/step_trace.h"
 #include "serialization/graph_file.h"
 

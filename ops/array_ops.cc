@@ -2,7 +2,6 @@
 
 #include "ops/grad_util.h"
 #include "ops/op_defs.h"
-#include "ops/register.h"
 
 namespace dflow::ops {
 namespace internal {

@@ -4,7 +4,6 @@
 #include "ops/broadcast.h"
 #include "ops/grad_util.h"
 #include "ops/op_defs.h"
-#include "ops/register.h"
 
 namespace dflow::ops {
 namespace internal {

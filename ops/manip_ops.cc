@@ -3,7 +3,6 @@
 #include "ops/array_ops.h"
 #include "ops/grad_util.h"
 #include "ops/op_defs.h"
-#include "ops/register.h"
 
 namespace dflow::ops {
 namespace internal {

@@ -7,7 +7,6 @@
 #include "ops/grad_util.h"
 #include "ops/logic_ops.h"
 #include "ops/op_defs.h"
-#include "ops/register.h"
 #include "ops/unary_ops.h"
 
 namespace dflow::ops {

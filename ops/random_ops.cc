@@ -1,7 +1,6 @@
 #include "ops/random_ops.h"
 
 #include "ops/op_defs.h"
-#include "ops/register.h"
 
 namespace dflow::ops {
 namespace internal {

@@ -1,4 +1,4 @@
-// _Send and _Recv: the pair the partitioner puts on each cross-device edge (placer/partition.h).
+// _Send and _Recv: the pair the partitioner puts on each cross-device edge (partition/partition.h).
 // Their attributes name the rendezvous key: tensor_name, send_device, send_device_incarnation
 // and recv_device; the step id comes from the run.
 #include "graph/graph.h"

@@ -4,7 +4,6 @@
 #include "ops/grad_util.h"
 #include "ops/math_ops.h"
 #include "ops/op_defs.h"
-#include "ops/register.h"
 
 namespace dflow::ops {
 namespace internal {

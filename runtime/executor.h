@@ -22,24 +22,12 @@
 #include "framework/kernel.h"
 #include "graph/graph.h"
 #include "graph/mutex.h"
+#include "rewrite/prune.h"
 #include "runtime/cancellation.h"
 #include "runtime/memory_plan.h"
 #include "runtime/step_trace.h"
 
 namespace dflow {
-
-// What a plan computes: placeholders fed, tensors fetched, nodes run for their effects.
-struct PlanSpec {
-  std::vector<int> feeds;         // Placeholder node ids, in feed order
-  std::vector<Endpoint> fetches;  // in fetch order
-  std::vector<int> targets;       // node ids
-  // Serve node outputs from an arena planned per feed-shape signature (runtime/memory_plan.h).
-  bool plan_memory = true;
-};
-
-// Prunes: the nodes the fetches and targets reach through data and control inputs, plus the fed
-// placeholders. InvalidArgument names a needed placeholder that is not fed.
-Result<std::vector<bool>> NeededNodes(const Graph& graph, const PlanSpec& spec);
 
 // How a plan's outputs were served so far.
 struct PlanMemoryStats {

@@ -6,8 +6,8 @@
 
 #include "ops/register.h"
 #include "runtime/checkpoint_check.h"
-#include "runtime/pipeline.h"
 #include "runtime/run_signature.h"
+#include "runtime/session_devices.h"
 #include "serialization/checkpoint_file.h"
 
 namespace dflow {

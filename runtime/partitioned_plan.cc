@@ -4,8 +4,8 @@
 
 #include "framework/spin_wait.h"
 #include "graph/mutex.h"
-#include "placer/partition.h"
-#include "runtime/pipeline.h"
+#include "partition/partition.h"
+#include "runtime/compile.h"
 #include "runtime/run_signature.h"
 
 namespace dflow {

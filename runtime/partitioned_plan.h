@@ -1,6 +1,6 @@
-// PartitionedPlan: a compiled step over one or more devices, the output of the pipeline's
-// compile stage (runtime/pipeline.h) for one run signature. Compiling prunes the graph to what
-// the fetches and targets need, partitions it by the placement (placer/partition.h; when every
+// PartitionedPlan: a compiled step over one or more devices, the output of the compile stage
+// (runtime/compile.h) for one run signature. Compiling prunes the graph to what
+// the fetches and targets need, partitions it by the placement (partition/partition.h; when every
 // needed node is on one device, that device's partition is the graph itself) and compiles one
 // ExecutionPlan per device, with its rewrites.
 //
@@ -20,10 +20,10 @@
 
 #include "framework/device.h"
 #include "framework/rendezvous.h"
+#include "partition/partition_share.h"
 #include "placer/device_set.h"
 #include "runtime/cancellation.h"
 #include "runtime/executor.h"
-#include "runtime/partition_share.h"
 
 namespace dflow {
 

@@ -1,6 +1,6 @@
 // Session: runs a graph on one or more devices. Run(feeds, fetches, targets) checks every feed
 // against its placeholder, compiles each distinct (feeds, fetches, targets) signature once
-// through the pipeline (runtime/pipeline.h) and caches it, so repeated runs pay no planning.
+// through the compile stages (runtime/compile.h) and caches it, so repeated runs pay no planning.
 // Variables keep their values across runs for the session's life.
 //
 //   auto session = Session::Create(scope);            // or Create(graph, options)
@@ -64,8 +64,8 @@ struct SessionOptions {
   // Print the placement summary and each node's device to stderr once, when the session is
   // created. placement() has the same report either way.
   bool log_placement = false;
-  // Rewrite each plan's graph with epilogue fusion (ops/fusion.h): bias and ReLU folded into the
-  // MatMul or Conv2D producing them. Results are the same; turn it off to compare or debug.
+  // Rewrite each plan's graph with epilogue fusion (rewrite/fusion.h): bias and ReLU folded into
+  // the MatMul or Conv2D producing them. Results are the same; turn it off to compare or debug.
   bool fuse_epilogues = true;
   // Serve node outputs from an arena planned per feed-shape signature (runtime/memory_plan.h).
   bool plan_memory = true;
@@ -126,8 +126,8 @@ class Session {
   // Every variable's value by name, as host tensors that later steps leave alone (an update
   // writes into a fresh buffer while another holder keeps the old one): what SaveCheckpoint
   // writes, taken between steps in about the time of a map of references, so that another
-  // thread can write it while steps go on (runtime/checkpointer.h). FailedPrecondition naming a
-  // variable that was never assigned.
+  // thread can write it while steps go on (runtime/train/checkpointer.h). FailedPrecondition naming
+  // a variable that was never assigned.
   virtual Result<std::map<std::string, Tensor>> SnapshotVariables() = 0;
   // Sets every variable of the graph from a checkpoint, by name. Nothing changes unless all of
   // them can be restored: NotFound names a variable the file lacks; InvalidArgument names one

@@ -21,8 +21,8 @@
 
 #include "graph/device_name.h"
 #include "ops/register.h"
-#include "runtime/pipeline.h"
 #include "runtime/session.h"
+#include "runtime/session_devices.h"
 #include "serialization/file_util.h"
 #include "serialization/graph_file.h"
 #include "tools/placement_flags.h"

@@ -14,7 +14,7 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
-#include "runtime/trainer.h"
+#include "runtime/train/trainer.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
 

@@ -18,7 +18,7 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
-#include "ops/replicate.h"
+#include "rewrite/replicate.h"
 #ifdef DFLOW_WITH_DISTRIBUTED
 #include "examples/common/local_cluster.h"
 #endif

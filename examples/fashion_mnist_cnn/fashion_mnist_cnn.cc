@@ -10,7 +10,7 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
-#include "runtime/trainer.h"
+#include "runtime/train/trainer.h"
 
 using namespace dflow;
 using examples::Fail;

@@ -22,7 +22,7 @@
 #include <filesystem>
 
 #include "examples/common/example_util.h"
-#include "ops/replicate.h"
+#include "rewrite/replicate.h"
 #ifdef DFLOW_WITH_DISTRIBUTED
 #include "examples/common/local_cluster.h"
 #endif

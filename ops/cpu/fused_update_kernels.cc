@@ -1,4 +1,4 @@
-// CPU kernel of _MatMulApplySGD (ops/fusion.h): var -= lr * (a x b) as one oneDNN matmul with a
+// CPU kernel of _MatMulApplySGD (rewrite/fusion.h): var -= lr * (a x b) as one oneDNN matmul with a
 // runtime output scale of -lr and a sum post-op into the variable's buffer. The update is in
 // place when no other reader holds the variable's value (variable_update.h); otherwise it goes
 // to a fresh buffer, the old value added by a binary post-op (no copy first), so an earlier

@@ -1,4 +1,4 @@
-// GPU figures for the placer (placer/device_set.h): a GPU's DeviceSpec and its links, from the
+// GPU figures for the placer (framework/device_spec.h): a GPU's DeviceSpec and its links, from the
 // device's properties plus a short measurement (about 50 ms per GPU, once per process):
 //
 //   peak_flops         FP32 lanes per SM (by compute capability) x SMs x 2 x the SM clock,
@@ -15,8 +15,8 @@
 
 #include <vector>
 
+#include "framework/device_spec.h"
 #include "graph/status.h"
-#include "placer/device_set.h"
 
 namespace dflow {
 

@@ -9,9 +9,9 @@
 #include "distributed/distributed_session.h"
 #include "distributed/test_mlp.h"
 #include "distributed/worker_fixture.h"
-#include "ops/all_reduce.h"
 #include "ops/array_ops.h"
-#include "ops/replicate.h"
+#include "rewrite/all_reduce.h"
+#include "rewrite/replicate.h"
 #include "test_util.h"
 
 namespace dflow::distributed {
@@ -80,7 +80,7 @@ void FollowTheSingleReplica(Session& replicated, const Mlp& model, Session& loca
   }
 }
 
-// Data parallelism across worker processes: the MLP replicated on N workers (ops/replicate.h),
+// Data parallelism across worker processes: the MLP replicated on N workers (rewrite/replicate.h),
 // its gradients all-reduced between them, follows the single replica trained here on the whole
 // batch; the first and last workers' variables stay equal.
 void ReplicasOnWorkerProcessesFollowTheSingleReplica(int n) {

@@ -24,9 +24,9 @@
 #include "distributed/local_worker.h"
 #include "distributed/test_mlp.h"
 #include "distributed/worker_fixture.h"
-#include "ops/replicate.h"
-#include "runtime/checkpointer.h"
-#include "runtime/trainer.h"
+#include "rewrite/replicate.h"
+#include "runtime/train/checkpointer.h"
+#include "runtime/train/trainer.h"
 #include "test_util.h"
 
 namespace dflow::distributed {

@@ -250,7 +250,7 @@ TEST(GradientCheckTest, ConvolutionAndPooling) {
       [pa](const Scope& s, const std::vector<Output>& in) { return ops::MaxPool(s, in[0], pa); },
       {Random(Shape{2, 2, 5, 4}, 70)});
   // Pooling of a ReLU: the session's rewrite runs these through _MaxPoolWithArgmax and the
-  // masked _MaxPoolGradWithArgmax (ops/fusion.h), overlapping windows and padding included.
+  // masked _MaxPoolGradWithArgmax (rewrite/fusion.h), overlapping windows and padding included.
   CheckGradient("MaxPool of Relu",
                 [pa](const Scope& s, const std::vector<Output>& in) {
                   return ops::MaxPool(s, ops::Relu(s, in[0]), pa);

@@ -10,7 +10,6 @@
 #include "ops/array_ops.h"
 #include "ops/manip_ops.h"
 #include "ops/math_ops.h"
-#include "ops/register.h"
 #include "ops/unary_ops.h"
 #include "runtime/local_session.h"
 #include "test_util.h"

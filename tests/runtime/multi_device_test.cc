@@ -12,7 +12,6 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
-#include "ops/register.h"
 #include "ops/unary_ops.h"
 #include "runtime/local_session.h"
 #include "runtime/session.h"

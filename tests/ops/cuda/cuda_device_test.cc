@@ -15,8 +15,8 @@
 #include "ops/math_ops.h"
 #include "ops/unary_ops.h"
 #include "runtime/local_session.h"
-#include "runtime/pipeline.h"
 #include "runtime/session.h"
+#include "runtime/session_devices.h"
 #include "test_util.h"
 
 namespace dflow {

@@ -1,7 +1,7 @@
 // Data parallelism as a graph rewrite: a single-replica training graph (placeholders, a loss,
 // an optimizer's Minimize, as the examples build them) becomes N replicas, one per device, each
 // training on its share of every batch, their gradients averaged by ring all-reduces
-// (ops/all_reduce.h) so every replica applies the same update to its own copy of the variables
+// (rewrite/all_reduce.h) so every replica applies the same update to its own copy of the variables
 // (mirrored variables, as Horovod and PyTorch DDP keep them).
 //
 // What the rewritten graph keeps, so that code written for the single replica runs it unchanged:
@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "graph/graph.h"
-#include "ops/all_reduce.h"
+#include "rewrite/all_reduce.h"
 
 namespace dflow::ops {
 
@@ -68,7 +68,7 @@ struct ReplicateOptions {
   std::vector<std::string> parameter_servers;
   // With two or more servers, a variable whose group (the variable with the optimizer state its
   // update reads) is over this many bytes is split into blocks of rows of about this size
-  // (ops/split_variables.h), each block with its state and its update a group of its own,
+  // (rewrite/split_variables.h), each block with its state and its update a group of its own,
   // spread like whole ones; each replica joins the blocks it reads. Checkpoints then hold the
   // blocks ("NAME/part0", ...). 0: never split.
   int64_t max_variable_bytes = 16 << 20;

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/dataset.h"
 #include "runtime/session.h"
+#include "runtime/train/dataset.h"
 
 namespace dflow {
 
@@ -27,7 +27,7 @@ struct TrainLoopOptions {
   int feed_shards = 0;
   bool progress = true;
   int64_t max_steps_per_epoch = -1;  // > 0: shortened epochs (for CI)
-  // Checkpoints (runtime/checkpointer.h), none while checkpoint_dir is empty: the variables
+  // Checkpoints (runtime/train/checkpointer.h), none while checkpoint_dir is empty: the variables
   // every checkpoint_every_steps steps (counted over all epochs) and whenever
   // checkpoint_every_seconds have passed since the last, written by a background thread while
   // training goes on, as DIR/ckpt-STEP.dfckpt; the newest checkpoint_keep stay. The last step's

@@ -1,4 +1,4 @@
-#include "runtime/dataset.h"
+#include "runtime/train/dataset.h"
 
 #include <zlib.h>
 

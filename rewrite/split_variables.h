@@ -1,5 +1,5 @@
 // Row blocks: a rewrite that splits big variables, with the optimizer state their update reads,
-// into blocks of rows, so that parameter servers (ops/replicate.h) can share one variable's
+// into blocks of rows, so that parameter servers (rewrite/replicate.h) can share one variable's
 // bytes and its update's work. The rewritten graph computes what the original does:
 //   - a split variable V [R, ...] becomes variables "V/part0" .. "V/partK-1", each a band of
 //     rows, and a Concat named V gives the whole value to every reader (fetching V still works;

@@ -1,13 +1,13 @@
-// A step's signature split per partition (runtime/partition_share.h): what every partition of a
+// A step's signature split per partition (partition/partition_share.h): what every partition of a
 // local session, the distributed master and the worker compile from.
-#include "runtime/partition_share.h"
+#include "partition/partition_share.h"
 
 #include <gtest/gtest.h>
 
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
 #include "ops/unary_ops.h"
-#include "placer/partition.h"
+#include "partition/partition.h"
 #include "test_util.h"
 
 namespace dflow {

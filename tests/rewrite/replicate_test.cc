@@ -1,6 +1,6 @@
 // The data-parallel rewrite: N replicas on in-process devices against the single replica trained
 // on the whole batch, step by step, with SGD and Adam.
-#include "ops/replicate.h"
+#include "rewrite/replicate.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -16,9 +16,9 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
-#include "ops/replicate_fixture.h"
+#include "rewrite/replicate_fixture.h"
 #include "runtime/session.h"
-#include "runtime/trainer.h"
+#include "runtime/train/trainer.h"
 #include "test_util.h"
 
 namespace dflow {

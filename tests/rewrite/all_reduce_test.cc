@@ -1,6 +1,6 @@
 // AllReduce's ring of graph nodes over in-process devices: every replica's result against a
 // plain loop over the fed values (integer-valued, so any order of additions is exact).
-#include "ops/all_reduce.h"
+#include "rewrite/all_reduce.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "ops/all_reduce.h"
+#include "rewrite/all_reduce.h"
 
 #include <fmt/format.h>
 

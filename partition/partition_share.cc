@@ -1,4 +1,4 @@
-#include "runtime/partition_share.h"
+#include "partition/partition_share.h"
 
 namespace dflow {
 

@@ -1,4 +1,4 @@
-#include "runtime/checkpointer.h"
+#include "runtime/train/checkpointer.h"
 
 #include <fmt/format.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 // TrainLoop and Accuracy on a small separable problem; a non-finite loss stops training.
-#include "runtime/trainer.h"
+#include "runtime/train/trainer.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 #include "ops/optimizers.h"
 #include "ops/state_ops.h"
 #include "ops/unary_ops.h"
-#include "runtime/checkpointer.h"
+#include "runtime/train/checkpointer.h"
 #include "test_util.h"
 
 namespace dflow {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "graph/graph.h"
-#include "runtime/executor.h"
+#include "rewrite/prune.h"
 
 namespace dflow {
 

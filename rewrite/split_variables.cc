@@ -1,4 +1,4 @@
-#include "ops/split_variables.h"
+#include "rewrite/split_variables.h"
 
 #include <fmt/format.h>
 

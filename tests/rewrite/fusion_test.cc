@@ -1,7 +1,7 @@
-// Epilogue fusion (ops/fusion.h): which chains fold, which must not, and that fused plans compute
-// what the unfused ones do (the unfused run, with separate MatMul, BiasAdd, Add and Relu kernels,
-// is the reference).
-#include "ops/fusion.h"
+// Epilogue fusion (rewrite/fusion.h): which chains fold, which must not, and that fused plans
+// compute what the unfused ones do (the unfused run, with separate MatMul, BiasAdd, Add and Relu
+// kernels, is the reference).
+#include "rewrite/fusion.h"
 
 #include <gtest/gtest.h>
 

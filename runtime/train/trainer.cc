@@ -1,4 +1,4 @@
-#include "runtime/trainer.h"
+#include "runtime/train/trainer.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "graph/mutex.h"
-#include "ops/replicate.h"
-#include "runtime/checkpointer.h"
+#include "rewrite/replicate.h"
+#include "runtime/train/checkpointer.h"
 
 namespace dflow {
 namespace {

@@ -1,11 +1,11 @@
 // Row blocks: the split graph trains as the original does, with SGD and Adam.
-#include "ops/split_variables.h"
+#include "rewrite/split_variables.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "ops/replicate_fixture.h"
+#include "rewrite/replicate_fixture.h"
 #include "test_util.h"
 
 namespace dflow {

@@ -1,7 +1,7 @@
 // PartitionGraph: one subgraph per device joined by Send/Recv pairs, one pair per (tensor,
 // destination device) however many nodes read the tensor there, control edges as pairs that
 // carry an empty tensor, the pairs' attributes, and the errors.
-#include "placer/partition.h"
+#include "partition/partition.h"
 
 #include <gtest/gtest.h>
 

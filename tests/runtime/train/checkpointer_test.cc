@@ -1,6 +1,6 @@
 // Background checkpoints: snapshots that later steps leave alone, atomic files, the newest few
 // kept, a damaged newest skipped on restore, and TrainLoop taking them every K steps.
-#include "runtime/checkpointer.h"
+#include "runtime/train/checkpointer.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
-#include "runtime/trainer.h"
+#include "runtime/train/trainer.h"
 #include "serialization/checkpoint_file.h"
 #include "test_util.h"
 

@@ -1,6 +1,6 @@
 // IDX reading (real files written here, compressed and not), damaged files with errors naming
 // the file, Fashion-MNIST from the Debian package, and the batcher.
-#include "runtime/dataset.h"
+#include "runtime/train/dataset.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

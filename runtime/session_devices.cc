@@ -1,35 +1,13 @@
-#include "runtime/pipeline.h"
+#include "runtime/session_devices.h"
 
 #include <algorithm>
 #include <map>
 
 #include "framework/device_factory.h"
-#include "ops/fusion.h"
 #include "runtime/calibration.h"
 
 namespace dflow {
 namespace {
-
-// The fused copy of `graph` and `spec` remapped onto it, or null when nothing is rewritten.
-Result<std::shared_ptr<const Graph>> Rewrite(const Graph& graph, PlanSpec* spec,
-                                             const std::string& device_type,
-                                             const CompileOptions& options) {
-  if (!options.fuse_epilogues) return std::shared_ptr<const Graph>();
-  std::vector<int> keep = spec->feeds;
-  keep.insert(keep.end(), spec->targets.begin(), spec->targets.end());
-  for (const auto& e : spec->fetches) keep.push_back(e.node);
-  ASSIGN_OR_RETURN(ops::FusedGraph fused,
-                   ops::FuseEpilogues(graph, keep, [&device_type](const char* op) {
-                     return KernelRegistry::Global().Find(op, device_type) != nullptr;
-                   }));
-  auto rewritten = std::make_shared<const Graph>(std::move(fused.graph));
-  // Fed, fetched and target nodes keep their names; find their ids in the rewritten graph.
-  auto remap = [&](int& id) { id = *rewritten->FindNode(graph.node(id).name()); };
-  for (int& f : spec->feeds) remap(f);
-  for (int& t : spec->targets) remap(t);
-  for (auto& e : spec->fetches) remap(e.node);
-  return rewritten;
-}
 
 // The links the devices' types know (a GPU's to host memory and to other GPUs, from its
 // calibration); those of devices the user gave figures for are left to the defaults.
@@ -48,23 +26,6 @@ void SetTypeLinks(SessionDevices& out, const std::map<std::string, const DeviceS
 }
 
 }  // namespace
-
-Result<std::unique_ptr<ExecutionPlan>> CompileForDevice(std::shared_ptr<const Graph> graph,
-                                                        const PlanSpec& spec, Device* device,
-                                                        const CompileOptions& options) {
-  PlanSpec local = spec;
-  ASSIGN_OR_RETURN(auto rewritten, Rewrite(*graph, &local, device->type(), options));
-  return ExecutionPlan::Compile(rewritten ? std::move(rewritten) : std::move(graph), local, device);
-}
-
-Result<std::unique_ptr<ExecutionPlan>> CompileForDevice(const Graph& graph, const PlanSpec& spec,
-                                                        Device* device,
-                                                        const CompileOptions& options) {
-  PlanSpec local = spec;
-  ASSIGN_OR_RETURN(auto rewritten, Rewrite(graph, &local, device->type(), options));
-  if (rewritten) return ExecutionPlan::Compile(std::move(rewritten), local, device);
-  return ExecutionPlan::Compile(graph, local, device);
-}
 
 Result<SessionDevices> CreateSessionDevices(const SessionOptions& options, bool shareable_memory) {
   SessionDevices out;

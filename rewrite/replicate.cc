@@ -1,4 +1,4 @@
-#include "ops/replicate.h"
+#include "rewrite/replicate.h"
 
 #include <fmt/format.h>
 
@@ -10,9 +10,9 @@
 #include "ops/grad_ops.h"
 #include "ops/manip_ops.h"
 #include "ops/math_ops.h"
-#include "ops/split_variables.h"
 #include "ops/state_ops.h"
 #include "ops/unary_ops.h"
+#include "rewrite/split_variables.h"
 
 namespace dflow::ops {
 namespace {

@@ -1,4 +1,4 @@
-#include "placer/partition.h"
+#include "partition/partition.h"
 
 #include <algorithm>
 #include <unordered_map>
