@@ -1,6 +1,5 @@
 #include "framework/rendezvous.h"
 
-#include "framework/rendezvous_delivery.h"
 #include "graph/graph.h"
 
 namespace dflow {
@@ -24,24 +23,6 @@ RendezvousKey RendezvousKeyOf(const Node& node, int64_t step_id) {
   k.tensor = std::get<std::string>(*node.FindAttr("tensor_name"));
   k.step_id = step_id;
   return k;
-}
-
-}  // namespace dflow
-
-namespace dflow {
-
-void DeliverToRecv(const RendezvousKey& key, std::string_view send_node, const Tensor& tensor,
-                   const RecvArgs& args, const Rendezvous::DoneCallback& done) {
-  Status s = CheckReceived(key, send_node, tensor, args);
-  if (s.ok() && !tensor.host_accessible() && !args.accepts_device_memory) {
-    s = Unimplemented("Recv '{}' takes host memory only, not {} memory", args.node,
-                      tensor.device());
-  } else if (s.ok() && tensor.host_accessible() && args.allocator != nullptr &&
-             !args.allocator->host_accessible() && !args.accepts_device_memory) {
-    s = Unimplemented("Recv '{}': no copy from host memory to {} memory", args.node,
-                      args.allocator->device());
-  }
-  done(s, s.ok() ? tensor : Tensor());
 }
 
 }  // namespace dflow

@@ -77,12 +77,12 @@ void* MapProcessFile(int pid, int fd, uint64_t inode, size_t bytes, std::string*
 
 using namespace internal;
 
-UcxTransport::Impl::Mapping::~Mapping() {
+UcxEngine::Mapping::~Mapping() {
   if (base != nullptr) munmap(base, size);
 }
 
 // A borrowed tensor's memory: the peer's memfd mapped here. Its death tells the peer.
-class UcxTransport::Impl::BorrowedMemory final : public Allocator {
+class UcxEngine::BorrowedMemory final : public Allocator {
  public:
   BorrowedMemory(std::shared_ptr<Releaser> releaser, Peer* peer, uint64_t id,
                  std::shared_ptr<Mapping> mapping, std::string device)
@@ -106,7 +106,7 @@ class UcxTransport::Impl::BorrowedMemory final : public Allocator {
   std::string device_;
 };
 
-void UcxTransport::Impl::MakeProbe() {
+void UcxEngine::MakeProbe() {
   probe_fd_ = memfd_create("dflow-probe", MFD_CLOEXEC);
   struct stat st {};
   if (probe_fd_ >= 0 &&
@@ -118,14 +118,14 @@ void UcxTransport::Impl::MakeProbe() {
   if (probe_fd_ >= 0) probe_inode_ = static_cast<uint64_t>(st.st_ino);
 }
 
-void UcxTransport::Impl::RetireHeld() {
+void UcxEngine::RetireHeld() {
   MutexLock lock(mu_);
   for (auto& [id, held] : held_) {
     if (held.shared) held.tensor.allocator()->Retire(held.tensor.raw_data());
   }
 }
 
-void UcxTransport::Impl::ProbePeer(Peer* peer, const SameHost& m) {
+void UcxEngine::ProbePeer(Peer* peer, const SameHost& m) {
   if (m.pid == 0) return;  // not offered
   PeerReads verdict;
   if (options_.by_reference_bytes > 0) {
@@ -162,8 +162,8 @@ void UcxTransport::Impl::ProbePeer(Peer* peer, const SameHost& m) {
       [this, peer, verdict] { SendControl(peer, MessageType::kPeerReads, Encode(verdict)); });
 }
 
-Result<std::shared_ptr<UcxTransport::Impl::Mapping>> UcxTransport::Impl::MapPeerMemory(
-    int pid, const SharedRegion& region) {
+Result<std::shared_ptr<UcxEngine::Mapping>> UcxEngine::MapPeerMemory(int pid,
+                                                                     const SharedRegion& region) {
   const std::pair<int, uint64_t> key{pid, region.inode};
   if (auto it = mappings_.find(key);
       it != mappings_.end() && it->second->size >= region.file_size) {
@@ -197,7 +197,7 @@ Result<std::shared_ptr<UcxTransport::Impl::Mapping>> UcxTransport::Impl::MapPeer
   return mapped;
 }
 
-Result<Tensor> UcxTransport::Impl::Borrow(Peer* peer, int pid, const TensorRef& ref) {
+Result<Tensor> UcxEngine::Borrow(Peer* peer, int pid, const TensorRef& ref) {
   ASSIGN_OR_RETURN(std::shared_ptr<Mapping> mapping, MapPeerMemory(pid, *ref.shared));
   void* data = static_cast<char*>(mapping->base) + ref.shared->offset;
   auto* owner =
@@ -207,9 +207,9 @@ Result<Tensor> UcxTransport::Impl::Borrow(Peer* peer, int pid, const TensorRef& 
   return t;
 }
 
-ucs_status_t UcxTransport::Impl::OnPeerReads(void* arg, const void* header, size_t header_length,
-                                             void*, size_t, const ucp_am_recv_param_t* param) {
-  auto* self = static_cast<Impl*>(arg);
+ucs_status_t UcxEngine::OnPeerReads(void* arg, const void* header, size_t header_length, void*,
+                                    size_t, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxEngine*>(arg);
   Peer* peer = self->PeerOf(param);
   const std::string from = self->ReadyTask(peer);
   if (from.empty()) return self->Drop("a PeerReads from an endpoint that did not shake hands");
@@ -226,10 +226,9 @@ ucs_status_t UcxTransport::Impl::OnPeerReads(void* arg, const void* header, size
   return UCS_OK;
 }
 
-ucs_status_t UcxTransport::Impl::OnTensorRefDone(void* arg, const void* header,
-                                                 size_t header_length, void*, size_t,
-                                                 const ucp_am_recv_param_t* param) {
-  auto* self = static_cast<Impl*>(arg);
+ucs_status_t UcxEngine::OnTensorRefDone(void* arg, const void* header, size_t header_length, void*,
+                                        size_t, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxEngine*>(arg);
   Peer* peer = self->PeerOf(param);
   const std::string from = self->ReadyTask(peer);
   if (from.empty()) return self->Drop("a TensorRefDone from an endpoint that did not shake hands");
@@ -250,7 +249,7 @@ ucs_status_t UcxTransport::Impl::OnTensorRefDone(void* arg, const void* header,
   return UCS_OK;
 }
 
-void UcxTransport::Impl::DropHeld(Peer* peer) {
+void UcxEngine::DropHeld(Peer* peer) {
   for (auto it = held_.begin(); it != held_.end();) {
     if (it->second.peer != peer) {
       ++it;
@@ -263,7 +262,7 @@ void UcxTransport::Impl::DropHeld(Peer* peer) {
   }
 }
 
-void UcxTransport::Impl::Release(std::vector<std::pair<Peer*, uint64_t>> refs) {
+void UcxEngine::Release(std::vector<std::pair<Peer*, uint64_t>> refs) {
   if (refs.empty()) return;
   Post([this, refs = std::move(refs)] {
     std::unordered_map<Peer*, TensorRefDone> by_peer;
@@ -282,9 +281,9 @@ void UcxTransport::Impl::Release(std::vector<std::pair<Peer*, uint64_t>> refs) {
   });
 }
 
-Status UcxTransport::Impl::CopyByReference(const Arrival& slot, const std::string& send_node,
-                                           const RendezvousKey& key, std::string_view recv_node,
-                                           Tensor* into) {
+Status UcxEngine::CopyByReference(const Arrival& slot, const std::string& send_node,
+                                  const RendezvousKey& key, std::string_view recv_node,
+                                  Tensor* into) {
   // A sender that has lost this process (or ended) no longer holds the tensor: its memory may
   // hold something else by now, so nothing is read once the connection is known to be gone,
   // and what was read meanwhile is not delivered.
@@ -310,14 +309,14 @@ Status UcxTransport::Impl::CopyByReference(const Arrival& slot, const std::strin
   return Status::OK();
 }
 
-ucs_status_t UcxTransport::Impl::OnTensorRef(void* arg, const void* header, size_t header_length,
-                                             void*, size_t, const ucp_am_recv_param_t* param) {
-  return static_cast<Impl*>(arg)->ReceiveTensorRef(
+ucs_status_t UcxEngine::OnTensorRef(void* arg, const void* header, size_t header_length, void*,
+                                    size_t, const ucp_am_recv_param_t* param) {
+  return static_cast<UcxEngine*>(arg)->ReceiveTensorRef(
       {static_cast<const char*>(header), header_length}, param);
 }
 
-ucs_status_t UcxTransport::Impl::ReceiveTensorRef(std::string_view header,
-                                                  const ucp_am_recv_param_t* param) {
+ucs_status_t UcxEngine::ReceiveTensorRef(std::string_view header,
+                                         const ucp_am_recv_param_t* param) {
   Peer* peer = PeerOf(param);
   std::string from_task;
   int pid = 0;
@@ -383,7 +382,7 @@ ucs_status_t UcxTransport::Impl::ReceiveTensorRef(std::string_view header,
   return UCS_OK;
 }
 
-bool UcxTransport::Impl::TakesDeviceMemory(const RendezvousKey& key) {
+bool UcxEngine::TakesDeviceMemory(const RendezvousKey& key) {
   auto dst_task = TaskOf(key.dst_device);
   if (!dst_task.ok()) return false;
   if (*dst_task == task()) return true;
@@ -392,10 +391,9 @@ bool UcxTransport::Impl::TakesDeviceMemory(const RendezvousKey& key) {
   return peer != nullptr && (peer->reads_me || peer->maps_me);
 }
 
-ucs_status_t UcxTransport::Impl::OnDeviceTensorRef(void* arg, const void* header,
-                                                   size_t header_length, void*, size_t,
-                                                   const ucp_am_recv_param_t* param) {
-  auto* self = static_cast<Impl*>(arg);
+ucs_status_t UcxEngine::OnDeviceTensorRef(void* arg, const void* header, size_t header_length,
+                                          void*, size_t, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxEngine*>(arg);
   Peer* peer = self->PeerOf(param);
   const std::string from_task = self->ReadyTask(peer);
   if (from_task.empty()) {
@@ -425,8 +423,8 @@ ucs_status_t UcxTransport::Impl::OnDeviceTensorRef(void* arg, const void* header
   return self->ArriveBorrowed(h, from_task, std::move(t));
 }
 
-ucs_status_t UcxTransport::Impl::ArriveBorrowed(const TensorHeader& h, const std::string& from_task,
-                                                Tensor tensor) {
+ucs_status_t UcxEngine::ArriveBorrowed(const TensorHeader& h, const std::string& from_task,
+                                       Tensor tensor) {
   Arrival arrived{.tensor = tensor, .from_task = from_task};
   std::optional<Table::Waiting> waiting;
   std::string why;
@@ -443,9 +441,9 @@ ucs_status_t UcxTransport::Impl::ArriveBorrowed(const TensorHeader& h, const std
   return UCS_OK;
 }
 
-void UcxTransport::Impl::TakeByReference(const Arrival& slot, const std::string& send_node,
-                                         const RendezvousKey& key, const RecvArgs& recv,
-                                         const Rendezvous::DoneCallback& done) {
+void UcxEngine::TakeByReference(const Arrival& slot, const std::string& send_node,
+                                const RendezvousKey& key, const RecvArgs& recv,
+                                const Rendezvous::DoneCallback& done) {
   Allocator* allocator = recv.allocator != nullptr ? recv.allocator : CpuAllocator::Default();
   auto t = Tensor::Allocate(allocator, slot.header.dtype, slot.header.shape);
   if (!t.ok() && allocator != CpuAllocator::Default()) {

@@ -10,8 +10,8 @@ namespace dflow::transport {
 
 using namespace internal;
 
-void UcxTransport::Impl::SetCallHandler(UcxTransport::CallHandler handler,
-                                        std::vector<uint16_t> quick_methods) {
+void UcxEngine::SetCallHandler(Transport::CallHandler handler,
+                               std::vector<uint16_t> quick_methods) {
   MutexLock running(handler_run_mu_);  // waits for a handler call in progress
   MutexLock running_quick(quick_run_mu_);
   MutexLock lock(service_mu_);
@@ -19,7 +19,7 @@ void UcxTransport::Impl::SetCallHandler(UcxTransport::CallHandler handler,
   quick_methods_ = std::move(quick_methods);
 }
 
-void UcxTransport::Impl::ServiceLoop() {
+void UcxEngine::ServiceLoop() {
   pthread_setname_np(pthread_self(), "dflow service");
   for (;;) {
     std::function<void()> job;
@@ -36,8 +36,8 @@ void UcxTransport::Impl::ServiceLoop() {
   }
 }
 
-void UcxTransport::Impl::CallAsync(const std::string& task, uint16_t method, std::string payload,
-                                   std::chrono::milliseconds timeout, UcxTransport::Reply done) {
+void UcxEngine::CallAsync(const std::string& task, uint16_t method, std::string payload,
+                          std::chrono::milliseconds timeout, Transport::Reply done) {
   if (payload.size() > kMaxCallBytes) {
     done(InvalidArgument("a request to task {} of {} bytes is over the limit of {}", task,
                          payload.size(), kMaxCallBytes));
@@ -84,7 +84,7 @@ void UcxTransport::Impl::CallAsync(const std::string& task, uint16_t method, std
   if (timeout < std::chrono::milliseconds(kMaxSleepMs)) Post([] {});
 }
 
-void UcxTransport::Impl::UpdateNextDeadline() {
+void UcxEngine::UpdateNextDeadline() {
   int64_t next = INT64_MAX;
   for (const auto& [id, call] : calls_) {
     next = std::min<int64_t>(next, call.deadline.time_since_epoch().count());
@@ -92,19 +92,19 @@ void UcxTransport::Impl::UpdateNextDeadline() {
   next_deadline_ns_.store(next, std::memory_order_relaxed);
 }
 
-UcxTransport::Reply UcxTransport::Impl::TakeCall(uint64_t id, Peer* from) {
+Transport::Reply UcxEngine::TakeCall(uint64_t id, Peer* from) {
   auto it = calls_.find(id);
   if (it == calls_.end() || (from != nullptr && it->second.peer != from)) return nullptr;
-  UcxTransport::Reply done = std::move(it->second.done);
+  Transport::Reply done = std::move(it->second.done);
   calls_.erase(it);
   UpdateNextDeadline();
   return done;
 }
 
-void UcxTransport::Impl::ExpireCalls() {
+void UcxEngine::ExpireCalls() {
   const auto now = std::chrono::steady_clock::now();
   if (now.time_since_epoch().count() < next_deadline_ns_.load(std::memory_order_relaxed)) return;
-  std::vector<std::pair<UcxTransport::Reply, Status>> expired;
+  std::vector<std::pair<Transport::Reply, Status>> expired;
   {
     MutexLock lock(mu_);
     for (auto it = calls_.begin(); it != calls_.end();) {
@@ -124,8 +124,8 @@ void UcxTransport::Impl::ExpireCalls() {
   for (auto& [done, why] : expired) done(why);
 }
 
-void UcxTransport::Impl::FailCall(uint64_t call_id, const Status& why) {
-  UcxTransport::Reply done;
+void UcxEngine::FailCall(uint64_t call_id, const Status& why) {
+  Transport::Reply done;
   {
     MutexLock lock(mu_);
     done = TakeCall(call_id, nullptr);
@@ -133,8 +133,8 @@ void UcxTransport::Impl::FailCall(uint64_t call_id, const Status& why) {
   if (done) done(why);
 }
 
-void UcxTransport::Impl::FailCalls(Peer* peer, const Status& why) {
-  std::vector<UcxTransport::Reply> failed;
+void UcxEngine::FailCalls(Peer* peer, const Status& why) {
+  std::vector<Transport::Reply> failed;
   {
     MutexLock lock(mu_);
     for (auto it = calls_.begin(); it != calls_.end();) {
@@ -150,9 +150,8 @@ void UcxTransport::Impl::FailCalls(Peer* peer, const Status& why) {
   for (auto& done : failed) done(why);
 }
 
-ucs_status_t UcxTransport::Impl::TakePayload(void* data, size_t length,
-                                             const ucp_am_recv_param_t* param,
-                                             std::function<void(Status, std::string)> then) {
+ucs_status_t UcxEngine::TakePayload(void* data, size_t length, const ucp_am_recv_param_t* param,
+                                    std::function<void(Status, std::string)> then) {
   if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
     then(Status::OK(), std::string(static_cast<const char*>(data), length));
     return UCS_OK;
@@ -175,8 +174,7 @@ ucs_status_t UcxTransport::Impl::TakePayload(void* data, size_t length,
   return UCS_INPROGRESS;
 }
 
-void UcxTransport::Impl::BlobDone(void* request, ucs_status_t status, size_t length,
-                                  void* user_data) {
+void UcxEngine::BlobDone(void* request, ucs_status_t status, size_t length, void* user_data) {
   std::unique_ptr<Blob> blob(static_cast<Blob*>(user_data));
   if (status == UCS_OK) {
     blob->then(Status::OK(), std::move(blob->bytes));
@@ -186,10 +184,9 @@ void UcxTransport::Impl::BlobDone(void* request, ucs_status_t status, size_t len
   ucp_request_free(request);
 }
 
-ucs_status_t UcxTransport::Impl::OnRequest(void* arg, const void* header, size_t header_length,
-                                           void* data, size_t length,
-                                           const ucp_am_recv_param_t* param) {
-  auto* self = static_cast<Impl*>(arg);
+ucs_status_t UcxEngine::OnRequest(void* arg, const void* header, size_t header_length, void* data,
+                                  size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxEngine*>(arg);
   Peer* peer = self->PeerOf(param);
   const std::string from = self->ReadyTask(peer);
   if (from.empty()) return self->Drop("a request from an endpoint that did not shake hands");
@@ -214,8 +211,8 @@ ucs_status_t UcxTransport::Impl::OnRequest(void* arg, const void* header, size_t
   });
 }
 
-void UcxTransport::Impl::Serve(const std::string& from, CallRequest request, std::string payload,
-                               Peer* peer) {
+void UcxEngine::Serve(const std::string& from, CallRequest request, std::string payload,
+                      Peer* peer) {
   {
     MutexLock lock(service_mu_);
     if (std::find(quick_methods_.begin(), quick_methods_.end(), request.method) ==
@@ -233,9 +230,9 @@ void UcxTransport::Impl::Serve(const std::string& from, CallRequest request, std
   CallHandler(from, request, std::move(payload), peer);
 }
 
-void UcxTransport::Impl::CallHandler(const std::string& from, const CallRequest& request,
-                                     std::string payload, Peer* peer) {
-  UcxTransport::CallHandler handler;
+void UcxEngine::CallHandler(const std::string& from, const CallRequest& request,
+                            std::string payload, Peer* peer) {
+  Transport::CallHandler handler;
   {
     MutexLock lock(service_mu_);
     handler = handler_;
@@ -247,14 +244,14 @@ void UcxTransport::Impl::CallHandler(const std::string& from, const CallRequest&
   }
   uint64_t id = request.call_id;
   auto replied = std::make_shared<std::atomic<bool>>(false);
-  handler(UcxTransport::CallInfo{from, request.method}, std::move(payload),
+  handler(Transport::CallInfo{from, request.method}, std::move(payload),
           [this, peer, id, replied](Result<std::string> result) {
             if (replied->exchange(true)) return;  // exactly once
             Respond(peer, id, std::move(result));
           });
 }
 
-void UcxTransport::Impl::Respond(Peer* peer, uint64_t call_id, Result<std::string> result) {
+void UcxEngine::Respond(Peer* peer, uint64_t call_id, Result<std::string> result) {
   if (result.ok() && result->size() > kMaxCallBytes) {
     result =
         Internal("the reply of {} bytes is over the limit of {}", result->size(), kMaxCallBytes);
@@ -274,10 +271,9 @@ void UcxTransport::Impl::Respond(Peer* peer, uint64_t call_id, Result<std::strin
   Post([this, op] { StartSend(op); });
 }
 
-ucs_status_t UcxTransport::Impl::OnResponse(void* arg, const void* header, size_t header_length,
-                                            void* data, size_t length,
-                                            const ucp_am_recv_param_t* param) {
-  auto* self = static_cast<Impl*>(arg);
+ucs_status_t UcxEngine::OnResponse(void* arg, const void* header, size_t header_length, void* data,
+                                   size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxEngine*>(arg);
   Peer* peer = self->PeerOf(param);
   auto response = DecodeCallResponse({static_cast<const char*>(header), header_length});
   if (peer == nullptr || !response.ok()) {
@@ -295,7 +291,7 @@ ucs_status_t UcxTransport::Impl::OnResponse(void* arg, const void* header, size_
   }
   CallResponse r = std::move(response).value();
   return self->TakePayload(data, length, param, [self, r, peer](Status s, std::string bytes) {
-    UcxTransport::Reply done;
+    Transport::Reply done;
     {
       MutexLock lock(self->mu_);
       done = self->TakeCall(r.call_id, peer);

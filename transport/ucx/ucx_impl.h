@@ -1,4 +1,4 @@
-// Internal to transport/: the state behind UcxTransport, shared by its source files:
+// Internal to transport/ucx/: UcxEngine, the state behind UcxTransport, shared by its source files:
 //   ucx_transport.cc   start and stop, peers and their handshakes
 //   ucx_progress.cc    the progress thread, and step threads polling in its stead
 //   ucx_rendezvous.cc  tensors of Send/Recv, step boxes, aborts
@@ -34,7 +34,7 @@
 #include "graph/thread_annotations.h"
 #include "transport/step_boxes.h"
 #include "transport/step_rendezvous.h"
-#include "transport/ucx/ucx_transport.h"
+#include "transport/ucx/ucx_options.h"
 #include "transport/ucx/wire.h"
 
 namespace dflow::transport {
@@ -58,10 +58,10 @@ bool SameToken(std::string_view a, std::string_view b);
 
 }  // namespace internal
 
-class UcxTransport::Impl : public ProgressEngine, public StepHost {
+class UcxEngine : public ProgressEngine, public StepHost {
  public:
   struct Peer {
-    Impl* impl = nullptr;
+    UcxEngine* impl = nullptr;
     ucp_ep_h ep = nullptr;  // progress thread only: what messages to it go out on
     // Progress thread only. A peer of this host is reached through a second endpoint, made by
     // its worker address (`same_host_address`, from the handshake); the first one, by socket
@@ -114,7 +114,7 @@ class UcxTransport::Impl : public ProgressEngine, public StepHost {
   // One send in flight: the header must live until UCX is done with it, and the tensor holds
   // the payload's memory.
   struct SendOp {
-    Impl* impl = nullptr;
+    UcxEngine* impl = nullptr;
     Peer* peer = nullptr;
     MessageType type = MessageType::kTensor;
     std::string header;
@@ -132,7 +132,7 @@ class UcxTransport::Impl : public ProgressEngine, public StepHost {
 
   // One tensor on its way into a Recv's buffer through UCX's rendezvous protocol.
   struct RecvOp {
-    Impl* impl = nullptr;
+    UcxEngine* impl = nullptr;
     std::shared_ptr<StepBox> box;
     RendezvousKey key;
     std::string send_node;
@@ -142,8 +142,9 @@ class UcxTransport::Impl : public ProgressEngine, public StepHost {
     Rendezvous::DoneCallback done;
   };
 
-  explicit Impl(UcxTransportOptions options) : options_(std::move(options)), task_(options_.task) {}
-  ~Impl();
+  explicit UcxEngine(UcxTransportOptions options)
+      : options_(std::move(options)), task_(options_.task) {}
+  ~UcxEngine();
 
   Status Start();
   Result<std::string> Connect(const std::string& address, const std::string& assign_task);
@@ -178,10 +179,10 @@ class UcxTransport::Impl : public ProgressEngine, public StepHost {
   const UcxTransportOptions& options() const { return options_; }
 
   // Requests (ucx_calls.cc).
-  void SetCallHandler(UcxTransport::CallHandler handler, std::vector<uint16_t> quick_methods)
+  void SetCallHandler(Transport::CallHandler handler, std::vector<uint16_t> quick_methods)
       DFLOW_EXCLUDES(service_mu_, handler_run_mu_, quick_run_mu_);
   void CallAsync(const std::string& task, uint16_t method, std::string payload,
-                 std::chrono::milliseconds timeout, UcxTransport::Reply done) DFLOW_EXCLUDES(mu_);
+                 std::chrono::milliseconds timeout, Transport::Reply done) DFLOW_EXCLUDES(mu_);
   uint64_t incarnation() const { return incarnation_; }
   std::string listen_address() const { return bound_address_; }
 
@@ -316,7 +317,7 @@ class UcxTransport::Impl : public ProgressEngine, public StepHost {
 
   // Requests and responses: payloads arrive eagerly or are pulled into a string.
   struct Blob {
-    Impl* impl = nullptr;
+    UcxEngine* impl = nullptr;
     std::string bytes;
     std::function<void(Status, std::string)> then;  // runs on the progress thread
   };
@@ -390,7 +391,7 @@ class UcxTransport::Impl : public ProgressEngine, public StepHost {
   std::atomic<uint64_t> step_thread_polls_{0};  // TransportStats::step_thread_polls
   Mutex park_mu_;
   CondVar parked_cv_;
-  bool polled_ = false;  // registered as a progress engine (Start, until ~Impl)
+  bool polled_ = false;  // registered as a progress engine (Start, until ~UcxEngine)
   bool closed_ DFLOW_GUARDED_BY(queue_mu_) = false;  // the progress thread has ended
 
   mutable Mutex mu_;
@@ -436,10 +437,10 @@ class UcxTransport::Impl : public ProgressEngine, public StepHost {
   // The peer's memfd holding `region`, mapped here (progress thread), or why not.
   Result<std::shared_ptr<Mapping>> MapPeerMemory(int pid, const SharedRegion& region);
   // Tensors borrowed from peers (mapped) tell their sender when they die through this, which
-  // outlives the Impl: `impl` is null once it is gone.
+  // outlives the engine: `impl` is null once it is gone.
   struct Releaser {
     Mutex mu;
-    Impl* impl DFLOW_GUARDED_BY(mu) = nullptr;
+    UcxEngine* impl DFLOW_GUARDED_BY(mu) = nullptr;
   };
   std::shared_ptr<Releaser> releaser_ = std::make_shared<Releaser>();
   class BorrowedMemory;
@@ -455,7 +456,7 @@ class UcxTransport::Impl : public ProgressEngine, public StepHost {
     uint16_t method = 0;
     std::chrono::steady_clock::time_point deadline;
     std::chrono::milliseconds timeout{0};
-    UcxTransport::Reply done;
+    Transport::Reply done;
   };
   uint64_t next_call_id_ DFLOW_GUARDED_BY(mu_) = 1;
   std::unordered_map<uint64_t, PendingCall> calls_ DFLOW_GUARDED_BY(mu_);
@@ -464,7 +465,7 @@ class UcxTransport::Impl : public ProgressEngine, public StepHost {
   // Ends the calls whose deadline has passed (progress thread).
   void ExpireCalls() DFLOW_EXCLUDES(mu_);
   // Takes call `id` out of calls_ (null `done` when it already ended).
-  UcxTransport::Reply TakeCall(uint64_t id, Peer* from) DFLOW_REQUIRES(mu_);
+  Transport::Reply TakeCall(uint64_t id, Peer* from) DFLOW_REQUIRES(mu_);
   void UpdateNextDeadline() DFLOW_REQUIRES(mu_);
 
   // The service thread runs the call handler, so a slow handler never stalls progress; the
@@ -475,7 +476,7 @@ class UcxTransport::Impl : public ProgressEngine, public StepHost {
   Mutex quick_run_mu_;
   Mutex service_mu_;
   CondVar service_cv_;
-  UcxTransport::CallHandler handler_ DFLOW_GUARDED_BY(service_mu_);
+  Transport::CallHandler handler_ DFLOW_GUARDED_BY(service_mu_);
   std::vector<uint16_t> quick_methods_ DFLOW_GUARDED_BY(service_mu_);
   std::deque<std::function<void()>> service_queue_ DFLOW_GUARDED_BY(service_mu_);
   bool service_stop_ DFLOW_GUARDED_BY(service_mu_) = false;

@@ -27,14 +27,14 @@ std::chrono::microseconds HotSpin() {
 }
 
 // The transport whose worker this thread drives now (it holds progress_mu_), if any.
-thread_local const UcxTransport::Impl* t_driving = nullptr;
+thread_local const UcxEngine* t_driving = nullptr;
 
 // How long the progress thread parks while step threads poll, at most: heartbeats and the
 // calls' deadlines are looked at after it.
 constexpr auto kParkTime = std::chrono::milliseconds(1);
 }  // namespace
 
-void UcxTransport::Impl::Post(std::function<void()> fn) {
+void UcxEngine::Post(std::function<void()> fn) {
   if (t_driving == this) {
     // From a callback under ucp_worker_progress: runs once it returns.
     deferred_.push_back(std::move(fn));
@@ -52,7 +52,7 @@ void UcxTransport::Impl::Post(std::function<void()> fn) {
   if (sleeping_.load()) ucp_worker_signal(worker_);
 }
 
-bool UcxTransport::Impl::RunPosted() {
+bool UcxEngine::RunPosted() {
   std::vector<std::function<void()>> work;
   {
     MutexLock lock(queue_mu_);
@@ -63,7 +63,7 @@ bool UcxTransport::Impl::RunPosted() {
   return !work.empty();
 }
 
-void UcxTransport::Impl::RunDeferred() {
+void UcxEngine::RunDeferred() {
   while (!deferred_.empty()) {
     std::vector<std::function<void()>> work;
     work.swap(deferred_);
@@ -71,7 +71,7 @@ void UcxTransport::Impl::RunDeferred() {
   }
 }
 
-bool UcxTransport::Impl::ProgressOnce() {
+bool UcxEngine::ProgressOnce() {
   bool busy = RunPosted();
   // What callbacks deferred (often a reply to send) runs before the next poll.
   while (ucp_worker_progress(worker_) != 0) {
@@ -86,9 +86,9 @@ bool UcxTransport::Impl::ProgressOnce() {
   return busy;
 }
 
-void UcxTransport::Impl::BeginPolling() { pollers_.fetch_add(1); }
+void UcxEngine::BeginPolling() { pollers_.fetch_add(1); }
 
-void UcxTransport::Impl::EndPolling() {
+void UcxEngine::EndPolling() {
   if (pollers_.fetch_sub(1) != 1) return;
   // The last poller leaves: the progress thread takes the worker back at once.
   MutexLock lock(park_mu_);
@@ -99,14 +99,14 @@ namespace {
 // Marks the calling thread as the one driving `impl`'s worker while it lives.
 class Driving {
  public:
-  explicit Driving(const UcxTransport::Impl* impl) { t_driving = impl; }
+  explicit Driving(const UcxEngine* impl) { t_driving = impl; }
   ~Driving() { t_driving = nullptr; }
   Driving(const Driving&) = delete;
   Driving& operator=(const Driving&) = delete;
 };
 }  // namespace
 
-bool UcxTransport::Impl::Poll() {
+bool UcxEngine::Poll() {
   if (stop_.load(std::memory_order_relaxed) || !progress_mu_.TryLock()) return false;
   bool busy;
   {
@@ -118,7 +118,7 @@ bool UcxTransport::Impl::Poll() {
   return busy;
 }
 
-bool UcxTransport::Impl::Turn() {
+bool UcxEngine::Turn() {
   {
     MutexLock lock(progress_mu_);
     Driving driving(this);
@@ -154,7 +154,7 @@ bool UcxTransport::Impl::Turn() {
   }
 }
 
-void UcxTransport::Impl::Loop() {
+void UcxEngine::Loop() {
   pthread_setname_np(pthread_self(), "dflow progress");  // as perf and top show it
   hot_spin_ = HotSpin();
   while (!stop_.load()) {

@@ -19,7 +19,7 @@ bool ByReference(MessageType t) {
 }
 }  // namespace
 
-std::string UcxTransport::Impl::SendOp::What() const {
+std::string UcxEngine::SendOp::What() const {
   if (type == MessageType::kDeviceTensorRef) {
     auto r = DecodeDeviceTensorRef(header);
     if (!r.ok()) return "a tensor";
@@ -36,7 +36,7 @@ std::string UcxTransport::Impl::SendOp::What() const {
   return fmt::format("{} of Send '{}'", h->key.ToString(), h->send_node);
 }
 
-void UcxTransport::Impl::SendControl(Peer* peer, MessageType type, std::string header) {
+void UcxEngine::SendControl(Peer* peer, MessageType type, std::string header) {
   auto* op = new SendOp;
   op->impl = this;
   op->peer = peer;
@@ -46,7 +46,7 @@ void UcxTransport::Impl::SendControl(Peer* peer, MessageType type, std::string h
   StartSend(op);
 }
 
-void UcxTransport::Impl::StartSend(SendOp* op) {
+void UcxEngine::StartSend(SendOp* op) {
   if (op->peer->ep == nullptr) {
     FinishSend(op, UCS_ERR_NOT_CONNECTED);
     return;
@@ -74,13 +74,13 @@ void UcxTransport::Impl::StartSend(SendOp* op) {
   }
 }
 
-void UcxTransport::Impl::SendDone(void* request, ucs_status_t status, void* user_data) {
+void UcxEngine::SendDone(void* request, ucs_status_t status, void* user_data) {
   auto* op = static_cast<SendOp*>(user_data);
   op->impl->FinishSend(op, status);
   ucp_request_free(request);
 }
 
-void UcxTransport::Impl::FinishSend(SendOp* op, ucs_status_t status) {
+void UcxEngine::FinishSend(SendOp* op, ucs_status_t status) {
   std::unique_ptr<SendOp> owned(op);
   if (op->type == MessageType::kHello && status != UCS_OK) {
     PeerFailed(op->peer, status);  // Connect learns it at once
@@ -118,8 +118,7 @@ void UcxTransport::Impl::FinishSend(SendOp* op, ucs_status_t status) {
   }
 }
 
-Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
-                                const Tensor& tensor) {
+Status UcxEngine::Send(const RendezvousKey& key, const SendArgs& args, const Tensor& tensor) {
   ASSIGN_OR_RETURN(std::string dst_task, TaskOf(key.dst_device));
   if (dst_task == task()) {
     // Both ends in this process: hand the tensor over.
@@ -215,7 +214,7 @@ Status UcxTransport::Impl::Send(const RendezvousKey& key, const SendArgs& args,
 
 // --- receiving --------------------------------------------------------------------------------
 
-ucs_status_t UcxTransport::Impl::Drop(std::string_view why) {
+ucs_status_t UcxEngine::Drop(std::string_view why) {
   {
     MutexLock lock(mu_);
     stats_.messages_dropped++;
@@ -225,15 +224,14 @@ ucs_status_t UcxTransport::Impl::Drop(std::string_view why) {
   return UCS_OK;
 }
 
-ucs_status_t UcxTransport::Impl::OnTensor(void* arg, const void* header, size_t header_length,
-                                          void* data, size_t length,
-                                          const ucp_am_recv_param_t* param) {
-  return static_cast<Impl*>(arg)->ReceiveTensor({static_cast<const char*>(header), header_length},
-                                                data, length, param);
+ucs_status_t UcxEngine::OnTensor(void* arg, const void* header, size_t header_length, void* data,
+                                 size_t length, const ucp_am_recv_param_t* param) {
+  return static_cast<UcxEngine*>(arg)->ReceiveTensor(
+      {static_cast<const char*>(header), header_length}, data, length, param);
 }
 
-ucs_status_t UcxTransport::Impl::ReceiveTensor(std::string_view header, void* data, size_t length,
-                                               const ucp_am_recv_param_t* param) {
+ucs_status_t UcxEngine::ReceiveTensor(std::string_view header, void* data, size_t length,
+                                      const ucp_am_recv_param_t* param) {
   Peer* peer = PeerOf(param);
   std::string from_task;
   {
@@ -324,9 +322,9 @@ ucs_status_t UcxTransport::Impl::ReceiveTensor(std::string_view header, void* da
   return UCS_OK;
 }
 
-bool UcxTransport::Impl::ArriveUnderLock(const RendezvousKey& key, const std::string& send_node,
-                                         Arrival& arrival, std::optional<Table::Waiting>* waiting,
-                                         std::shared_ptr<StepBox>* box, std::string* why) {
+bool UcxEngine::ArriveUnderLock(const RendezvousKey& key, const std::string& send_node,
+                                Arrival& arrival, std::optional<Table::Waiting>* waiting,
+                                std::shared_ptr<StepBox>* box, std::string* why) {
   *box = boxes_.Get(key.step_id);
   if (*box == nullptr || !(*box)->table.aborted().ok()) {
     *why = fmt::format("{} from task {}: its step is over here", key.ToString(), arrival.from_task);
@@ -341,19 +339,18 @@ bool UcxTransport::Impl::ArriveUnderLock(const RendezvousKey& key, const std::st
   return true;
 }
 
-bool UcxTransport::Impl::Arrive(const RendezvousKey& key, const std::string& send_node,
-                                Arrival& arrival, std::optional<Table::Waiting>* waiting,
-                                std::string* why) {
+bool UcxEngine::Arrive(const RendezvousKey& key, const std::string& send_node, Arrival& arrival,
+                       std::optional<Table::Waiting>* waiting, std::string* why) {
   MutexLock lock(mu_);
   std::shared_ptr<StepBox> box;
   return ArriveUnderLock(key, send_node, arrival, waiting, &box, why);
 }
 
-ucs_status_t UcxTransport::Impl::Pull(void* desc, void* buffer, size_t length,
-                                      ucp_am_recv_data_nbx_callback_t done, void* user_data) {
+ucs_status_t UcxEngine::Pull(void* desc, void* buffer, size_t length,
+                             ucp_am_recv_data_nbx_callback_t done, void* user_data) {
   // Counted in pulling_bytes_ until done (CheckPeers allows for them).
   struct Counted {
-    Impl* impl;
+    UcxEngine* impl;
     size_t length;
     ucp_am_recv_data_nbx_callback_t done;
     void* user_data;
@@ -377,19 +374,18 @@ ucs_status_t UcxTransport::Impl::Pull(void* desc, void* buffer, size_t length,
   return UCS_INPROGRESS;
 }
 
-void UcxTransport::Impl::StartRecv(RecvOp* op, void* desc, size_t length) {
+void UcxEngine::StartRecv(RecvOp* op, void* desc, size_t length) {
   ucs_status_t s = Pull(desc, op->tensor.raw_data(), length, &RecvDone, op);
   if (s != UCS_INPROGRESS) FinishRecv(op, s);
 }
 
-void UcxTransport::Impl::RecvDone(void* request, ucs_status_t status, size_t length,
-                                  void* user_data) {
+void UcxEngine::RecvDone(void* request, ucs_status_t status, size_t length, void* user_data) {
   auto* op = static_cast<RecvOp*>(user_data);
   op->impl->FinishRecv(op, status);
   ucp_request_free(request);
 }
 
-void UcxTransport::Impl::FinishRecv(RecvOp* op, ucs_status_t status) {
+void UcxEngine::FinishRecv(RecvOp* op, ucs_status_t status) {
   std::unique_ptr<RecvOp> owned(op);
   Status aborted;
   {
@@ -414,8 +410,8 @@ void UcxTransport::Impl::FinishRecv(RecvOp* op, ucs_status_t status) {
   DeliverToRecv(op->key, op->send_node, op->tensor, op->recv, op->done);
 }
 
-void UcxTransport::Impl::RecvAsync(const RendezvousKey& key, const RecvArgs& args,
-                                   Rendezvous::DoneCallback done) {
+void UcxEngine::RecvAsync(const RendezvousKey& key, const RecvArgs& args,
+                          Rendezvous::DoneCallback done) {
   Status failed;
   std::optional<Table::Arrived> arrived;
   RecvOp* pull = nullptr;
@@ -479,7 +475,7 @@ void UcxTransport::Impl::RecvAsync(const RendezvousKey& key, const RecvArgs& arg
   DeliverToRecv(key, arrived->send_node, arrived->value.tensor, args, done);
 }
 
-void UcxTransport::Impl::CancelRecv(const RendezvousKey& key, const Status& why) {
+void UcxEngine::CancelRecv(const RendezvousKey& key, const Status& why) {
   std::optional<Table::Waiting> waiting;
   {
     MutexLock lock(mu_);
@@ -492,7 +488,7 @@ void UcxTransport::Impl::CancelRecv(const RendezvousKey& key, const Status& why)
   }
 }
 
-void UcxTransport::Impl::LetGo(std::vector<Arrival> arrivals) {
+void UcxEngine::LetGo(std::vector<Arrival> arrivals) {
   std::vector<void*> descs;
   std::vector<std::pair<Peer*, uint64_t>> refs;
   for (const Arrival& a : arrivals) {
@@ -510,7 +506,7 @@ void UcxTransport::Impl::LetGo(std::vector<Arrival> arrivals) {
   Release(std::move(refs));
 }
 
-void UcxTransport::Impl::AbortStep(int64_t step, const Status& status, bool tell_peers) {
+void UcxEngine::AbortStep(int64_t step, const Status& status, bool tell_peers) {
   Table::Drained drained;
   std::vector<Peer*> peers;
   Status why;
@@ -541,10 +537,9 @@ void UcxTransport::Impl::AbortStep(int64_t step, const Status& status, bool tell
   for (auto& done : drained.waiting) done(why, Tensor());
 }
 
-ucs_status_t UcxTransport::Impl::OnAbortStep(void* arg, const void* header, size_t header_length,
-                                             void* data, size_t length,
-                                             const ucp_am_recv_param_t* param) {
-  auto* self = static_cast<Impl*>(arg);
+ucs_status_t UcxEngine::OnAbortStep(void* arg, const void* header, size_t header_length, void* data,
+                                    size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxEngine*>(arg);
   Peer* peer = self->PeerOf(param);
   const std::string from = self->ReadyTask(peer);
   if (from.empty()) return self->Drop("an abort from an endpoint that did not shake hands");
@@ -558,12 +553,12 @@ ucs_status_t UcxTransport::Impl::OnAbortStep(void* arg, const void* header, size
   return UCS_OK;
 }
 
-void UcxTransport::Impl::AttachStep(int64_t step) {
+void UcxEngine::AttachStep(int64_t step) {
   MutexLock lock(mu_);
   (void)boxes_.Get(step);
 }
 
-void UcxTransport::Impl::ReleaseStep(int64_t step) {
+void UcxEngine::ReleaseStep(int64_t step) {
   Table::Drained drained;
   const Status why = Cancelled("the rendezvous of step {} was destroyed", step);
   {
@@ -572,10 +567,6 @@ void UcxTransport::Impl::ReleaseStep(int64_t step) {
   }
   LetGo(std::move(drained.arrived));
   for (auto& done : drained.waiting) done(why, Tensor());
-}
-
-Result<std::unique_ptr<Rendezvous>> UcxTransport::Create(int64_t step_id) {
-  return MakeStepRendezvous(impl_.get(), step_id);
 }
 
 }  // namespace dflow::transport

@@ -119,7 +119,7 @@ bool MmErrorHandling(bool fallback) {
 
 // --- start and stop ---------------------------------------------------------------------------
 
-Status UcxTransport::Impl::Start() {
+Status UcxEngine::Start() {
   if (const char* v = std::getenv("DFLOW_BY_REFERENCE_BYTES")) {
     char* end = nullptr;
     errno = 0;
@@ -258,7 +258,7 @@ Status UcxTransport::Impl::Start() {
   return Status::OK();
 }
 
-UcxTransport::Impl::~Impl() {
+UcxEngine::~UcxEngine() {
   if (polled_) RemoveProgressEngine(this);  // no step thread polls it from here on
   {
     // Borrowed tensors that outlive this transport tell no one.
@@ -299,7 +299,7 @@ UcxTransport::Impl::~Impl() {
   if (probe_fd_ >= 0) close(probe_fd_);
 }
 
-void UcxTransport::Impl::ShutdownOnThread() {
+void UcxEngine::ShutdownOnThread() {
   if (worker_ == nullptr) return;
   RunDeferred();
   std::vector<void*> closing;
@@ -334,7 +334,7 @@ void UcxTransport::Impl::ShutdownOnThread() {
     ucp_listener_destroy(listener_);
     listener_ = nullptr;
   }
-  std::vector<UcxTransport::Reply> unanswered;
+  std::vector<Transport::Reply> unanswered;
   {
     MutexLock lock(mu_);
     for (auto& [id, call] : calls_) unanswered.push_back(std::move(call.done));
@@ -347,13 +347,13 @@ void UcxTransport::Impl::ShutdownOnThread() {
 
 // --- peers ------------------------------------------------------------------------------------
 
-void UcxTransport::Impl::OnConnRequest(ucp_conn_request_h request, void* arg) {
-  auto* self = static_cast<Impl*>(arg);
+void UcxEngine::OnConnRequest(ucp_conn_request_h request, void* arg) {
+  auto* self = static_cast<UcxEngine*>(arg);
   // Endpoints are made outside UCX's callbacks.
   self->deferred_.push_back([self, request] { self->Accept(request); });
 }
 
-void UcxTransport::Impl::Accept(ucp_conn_request_h request) {
+void UcxEngine::Accept(ucp_conn_request_h request) {
   ucp_conn_request_attr_t attr{};
   attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
   std::string from = "?";
@@ -388,8 +388,7 @@ void UcxTransport::Impl::Accept(ucp_conn_request_h request) {
   peer_of_ep_[handle] = peer;
 }
 
-Result<std::string> UcxTransport::Impl::Connect(const std::string& address,
-                                                const std::string& assign) {
+Result<std::string> UcxEngine::Connect(const std::string& address, const std::string& assign) {
   ASSIGN_OR_RETURN(SocketAddress addr, ParseAddress(address));
   if (!assign.empty() && !IsTaskName(assign)) {
     return InvalidArgument("cannot name the task at {} '{}': not /job:NAME/task:N", address,
@@ -474,7 +473,7 @@ Result<std::string> UcxTransport::Impl::Connect(const std::string& address,
   return peer->task;
 }
 
-Result<std::string> UcxTransport::Impl::TaskOf(std::string_view device) {
+Result<std::string> UcxEngine::TaskOf(std::string_view device) {
   {
     MutexLock lock(task_cache_mu_);
     auto it = task_cache_.find(device);
@@ -488,7 +487,7 @@ Result<std::string> UcxTransport::Impl::TaskOf(std::string_view device) {
   return task;
 }
 
-std::vector<std::string> UcxTransport::Impl::peers() const {
+std::vector<std::string> UcxEngine::peers() const {
   MutexLock lock(mu_);
   std::vector<std::string> out;
   for (auto& [task, peer] : peer_of_task_) out.push_back(task);
@@ -496,8 +495,7 @@ std::vector<std::string> UcxTransport::Impl::peers() const {
   return out;
 }
 
-UcxTransport::Impl::Peer* UcxTransport::Impl::PeerOf(const ucp_am_recv_param_t* param,
-                                                     bool activity) {
+UcxEngine::Peer* UcxEngine::PeerOf(const ucp_am_recv_param_t* param, bool activity) {
   const auto now = std::chrono::steady_clock::now();
   if (activity) last_work_ = now;
   if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) || param->reply_ep == nullptr) {
@@ -510,9 +508,9 @@ UcxTransport::Impl::Peer* UcxTransport::Impl::PeerOf(const ucp_am_recv_param_t* 
   return it->second;
 }
 
-ucs_status_t UcxTransport::Impl::OnHeartbeat(void* arg, const void* header, size_t header_length,
-                                             void*, size_t, const ucp_am_recv_param_t* param) {
-  auto* self = static_cast<Impl*>(arg);
+ucs_status_t UcxEngine::OnHeartbeat(void* arg, const void* header, size_t header_length, void*,
+                                    size_t, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxEngine*>(arg);
   Peer* peer = self->PeerOf(param, false);
   if (peer == nullptr) return UCS_OK;  // from an endpoint already closed: nothing to tell
   Status s = DecodeHeartbeat({static_cast<const char*>(header), header_length});
@@ -520,7 +518,7 @@ ucs_status_t UcxTransport::Impl::OnHeartbeat(void* arg, const void* header, size
   return UCS_OK;
 }
 
-void UcxTransport::Impl::CheckPeers() {
+void UcxEngine::CheckPeers() {
   const auto now = std::chrono::steady_clock::now();
   const auto timeout = options_.peer_timeout;
   next_check_ = now + timeout / 6;
@@ -545,16 +543,15 @@ void UcxTransport::Impl::CheckPeers() {
   }
 }
 
-UcxTransport::Impl::Peer* UcxTransport::Impl::ReadyPeer(const std::string& task) {
+UcxEngine::Peer* UcxEngine::ReadyPeer(const std::string& task) {
   auto it = peer_of_task_.find(task);
   if (it == peer_of_task_.end() || it->second->state != Peer::State::kReady) return nullptr;
   return it->second;
 }
 
-ucs_status_t UcxTransport::Impl::OnHello(void* arg, const void* header, size_t header_length,
-                                         void* data, size_t length,
-                                         const ucp_am_recv_param_t* param) {
-  auto* self = static_cast<Impl*>(arg);
+ucs_status_t UcxEngine::OnHello(void* arg, const void* header, size_t header_length, void* data,
+                                size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxEngine*>(arg);
   Peer* peer = self->PeerOf(param);
   if (peer == nullptr || peer->outgoing) return self->Drop("a Hello from an unknown endpoint");
   auto hello = DecodeHello({static_cast<const char*>(header), header_length});
@@ -622,10 +619,9 @@ ucs_status_t UcxTransport::Impl::OnHello(void* arg, const void* header, size_t h
   return UCS_OK;
 }
 
-ucs_status_t UcxTransport::Impl::OnHelloReply(void* arg, const void* header, size_t header_length,
-                                              void* data, size_t length,
-                                              const ucp_am_recv_param_t* param) {
-  auto* self = static_cast<Impl*>(arg);
+ucs_status_t UcxEngine::OnHelloReply(void* arg, const void* header, size_t header_length,
+                                     void* data, size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxEngine*>(arg);
   Peer* peer = self->PeerOf(param);
   if (peer == nullptr || !peer->outgoing) {
     return self->Drop("a HelloReply from an unknown endpoint");
@@ -680,7 +676,7 @@ ucs_status_t UcxTransport::Impl::OnHelloReply(void* arg, const void* header, siz
 // that ends or closes (shared memory tells no one). Its failure fails the peer, as the new
 // one's does. (Closing it once idle would spare the progress thread an epoll_wait per poll,
 // about a microsecond of latency, but "idle" needs both sides' word on every rendezvous.)
-void UcxTransport::Impl::OpenSameHost(Peer* peer) {
+void UcxEngine::OpenSameHost(Peer* peer) {
   if (SendSameHost(peer)) return;
   // No offer of this process's memory went out: Connect waits for no answer to it.
   MutexLock lock(mu_);
@@ -688,7 +684,7 @@ void UcxTransport::Impl::OpenSameHost(Peer* peer) {
   peers_changed_.NotifyAll();
 }
 
-bool UcxTransport::Impl::SendSameHost(Peer* peer) {
+bool UcxEngine::SendSameHost(Peer* peer) {
   if (peer->ep == nullptr || peer->first_ep != nullptr || peer->same_host_address.empty()) {
     return false;
   }
@@ -735,9 +731,9 @@ bool UcxTransport::Impl::SendSameHost(Peer* peer) {
   return offer.pid != 0;
 }
 
-ucs_status_t UcxTransport::Impl::OnSameHost(void* arg, const void* header, size_t header_length,
-                                            void*, size_t, const ucp_am_recv_param_t* param) {
-  auto* self = static_cast<Impl*>(arg);
+ucs_status_t UcxEngine::OnSameHost(void* arg, const void* header, size_t header_length, void*,
+                                   size_t, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxEngine*>(arg);
   self->PeerOf(param);
   auto m = DecodeSameHost({static_cast<const char*>(header), header_length});
   if (!m.ok()) {
@@ -768,12 +764,12 @@ ucs_status_t UcxTransport::Impl::OnSameHost(void* arg, const void* header, size_
   return UCS_OK;
 }
 
-void UcxTransport::Impl::OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status) {
+void UcxEngine::OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status) {
   auto* peer = static_cast<Peer*>(arg);
   peer->impl->PeerFailed(peer, status);
 }
 
-void UcxTransport::Impl::PeerFailed(Peer* peer, ucs_status_t status, std::string_view reason) {
+void UcxEngine::PeerFailed(Peer* peer, ucs_status_t status, std::string_view reason) {
   Status why;
   std::vector<int64_t> steps;
   {
@@ -805,19 +801,19 @@ void UcxTransport::Impl::PeerFailed(Peer* peer, ucs_status_t status, std::string
   deferred_.push_back([this, peer] { CloseEndpoint(peer); });
 }
 
-void UcxTransport::Impl::ForgetEndpoints(Peer* peer) {
+void UcxEngine::ForgetEndpoints(Peer* peer) {
   ForgetEndpoint(peer, peer->ep);
   ForgetEndpoint(peer, peer->first_ep);
   for (ucp_ep_h ep : peer->incoming) ForgetEndpoint(peer, ep);
   peer->incoming.clear();
 }
 
-void UcxTransport::Impl::ForgetEndpoint(Peer* peer, ucp_ep_h ep) {
+void UcxEngine::ForgetEndpoint(Peer* peer, ucp_ep_h ep) {
   auto it = peer_of_ep_.find(ep);
   if (it != peer_of_ep_.end() && it->second == peer) peer_of_ep_.erase(it);
 }
 
-void UcxTransport::Impl::CloseEndpoint(Peer* peer) {
+void UcxEngine::CloseEndpoint(Peer* peer) {
   if (peer->ep == nullptr) return;
   {
     MutexLock lock(mu_);
@@ -831,7 +827,7 @@ void UcxTransport::Impl::CloseEndpoint(Peer* peer) {
   }
 }
 
-void* UcxTransport::Impl::CloseUcpEndpoint(ucp_ep_h ep) {
+void* UcxEngine::CloseUcpEndpoint(ucp_ep_h ep) {
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = UCP_EP_CLOSE_FLAG_FORCE;
@@ -852,12 +848,12 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::Create(UcxTransportOptions o
   if (options.connect_timeout.count() <= 0) {
     return InvalidArgument("connect_timeout must be positive");
   }
-  auto impl = std::make_unique<Impl>(std::move(options));
+  auto impl = std::make_unique<UcxEngine>(std::move(options));
   RETURN_IF_ERROR(impl->Start());
   return std::unique_ptr<UcxTransport>(new UcxTransport(std::move(impl)));
 }
 
-UcxTransport::UcxTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+UcxTransport::UcxTransport(std::unique_ptr<UcxEngine> engine) : impl_(std::move(engine)) {}
 UcxTransport::~UcxTransport() = default;
 
 std::string UcxTransport::task() const { return impl_->task(); }
@@ -875,6 +871,9 @@ void UcxTransport::CallAsync(const std::string& task, uint16_t method, std::stri
 }
 std::vector<std::string> UcxTransport::peers() const { return impl_->peers(); }
 TransportStats UcxTransport::stats() const { return impl_->stats(); }
+Result<std::unique_ptr<Rendezvous>> UcxTransport::Create(int64_t step_id) {
+  return MakeStepRendezvous(impl_.get(), step_id);
+}
 
 Status RegisterUcxTransport(TransportRegistry& registry) {
   return registry.Register(
