@@ -321,7 +321,7 @@ std::map<std::string, VariablesRequest> DistributedSession::VariablesByTask() co
   std::map<std::string, VariablesRequest> by_task;
   for (int v = 0; v < graph_.num_nodes(); ++v) {
     const Node& node = graph_.node(v);
-    if (node.op() != "Variable") continue;
+    if (node.role() != OpRole::kVariable) continue;
     const std::string device = set_.device(placement_.device_of[v]).canonical();
     auto task = TaskOfDevice(device);
     if (!task.ok()) continue;

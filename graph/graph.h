@@ -58,6 +58,8 @@ class Node {
 
   // Filled by Graph::Validate (or by the builder as each node is added).
   const OpDef* op_def() const { return op_def_; }
+  // Its op's role (OpRole::kCompute before validation).
+  OpRole role() const { return op_def_ != nullptr ? op_def_->role : OpRole::kCompute; }
   const std::vector<Endpoint>& inputs() const { return inputs_; }
   const std::vector<int>& control_inputs() const { return control_inputs_; }
   int num_outputs() const { return static_cast<int>(output_dtypes_.size()); }

@@ -92,6 +92,46 @@ using ShapeFn = std::function<Status(InferenceContext&)>;
 using CostFn = std::function<OpCost(const CostContext&)>;
 using GradFn = std::function<Status(GradContext&)>;
 
+// The part a node plays for the stages that treat it specially; most ops compute.
+enum class OpRole : uint8_t {
+  kCompute,
+  kPlaceholder,  // takes a value fed at run time
+  kVariable,     // holds a value across runs: the variable's
+  kAssign,       // writes input 1 into the variable of input 0
+  kSend,         // hands a tensor to a Recv on another device (the partitioner's)
+  kRecv,
+  kNoOp,  // runs for its control edges only
+};
+
+// An op as an epilogue the fusion rewrite folds into the op producing its input
+// (rewrite/fusion.h), or as the way such a producer's bias comes.
+enum class Epilogue : uint8_t {
+  kNone,
+  kBiasAdd,     // BiasAdd(x, bias): one value per last-dimension channel
+  kChannelAdd,  // Add(x, bias) where bias holds one value per dimension-1 channel ([C,1,1])
+  kRelu,        // an activation, named by the fused op's "activation" attribute
+  kReluGrad,    // ReluGrad(g, x): the activation's gradient, folded into a max pool's
+};
+
+// What the fusion rewrite (rewrite/fusion.h) may make of an op's nodes.
+struct OpFusion {
+  enum class Kind : uint8_t {
+    kNone,
+    kEpilogue,        // its output takes a bias (by `bias`) and a kRelu: becomes `fused_op`
+    kArgmax,          // with its gradient (the op whose gradient_of names it) becomes
+                      // `fused_op` and `fused_partner`, which keep where each maximum came from
+    kAbsorbGradient,  // takes the producer of input `gradient_input` (an `absorbable` op)
+                      // into itself: becomes `fused_op`
+  };
+  Kind kind = Kind::kNone;
+  std::string fused_op;
+  std::string fused_partner;
+  Epilogue bias = Epilogue::kNone;
+  int gradient_input = -1;
+  // A producer an update may absorb (kAbsorbGradient).
+  bool absorbable = false;
+};
+
 struct OpDef {
   std::string name;
   std::vector<ArgDef> inputs;
@@ -102,6 +142,23 @@ struct OpDef {
   bool stateful = false;
   // Does constant work whatever the shapes (Identity, Reshape, NoOp): always run inline.
   bool constant_cost = false;
+
+  // Properties the stages ask instead of keeping lists of op names.
+  OpRole role = OpRole::kCompute;
+  // Each output element is computed from the input elements at the same index (inputs
+  // broadcast NumPy's way): a kernel may run it in place, a partition may split it anywhere.
+  bool elementwise = false;
+  // Inputs 0 and 1 may trade places without changing the output.
+  bool commutative = false;
+  // Updates the variable of input 0 row by row, each row from the same rows of its other
+  // inputs (or from scalars): a variable split into row shards updates shard by shard
+  // (rewrite/split_variables.h).
+  bool row_wise_update = false;
+  // This op as an epilogue (kNone: it is none).
+  Epilogue epilogue = Epilogue::kNone;
+  OpFusion fusion;
+  // The op whose gradient this op computes, where a rewrite must pair them ("MaxPool").
+  std::string gradient_of;
   ShapeFn shape_fn;  // required
   CostFn cost_fn;    // default: no FLOPs, every input and output byte moved once
   GradFn grad_fn;    // empty: not differentiable

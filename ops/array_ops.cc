@@ -105,6 +105,7 @@ Status RegisterArrayOps(OpRegistry& r) {
                               .attrs = {{"dtype", AttrType::kDType, std::nullopt},
                                         {"shape", AttrType::kShape, Shape::Unknown()}},
                               .constant_cost = true,
+                              .role = OpRole::kPlaceholder,
                               .shape_fn = PlaceholderShape,
                               .cost_fn = Free}));
   RETURN_IF_ERROR(r.Register({.name = "Const",
@@ -124,6 +125,7 @@ Status RegisterArrayOps(OpRegistry& r) {
                               .grad_fn = IdentityGrad}));
   RETURN_IF_ERROR(r.Register({.name = "NoOp",
                               .constant_cost = true,
+                              .role = OpRole::kNoOp,
                               .shape_fn = [](InferenceContext&) { return Status::OK(); },
                               .cost_fn = Free}));
   RETURN_IF_ERROR(r.Register({.name = "Reshape",

@@ -183,6 +183,9 @@ Status RegisterConvOps(OpRegistry& r) {
                               .inputs = Args({"x", "w"}, kDenseTypes),
                               .outputs = Args({"y"}, kDenseTypes),
                               .attrs = ConvAttrDefs(),
+                              .fusion = {.kind = OpFusion::Kind::kEpilogue,
+                                         .fused_op = "_FusedConv2D",
+                                         .bias = Epilogue::kChannelAdd},
                               .shape_fn = Conv2DShape,
                               .cost_fn = ConvCost,
                               .grad_fn = Conv2DGrad}));
@@ -202,6 +205,9 @@ Status RegisterConvOps(OpRegistry& r) {
                               .inputs = Args({"x"}),
                               .outputs = Args({"y"}),
                               .attrs = PoolAttrDefs(),
+                              .fusion = {.kind = OpFusion::Kind::kArgmax,
+                                         .fused_op = "_MaxPoolWithArgmax",
+                                         .fused_partner = "_MaxPoolGradWithArgmax"},
                               .shape_fn = PoolShape,
                               .cost_fn = ElementwiseCostFn(4),
                               .grad_fn = MaxPoolGradFn}));
@@ -217,6 +223,8 @@ Status RegisterConvOps(OpRegistry& r) {
                                 .inputs = Args({"x", "dy"}),
                                 .outputs = Args({"dx"}),
                                 .attrs = PoolAttrDefs(),
+                                // MaxPool's, for the rewrite that pairs them.
+                                .gradient_of = std::string(name) == "MaxPoolGrad" ? "MaxPool" : "",
                                 .shape_fn = SameShapeAsInput0,
                                 .cost_fn = ElementwiseCostFn(4)}));
   }

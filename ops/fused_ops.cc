@@ -35,6 +35,7 @@ OpDef FusedDef(const OpRegistry& r, const std::string& name, const std::string& 
   def.attrs.push_back({"activation", AttrType::kString, std::string()});
   def.shape_fn = FusedShape(b->shape_fn, channel_axis);
   def.grad_fn = nullptr;  // fused nodes exist only in compiled plans
+  def.fusion = {};        // and are not fused again
   return def;
 }
 

@@ -36,10 +36,17 @@ Status RegisterGradOps(OpRegistry& r) {
                                       {{"axes", AttrType::kIntList, std::vector<int64_t>{}},
                                        {"keep_dims", AttrType::kBool, false},
                                        {"mean", AttrType::kBool, false}})));
-  RETURN_IF_ERROR(r.Register(TwoInput("ReluGrad", SameShapeAsInput0, kNumericTypes)));
-  RETURN_IF_ERROR(r.Register(TwoInput("LeakyReluGrad", SameShapeAsInput0, kFloatTypes,
-                                      {{"alpha", AttrType::kFloat, 0.2}})));
-  RETURN_IF_ERROR(r.Register(TwoInput("GeluGrad", SameShapeAsInput0, kFloatTypes)));
+  OpDef relu_grad = TwoInput("ReluGrad", SameShapeAsInput0, kNumericTypes);
+  relu_grad.elementwise = true;
+  relu_grad.epilogue = Epilogue::kReluGrad;
+  RETURN_IF_ERROR(r.Register(std::move(relu_grad)));
+  OpDef leaky_grad =
+      TwoInput("LeakyReluGrad", SameShapeAsInput0, kFloatTypes, {{"alpha", AttrType::kFloat, 0.2}});
+  leaky_grad.elementwise = true;
+  RETURN_IF_ERROR(r.Register(std::move(leaky_grad)));
+  OpDef gelu_grad = TwoInput("GeluGrad", SameShapeAsInput0, kFloatTypes);
+  gelu_grad.elementwise = true;
+  RETURN_IF_ERROR(r.Register(std::move(gelu_grad)));
   return Status::OK();
 }
 

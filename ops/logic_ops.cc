@@ -33,15 +33,17 @@ Status SelectGrad(GradContext& c) {
 
 Status RegisterLogicOps(OpRegistry& r) {
   for (const char* name : {"Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual"}) {
-    RETURN_IF_ERROR(
-        r.Register({.name = name,
-                    .inputs = {{.name = "a", .type_attr = "T", .allowed = kNumericTypes},
-                               {.name = "b", .type_attr = "T", .allowed = kNumericTypes}},
-                    .outputs = {{.name = "z", .fixed = DType::kBool}},
-                    .attrs = {{"T", AttrType::kDType, std::nullopt}},
-                    .shape_fn = BroadcastShapeFn,
-                    .cost_fn = ElementwiseCostFn(1),
-                    .grad_fn = NoGradient}));
+    RETURN_IF_ERROR(r.Register(
+        {.name = name,
+         .inputs = {{.name = "a", .type_attr = "T", .allowed = kNumericTypes},
+                    {.name = "b", .type_attr = "T", .allowed = kNumericTypes}},
+         .outputs = {{.name = "z", .fixed = DType::kBool}},
+         .attrs = {{"T", AttrType::kDType, std::nullopt}},
+         .elementwise = true,
+         .commutative = std::string_view(name) == "Equal" || std::string_view(name) == "NotEqual",
+         .shape_fn = BroadcastShapeFn,
+         .cost_fn = ElementwiseCostFn(1),
+         .grad_fn = NoGradient}));
   }
   RETURN_IF_ERROR(r.Register({.name = "Select",
                               .inputs = {{.name = "cond", .fixed = DType::kBool},
@@ -49,6 +51,7 @@ Status RegisterLogicOps(OpRegistry& r) {
                                          {.name = "b", .type_attr = "T", .allowed = kCastTypes}},
                               .outputs = {{.name = "output", .type_attr = "T"}},
                               .attrs = {{"T", AttrType::kDType, std::nullopt}},
+                              .elementwise = true,
                               .shape_fn = SelectShape,
                               .cost_fn = ElementwiseCostFn(1),
                               .grad_fn = SelectGrad}));

@@ -274,12 +274,14 @@ Status ReduceShape(InferenceContext& c) {
 }
 
 OpDef Binary(const std::string& name, GradFn grad, const std::vector<DType>& types = kNumericTypes,
-             double flops = 1) {
+             double flops = 1, bool commutative = false) {
   return {.name = name,
           .inputs = {{.name = "a", .type_attr = "T", .allowed = types},
                      {.name = "b", .type_attr = "T", .allowed = types}},
           .outputs = {{.name = "output", .type_attr = "T"}},
           .attrs = {{"T", AttrType::kDType, std::nullopt}},
+          .elementwise = true,
+          .commutative = commutative,
           .shape_fn = BroadcastShapeFn,
           .cost_fn = ElementwiseCostFn(flops),
           .grad_fn = std::move(grad)};
@@ -318,21 +320,30 @@ OpDef Reduce(const std::string& name, GradFn grad) {
 }  // namespace
 
 Status RegisterMathOps(OpRegistry& r) {
-  RETURN_IF_ERROR(r.Register(Binary("Add", AddGrad)));
+  OpDef add = Binary("Add", AddGrad, kNumericTypes, 1, /*commutative=*/true);
+  add.epilogue = Epilogue::kChannelAdd;  // a convolution's bias, [C,1,1]
+  RETURN_IF_ERROR(r.Register(std::move(add)));
   RETURN_IF_ERROR(r.Register(Binary("Sub", SubGrad)));
-  RETURN_IF_ERROR(r.Register(Binary("Mul", MulGrad)));
+  RETURN_IF_ERROR(r.Register(Binary("Mul", MulGrad, kNumericTypes, 1, /*commutative=*/true)));
   RETURN_IF_ERROR(r.Register(Binary("Div", DivGrad)));
-  RETURN_IF_ERROR(r.Register(Binary("Maximum", MaximumGrad)));
-  RETURN_IF_ERROR(r.Register(Binary("Minimum", MinimumGrad)));
+  RETURN_IF_ERROR(r.Register(Binary("Maximum", MaximumGrad, kNumericTypes, 1, true)));
+  RETURN_IF_ERROR(r.Register(Binary("Minimum", MinimumGrad, kNumericTypes, 1, true)));
   RETURN_IF_ERROR(r.Register(Binary("Pow", PowGrad, kFloatTypes, 20)));
   RETURN_IF_ERROR(r.Register({.name = "Relu",
                               .inputs = {{.name = "x", .type_attr = "T", .allowed = kNumericTypes}},
                               .outputs = {{.name = "y", .type_attr = "T"}},
                               .attrs = {{"T", AttrType::kDType, std::nullopt}},
+                              .elementwise = true,
+                              .epilogue = Epilogue::kRelu,
                               .shape_fn = SameShapeAsInput0,
                               .cost_fn = ElementwiseCostFn(1),
                               .grad_fn = ReluGradFn}));
-  RETURN_IF_ERROR(r.Register(MatMulDef("MatMul", MatMulShape, MatMulGrad<MatMul>)));
+  OpDef matmul = MatMulDef("MatMul", MatMulShape, MatMulGrad<MatMul>);
+  matmul.fusion = {.kind = OpFusion::Kind::kEpilogue,
+                   .fused_op = "_FusedMatMul",
+                   .bias = Epilogue::kBiasAdd,
+                   .absorbable = true};
+  RETURN_IF_ERROR(r.Register(std::move(matmul)));
   RETURN_IF_ERROR(r.Register(MatMulDef("BatchMatMul", BatchMatMulShape, MatMulGrad<BatchMatMul>)));
   RETURN_IF_ERROR(
       r.Register({.name = "BiasAdd",
@@ -340,6 +351,7 @@ Status RegisterMathOps(OpRegistry& r) {
                              {.name = "bias", .type_attr = "T", .allowed = kNumericTypes}},
                   .outputs = {{.name = "output", .type_attr = "T"}},
                   .attrs = {{"T", AttrType::kDType, std::nullopt}},
+                  .epilogue = Epilogue::kBiasAdd,
                   .shape_fn = BiasAddShape,
                   .cost_fn = ElementwiseCostFn(1),
                   .grad_fn = BiasAddGrad}));

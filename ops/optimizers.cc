@@ -9,7 +9,7 @@ namespace dflow::ops {
 
 Operation Optimizer::Minimize(const Scope& scope, Output loss, const std::vector<Output>& vars) {
   for (const auto& v : vars) {
-    if (!v.valid() || v.node().op() != "Variable") {
+    if (!v.valid() || v.node().role() != OpRole::kVariable) {
       scope.UpdateStatus(InvalidArgument("Minimize: '{}' is not a Variable",
                                          v.valid() ? v.node_name() : std::string("<invalid>")));
       return {};

@@ -24,6 +24,7 @@ Status RegisterSendRecvOps(OpRegistry& r) {
                               .inputs = {{.name = "tensor", .type_attr = "T"}},
                               .attrs = KeyAttrs(),
                               .stateful = true,
+                              .role = OpRole::kSend,
                               .shape_fn = [](InferenceContext&) { return Status::OK(); }}));
   std::vector<AttrDef> recv = KeyAttrs();
   recv.push_back({"shape", AttrType::kShape, std::nullopt});
@@ -31,6 +32,7 @@ Status RegisterSendRecvOps(OpRegistry& r) {
                               .outputs = {{.name = "tensor", .type_attr = "T"}},
                               .attrs = recv,
                               .stateful = true,
+                              .role = OpRole::kRecv,
                               .shape_fn = [](InferenceContext& c) -> Status {
                                 ASSIGN_OR_RETURN(Shape s, c.GetAttr<Shape>("shape"));
                                 c.set_output(0, s);

@@ -15,7 +15,7 @@ Status VariableShape(InferenceContext& c) {
 
 Status AssignShape(InferenceContext& c) {
   const Node& var = c.input_node(0);
-  if (var.op() != "Variable") {
+  if (var.role() != OpRole::kVariable) {
     return c.Error("input 0 must come from a Variable, but '{}' is a {}", var.name(), var.op());
   }
   ASSIGN_OR_RETURN(bool validate, c.GetAttr<bool>("validate_shape"));
@@ -38,6 +38,7 @@ Status RegisterStateOps(OpRegistry& r) {
                                         {"shape", AttrType::kShape, std::nullopt}},
                               .stateful = true,
                               .constant_cost = true,
+                              .role = OpRole::kVariable,
                               .shape_fn = VariableShape,
                               .cost_fn = [](const CostContext&) { return OpCost{}; }}));
   RETURN_IF_ERROR(r.Register(
@@ -47,6 +48,8 @@ Status RegisterStateOps(OpRegistry& r) {
        .outputs = {{.name = "output", .type_attr = "T"}},
        .attrs = {{"T", AttrType::kDType, std::nullopt}, {"validate_shape", AttrType::kBool, true}},
        .stateful = true,
+       .role = OpRole::kAssign,
+       .row_wise_update = true,
        .shape_fn = AssignShape,
        .cost_fn = [](const CostContext& c) { return ElementwiseCost(c, 0); }}));
   return Status::OK();

@@ -11,7 +11,7 @@ namespace {
 Status UpdateShape(InferenceContext& c, int num_vars, int lr, int grad) {
   for (int i = 0; i < num_vars; ++i) {
     const Node& var = c.input_node(i);
-    if (var.op() != "Variable") {
+    if (var.role() != OpRole::kVariable) {
       return c.Error("input {} must come from a Variable, but '{}' is a {}", i, var.name(),
                      var.op());
     }
@@ -41,6 +41,11 @@ Status RegisterTrainingOps(OpRegistry& r) {
                               .outputs = {{.name = "updated", .type_attr = "T"}},
                               .attrs = {{"T", AttrType::kDType, std::nullopt}},
                               .stateful = true,
+                              .row_wise_update = true,
+                              // The gradient's MatMul folds into the update (rewrite/fusion.h).
+                              .fusion = {.kind = OpFusion::Kind::kAbsorbGradient,
+                                         .fused_op = "_MatMulApplySGD",
+                                         .gradient_input = 2},
                               .shape_fn = Update(1, 1, 2),
                               .cost_fn = ElementwiseCostFn(2)}));
   RETURN_IF_ERROR(r.Register({.name = "ApplyMomentum",
@@ -53,6 +58,7 @@ Status RegisterTrainingOps(OpRegistry& r) {
                                         {"momentum", AttrType::kFloat, 0.9},
                                         {"nesterov", AttrType::kBool, false}},
                               .stateful = true,
+                              .row_wise_update = true,
                               .shape_fn = Update(2, 2, 3),
                               .cost_fn = ElementwiseCostFn(4)}));
   // ApplyAdamW is ApplyAdam under the name users of decoupled weight decay look for; its
@@ -74,6 +80,7 @@ Status RegisterTrainingOps(OpRegistry& r) {
                               {"epsilon", AttrType::kFloat, 1e-8},
                               {"weight_decay", AttrType::kFloat, w ? 0.01 : 0.0}},
                     .stateful = true,
+                    .row_wise_update = true,
                     .shape_fn = Update(4, 4, 5),
                     .cost_fn = ElementwiseCostFn(12)}));
   }

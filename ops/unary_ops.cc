@@ -75,6 +75,7 @@ OpDef Unary(const std::string& name, std::vector<DType> types, double flops, Gra
           .inputs = {{.name = "x", .type_attr = "T", .allowed = types}},
           .outputs = {{.name = "y", .type_attr = "T"}},
           .attrs = {{"T", AttrType::kDType, std::nullopt}},
+          .elementwise = true,
           .shape_fn = SameShapeAsInput0,
           .cost_fn = ElementwiseCostFn(flops),
           .grad_fn = std::move(grad)};
@@ -101,6 +102,7 @@ Status RegisterUnaryOps(OpRegistry& r) {
                   .outputs = {{.name = "y", .type_attr = "DstT", .allowed = kConvertTypes}},
                   .attrs = {{"SrcT", AttrType::kDType, std::nullopt},
                             {"DstT", AttrType::kDType, std::nullopt}},
+                  .elementwise = true,
                   .shape_fn = SameShapeAsInput0,
                   .cost_fn = ElementwiseCostFn(1),
                   .grad_fn = CastGrad}));

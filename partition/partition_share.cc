@@ -35,7 +35,7 @@ Result<PlanSpec> BindShare(const Graph& part, const PartitionShare& share, int n
     }
     feed_taken[f.index] = true;
     auto node = part.FindNode(f.node);
-    if (!node || part.node(*node).op() != "Placeholder") {
+    if (!node || part.node(*node).role() != OpRole::kPlaceholder) {
       return InvalidArgument("{}: feed '{}' is not a placeholder of it", source, f.node);
     }
     spec.feeds.push_back(*node);
@@ -59,7 +59,7 @@ Result<PlanSpec> BindShare(const Graph& part, const PartitionShare& share, int n
     spec.targets.push_back(*node);
   }
   for (int id = 0; run_sends && id < part.num_nodes(); ++id) {
-    if (part.node(id).op() == "_Send") spec.targets.push_back(id);
+    if (part.node(id).role() == OpRole::kSend) spec.targets.push_back(id);
   }
   return spec;
 }

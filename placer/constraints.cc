@@ -68,7 +68,7 @@ Result<Constraints> ApplyHardConstraints(const Graph& graph, const DeviceSet& de
     }
     if (node.op_def() != nullptr && node.op_def()->stateful) {
       for (const auto& e : node.inputs()) {
-        if (graph.node(e.node).op() == "Variable") uf.Union(e.node, id);
+        if (graph.node(e.node).role() == OpRole::kVariable) uf.Union(e.node, id);
       }
     }
   }

@@ -48,7 +48,9 @@ Result<MeasuredCosts> MeasuredCosts::Load(const std::string& path) {
 
 void CostProfile::Add(const std::string& device, const std::string& node, const std::string& op,
                       double seconds) {
-  if (op == "_Send" || op == "_Recv") return;
+  // Transfers are the links' to price, not the devices'.
+  const OpDef* def = OpRegistry::Global().Find(op);
+  if (def != nullptr && (def->role == OpRole::kSend || def->role == OpRole::kRecv)) return;
   auto& [total, runs] = totals_[device][node];
   total += seconds;
   ++runs;
@@ -102,7 +104,7 @@ Result<CostModel> CostModel::Build(const Graph& graph, const DeviceSet& devices,
       m.output_bytes_.push_back(Bytes(out_shapes.back(), node.output_dtype(o)));
     }
     m.first_output_[id + 1] = static_cast<int64_t>(m.output_bytes_.size());
-    if (node.op() == "Variable") m.persistent_[id] = m.OutputBytes(id, 0);
+    if (node.role() == OpRole::kVariable) m.persistent_[id] = m.OutputBytes(id, 0);
     OpCost cost = node.op_def()->cost_fn(
         CostContext{node, in_dtypes, in_shapes, node.output_dtypes(), out_shapes});
     for (int d = 0; d < m.num_devices_; ++d) {
@@ -132,7 +134,7 @@ Result<CostModel> CostModel::Build(const Graph& graph, const DeviceSet& devices,
     const Node& node = graph.node(id);
     if (node.op_def() == nullptr || !node.op_def()->stateful) continue;
     for (const auto& e : node.inputs()) {
-      if (graph.node(e.node).op() == "Variable") writes_variable[id] = true;
+      if (graph.node(e.node).role() == OpRole::kVariable) writes_variable[id] = true;
     }
   }
   const auto& topo = graph.topological_order();
@@ -142,7 +144,7 @@ Result<CostModel> CostModel::Build(const Graph& graph, const DeviceSet& devices,
     bool only = true;
     for (const auto& [to, slot] : consumers[id]) {
       const Node& c = graph.node(to);
-      bool assigned = c.op() == "Assign" && slot == 1;
+      bool assigned = c.role() == OpRole::kAssign && slot == 1;
       if (!(assigned || init_only[to])) {
         only = false;
         break;

@@ -14,12 +14,7 @@ struct Chain {
 class Fuser {
  public:
   Fuser(const Graph& g, const std::vector<int>& keep, const std::function<bool(const char*)>& has)
-      : g_(g), consumers_(g.Consumers()), pinned_(g.num_nodes(), false) {
-    auto can = [&](const char* op) { return !has || has(op); };
-    sgd_ = can("_MatMulApplySGD");
-    pool_ = can("_MaxPoolWithArgmax") && can("_MaxPoolGradWithArgmax");
-    fused_matmul_ = can("_FusedMatMul");
-    fused_conv_ = can("_FusedConv2D");
+      : g_(g), consumers_(g.Consumers()), pinned_(g.num_nodes(), false), has_(has) {
     for (int k : keep) pinned_[k] = true;
     // A node others wait on through a control edge keeps its identity too.
     for (int i = 0; i < g.num_nodes(); ++i) {
@@ -35,13 +30,13 @@ class Fuser {
     FusedGraph out{Graph(&g_.registry()), {}};
     for (int id : g_.topological_order()) {
       if (role[id] != 0) continue;
-      if (auto grad = sgd_ ? MatchSgd(id) : std::nullopt; grad && role[*grad] == 0) {
+      if (auto grad = MatchSgd(id); grad && role[*grad] == 0) {
         role[*grad] = 1;
         role[id] = 3;
         updates.emplace(id, SgdDef(id, *grad, &out.stats));
         continue;
       }
-      if (auto pool = pool_ ? MatchPool(id) : std::nullopt;
+      if (auto pool = MatchPool(id);
           pool && role[pool->grad] == 0 && (pool->relu < 0 || role[pool->relu] == 0)) {
         role[id] = 3;
         updates.emplace(id, PoolDefs(*pool, &out.stats, &role, &updates));
@@ -81,20 +76,24 @@ class Fuser {
 
   std::optional<Chain> Match(int id) const {
     const Node& head = g_.node(id);
-    bool matmul = fused_matmul_ && head.op() == "MatMul";
-    bool conv = fused_conv_ && head.op() == "Conv2D";
-    if ((!matmul && !conv) || head.output_dtype(0) != DType::kF32) return std::nullopt;
+    const OpFusion& f = head.op_def()->fusion;
+    if (f.kind != OpFusion::Kind::kEpilogue || !HasKernel(f.fused_op) ||
+        head.output_dtype(0) != DType::kF32) {
+      return std::nullopt;
+    }
     auto next_id = SoleConsumer(id);
     if (!next_id) return std::nullopt;
     const Node& next = g_.node(*next_id);
     if (!SamePlace(head, next)) return std::nullopt;
     Chain chain{id, *next_id, -1, {}};
-    if (matmul) {
-      if (next.op() != "BiasAdd" || next.inputs()[0].node != id) return std::nullopt;
+    if (next.op_def()->epilogue != f.bias) return std::nullopt;
+    if (f.bias == Epilogue::kBiasAdd) {
+      if (next.inputs()[0].node != id) return std::nullopt;
       chain.bias = next.def().inputs[1];
     } else {
-      if (next.op() != "Add") return std::nullopt;
+      // A per-channel Add, on either side when the Add is commutative.
       int side = next.inputs()[0].node == id ? 1 : 0;
+      if (side == 0 && !next.op_def()->commutative) return std::nullopt;
       const Endpoint& b = next.inputs()[side];
       const Shape& bias = g_.node(b.node).output_shape(b.index);
       const Shape& y = head.output_shape(0);
@@ -104,7 +103,7 @@ class Fuser {
     if (next.output_dtype(0) != DType::kF32) return std::nullopt;
     if (auto relu = SoleConsumer(*next_id)) {
       const Node& r = g_.node(*relu);
-      if (r.op() == "Relu" && SamePlace(head, r)) chain.relu = *relu;
+      if (r.op_def()->epilogue == Epilogue::kRelu && SamePlace(head, r)) chain.relu = *relu;
     }
     return chain;
   }
@@ -116,7 +115,11 @@ class Fuser {
   // MaxPool(x) whose only gradient is MaxPoolGrad(x, dy), and maybe ReluGrad(that, x).
   std::optional<PoolChain> MatchPool(int id) const {
     const Node& pool = g_.node(id);
-    if (pool.op() != "MaxPool") return std::nullopt;
+    const OpFusion& f = pool.op_def()->fusion;
+    if (f.kind != OpFusion::Kind::kArgmax || !HasKernel(f.fused_op) ||
+        !HasKernel(f.fused_partner)) {
+      return std::nullopt;
+    }
     const Endpoint x = pool.inputs()[0];
     const Shape& xs = g_.node(x.node).output_shape(x.index);
     auto k = std::get<std::vector<int64_t>>(*pool.FindAttr("ksize"));
@@ -127,7 +130,7 @@ class Fuser {
     std::optional<int> grad;
     for (auto [consumer, slot] : consumers_[x.node]) {
       const Node& c = g_.node(consumer);
-      if (slot != 0 || c.op() != "MaxPoolGrad" || c.inputs()[0] != x) continue;
+      if (slot != 0 || c.op_def()->gradient_of != pool.op() || c.inputs()[0] != x) continue;
       bool same_window = true;
       for (const char* a : {"ksize", "strides", "pads"}) {
         same_window = same_window && std::get<std::vector<int64_t>>(*c.FindAttr(a)) ==
@@ -142,8 +145,8 @@ class Fuser {
     PoolChain chain{id, *grad, -1};
     if (auto r = SoleConsumer(*grad)) {
       const Node& rg = g_.node(*r);
-      if (rg.op() == "ReluGrad" && rg.inputs()[0] == Endpoint{*grad, 0} && rg.inputs()[1] == x &&
-          SamePlace(pool, rg)) {
+      if (rg.op_def()->epilogue == Epilogue::kReluGrad && rg.inputs()[0] == Endpoint{*grad, 0} &&
+          rg.inputs()[1] == x && SamePlace(pool, rg)) {
         chain.relu = *r;
       }
     }
@@ -156,12 +159,12 @@ class Fuser {
     const Node& pool = g_.node(c.pool);
     const Node& grad = g_.node(c.grad);
     NodeDef p = pool.def();
-    p.op = "_MaxPoolWithArgmax";
+    p.op = pool.op_def()->fusion.fused_op;
     const Endpoint x = pool.inputs()[0];
     const Shape& xs = g_.node(x.node).output_shape(x.index);
     int tail = c.relu >= 0 ? c.relu : c.grad;
     NodeDef g = g_.node(tail).def();
-    g.op = "_MaxPoolGradWithArgmax";
+    g.op = pool.op_def()->fusion.fused_partner;
     g.inputs = {grad.def().inputs[1], InputRef{pool.name(), 1}, InputRef{pool.name(), 0}};
     g.attrs = pool.attrs();
     g.attrs["input_hw"] = std::vector<int64_t>{xs[2], xs[3]};
@@ -180,10 +183,14 @@ class Fuser {
   // ApplySGD(var, lr, MatMul(a, b)) whose gradient nobody else reads: returns the MatMul's id.
   std::optional<int> MatchSgd(int id) const {
     const Node& update = g_.node(id);
-    if (update.op() != "ApplySGD" || update.output_dtype(0) != DType::kF32) return std::nullopt;
-    int grad = update.inputs()[2].node;
+    const OpFusion& f = update.op_def()->fusion;
+    if (f.kind != OpFusion::Kind::kAbsorbGradient || !HasKernel(f.fused_op) ||
+        update.output_dtype(0) != DType::kF32) {
+      return std::nullopt;
+    }
+    int grad = update.inputs()[f.gradient_input].node;
     const Node& mm = g_.node(grad);
-    if (mm.op() != "MatMul" || SoleConsumer(grad) != id) return std::nullopt;
+    if (!mm.op_def()->fusion.absorbable || SoleConsumer(grad) != id) return std::nullopt;
     if (!mm.requested_device().empty() && mm.requested_device() != update.requested_device()) {
       return std::nullopt;
     }
@@ -196,7 +203,7 @@ class Fuser {
     const Node& update = g_.node(update_id);
     const Node& mm = g_.node(grad_id);
     NodeDef def = update.def();
-    def.op = "_MatMulApplySGD";
+    def.op = update.op_def()->fusion.fused_op;
     def.inputs = {update.def().inputs[0], update.def().inputs[1], mm.def().inputs[0],
                   mm.def().inputs[1]};
     def.attrs["transpose_a"] = *mm.FindAttr("transpose_a");
@@ -223,7 +230,7 @@ class Fuser {
     const Node& tail = g_.node(c.relu >= 0 ? c.relu : c.bias_add);
     NodeDef def;
     def.name = tail.name();
-    def.op = head.op() == "MatMul" ? "_FusedMatMul" : "_FusedConv2D";
+    def.op = head.op_def()->fusion.fused_op;
     def.inputs = {head.def().inputs[0], head.def().inputs[1], c.bias};
     def.attrs = head.attrs();
     def.attrs["activation"] = std::string(c.relu >= 0 ? "Relu" : "");
@@ -238,7 +245,7 @@ class Fuser {
         }
       }
     }
-    (head.op() == "MatMul" ? stats->matmul : stats->conv)++;
+    (head.op_def()->fusion.bias == Epilogue::kBiasAdd ? stats->matmul : stats->conv)++;
     if (c.relu >= 0) stats->relu++;
     return def;
   }
@@ -246,8 +253,9 @@ class Fuser {
   const Graph& g_;
   std::vector<std::vector<std::pair<int, int>>> consumers_;
   std::vector<bool> pinned_;
-  // The rewrites whose fused ops have kernels on the device.
-  bool sgd_, pool_, fused_matmul_, fused_conv_;
+  // Whether the device has a kernel for a fused op (null: every fused op is wanted).
+  std::function<bool(const char*)> has_;
+  bool HasKernel(const std::string& op) const { return !has_ || has_(op.c_str()); }
 };
 
 }  // namespace

@@ -19,7 +19,7 @@ Result<std::vector<bool>> NeededNodes(const Graph& graph, const PlanSpec& spec) 
     int id = stack.back();
     stack.pop_back();
     const Node& node = graph.node(id);
-    if (node.op() == "Placeholder" && !fed[id]) {
+    if (node.role() == OpRole::kPlaceholder && !fed[id]) {
       return InvalidArgument("placeholder '{}' ({}{}) must be fed: a fetch or target needs it",
                              node.name(), node.output_dtype(0), node.output_shape(0));
     }

@@ -43,7 +43,7 @@ class Replicator {
     // follows them.
     std::vector<int> later;
     for (int id : g_.topological_order()) {
-      if (g_.node(id).op() == "Placeholder") continue;
+      if (g_.node(id).role() == OpRole::kPlaceholder) continue;
       if (NeedsReduced(id)) {
         later.push_back(id);
         continue;
@@ -119,8 +119,8 @@ class Replicator {
       for (int c : node.control_inputs()) {
         if (reduced_reader_[c]) reduced_reader_[id] = true;
       }
-      const bool effect = node.op() == "NoOp" || (def != nullptr && def->stateful);
-      if (!read[id] && effect && node.op() != "Variable" && !averaged_.count(id)) {
+      const bool effect = node.role() == OpRole::kNoOp || (def != nullptr && def->stateful);
+      if (!read[id] && effect && node.role() != OpRole::kVariable && !averaged_.count(id)) {
         grouped_.insert(id);
       }
     }
@@ -155,7 +155,7 @@ class Replicator {
     std::vector<std::pair<int64_t, int>> variables;
     for (int id : g_.topological_order()) {
       const Node& node = g_.node(id);
-      if (node.op() == "Placeholder") {
+      if (node.role() == OpRole::kPlaceholder) {
         const Shape& shape = node.output_shape(0);
         per_replica_[id] = n_ > 1 && shape.rank() > 0 && shape.dims()[0] < 0;
         continue;
@@ -164,7 +164,7 @@ class Replicator {
         per_replica_[id] = true;  // each replica joins a split variable's blocks itself
         continue;
       }
-      if (node.op() == "Variable") {
+      if (node.role() == OpRole::kVariable) {
         const int64_t n = node.output_shape(0).num_elements();
         variables.emplace_back(std::max<int64_t>(n, 1) * DTypeSize(node.output_dtype(0)), id);
       }
@@ -306,7 +306,7 @@ class Replicator {
     const Scope first = root_.WithDevice(o_.devices[0]);
     for (int id : g_.topological_order()) {
       const Node& node = g_.node(id);
-      if (node.op() != "Placeholder") continue;
+      if (node.role() != OpRole::kPlaceholder) continue;
       const int fed = first.WithOpName(node.name()).AddNode("Placeholder", {}, node.attrs());
       Output whole = root_.OutputOf(fed);
       const Shape& shape = node.output_shape(0);
@@ -338,8 +338,8 @@ class Replicator {
     // Replicas other than the first assign replica 0's values: identical initial copies.
     // (A value read straight from a Variable stays the replica's own: an Assign is placed with
     // every Variable it reads.)
-    if (r > 0 && !async() && node.op() == "Assign" && i == 1 &&
-        g_.node(node.inputs()[i].node).op() != "Variable") {
+    if (r > 0 && !async() && node.role() == OpRole::kAssign && i == 1 &&
+        g_.node(node.inputs()[i].node).role() != OpRole::kVariable) {
       return Input(id, i, 0);
     }
     auto it = reduced_.find({id, i});
@@ -505,7 +505,7 @@ class Replicator {
     const std::string name = FreeName("replica_sync");
     std::vector<Output> assigns;
     for (int id = 0; id < g_.num_nodes(); ++id) {
-      if (g_.node(id).op() != "Variable") continue;
+      if (g_.node(id).role() != OpRole::kVariable) continue;
       for (int r = 1; r < n_; ++r) {
         // Through an Identity on the first device: an Assign is placed with every Variable it
         // reads, and the two copies live on different devices.

@@ -14,14 +14,6 @@
 namespace dflow::ops {
 namespace {
 
-// Updates that work element by element, so a band of rows of each input gives that band of
-// the result.
-bool RowWise(const std::string& op) {
-  static const std::set<std::string> ops = {"Assign", "ApplySGD", "ApplyMomentum", "ApplyAdam",
-                                            "ApplyAdamW"};
-  return ops.count(op) > 0;
-}
-
 class Splitter {
  public:
   Splitter(const Graph& g, int64_t max_bytes) : g_(g), max_bytes_(max_bytes) {}
@@ -53,9 +45,10 @@ class Splitter {
     std::set<int> unsplittable;
     for (int id = 0; id < g_.num_nodes(); ++id) {
       const Node& node = g_.node(id);
-      if (node.op_def() == nullptr || !node.op_def()->stateful || node.op() == "Variable") continue;
+      if (node.op_def() == nullptr || !node.op_def()->stateful || node.role() == OpRole::kVariable)
+        continue;
       for (const Endpoint& in : node.inputs()) {
-        if (g_.node(in.node).op() == "Variable" && !RowWise(node.op())) {
+        if (g_.node(in.node).role() == OpRole::kVariable && !node.op_def()->row_wise_update) {
           unsplittable.insert(group_of_.at(in.node));
         }
       }
@@ -94,13 +87,13 @@ class Splitter {
   // stateful node reads; -1 when none.
   int SplitGroup(int id) const {
     const Node& node = g_.node(id);
-    if (node.op() == "Variable") {
+    if (node.role() == OpRole::kVariable) {
       auto it = group_of_.find(id);
       return it != group_of_.end() && rows_.count(it->second) ? it->second : -1;
     }
     if (node.op_def() == nullptr || !node.op_def()->stateful) return -1;
     for (const Endpoint& in : node.inputs()) {
-      if (g_.node(in.node).op() == "Variable") {
+      if (g_.node(in.node).role() == OpRole::kVariable) {
         const int group = SplitGroup(in.node);
         if (group >= 0) return group;
       }
@@ -157,7 +150,7 @@ class Splitter {
     for (size_t b = 0; b < rows.size(); ++b) {
       const std::string name = fmt::format("{}/part{}", node.name(), b);
       int copy = -1;
-      if (node.op() == "Variable") {
+      if (node.role() == OpRole::kVariable) {
         Shape part = node.output_shape(0);
         if (part == shape) {
           std::vector<int64_t> dims = part.dim_vector();
@@ -242,11 +235,11 @@ std::map<int, int> VariableGroups(const Graph& graph) {
   };
   for (int id = 0; id < graph.num_nodes(); ++id) {
     const Node& node = graph.node(id);
-    if (node.op() == "Variable") parent.try_emplace(id, id);
+    if (node.role() == OpRole::kVariable) parent.try_emplace(id, id);
     if (node.op_def() == nullptr || !node.op_def()->stateful) continue;
     int first = -1;
     for (const Endpoint& in : node.inputs()) {
-      if (graph.node(in.node).op() != "Variable") continue;
+      if (graph.node(in.node).role() != OpRole::kVariable) continue;
       if (first < 0) {
         first = find(in.node);
       } else {

@@ -6,7 +6,7 @@ Status CheckRestorable(const Graph& graph, const std::map<std::string, Tensor>& 
                        const std::string& path) {
   for (int v = 0; v < graph.num_nodes(); ++v) {
     const Node& node = graph.node(v);
-    if (node.op() != "Variable") continue;
+    if (node.role() != OpRole::kVariable) continue;
     auto it = values.find(node.name());
     if (it == values.end()) {
       return NotFound("checkpoint '{}' has no variable '{}'", path, node.name());

@@ -422,7 +422,7 @@ Status ExecutionPlan::RunNode(RunState* s, const PlanNode& n) const {
       if (s->values[slots[i]].valid()) continue;
       const Node& node = graph_->node(n.graph_id);
       const Node& src = graph_->node(node.inputs()[i].node);
-      if (src.op() == "Variable") {
+      if (src.role() == OpRole::kVariable) {
         return FailedPrecondition(
             "node '{}' ({}) on {}: input {} reads variable '{}', which is uninitialised: run an "
             "Assign to it first",

@@ -161,7 +161,7 @@ Result<std::map<std::string, Tensor>> LocalSession::SnapshotVariables() {
   std::map<std::string, Tensor> values;
   for (int v = 0; v < graph_.num_nodes(); ++v) {
     const Node& node = graph_.node(v);
-    if (node.op() != "Variable") continue;
+    if (node.role() != OpRole::kVariable) continue;
     VariableStore::Variable* var = FindVariable(v, false);
     Tensor value;
     if (var != nullptr) {
@@ -183,7 +183,7 @@ Status LocalSession::RestoreCheckpoint(const std::string& path) {
   RETURN_IF_ERROR(CheckRestorable(graph_, values, path));
   std::vector<std::pair<int, Tensor>> restore;
   for (int v = 0; v < graph_.num_nodes(); ++v) {
-    if (graph_.node(v).op() != "Variable") continue;
+    if (graph_.node(v).role() != OpRole::kVariable) continue;
     ASSIGN_OR_RETURN(Tensor on_device, devices_[placement_.device_of[v]]->CopyFromHost(
                                            values.at(graph_.node(v).name())));
     restore.emplace_back(v, std::move(on_device));

@@ -58,10 +58,10 @@ Result<std::unique_ptr<PartitionedPlan>> PartitionedPlan::CompilePartitions(
                                                options.plan_memory, !p.whole_graph, p.source));
     ASSIGN_OR_RETURN(std::vector<bool> needed, NeededNodes(*p.graph, local));
     for (int id = 0; id < p.graph->num_nodes(); ++id) {
-      const std::string& op = p.graph->node(id).op();
+      const OpRole role = p.graph->node(id).role();
       if (!needed[id]) continue;
-      plan->send_recv_pairs_ += op == "_Send";
-      recvs += op == "_Recv";
+      plan->send_recv_pairs_ += role == OpRole::kSend;
+      recvs += role == OpRole::kRecv;
     }
     Part part{p.device_index, p.device, nullptr, {}, {}, {}};
     for (const auto& f : p.share.feeds) {

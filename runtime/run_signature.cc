@@ -25,7 +25,7 @@ Result<int> CheckFeed(const Graph& graph, const std::string& name, const Tensor&
   auto id = graph.FindNode(ref.node);
   if (!id) return NotFound("feed '{}': no node named '{}'", name, ref.node);
   const Node& n = graph.node(*id);
-  if (n.op() != "Placeholder") {
+  if (n.role() != OpRole::kPlaceholder) {
     return InvalidArgument(
         "feed '{}': node '{}' is a {}, not a Placeholder; only placeholders can be fed", name,
         n.name(), n.op());

@@ -26,7 +26,9 @@ void AddDeviceTrace(const std::string& device, const Graph& graph,
     t.name = node.name();
     t.op = node.op();
     t.span = spans[v];
-    if (t.op == "_Send" || t.op == "_Recv") t.transfer = RendezvousKeyOf(node, step_id).ToString();
+    if (node.role() == OpRole::kSend || node.role() == OpRole::kRecv) {
+      t.transfer = RendezvousKeyOf(node, step_id).ToString();
+    }
   }
 }
 

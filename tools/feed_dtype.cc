@@ -46,7 +46,7 @@ Result<Tensor> MatchPlaceholderDType(const Graph& graph, const std::string& feed
   auto ref = ParseInputRef(feed);
   if (!ref.ok()) return value;
   auto id = graph.FindNode(ref->node);
-  if (!id || graph.node(*id).op() != "Placeholder") return value;
+  if (!id || graph.node(*id).role() != OpRole::kPlaceholder) return value;
   const Node& placeholder = graph.node(*id);
   DType want = placeholder.output_dtype(0);
   if (value.dtype() == want) return value;

@@ -12,7 +12,7 @@
 // its task, so nothing waits for it.
 //
 // Implementations register by name (TransportRegistry below): "ucx" (transport/ucx/) where UCX
-// is built. docs/architecture.md says what a new one touches.
+// is built, "inproc" (transport/inproc/) always. docs/architecture.md says what a new one touches.
 #pragma once
 
 #include <chrono>
@@ -27,26 +27,9 @@
 #include "framework/rendezvous.h"
 #include "graph/mutex.h"
 #include "graph/status.h"
+#include "transport/transport_options.h"
 
 namespace dflow::transport {
-
-struct TransportOptions {
-  // This process's task: "/job:worker/task:1". Empty: a worker that takes the name the first
-  // connecting master assigns it.
-  std::string task;
-  // The cluster token: peers must present the same bytes (at most 1 KiB).
-  std::string token;
-  // Listen for peers at this address (for UCX "host:port"; port 0 picks a free one); empty: no
-  // listener.
-  std::string listen_address;
-  // How long Connect waits for the peer's answer.
-  std::chrono::milliseconds connect_timeout{10'000};
-  // A connected peer that sends nothing for this long is lost (Unavailable naming it).
-  std::chrono::milliseconds peer_timeout{1'500};
-  // Told one line for each event a person should see (a refused or lost peer, a message dropped
-  // as malformed); null: stderr.
-  std::function<void(std::string_view)> log;
-};
 
 // What a transport has moved. Counters an implementation has no use for stay 0.
 struct TransportStats {

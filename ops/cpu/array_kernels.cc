@@ -1,5 +1,7 @@
 // CPU kernels of the array ops that write tensors: Fill, ZerosLike, OnesLike, Empty, AddN.
 // (Placeholder, Const, Identity, NoOp, Reshape and ReshapeLike are shared: ops/common/.)
+#include "ops/common/array_kernels.h"
+
 #include <cstring>
 
 #include "ops/cpu/cpu_kernels.h"
@@ -26,45 +28,22 @@ class EmptyKernel : public OpKernel {
 // A tensor of the input's shape and dtype (ZerosLike, OnesLike) or of an attribute shape (Fill),
 // every element `value`.
 template <int kFromInput>
-class FillKernel : public OpKernel {
+class FillKernel : public common::FillBase<FillKernel<kFromInput>, kFromInput> {
  public:
-  explicit FillKernel(const KernelInit& init) {
-    if constexpr (kFromInput < 0) {
-      value_ = std::get<double>(*init.node.FindAttr("value"));
-      shape_ = std::get<Shape>(*init.node.FindAttr("shape"));
-      dtype_ = std::get<DType>(*init.node.FindAttr("dtype"));
-    } else {
-      value_ = kFromInput;
-    }
-  }
-  Status Compute(KernelContext& ctx) override {
-    DType dtype = kFromInput < 0 ? dtype_ : ctx.input(0).dtype();
-    const Shape& shape = kFromInput < 0 ? shape_ : ctx.input(0).shape();
-    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, dtype, shape));
-    return DispatchAll(dtype, [&]<typename T>() -> Status {
-      T v = static_cast<T>(value_);
-      for (T& x : out->flat<T>()) x = v;
+  using common::FillBase<FillKernel, kFromInput>::FillBase;
+  Status Run(KernelContext&, Tensor& out) {
+    return DispatchAll(out.dtype(), [&]<typename T>() -> Status {
+      T v = static_cast<T>(this->value());
+      for (T& x : out.flat<T>()) x = v;
       return Status::OK();
     });
   }
-
- private:
-  double value_ = 0;
-  Shape shape_;
-  DType dtype_ = DType::kInvalid;
 };
 
-class AddNKernel : public OpKernel {
+class AddNKernel : public common::AddNBase<AddNKernel> {
  public:
-  explicit AddNKernel(const KernelInit&) {}
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& first = ctx.input(0);
-    for (int i = 1; i < ctx.num_inputs(); ++i) {
-      if (ctx.input(i).shape() != first.shape()) {
-        return InvalidArgument("input {} has shape {} but input 0 has shape {}", i,
-                               ctx.input(i).shape(), first.shape());
-      }
-    }
+  using AddNBase::AddNBase;
+  Status Run(KernelContext& ctx, const Tensor& first) {
     return DispatchNumeric(first.dtype(), [&]<typename T>() -> Status {
       ASSIGN_OR_RETURN(Tensor * out,
                        ctx.ForwardOrAllocateOutput(0, 0, first.dtype(), first.shape()));

@@ -3,12 +3,13 @@
 // faster than plain NCHW), reordering from and to the graph's NCHW/OIHW tensors at the kernel's
 // edges; primitives live in the shared PrimitiveCache, keyed by pass and geometry. f64 runs on a
 // plain loop (oneDNN has no f64 convolution), which the double-precision gradient checks use.
+#include "ops/common/conv_kernels.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <cstring>
 
-#include "ops/conv_geometry.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
 #include "ops/cpu/primitive_cache.h"
@@ -148,20 +149,14 @@ std::string CacheKey(const ConvGeometry& g, Pass pass, bool bias, bool relu) {
 }
 
 template <Pass kPass>
-class ConvKernel : public OpKernel {
- public:
-  explicit ConvKernel(const KernelInit& init)
-      : attrs_(ReadConvAttrs(init.node)),
-        bias_(init.node.op() == "_FusedConv2D"),
-        relu_(bias_ && std::get<std::string>(*init.node.FindAttr("activation")) == "Relu") {}
+class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
+  using Base = common::ConvBase<ConvKernel, kPass>;
+  using Base::epilogue_;
 
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& in0 = ctx.input(0);
-    const Tensor& in1 = ctx.input(1);
-    static const Shape kNone{};
-    const Shape& in2 = ctx.num_inputs() > 2 ? ctx.input(2).shape() : kNone;
-    ASSIGN_OR_RETURN(ConvPassShapes shapes,
-                     ConvPassShapesOf(attrs_, kPass, bias_, in0.shape(), in1.shape(), in2));
+ public:
+  using Base::Base;
+  Status Run(KernelContext& ctx, const Tensor& in0, const Tensor& in1,
+             const ConvPassShapes& shapes) {
     const ConvGeometry& g = shapes.g;
     const Shape& out_shape = shapes.out;
     DType dtype = in0.dtype();
@@ -190,32 +185,22 @@ class ConvKernel : public OpKernel {
       return Status::OK();
     }
     std::shared_ptr<const DnnlConv> conv = PrimitiveCache::Global().GetOrCreate<DnnlConv>(
-        CacheKey(g, kPass, bias_, relu_),
-        [&] { return std::make_shared<const DnnlConv>(g, kPass, bias_, relu_); });
+        CacheKey(g, kPass, epilogue_.bias, epilogue_.relu),
+        [&] { return std::make_shared<const DnnlConv>(g, kPass, epilogue_.bias, epilogue_.relu); });
     TempBuffers temp(ctx.allocator());
     if (kPass == Pass::kForward) {
       return conv->Run(temp, kPass, in0.raw_data(), in1.raw_data(), out->raw_data(),
-                       bias_ ? ctx.input(2).raw_data() : nullptr);
+                       epilogue_.bias ? ctx.input(2).raw_data() : nullptr);
     }
     if (kPass == Pass::kBackwardData) {
       return conv->Run(temp, kPass, out->raw_data(), in1.raw_data(), in0.raw_data());
     }
     return conv->Run(temp, kPass, in0.raw_data(), out->raw_data(), in1.raw_data());
   }
-
- private:
-  ConvAttrs attrs_;
-  const bool bias_, relu_;  // _FusedConv2D
 };
 
 }  // namespace
 
-Status RegisterConvKernels() {
-  RETURN_IF_ERROR(RegisterKernel<ConvKernel<Pass::kForward>>("Conv2D", "CPU"));
-  RETURN_IF_ERROR(RegisterKernel<ConvKernel<Pass::kForward>>("_FusedConv2D", "CPU"));
-  RETURN_IF_ERROR(RegisterKernel<ConvKernel<Pass::kBackwardData>>("Conv2DBackpropInput", "CPU"));
-  RETURN_IF_ERROR(RegisterKernel<ConvKernel<Pass::kBackwardFilter>>("Conv2DBackpropFilter", "CPU"));
-  return Status::OK();
-}
+Status RegisterConvKernels() { return common::RegisterConvKernels<ConvKernel>("CPU"); }
 
 }  // namespace dflow::cpu

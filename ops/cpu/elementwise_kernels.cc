@@ -1,6 +1,8 @@
 // CPU kernels of the element-wise binary ops (arithmetic and comparisons, with NumPy
 // broadcasting), Select and BiasAdd. Arithmetic writes in place into an input's buffer when this
 // node is its last reader.
+#include "ops/common/elementwise_kernels.h"
+
 #include <cmath>
 #include <type_traits>
 
@@ -92,14 +94,10 @@ struct GeF {
 };
 
 template <typename F>
-class BinaryKernel : public OpKernel {
+class BinaryKernel : public common::BinaryBase<BinaryKernel<F>> {
  public:
-  explicit BinaryKernel(const KernelInit&) {}
-
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& a = ctx.input(0);
-    const Tensor& b = ctx.input(1);
-    ASSIGN_OR_RETURN(Shape shape, BinaryOutputShape(a, b));
+  using common::BinaryBase<BinaryKernel>::BinaryBase;
+  Status Run(KernelContext& ctx, const Tensor& a, const Tensor& b, const Shape& shape) {
     return DispatchNumeric(a.dtype(), [&]<typename T>() -> Status {
       using Out = std::invoke_result_t<F, T, T>;
       constexpr bool kSameType = std::is_same_v<Out, T>;
@@ -186,17 +184,10 @@ class SelectKernel : public OpKernel {
   }
 };
 
-class BiasAddKernel : public OpKernel {
+class BiasAddKernel : public common::BiasAddBase<BiasAddKernel> {
  public:
-  explicit BiasAddKernel(const KernelInit&) {}
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    const Tensor& bias = ctx.input(1);
-    if (x.shape().rank() < 1 || bias.shape().rank() != 1 ||
-        x.shape()[x.shape().rank() - 1] != bias.shape()[0]) {
-      return InvalidArgument("bias of shape {} does not match the last dimension of input {}",
-                             bias.shape(), x.shape());
-    }
+  using BiasAddBase::BiasAddBase;
+  Status Run(KernelContext& ctx, const Tensor& x, const Tensor& bias) {
     return DispatchNumeric(x.dtype(), [&]<typename T>() -> Status {
       ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), x.shape()));
       const T* px = x.data<T>();

@@ -2,6 +2,8 @@
 // moved before the multiply. Primitives live in the shared PrimitiveCache. Scratchpads are
 // user-managed (one per call, from the device's allocator, so they count against its memory
 // limit): oneDNN's default library scratchpad is shared and unsafe for concurrent runs.
+#include "ops/common/matmul_kernel.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
 #include "ops/cpu/primitive_cache.h"
-#include "ops/matmul_shape.h"
 
 namespace dflow::cpu {
 namespace {
@@ -18,36 +19,24 @@ namespace {
 // MatMul and BatchMatMul: a [..., M, K] x b [..., K, N] with equal leading dimensions, which
 // are flattened into one batch (1 for MatMul). _FusedMatMul adds a bias [N] and optionally a
 // ReLU as oneDNN post-ops.
-class MatMulKernel : public OpKernel {
+class MatMulKernel : public common::MatMulBase<MatMulKernel> {
  public:
-  explicit MatMulKernel(const KernelInit& init)
-      : ta_(std::get<bool>(*init.node.FindAttr("transpose_a"))),
-        tb_(std::get<bool>(*init.node.FindAttr("transpose_b"))),
-        bias_(init.node.op() == "_FusedMatMul"),
-        relu_(bias_ && std::get<std::string>(*init.node.FindAttr("activation")) == "Relu") {}
-
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& a = ctx.input(0);
-    const Tensor& b = ctx.input(1);
+  using MatMulBase::MatMulBase;
+  Status Run(KernelContext& ctx, const Tensor& a, const Tensor& b, const MatMulDims& d) {
     if (a.dtype() != DType::kF32 && a.dtype() != DType::kF64) {
       return InvalidArgument("no CPU MatMul for {} (f32 or f64; f16 and bf16 run on a GPU)",
                              a.dtype());
     }
-    ASSIGN_OR_RETURN(MatMulDims d, MatMulShapes(a.shape(), b.shape(), ta_, tb_));
     const int64_t batch = d.batch, m = d.m, k = d.k, n = d.n;
-    if (bias_ && ctx.input(2).num_elements() != n) {
-      return InvalidArgument("bias {} does not have one value per output column ({})",
-                             ctx.input(2).shape(), n);
-    }
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), d.out));
     if (out->num_elements() == 0) return Status::OK();
     if (k == 0) {
       std::memset(out->raw_data(), 0, out->num_bytes());
-      if (bias_) {  // the product is zero: bias, then the activation
+      if (epilogue_.bias) {  // the product is zero: bias, then the activation
         float* o = out->data<float>();
         const float* bias = ctx.input(2).data<float>();
         for (int64_t i = 0; i < out->num_elements(); ++i) {
-          o[i] = relu_ ? std::max(bias[i % n], 0.f) : bias[i % n];
+          o[i] = epilogue_.relu ? std::max(bias[i % n], 0.f) : bias[i % n];
         }
       }
       return Status::OK();
@@ -72,7 +61,7 @@ class MatMulKernel : public OpKernel {
                                                   {DNNL_ARG_WEIGHTS, bm},
                                                   {DNNL_ARG_DST, cm},
                                                   {DNNL_ARG_SCRATCHPAD, scratch}};
-    if (bias_) {
+    if (epilogue_.bias) {
       args.emplace(DNNL_ARG_BIAS, dnnl::memory(BiasDesc(n), CpuEngine(), ctx.input(2).raw_data()));
     }
     p->prim.execute(stream, args);
@@ -117,16 +106,17 @@ class MatMulKernel : public OpKernel {
   };
 
   std::shared_ptr<const Prim> Primitive(int64_t batch, int64_t m, int64_t k, int64_t n) const {
-    std::string key =
-        fmt::format("matmul:{}:{}:{}:{}:{}:{}:{}:{}", ta_, tb_, bias_, relu_, batch, m, k, n);
+    std::string key = fmt::format("matmul:{}:{}:{}:{}:{}:{}:{}:{}", ta_, tb_, epilogue_.bias,
+                                  epilogue_.relu, batch, m, k, n);
     return PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
-      auto desc = bias_ ? dnnl::matmul::desc(Desc(batch, m, k, ta_), Desc(batch, k, n, tb_),
-                                             BiasDesc(n), Desc(batch, m, n, false))
-                        : dnnl::matmul::desc(Desc(batch, m, k, ta_), Desc(batch, k, n, tb_),
-                                             Desc(batch, m, n, false));
+      auto desc = epilogue_.bias
+                      ? dnnl::matmul::desc(Desc(batch, m, k, ta_), Desc(batch, k, n, tb_),
+                                           BiasDesc(n), Desc(batch, m, n, false))
+                      : dnnl::matmul::desc(Desc(batch, m, k, ta_), Desc(batch, k, n, tb_),
+                                           Desc(batch, m, n, false));
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      if (relu_) {
+      if (epilogue_.relu) {
         dnnl::post_ops ops;
         ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
         attr.set_post_ops(ops);
@@ -135,9 +125,6 @@ class MatMulKernel : public OpKernel {
       return std::make_shared<const Prim>(Prim{dnnl::matmul(pd), pd.scratchpad_desc()});
     });
   }
-
-  const bool ta_, tb_;
-  const bool bias_, relu_;  // _FusedMatMul
 };
 
 }  // namespace

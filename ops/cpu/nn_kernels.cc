@@ -1,6 +1,8 @@
 // CPU kernels of Softmax, LogSoftmax and SparseSoftmaxCrossEntropyWithLogits, over the last axis
 // with the row maximum subtracted for stability. f32 Softmax and LogSoftmax run on oneDNN's
 // softmax primitives; the rest on loops.
+#include "ops/common/nn_kernels.h"
+
 #include <fmt/format.h>
 
 #include <atomic>
@@ -48,15 +50,12 @@ void RunDnnlSoftmax(int64_t rows, int64_t c, const void* x, void* y) {
 }
 
 template <bool kLog>
-class SoftmaxKernel : public OpKernel {
+class SoftmaxKernel : public common::SoftmaxBase<SoftmaxKernel<kLog>> {
  public:
-  explicit SoftmaxKernel(const KernelInit&) {}
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    if (x.shape().rank() < 1) return InvalidArgument("logits must have rank >= 1");
+  using common::SoftmaxBase<SoftmaxKernel>::SoftmaxBase;
+  Status Run(KernelContext& ctx, const Tensor& x, int64_t c) {
     if (x.dtype() == DType::kF32) {
       ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), x.shape()));
-      int64_t c = x.shape()[x.shape().rank() - 1];
       if (c > 0 && x.num_elements() > 0) {
         RunDnnlSoftmax<kLog>(x.num_elements() / c, c, x.raw_data(), out->raw_data());
       }
@@ -64,7 +63,6 @@ class SoftmaxKernel : public OpKernel {
     }
     return DispatchFloat(x.dtype(), [&]<typename T>() -> Status {
       ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), x.shape()));
-      int64_t c = x.shape()[x.shape().rank() - 1];
       int64_t rows = c == 0 ? 0 : x.num_elements() / c;
       const T* px = x.data<T>();
       T* po = out->data<T>();
@@ -79,18 +77,10 @@ class SoftmaxKernel : public OpKernel {
   }
 };
 
-class SparseCrossEntropyKernel : public OpKernel {
+class SparseCrossEntropyKernel : public common::CrossEntropyBase<SparseCrossEntropyKernel> {
  public:
-  explicit SparseCrossEntropyKernel(const KernelInit&) {}
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& logits = ctx.input(0);
-    const Tensor& labels = ctx.input(1);
-    if (logits.shape().rank() != 2 || labels.shape().rank() != 1 ||
-        labels.shape()[0] != logits.shape()[0]) {
-      return InvalidArgument("logits {} and labels {} do not match: expected [N,C] and [N]",
-                             logits.shape(), labels.shape());
-    }
-    int64_t n = logits.shape()[0], c = logits.shape()[1];
+  using CrossEntropyBase::CrossEntropyBase;
+  Status Run(KernelContext& ctx, const Tensor& logits, const Tensor& labels, int64_t n, int64_t c) {
     return DispatchFloat(logits.dtype(), [&]<typename T>() -> Status {
       ASSIGN_OR_RETURN(Tensor * loss, ctx.AllocateOutput(0, logits.dtype(), Shape{n}));
       ASSIGN_OR_RETURN(Tensor * back, ctx.AllocateOutput(1, logits.dtype(), Shape{n, c}));

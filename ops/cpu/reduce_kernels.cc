@@ -2,6 +2,8 @@
 // (undo broadcasting) and ReduceGrad (spread a reduced gradient back). Floats accumulate in
 // double, integers in int64. Reducing over no elements gives 0 for a sum and NaN (0 for
 // integers) for a mean.
+#include "ops/common/reduce_kernels.h"
+
 #include <limits>
 #include <vector>
 
@@ -84,17 +86,12 @@ void SumInto(const Reduction& r, const T* px, Acc* acc) {
 enum class Mode { kSum, kMean, kMax };
 
 template <Mode kMode>
-class ReduceKernel : public OpKernel {
+class ReduceKernel : public common::ReduceBase<ReduceKernel<kMode>> {
  public:
-  explicit ReduceKernel(const KernelInit& init)
-      : axes_(std::get<std::vector<int64_t>>(*init.node.FindAttr("axes"))),
-        keep_dims_(std::get<bool>(*init.node.FindAttr("keep_dims"))) {}
-
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    ASSIGN_OR_RETURN(auto reduced, ReducedAxes(x.shape(), axes_));
+  using common::ReduceBase<ReduceKernel>::ReduceBase;
+  Status Run(KernelContext& ctx, const Tensor& x, const std::vector<bool>& reduced,
+             const Shape& out_shape) {
     Reduction r(x.shape(), reduced);
-    const Shape out_shape = ReducedShape(x.shape(), reduced, keep_dims_);
     return DispatchNumeric(x.dtype(), [&]<typename T>() -> Status {
       ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), out_shape));
       const T* px = x.data<T>();
@@ -125,26 +122,15 @@ class ReduceKernel : public OpKernel {
       return Status::OK();
     });
   }
-
- private:
-  std::vector<int64_t> axes_;
-  bool keep_dims_;
 };
 
 // x [out shape of a broadcast] summed down to like's shape.
-class SumToShapeOfKernel : public OpKernel {
+class SumToShapeOfKernel : public common::SumToShapeOfBase<SumToShapeOfKernel> {
  public:
-  explicit SumToShapeOfKernel(const KernelInit&) {}
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    const Shape& like = ctx.input(1).shape();
-    const Shape& in = x.shape();
-    if (in == like) {
-      ctx.set_output(0, x);
-      return Status::OK();
-    }
-    ASSIGN_OR_RETURN(auto reduced, SumToShapeAxes(in, like));
-    Reduction r(in, reduced);
+  using SumToShapeOfBase::SumToShapeOfBase;
+  Status Run(KernelContext& ctx, const Tensor& x, const std::vector<bool>& reduced,
+             const Shape& like) {
+    Reduction r(x.shape(), reduced);
     return DispatchNumeric(x.dtype(), [&]<typename T>() -> Status {
       using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
       ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), like));
@@ -159,24 +145,17 @@ class SumToShapeOfKernel : public OpKernel {
 };
 
 // g (the reduced gradient) spread back over x's shape, divided by the count for a mean.
-class ReduceGradKernel : public OpKernel {
+class ReduceGradKernel : public common::ReduceGradBase<ReduceGradKernel> {
  public:
-  explicit ReduceGradKernel(const KernelInit& init)
-      : axes_(std::get<std::vector<int64_t>>(*init.node.FindAttr("axes"))),
-        mean_(std::get<bool>(*init.node.FindAttr("mean"))) {}
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& g = ctx.input(0);
-    const Shape& in = ctx.input(1).shape();
-    ASSIGN_OR_RETURN(auto reduced, ReducedAxes(in, axes_));
+  using ReduceGradBase::ReduceGradBase;
+  Status Run(KernelContext& ctx, const Tensor& g, const Shape& in, const std::vector<bool>& reduced,
+             bool mean) {
     Reduction r(in, reduced);
-    if (g.num_elements() != r.out_elements) {
-      return InvalidArgument("gradient {} does not match the reduction of {}", g.shape(), in);
-    }
     return DispatchNumeric(g.dtype(), [&]<typename T>() -> Status {
       ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, g.dtype(), in));
       const T* pg = g.data<T>();
       T* po = out->data<T>();
-      if (mean_) {
+      if (mean) {
         double scale = r.count > 0 ? 1.0 / static_cast<double>(r.count) : 0.0;
         r.ForEach([&](int64_t i, int64_t o) { po[i] = static_cast<T>(pg[o] * scale); });
       } else {
@@ -185,10 +164,6 @@ class ReduceGradKernel : public OpKernel {
       return Status::OK();
     });
   }
-
- private:
-  std::vector<int64_t> axes_;
-  bool mean_;
 };
 
 // Index of the maximum along one axis: the input seen as [outer, n, inner].

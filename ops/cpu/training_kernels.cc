@@ -1,6 +1,8 @@
 // CPU kernels of the optimizer updates: ApplySGD, ApplyMomentum (with Nesterov) and ApplyAdam
 // (with AdamW's decoupled weight decay). Each locks the variables it updates (MutexLocks,
 // deadlock-free across several) and writes in place when that is safe (variable_update.h).
+#include "ops/common/training_kernels.h"
+
 #include <cmath>
 
 #include "ops/common/variable_update.h"
@@ -10,8 +12,6 @@
 
 namespace dflow::cpu {
 
-using common::AdamOperands;
-using common::CheckAdam;
 using common::CheckGrad;
 using common::CheckInitialized;
 using common::LookupVariable;
@@ -125,28 +125,19 @@ template <typename T>
   }
 }
 
-class ApplyAdamKernel : public OpKernel {
+class ApplyAdamKernel : public common::AdamBase<ApplyAdamKernel> {
  public:
-  explicit ApplyAdamKernel(const KernelInit& init) : a_(init) {}
-
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& lr = ctx.input(4);
-    const Tensor& grad = ctx.input(5);
-    MutexLocks lock(a_.var.var->mu, a_.m.var->mu, a_.v.var->mu, a_.step.var->mu);
-    RETURN_IF_ERROR(CheckAdam(a_, grad, lr));
-    ASSIGN_OR_RETURN(Tensor var_dst, UpdateTarget(ctx, a_.var));
-    ASSIGN_OR_RETURN(Tensor m_dst, UpdateTarget(ctx, a_.m));
-    ASSIGN_OR_RETURN(Tensor v_dst, UpdateTarget(ctx, a_.v));
-    ASSIGN_OR_RETURN(Tensor step_dst, UpdateTarget(ctx, a_.step));
-    int64_t t = a_.step.var->value.data<int64_t>()[0] + 1;
-    step_dst.data<int64_t>()[0] = t;
-    a_.step.var->value = step_dst;
-    Tensor& var = Value(a_.var);
-    Tensor& m = Value(a_.m);
-    Tensor& v = Value(a_.v);
+  using AdamBase::AdamBase;
+  Status Run(KernelContext&, const Tensor& grad, const Tensor& lr, common::AdamTargets& dst)
+      DFLOW_REQUIRES(a_.var.var->mu, a_.m.var->mu, a_.v.var->mu, a_.step.var->mu) {
+    const int64_t t = Value(a_.step).data<int64_t>()[0] + 1;
+    dst.step.data<int64_t>()[0] = t;
+    const Tensor& var = Value(a_.var);
+    const Tensor& m = Value(a_.m);
+    const Tensor& v = Value(a_.v);
     double correction =
         std::sqrt(1 - std::pow(a_.beta2, double(t))) / (1 - std::pow(a_.beta1, double(t)));
-    RETURN_IF_ERROR(DispatchFloat(var.dtype(), [&]<typename T>() -> Status {
+    return DispatchFloat(var.dtype(), [&]<typename T>() -> Status {
       T rate = lr.data<T>()[0];
       T b1 = static_cast<T>(a_.beta1), b2 = static_cast<T>(a_.beta2);
       T eps = static_cast<T>(a_.epsilon), step_size = static_cast<T>(rate * correction);
@@ -155,24 +146,16 @@ class ApplyAdamKernel : public OpKernel {
       const T* w = var.data<T>();
       const T* pm = m.data<T>();
       const T* pv = v.data<T>();
-      T* w_out = var_dst.data<T>();
-      T* m_out = m_dst.data<T>();
-      T* v_out = v_dst.data<T>();
+      T* w_out = dst.var.data<T>();
+      T* m_out = dst.m.data<T>();
+      T* v_out = dst.v.data<T>();
       ParallelFor(var.num_elements(), [=](int64_t begin, int64_t end) {
         AdamUpdate<T>(begin, end, {g, w, pm, pv, w_out, m_out, v_out},
                       {b1, b2, eps, step_size, decay});
       });
       return Status::OK();
-    }));
-    var = var_dst;
-    m = m_dst;
-    v = v_dst;
-    ctx.set_output(0, var);
-    return Status::OK();
+    });
   }
-
- private:
-  AdamOperands a_;
 };
 
 }  // namespace

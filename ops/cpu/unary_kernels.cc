@@ -8,6 +8,7 @@
 #include <cstring>
 #include <optional>
 
+#include "ops/common/elementwise_kernels.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
 #include "ops/cpu/dnnl_context.h"
@@ -269,20 +270,14 @@ uint16_t FloatToHalf(DType t, float f) {
 
 bool IsHalf(DType t) { return t == DType::kF16 || t == DType::kBF16; }
 
-class CastKernel : public OpKernel {
+class CastKernel : public common::CastBase<CastKernel> {
  public:
-  explicit CastKernel(const KernelInit& init)
-      : dst_(std::get<DType>(*init.node.FindAttr("DstT"))) {}
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    if (x.dtype() == dst_) {
-      ctx.set_output(0, x);
-      return Status::OK();
-    }
-    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, dst_, x.shape()));
-    if (IsHalf(x.dtype()) || IsHalf(dst_)) return CastHalf(x, *out);
+  using CastBase::CastBase;
+  Status Run(KernelContext& ctx, const Tensor& x, DType dst) {
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, dst, x.shape()));
+    if (IsHalf(x.dtype()) || IsHalf(dst)) return CastHalf(x, dst, *out);
     return DispatchAll(x.dtype(), [&]<typename S>() -> Status {
-      return DispatchAll(dst_, [&]<typename D>() -> Status {
+      return DispatchAll(dst, [&]<typename D>() -> Status {
         const S* px = x.data<S>();
         D* po = out->data<D>();
         for (int64_t i = 0, n = x.num_elements(); i < n; ++i) {
@@ -299,7 +294,7 @@ class CastKernel : public OpKernel {
 
  private:
   // To or from f16 / bf16, through f32 (f64 and the integers rounded to f32 first).
-  Status CastHalf(const Tensor& x, Tensor& out) {
+  static Status CastHalf(const Tensor& x, DType dst_, Tensor& out) {
     const int64_t n = x.num_elements();
     if (IsHalf(x.dtype())) {
       const auto* px = static_cast<const uint16_t*>(x.raw_data());
@@ -328,8 +323,6 @@ class CastKernel : public OpKernel {
       return Status::OK();
     });
   }
-
-  DType dst_;
 };
 
 }  // namespace

@@ -5,6 +5,8 @@
 // the device's memory limit leaves less. f32 computes in f32 unless DFLOW_ALLOW_TF32=1 allows
 // TF32 tensor cores (PyTorch's default for convolutions). cuDNN pads symmetrically; other pads
 // run on a zero-padded copy of the input (or crop a padded input gradient).
+#include "ops/common/conv_kernels.h"
+
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,7 +14,6 @@
 #include <map>
 #include <mutex>
 
-#include "ops/conv_geometry.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cudnn_util.h"
 #include "ops/cuda/kernel_util.h"
@@ -65,24 +66,19 @@ struct ConvDescs {
 };
 
 template <Pass kPass>
-class ConvKernel : public OpKernel {
- public:
-  explicit ConvKernel(const KernelInit& init)
-      : attrs_(ReadConvAttrs(init.node)),
-        bias_(init.node.op() == "_FusedConv2D"),
-        relu_(bias_ && std::get<std::string>(*init.node.FindAttr("activation")) == "Relu") {}
+class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
+  using Base = common::ConvBase<ConvKernel<kPass>, kPass>;
+  using Base::epilogue_;
 
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& in0 = ctx.input(0);
-    const Tensor& in1 = ctx.input(1);
-    static const Shape kNone{};
-    const Shape& in2 = ctx.num_inputs() > 2 ? ctx.input(2).shape() : kNone;
-    ASSIGN_OR_RETURN(ConvPassShapes shapes,
-                     ConvPassShapesOf(attrs_, kPass, bias_, in0.shape(), in1.shape(), in2));
+ public:
+  using Base::Base;
+
+  Status Run(KernelContext& ctx, const Tensor& in0, const Tensor& in1,
+             const ConvPassShapes& shapes) {
     const ConvGeometry& g = shapes.g;
     const Shape& out_shape = shapes.out;
     const DType dtype = in0.dtype();
-    if (in1.dtype() != dtype || (bias_ && ctx.input(2).dtype() != dtype)) {
+    if (in1.dtype() != dtype || (epilogue_.bias && ctx.input(2).dtype() != dtype)) {
       return InvalidArgument("inputs of dtypes {} and {} differ", dtype, in1.dtype());
     }
     ASSIGN_OR_RETURN(cudnnDataType_t type, DnnConvType(dtype));
@@ -168,7 +164,7 @@ class ConvKernel : public OpKernel {
   // _FusedConv2D's bias (one per output channel) and ReLU, in place on y.
   Status Epilogue(KernelContext& ctx, DnnCall& call, const ConvGeometry& g, cudnnDataType_t type,
                   Tensor& y) {
-    if (kPass != Pass::kForward || !bias_) return Status::OK();
+    if (kPass != Pass::kForward || !epilogue_.bias) return Status::OK();
     DnnScalars s(y.dtype());
     TensorDesc yd, bd;
     RETURN_IF_ERROR(SetTensor4d(yd, type, g.n, g.o, g.oh, g.ow));
@@ -176,7 +172,7 @@ class ConvKernel : public OpKernel {
     DFLOW_RETURN_IF_DNN(cudnnAddTensor(call.handle(), s.one(), bd.get(), ctx.input(2).raw_data(),
                                        s.one(), yd.get(), y.raw_data()),
                         "adding the bias");
-    if (!relu_) return Status::OK();
+    if (!epilogue_.relu) return Status::OK();
     ActivationDesc act;
     RETURN_IF_ERROR(act.Create());
     DFLOW_RETURN_IF_DNN(
@@ -252,20 +248,12 @@ class ConvKernel : public OpKernel {
     return choice;
   }
 
-  const ConvAttrs attrs_;
-  const bool bias_, relu_;  // _FusedConv2D
   std::mutex mu_;
   std::map<std::string, Choice> choices_;
 };
 
 }  // namespace
 
-Status RegisterConvKernels() {
-  RETURN_IF_ERROR(RegisterKernel<ConvKernel<Pass::kForward>>("Conv2D", "GPU"));
-  RETURN_IF_ERROR(RegisterKernel<ConvKernel<Pass::kForward>>("_FusedConv2D", "GPU"));
-  RETURN_IF_ERROR(RegisterKernel<ConvKernel<Pass::kBackwardData>>("Conv2DBackpropInput", "GPU"));
-  RETURN_IF_ERROR(RegisterKernel<ConvKernel<Pass::kBackwardFilter>>("Conv2DBackpropFilter", "GPU"));
-  return Status::OK();
-}
+Status RegisterConvKernels() { return common::RegisterConvKernels<ConvKernel>("GPU"); }
 
 }  // namespace dflow::cuda

@@ -1,18 +1,21 @@
-// Internal: registration of the GPU kernels, one function per family (cuda_backend.cc calls
-// them all).
+// Internal: registration of the GPU kernels, one function per family, as the CPU's families
+// (cuda_backend.cc calls them all).
 #pragma once
 
 #include "framework/kernel.h"
 
 namespace dflow::cuda {
 
+Status RegisterArrayKernels();
 Status RegisterElementwiseKernels();
+Status RegisterUnaryKernels();
+Status RegisterReduceKernels();
 Status RegisterMatMulKernels();
+Status RegisterNnKernels();
 Status RegisterTrainingKernels();
-// Convolutions, batch normalization and softmax on cuDNN; pooling.
+// Convolutions and batch normalization on cuDNN; pooling on own kernels.
 Status RegisterConvKernels();
 Status RegisterPoolKernels();
 Status RegisterBatchNormKernels();
-Status RegisterSoftmaxKernels();
 
 }  // namespace dflow::cuda

@@ -27,6 +27,16 @@ inline std::optional<ElemType> ElemTypeOf(DType d) {
   }
 }
 
+// The launch type of `t`'s dtype; InvalidArgument for one without GPU kernels (or, with
+// `floats_only`, one that is not f32 or f64).
+inline Result<ElemType> TypeOf(const Tensor& t, bool floats_only = false) {
+  auto type = ElemTypeOf(t.dtype());
+  if (!type || (floats_only && *type != ElemType::kF32 && *type != ElemType::kF64)) {
+    return InvalidArgument("no GPU kernel for dtype {}", t.dtype());
+  }
+  return *type;
+}
+
 // The compute stream of the kernel's device.
 inline Result<CudaStream> StreamOf(KernelContext& ctx) {
   auto* c = dynamic_cast<CudaContext*>(ctx.device_context());

@@ -7,6 +7,8 @@
 // One cuBLASLt handle per GPU serves every kernel; the algorithm is asked of cuBLASLt's
 // heuristic once per (batch, m, n, k) and kept by the kernel; FP32 products are computed in FP32
 // (no TF32), as PyTorch's default.
+#include "ops/common/matmul_kernel.h"
+
 #include <cublasLt.h>
 
 #include <map>
@@ -15,7 +17,6 @@
 
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/kernel_util.h"
-#include "ops/matmul_shape.h"
 
 namespace dflow::cuda {
 namespace {
@@ -83,28 +84,17 @@ Status Layout(cublasLtMatrixLayout_t* out, cudaDataType_t type, int64_t rows, in
   return Status::OK();
 }
 
-class MatMulKernel : public OpKernel {
+class MatMulKernel : public common::MatMulBase<MatMulKernel> {
  public:
-  explicit MatMulKernel(const KernelInit& init)
-      : ta_(std::get<bool>(*init.node.FindAttr("transpose_a"))),
-        tb_(std::get<bool>(*init.node.FindAttr("transpose_b"))),
-        bias_(init.node.op() == "_FusedMatMul"),
-        relu_(bias_ && std::get<std::string>(*init.node.FindAttr("activation")) == "Relu") {}
+  using MatMulBase::MatMulBase;
 
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& a = ctx.input(0);
-    const Tensor& b = ctx.input(1);
+  Status Run(KernelContext& ctx, const Tensor& a, const Tensor& b, const MatMulDims& dims) {
     const DType t = a.dtype();
     const bool half = t == DType::kF16 || t == DType::kBF16;
     if (b.dtype() != t || (t != DType::kF32 && t != DType::kF64 && !half)) {
       return InvalidArgument("no GPU MatMul for {} x {} (f32, f64, f16 or bf16)", t, b.dtype());
     }
-    ASSIGN_OR_RETURN(MatMulDims dims, MatMulShapes(a.shape(), b.shape(), ta_, tb_));
-    if (bias_ && (ctx.input(2).num_elements() != dims.n || ctx.input(2).dtype() != a.dtype())) {
-      return InvalidArgument("bias {}{} does not have one value per output column ({})",
-                             ctx.input(2).dtype(), ctx.input(2).shape(), dims.n);
-    }
-    if (bias_ && t == DType::kF64) {
+    if (epilogue_.bias && t == DType::kF64) {
       return InvalidArgument("no GPU _FusedMatMul for {} (f32, f16 or bf16)", t);
     }
     auto* cuda = dynamic_cast<CudaContext*>(ctx.device_context());
@@ -134,8 +124,9 @@ class MatMulKernel : public OpKernel {
     DFLOW_RETURN_IF_BLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB,
                                                         &op_second, sizeof op_second),
                          "setting a transpose");
-    if (bias_) {
-      cublasLtEpilogue_t epilogue = relu_ ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    if (epilogue_.bias) {
+      cublasLtEpilogue_t epilogue =
+          epilogue_.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
       const void* bias = ctx.input(2).raw_data();
       DFLOW_RETURN_IF_BLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                           &epilogue, sizeof epilogue),
@@ -196,7 +187,7 @@ class MatMulKernel : public OpKernel {
   Status EmptyProduct(KernelContext& ctx, Tensor& out, int64_t n, CudaStream stream, DType t) {
     const int64_t count = out.num_elements();
     if (t == DType::kF16 || t == DType::kBF16) {  // zeros; a bias needs f32 or f64 kernels
-      if (bias_) return InvalidArgument("no GPU _FusedMatMul over k = 0 for {}", t);
+      if (epilogue_.bias) return InvalidArgument("no GPU _FusedMatMul over k = 0 for {}", t);
       if (cudaMemsetAsync(out.raw_data(), 0, out.num_bytes(),
                           reinterpret_cast<cudaStream_t>(stream)) != cudaSuccess) {
         return Internal("clearing {} bytes failed", out.num_bytes());
@@ -205,16 +196,14 @@ class MatMulKernel : public OpKernel {
     }
     const ElemType type = t == DType::kF64 ? ElemType::kF64 : ElemType::kF32;
     RETURN_IF_ERROR(Launched(LaunchFill(type, out.raw_data(), count, 0.0, stream), "a fill"));
-    if (!bias_) return Status::OK();
+    if (!epilogue_.bias) return Status::OK();
     RETURN_IF_ERROR(Launched(LaunchBiasAdd(type, out.raw_data(), ctx.input(2).raw_data(),
                                            out.raw_data(), count, n, stream),
                              "BiasAdd"));
-    if (!relu_) return Status::OK();
+    if (!epilogue_.relu) return Status::OK();
     return Launched(LaunchRelu(type, out.raw_data(), out.raw_data(), count, stream), "Relu");
   }
 
-  const bool ta_, tb_;
-  const bool bias_, relu_;  // _FusedMatMul
   std::mutex mu_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, cublasLtMatmulAlgo_t> algos_;
 };

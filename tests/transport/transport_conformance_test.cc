@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <thread>
 
 #include "framework/rendezvous_conformance.h"
 #include "status_matchers.h"
+#include "transport/pair_rendezvous.h"
 #include "transport/transport.h"
 
 namespace dflow::transport {
@@ -58,43 +60,7 @@ struct Pair {
   std::unique_ptr<Transport> sender;
 };
 
-// Sends go in through the sender's rendezvous, receives through the receiver's: every tensor
-// crosses the transport.
-class PairRendezvous final : public Rendezvous {
- public:
-  PairRendezvous(std::unique_ptr<Rendezvous> send, std::unique_ptr<Rendezvous> recv)
-      : send_(std::move(send)), recv_(std::move(recv)) {}
-  Status Send(const RendezvousKey& key, const SendArgs& args, const Tensor& tensor) override {
-    return send_->Send(key, args, tensor);
-  }
-  void RecvAsync(const RendezvousKey& key, const RecvArgs& args, DoneCallback done) override {
-    recv_->RecvAsync(key, args, std::move(done));
-  }
-  void CancelRecv(const RendezvousKey& key, const Status& why) override {
-    recv_->CancelRecv(key, why);
-  }
-  void Abort(const Status& status) override {
-    recv_->Abort(status);
-    send_->Abort(status);
-  }
-
- private:
-  std::unique_ptr<Rendezvous> send_, recv_;
-};
-
-class PairFactory final : public RendezvousFactory {
- public:
-  explicit PairFactory(const std::string& kind) : pair_(kind) {}
-  Result<std::unique_ptr<Rendezvous>> Create(int64_t step) override {
-    ASSIGN_OR_RETURN(auto s, pair_.sender->Create(step));
-    ASSIGN_OR_RETURN(auto r, pair_.receiver->Create(step));
-    return std::unique_ptr<Rendezvous>(
-        std::make_unique<PairRendezvous>(std::move(s), std::move(r)));
-  }
-
- private:
-  Pair pair_;
-};
+using PairFactory = testing::PairFactory<Pair>;
 
 std::vector<testing::RendezvousUnderTest> EveryTransportPair() {
   std::vector<testing::RendezvousUnderTest> out;
@@ -141,6 +107,31 @@ std::string Pattern(size_t n, int seed) {
   std::string s(n, '\0');
   for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 31 + seed) & 0xff);
   return s;
+}
+
+TEST_P(TransportConformance, BadOptionsAreRefusedNamingTheField) {
+  struct Case {
+    std::function<void(TransportOptions&)> spoil;
+    std::vector<std::string> words;
+  };
+  const std::vector<Case> cases = {
+      {[](TransportOptions& o) { o.task = "worker-1"; }, {"task 'worker-1'", "/job:NAME/task:N"}},
+      {[](TransportOptions& o) { o.token.assign(kMaxTokenBytes + 1, 'x'); },
+       {"cluster token", "1025 bytes", "at most 1024"}},
+      {[](TransportOptions& o) { o.connect_timeout = std::chrono::milliseconds(0); },
+       {"connect_timeout"}},
+  };
+  for (const Case& c : cases) {
+    TransportOptions o;
+    o.task = "/job:localhost/task:0";
+    o.token = kToken;
+    o.log = [](std::string_view) {};
+    c.spoil(o);
+    auto t = TransportRegistry::Global().Create(kind(), std::move(o));
+    ASSERT_FALSE(t.ok()) << c.words[0];
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << t.status().ToString();
+    EXPECT_TRUE(MessageHas(t.status(), c.words)) << t.status().ToString();
+  }
 }
 
 TEST_P(TransportConformance, LargeTensorsArriveExactly) {

@@ -17,8 +17,6 @@
 namespace dflow::transport {
 namespace {
 
-constexpr size_t kMaxTokenBytes = 1024;
-
 // A thread that runs posted functions in order and, between them at least every kTick, `tick`.
 // What is posted once it stops is dropped.
 class EventThread {
@@ -183,8 +181,8 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
       if (closed_) return Unavailable("{}", refused("it is shutting down"));
       if (token.size() != options_.token.size() ||
           std::memcmp(token.data(), options_.token.data(), token.size()) != 0) {
-        return PermissionDenied("{}",
-                                refused(fmt::format("wrong cluster token from task {}", from_task)));
+        return PermissionDenied(
+            "{}", refused(fmt::format("wrong cluster token from task {}", from_task)));
       }
       if (!assign.empty() && !IsTaskName(assign)) {
         return FailedPrecondition(
@@ -203,7 +201,8 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
         named = assign;
       }
       if (from_task == task_) {
-        return FailedPrecondition("{}", refused(fmt::format("task {} connected to itself", from_task)));
+        return FailedPrecondition("{}",
+                                  refused(fmt::format("task {} connected to itself", from_task)));
       }
       peers_[from_task] = from;
       return task_;
@@ -267,8 +266,8 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
     bool quick;
     {
       MutexLock lock(handler_mu_);
-      quick = std::find(quick_methods_.begin(), quick_methods_.end(), method) !=
-              quick_methods_.end();
+      quick =
+          std::find(quick_methods_.begin(), quick_methods_.end(), method) != quick_methods_.end();
     }
     auto run = [self = shared_from_this(), from, from_task = std::move(from_task), method,
                 payload = std::move(payload), id, quick]() mutable {
@@ -294,8 +293,7 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
     for (auto& done : drained.waiting) done(why, Tensor());
   }
 
-  void AbortStep(int64_t step, const Status& status, bool tell_peers) override
-      DFLOW_EXCLUDES(mu_) {
+  void AbortStep(int64_t step, const Status& status, bool tell_peers) override DFLOW_EXCLUDES(mu_) {
     RendezvousTable<Tensor>::Drained drained;
     std::vector<std::shared_ptr<Impl>> peers;
     Status why;
@@ -407,15 +405,7 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
     Reply done;
   };
 
-  void Log(std::string_view line) {
-    if (options_.log) {
-      options_.log(line);
-    } else {
-      std::string me = task();
-      std::fprintf(stderr, "dflow transport [%s]: %.*s\n", me.empty() ? "unnamed" : me.c_str(),
-                   static_cast<int>(line.size()), line.data());
-    }
-  }
+  void Log(std::string_view line) { LogTransportLine(options_, task(), line); }
 
   void RunHandler(const std::weak_ptr<Impl>& from, const std::string& from_task, uint16_t method,
                   std::string payload, uint64_t id, bool quick)
@@ -580,16 +570,7 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
 };
 
 Result<std::unique_ptr<InprocTransport>> InprocTransport::Create(TransportOptions options) {
-  if (!options.task.empty() && !IsTaskName(options.task)) {
-    return InvalidArgument("task '{}' is not of the form /job:NAME/task:N", options.task);
-  }
-  if (options.token.size() > kMaxTokenBytes) {
-    return InvalidArgument("the cluster token is {} bytes; at most {}", options.token.size(),
-                           kMaxTokenBytes);
-  }
-  if (options.connect_timeout.count() <= 0) {
-    return InvalidArgument("connect_timeout must be positive");
-  }
+  RETURN_IF_ERROR(CheckTransportOptions(options));
   std::string address = options.listen_address;
   auto impl = std::make_shared<Impl>(std::move(options));
   if (!address.empty()) {
@@ -632,12 +613,13 @@ Result<std::unique_ptr<Rendezvous>> InprocTransport::Create(int64_t step_id) {
 }
 
 Status RegisterInprocTransport(TransportRegistry& registry) {
-  return registry.Register("inproc",
-                           [](TransportOptions options) -> Result<std::unique_ptr<Transport>> {
-                             ASSIGN_OR_RETURN(auto t, InprocTransport::Create(std::move(options)));
-                             return std::unique_ptr<Transport>(std::move(t));
-                           },
-                           "inproc:local:0");
+  return registry.Register(
+      "inproc",
+      [](TransportOptions options) -> Result<std::unique_ptr<Transport>> {
+        ASSIGN_OR_RETURN(auto t, InprocTransport::Create(std::move(options)));
+        return std::unique_ptr<Transport>(std::move(t));
+      },
+      "inproc:local:0");
 }
 
 }  // namespace dflow::transport

@@ -192,15 +192,7 @@ class UcxEngine : public ProgressEngine, public StepHost {
   bool Poll() override;
 
  private:
-  void Log(std::string_view line) {
-    if (options_.log) {
-      options_.log(line);
-    } else {
-      std::string me = task();
-      std::fprintf(stderr, "dflow transport [%s]: %.*s\n", me.empty() ? "unnamed" : me.c_str(),
-                   static_cast<int>(line.size()), line.data());
-    }
-  }
+  void Log(std::string_view line) { LogTransportLine(options_, task(), line); }
   // Runs `fn` on the progress thread.
   void Post(std::function<void()> fn) DFLOW_EXCLUDES(queue_mu_);
   void Loop();

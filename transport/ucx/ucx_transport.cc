@@ -838,16 +838,7 @@ void* UcxEngine::CloseUcpEndpoint(ucp_ep_h ep) {
 // --- the public face --------------------------------------------------------------------------
 
 Result<std::unique_ptr<UcxTransport>> UcxTransport::Create(UcxTransportOptions options) {
-  if (!options.task.empty() && !IsTaskName(options.task)) {
-    return InvalidArgument("task '{}' is not of the form /job:NAME/task:N", options.task);
-  }
-  if (options.token.size() > kMaxTokenBytes) {
-    return InvalidArgument("the cluster token is {} bytes; at most {}", options.token.size(),
-                           kMaxTokenBytes);
-  }
-  if (options.connect_timeout.count() <= 0) {
-    return InvalidArgument("connect_timeout must be positive");
-  }
+  RETURN_IF_ERROR(CheckTransportOptions(options));
   auto impl = std::make_unique<UcxEngine>(std::move(options));
   RETURN_IF_ERROR(impl->Start());
   return std::unique_ptr<UcxTransport>(new UcxTransport(std::move(impl)));

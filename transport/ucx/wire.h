@@ -38,6 +38,7 @@
 #include "graph/dtype.h"
 #include "graph/shape.h"
 #include "graph/status.h"
+#include "transport/transport_options.h"  // kMaxTokenBytes
 
 namespace dflow::transport {
 
@@ -45,7 +46,6 @@ inline constexpr uint32_t kWireMagic = 0x574c4644;  // "DFLW"
 inline constexpr uint16_t kProtocolVersion = 5;
 // No header is larger (UCX over TCP carries headers up to about 8 KiB).
 inline constexpr size_t kMaxHeaderBytes = 6144;
-inline constexpr size_t kMaxTokenBytes = 1024;
 inline constexpr size_t kMaxTextBytes = 2048;          // task names, node names, reasons, messages
 inline constexpr size_t kMaxAddressBytes = 1024;       // a UCX worker address offered to a peer
 inline constexpr size_t kMaxDeviceHandleBytes = 1024;  // Allocator::ExportToPeer's handle

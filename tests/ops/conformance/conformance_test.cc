@@ -379,5 +379,87 @@ TEST(OpConformanceCoverageTest, EveryKernelHasACaseOrAReason) {
   }
 }
 
+// ---- Op properties (graph/op_def.h) ----
+
+// `t` with its elements in reverse order (same dtype and shape).
+Tensor Reversed(const Tensor& t) {
+  Tensor out(t.dtype(), t.shape());
+  const size_t size = DTypeSize(t.dtype());
+  const auto* in = static_cast<const char*>(t.raw_data());
+  auto* o = static_cast<char*>(out.raw_data());
+  const int64_t n = t.num_elements();
+  for (int64_t i = 0; i < n; ++i) std::memcpy(o + i * size, in + (n - 1 - i) * size, size);
+  return out;
+}
+
+// What the passes trust an op's definition to say is held to what its CPU kernel computes, on
+// every conformance case it applies to: a commutative op's inputs 0 and 1 trade places, an
+// element-wise op's inputs reversed reverse its output. A property no case can check fails.
+TEST(OpPropertiesTest, DeclaredPropertiesHoldOnTheCpuKernels) {
+  std::map<std::string, int> commutative_checked, elementwise_checked;
+  for (const OpCase& c : AllOpCases()) {
+    const OpDef* def = OpRegistry::Global().Find(c.op);
+    ASSERT_NE(def, nullptr) << c.op;
+    if (KernelRegistry::Global().Find(c.op, kReferenceType) == nullptr) continue;
+    auto want = RunForward(c, kReferenceType);
+    ASSERT_TRUE(want.ok()) << c.name << ": " << want.status().ToString();
+    if (def->commutative && c.inputs.size() == 2 && c.inputs[0].dtype() == c.inputs[1].dtype()) {
+      OpCase swapped = c;
+      std::swap(swapped.inputs[0], swapped.inputs[1]);
+      auto got = RunForward(swapped, kReferenceType);
+      ASSERT_TRUE(got.ok()) << c.name << ": " << got.status().ToString();
+      ExpectOutputsClose(*got, *want, c.tolerance, c.name + " with its inputs swapped");
+      commutative_checked[c.op]++;
+    }
+    bool same_shapes = !want->empty();
+    for (const Tensor& in : c.inputs) same_shapes = same_shapes && in.shape() == (*want)[0].shape();
+    if (def->elementwise && same_shapes && want->size() == 1) {
+      OpCase reversed = c;
+      for (Tensor& in : reversed.inputs) in = Reversed(in);
+      auto got = RunForward(reversed, kReferenceType);
+      ASSERT_TRUE(got.ok()) << c.name << ": " << got.status().ToString();
+      ExpectOutputsClose(*got, {Reversed((*want)[0])}, c.tolerance,
+                         c.name + " with its inputs reversed");
+      elementwise_checked[c.op]++;
+    }
+  }
+  for (const auto& op : OpRegistry::Global().OpNames()) {
+    const OpDef* def = OpRegistry::Global().Find(op);
+    if (KernelRegistry::Global().Find(op, kReferenceType) == nullptr) continue;
+    if (def->commutative) EXPECT_GT(commutative_checked[op], 0) << op << ": commutative, unchecked";
+    if (def->elementwise)
+      EXPECT_GT(elementwise_checked[op], 0) << op << ": element-wise, unchecked";
+  }
+}
+
+// The fusion rewrite's names, and the roles, point at ops that exist and take what they say.
+TEST(OpPropertiesTest, FusionTraitsNameRegisteredOps) {
+  int heads = 0;
+  for (const auto& op : OpRegistry::Global().OpNames()) {
+    const OpDef* def = OpRegistry::Global().Find(op);
+    const OpFusion& f = def->fusion;
+    if (f.kind != OpFusion::Kind::kNone) {
+      ++heads;
+      EXPECT_NE(OpRegistry::Global().Find(f.fused_op), nullptr) << op << " -> " << f.fused_op;
+    }
+    if (f.kind == OpFusion::Kind::kArgmax) {
+      EXPECT_NE(OpRegistry::Global().Find(f.fused_partner), nullptr) << op;
+    }
+    if (f.kind == OpFusion::Kind::kAbsorbGradient) {
+      EXPECT_GE(f.gradient_input, 0) << op;
+      EXPECT_LT(f.gradient_input, static_cast<int>(def->inputs.size())) << op;
+    }
+    if (!def->gradient_of.empty()) {
+      EXPECT_NE(OpRegistry::Global().Find(def->gradient_of), nullptr) << op;
+    }
+    if (def->row_wise_update) EXPECT_TRUE(def->stateful) << op;
+  }
+  EXPECT_EQ(heads, 4);  // MatMul, Conv2D, MaxPool, ApplySGD
+  EXPECT_EQ(OpRegistry::Global().Find("Placeholder")->role, OpRole::kPlaceholder);
+  EXPECT_EQ(OpRegistry::Global().Find("Variable")->role, OpRole::kVariable);
+  EXPECT_EQ(OpRegistry::Global().Find("_Send")->role, OpRole::kSend);
+  EXPECT_EQ(OpRegistry::Global().Find("_Recv")->role, OpRole::kRecv);
+}
+
 }  // namespace
 }  // namespace dflow::conformance

@@ -18,6 +18,7 @@
 #include "framework/progress.h"
 #include "framework/rendezvous_conformance.h"
 #include "status_matchers.h"
+#include "transport/pair_rendezvous.h"
 
 extern char** environ;
 
@@ -71,43 +72,7 @@ struct Pair {
   std::unique_ptr<UcxTransport> sender;
 };
 
-// Sends go in through the sender's rendezvous, receives through the receiver's: every tensor
-// crosses UCX.
-class PairRendezvous final : public Rendezvous {
- public:
-  PairRendezvous(std::unique_ptr<Rendezvous> send, std::unique_ptr<Rendezvous> recv)
-      : send_(std::move(send)), recv_(std::move(recv)) {}
-  Status Send(const RendezvousKey& key, const SendArgs& args, const Tensor& tensor) override {
-    return send_->Send(key, args, tensor);
-  }
-  void RecvAsync(const RendezvousKey& key, const RecvArgs& args, DoneCallback done) override {
-    recv_->RecvAsync(key, args, std::move(done));
-  }
-  void CancelRecv(const RendezvousKey& key, const Status& why) override {
-    recv_->CancelRecv(key, why);
-  }
-  void Abort(const Status& status) override {
-    recv_->Abort(status);
-    send_->Abort(status);
-  }
-
- private:
-  std::unique_ptr<Rendezvous> send_, recv_;
-};
-
-class PairFactory final : public RendezvousFactory {
- public:
-  explicit PairFactory(size_t by_reference_bytes) : pair_(by_reference_bytes) {}
-  Result<std::unique_ptr<Rendezvous>> Create(int64_t step) override {
-    ASSIGN_OR_RETURN(auto s, pair_.sender->Create(step));
-    ASSIGN_OR_RETURN(auto r, pair_.receiver->Create(step));
-    return std::unique_ptr<Rendezvous>(
-        std::make_unique<PairRendezvous>(std::move(s), std::move(r)));
-  }
-
- private:
-  Pair pair_;
-};
+using PairFactory = testing::PairFactory<Pair>;
 
 using testing::RendezvousConformance;
 using testing::RendezvousUnderTest;

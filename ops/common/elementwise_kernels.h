@@ -1,0 +1,63 @@
+// What the element-wise kernels of every device share (ops/common/kernel_base.h): binary ops
+// broadcast alike, BiasAdd and Cast check and shape alike.
+#pragma once
+
+#include <variant>
+
+#include "ops/broadcast.h"
+#include "ops/common/kernel_base.h"
+
+namespace dflow::common {
+
+// A binary element-wise op: Derived::Run(ctx, a, b, out_shape) with the broadcast shape of a
+// and b.
+template <typename Derived>
+class BinaryBase : public KernelBase<Derived> {
+ public:
+  explicit BinaryBase(const KernelInit&) {}
+  Status Compute(KernelContext& ctx) final {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    ASSIGN_OR_RETURN(Shape out, BinaryOutputShape(a, b));
+    return this->derived().Run(ctx, a, b, out);
+  }
+};
+
+// BiasAdd: InvalidArgument unless bias is a vector of x's dtype with one value per element of
+// x's last dimension; then Derived::Run(ctx, x, bias).
+template <typename Derived>
+class BiasAddBase : public KernelBase<Derived> {
+ public:
+  explicit BiasAddBase(const KernelInit&) {}
+  Status Compute(KernelContext& ctx) final {
+    const Tensor& x = ctx.input(0);
+    const Tensor& bias = ctx.input(1);
+    if (x.shape().rank() < 1 || bias.shape().rank() != 1 ||
+        x.shape()[x.shape().rank() - 1] != bias.shape()[0] || x.dtype() != bias.dtype()) {
+      return InvalidArgument("bias {}{} does not match the last dimension of input {}{}",
+                             bias.dtype(), bias.shape(), x.dtype(), x.shape());
+    }
+    return this->derived().Run(ctx, x, bias);
+  }
+};
+
+// Cast to the node's DstT: a cast to the input's own dtype is the input itself; otherwise
+// Derived::Run(ctx, x, dst).
+template <typename Derived>
+class CastBase : public KernelBase<Derived> {
+ public:
+  explicit CastBase(const KernelInit& init) : dst_(std::get<DType>(*init.node.FindAttr("DstT"))) {}
+  Status Compute(KernelContext& ctx) final {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() == dst_) {
+      ctx.set_output(0, x);
+      return Status::OK();
+    }
+    return this->derived().Run(ctx, x, dst_);
+  }
+
+ private:
+  DType dst_;
+};
+
+}  // namespace dflow::common
