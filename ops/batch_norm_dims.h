@@ -1,10 +1,21 @@
-// How the batch normalization kernels of every backend see their operands: x [N, C, ...] as
-// [n, c, inner], with one scale, offset, mean and variance value per channel.
+// How batch normalization sees its operands, in its definition, builders and every backend's
+// kernels: x [N, C, ...] as [n, c, inner], with one scale, offset, mean and variance value per
+// channel.
 #pragma once
+
+#include <vector>
 
 #include "graph/tensor.h"
 
 namespace dflow {
+
+// Every axis of a rank-`rank` [N, C, ...] tensor but the channel axis 1: those a batch
+// normalization reduces over.
+inline std::vector<int64_t> NonChannelAxes(int rank) {
+  std::vector<int64_t> axes = {0};
+  for (int i = 2; i < rank; ++i) axes.push_back(i);
+  return axes;
+}
 
 // x viewed as [n, c, inner].
 struct BatchNormDims {

@@ -1,4 +1,4 @@
-// The epilogue a node of a fused op applies (ops/fused_ops.cc: _FusedMatMul, _FusedConv2D): a
+// The epilogue a node of a fused op applies (ops/defs/fused_defs.cc: _FusedMatMul, _FusedConv2D): a
 // bias from input 2 and perhaps an activation, as the fusion rewrite (rewrite/fusion.h) made it.
 // A kernel that also runs the plain op (MatMul, Conv2D) finds none.
 #pragma once

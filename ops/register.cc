@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "framework/device_factory.h"
-#include "ops/op_defs.h"
+#include "ops/op_definitions.h"
 
 namespace dflow::ops {
 

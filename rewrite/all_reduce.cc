@@ -11,7 +11,7 @@
 #include "ops/grad_ops.h"
 #include "ops/manip_ops.h"
 #include "ops/math_ops.h"
-#include "ops/op_defs.h"
+#include "ops/op_definitions.h"
 
 namespace dflow::ops {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
-#include "ops/op_defs.h"
+#include "ops/split_sizes.h"
 
 namespace dflow::cpu {
 namespace {

@@ -2,7 +2,7 @@
 // Their attributes name the rendezvous key: tensor_name, send_device, send_device_incarnation
 // and recv_device; the step id comes from the run.
 #include "graph/graph.h"
-#include "ops/op_defs.h"
+#include "ops/defs/op_defs.h"
 
 namespace dflow {
 

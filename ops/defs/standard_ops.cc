@@ -1,7 +1,10 @@
+// RegisterOpDefinitions (ops/op_definitions.h): every family's definitions, in order, once.
+#include "ops/op_definitions.h"
+
 #include <cstdio>
 #include <mutex>
 
-#include "ops/op_defs.h"
+#include "ops/defs/op_defs.h"
 
 namespace dflow::ops::internal {
 

@@ -1,6 +1,6 @@
 // The fused ops the fusion rewrite makes (rewrite/fusion.h): they exist only in compiled plans,
 // never in a user's graph, and have no gradient.
-#include "ops/op_defs.h"
+#include "ops/defs/op_defs.h"
 
 namespace dflow::ops {
 namespace internal {

@@ -1,7 +1,9 @@
-// Internal: the registration functions of each op family, called by RegisterStandardOps().
+// Internal to ops/defs/: the registration functions of each op family, which
+// RegisterOpDefinitions() calls in turn, and what their definitions share.
 #pragma once
 
 #include "graph/op_registry.h"
+#include "ops/op_definitions.h"
 
 namespace dflow::ops::internal {
 
@@ -20,8 +22,6 @@ Status RegisterBatchNormOps(OpRegistry& registry);
 // After the math and convolution ops: the fused ops copy their definitions.
 Status RegisterFusedOps(OpRegistry& registry);
 Status RegisterSendRecvOps(OpRegistry& registry);
-// Every standard op's definition (not its kernels), once; what the builder functions need.
-void RegisterOpDefinitions();
 
 // Float and integer dtypes the CPU arithmetic kernels support.
 inline const std::vector<DType> kNumericTypes = {DType::kF32, DType::kF64, DType::kI32,
@@ -35,12 +35,6 @@ inline const std::vector<DType> kDenseTypes = {DType::kF32, DType::kF64, DType::
 inline const std::vector<DType> kConvertTypes = {DType::kF32,  DType::kF64, DType::kF16,
                                                  DType::kBF16, DType::kI32, DType::kI64,
                                                  DType::kU8,   DType::kBool};
-
-// The sizes of Split's pieces along a dimension of size `dim` (-1: unknown): num_split equal
-// pieces when `sizes` is empty, else `sizes` with at most one -1 standing for the rest. Entries
-// are -1 where unknown until run time.
-Result<std::vector<int64_t>> SplitSizes(int64_t dim, int64_t num_split,
-                                        const std::vector<int64_t>& sizes);
 
 // Shape function of ops whose output has the shape of input 0.
 Status SameShapeAsInput0(InferenceContext& c);
