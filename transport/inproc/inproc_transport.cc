@@ -11,6 +11,8 @@
 
 #include "framework/rendezvous_delivery.h"
 #include "graph/device_name.h"
+#include "transport/call_server.h"
+#include "transport/pending_calls.h"
 #include "transport/step_boxes.h"
 #include "transport/step_rendezvous.h"
 
@@ -102,8 +104,7 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
 
   Status Start(std::string address) {
     address_ = std::move(address);
-    service_ = std::make_unique<EventThread>("dflow inproc svc", nullptr);
-    events_ = std::make_unique<EventThread>("dflow inproc", [this] { ExpireCalls(); });
+    events_ = std::make_unique<EventThread>("dflow inproc", [this] { calls_.Expire(); });
     return Status::OK();
   }
 
@@ -133,9 +134,9 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
     for (auto& p : peers) {
       p->PeerLost(me, Unavailable("lost the connection to task {}: its transport shut down", me));
     }
-    service_->Stop();
+    server_.Stop();
     events_->Stop();
-    FailCalls("", down);  // what the threads left
+    calls_.FailTask("", down);  // what the threads left
   }
 
   std::string task() const DFLOW_EXCLUDES(mu_) {
@@ -227,14 +228,8 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
 
   // --- requests -------------------------------------------------------------------------------
 
-  void SetCallHandler(CallHandler handler, std::vector<uint16_t> quick_methods)
-      DFLOW_EXCLUDES(handler_run_mu_, quick_run_mu_, handler_mu_) {
-    // Taken in this order, they wait for the handlers running now.
-    MutexLock service(handler_run_mu_);
-    MutexLock quick(quick_run_mu_);
-    MutexLock lock(handler_mu_);
-    handler_ = std::move(handler);
-    quick_methods_ = std::move(quick_methods);
+  void SetCallHandler(CallHandler handler, std::vector<uint16_t> quick_methods) {
+    server_.SetHandler(std::move(handler), std::move(quick_methods));
   }
 
   void CallAsync(const std::string& task, uint16_t method, std::string payload,
@@ -243,12 +238,10 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
     uint64_t id = 0;
     std::string me;
     {
-      MutexLock lock(mu_);
+      MutexLock lock(mu_);  // a Shutdown after this fails the call too
       if (auto it = peers_.find(task); it != peers_.end() && !closed_) peer = it->second.lock();
       if (peer != nullptr) {
-        id = next_call_id_++;
-        calls_[id] = {task, method, std::chrono::steady_clock::now() + timeout, timeout,
-                      std::move(done)};
+        id = calls_.Add(task, nullptr, method, timeout, std::move(done));
         me = task_;
       }
     }
@@ -259,21 +252,22 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
     peer->Serve(weak_from_this(), me, method, std::move(payload), id);
   }
 
-  // At the asked transport: runs the handler for a request on the service thread (on the event
-  // thread for a quick method).
+  // At the asked transport: runs the handler for a request (on the event thread for a quick
+  // method, else on the call server's thread); its reply goes back to the caller's event thread.
   void Serve(std::weak_ptr<Impl> from, std::string from_task, uint16_t method, std::string payload,
-             uint64_t id) DFLOW_EXCLUDES(handler_mu_) {
-    bool quick;
-    {
-      MutexLock lock(handler_mu_);
-      quick =
-          std::find(quick_methods_.begin(), quick_methods_.end(), method) != quick_methods_.end();
-    }
-    auto run = [self = shared_from_this(), from, from_task = std::move(from_task), method,
-                payload = std::move(payload), id, quick]() mutable {
-      self->RunHandler(from, from_task, method, std::move(payload), id, quick);
+             uint64_t id) {
+    Reply reply = [from, id](Result<std::string> r) {
+      if (auto caller = from.lock()) caller->Answer(id, std::move(r));
     };
-    (quick ? events_ : service_)->Post(std::move(run));
+    CallInfo call{std::move(from_task), method};
+    if (!server_.IsQuick(method)) {
+      server_.Serve(std::move(call), std::move(payload), std::move(reply));
+      return;
+    }
+    events_->Post([self = shared_from_this(), call = std::move(call), payload = std::move(payload),
+                   reply = std::move(reply)]() mutable {
+      self->server_.Serve(std::move(call), std::move(payload), std::move(reply));
+    });
   }
 
   // --- tensors --------------------------------------------------------------------------------
@@ -397,89 +391,14 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
   }
 
  private:
-  struct PendingCall {
-    std::string task;
-    uint16_t method = 0;
-    std::chrono::steady_clock::time_point deadline;
-    std::chrono::milliseconds timeout{0};
-    Reply done;
-  };
-
   void Log(std::string_view line) { LogTransportLine(options_, task(), line); }
-
-  void RunHandler(const std::weak_ptr<Impl>& from, const std::string& from_task, uint16_t method,
-                  std::string payload, uint64_t id, bool quick)
-      DFLOW_EXCLUDES(handler_mu_, handler_run_mu_, quick_run_mu_) {
-    Mutex& running = quick ? quick_run_mu_ : handler_run_mu_;
-    MutexLock run(running);
-    CallHandler handler;
-    {
-      MutexLock lock(handler_mu_);
-      handler = handler_;
-    }
-    Reply reply = [from, id](Result<std::string> r) {
-      if (auto caller = from.lock()) caller->Answer(id, std::move(r));
-    };
-    if (!handler) {
-      reply(Unimplemented("task {} serves no requests (method {} asked)", task(), method));
-      return;
-    }
-    handler(CallInfo{from_task, method}, std::move(payload), std::move(reply));
-  }
 
   // At the caller: the answer of call `id`, handed to its `done` on the event thread.
   void Answer(uint64_t id, Result<std::string> result) {
     auto self = shared_from_this();
     events_->Post([self, id, result = std::move(result)]() mutable {
-      Reply done;
-      {
-        MutexLock lock(self->mu_);
-        auto it = self->calls_.find(id);
-        if (it == self->calls_.end()) return;  // ended by its deadline or a lost peer
-        done = std::move(it->second.done);
-        self->calls_.erase(it);
-      }
-      done(std::move(result));
+      self->calls_.End(id, std::move(result));  // unless ended by its deadline or a lost peer
     });
-  }
-
-  // Ends the calls past their deadline (event thread).
-  void ExpireCalls() DFLOW_EXCLUDES(mu_) {
-    std::vector<std::pair<Reply, Status>> expired;
-    const auto now = std::chrono::steady_clock::now();
-    {
-      MutexLock lock(mu_);
-      for (auto it = calls_.begin(); it != calls_.end();) {
-        if (it->second.deadline > now) {
-          ++it;
-          continue;
-        }
-        expired.emplace_back(
-            std::move(it->second.done),
-            DeadlineExceeded("task {} did not answer request {} (method {}) within {} ms",
-                             it->second.task, it->first, it->second.method,
-                             it->second.timeout.count()));
-        it = calls_.erase(it);
-      }
-    }
-    for (auto& [done, why] : expired) done(why);
-  }
-
-  // Fails the pending calls to `task` (every call when empty) with `why`.
-  void FailCalls(const std::string& task, const Status& why) DFLOW_EXCLUDES(mu_) {
-    std::vector<Reply> failed;
-    {
-      MutexLock lock(mu_);
-      for (auto it = calls_.begin(); it != calls_.end();) {
-        if (!task.empty() && it->second.task != task) {
-          ++it;
-          continue;
-        }
-        failed.push_back(std::move(it->second.done));
-        it = calls_.erase(it);
-      }
-    }
-    for (auto& done : failed) done(why);
   }
 
   // A peer's transport is gone: its calls fail, and so does every open step, here and in the
@@ -494,7 +413,7 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
     Log(why.message());
     auto self = shared_from_this();
     events_->Post([self, task, why, steps] {
-      self->FailCalls(task, why);
+      self->calls_.FailTask(task, why);
       for (int64_t step : steps) self->AbortStep(step, why, true);
     });
   }
@@ -547,26 +466,17 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
 
   const TransportOptions options_;
   std::string address_;  // listened on; empty: none
-  std::unique_ptr<EventThread> service_;
   std::unique_ptr<EventThread> events_;
 
   mutable Mutex mu_;
   std::string task_ DFLOW_GUARDED_BY(mu_);
   bool closed_ DFLOW_GUARDED_BY(mu_) = false;
   std::map<std::string, std::weak_ptr<Impl>> peers_ DFLOW_GUARDED_BY(mu_);
-  std::map<uint64_t, PendingCall> calls_ DFLOW_GUARDED_BY(mu_);
-  uint64_t next_call_id_ DFLOW_GUARDED_BY(mu_) = 1;
   StepBoxes<Tensor> boxes_ DFLOW_GUARDED_BY(mu_);
   TransportStats stats_ DFLOW_GUARDED_BY(mu_);
 
-  // A handler runs under handler_run_mu_ (service thread) or quick_run_mu_ (event thread), so
-  // SetCallHandler returns only once no old one runs. Order: handler_run_mu_, quick_run_mu_,
-  // handler_mu_.
-  Mutex handler_run_mu_;
-  Mutex quick_run_mu_;
-  Mutex handler_mu_;
-  CallHandler handler_ DFLOW_GUARDED_BY(handler_mu_);
-  std::vector<uint16_t> quick_methods_ DFLOW_GUARDED_BY(handler_mu_);
+  PendingCalls calls_;  // this task's calls, their deadlines checked by the event thread
+  CallServer server_{"dflow inproc svc", [this] { return task(); }};
 };
 
 Result<std::unique_ptr<InprocTransport>> InprocTransport::Create(TransportOptions options) {

@@ -1,5 +1,5 @@
-// Requests and responses between tasks, and the service thread that runs the call handler
-// (ucx_impl.h).
+// Requests and responses between tasks (ucx_impl.h): the calls waited on are a PendingCalls,
+// and a CallServer runs the handler (transport/).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,32 +10,6 @@ namespace dflow::transport {
 
 using namespace internal;
 
-void UcxEngine::SetCallHandler(Transport::CallHandler handler,
-                               std::vector<uint16_t> quick_methods) {
-  MutexLock running(handler_run_mu_);  // waits for a handler call in progress
-  MutexLock running_quick(quick_run_mu_);
-  MutexLock lock(service_mu_);
-  handler_ = std::move(handler);
-  quick_methods_ = std::move(quick_methods);
-}
-
-void UcxEngine::ServiceLoop() {
-  pthread_setname_np(pthread_self(), "dflow service");
-  for (;;) {
-    std::function<void()> job;
-    {
-      MutexLock lock(service_mu_);
-      service_cv_.Wait(service_mu_, [&]() DFLOW_REQUIRES(service_mu_) {
-        return service_stop_ || !service_queue_.empty();
-      });
-      if (service_stop_) return;
-      job = std::move(service_queue_.front());
-      service_queue_.pop_front();
-    }
-    job();
-  }
-}
-
 void UcxEngine::CallAsync(const std::string& task, uint16_t method, std::string payload,
                           std::chrono::milliseconds timeout, Transport::Reply done) {
   if (payload.size() > kMaxCallBytes) {
@@ -43,33 +17,22 @@ void UcxEngine::CallAsync(const std::string& task, uint16_t method, std::string 
                          payload.size(), kMaxCallBytes));
     return;
   }
-  uint64_t id;
   Peer* peer;
+  uint64_t id = 0;
   {
+    // Added under mu_: a shutdown that forgets the peers after this fails the call too.
     MutexLock lock(mu_);
     peer = ReadyPeer(task);
-    if (peer == nullptr) {
-      lock.Unlock();
-      done(Unavailable("no connection to task {} for a request", task));
-      return;
-    }
-    id = next_call_id_++;
+    if (peer != nullptr) id = calls_.Add(task, peer, method, timeout, std::move(done));
+  }
+  if (peer == nullptr) {
+    done(Unavailable("no connection to task {} for a request", task));
+    return;
   }
   auto header = Encode(CallRequest{id, method});
   if (!header.ok()) {
-    done(header.status());
+    calls_.End(id, header.status());
     return;
-  }
-  {
-    MutexLock lock(mu_);
-    PendingCall& call = calls_[id];
-    call.peer = peer;
-    call.task = task;
-    call.method = method;
-    call.timeout = timeout;
-    call.deadline = std::chrono::steady_clock::now() + timeout;
-    call.done = std::move(done);
-    UpdateNextDeadline();
   }
   auto* op = new SendOp;
   op->impl = this;
@@ -82,72 +45,6 @@ void UcxEngine::CallAsync(const std::string& task, uint16_t method, std::string 
   Post([this, op] { StartSend(op); });
   // A deadline sooner than the progress thread's longest sleep must wake it.
   if (timeout < std::chrono::milliseconds(kMaxSleepMs)) Post([] {});
-}
-
-void UcxEngine::UpdateNextDeadline() {
-  int64_t next = INT64_MAX;
-  for (const auto& [id, call] : calls_) {
-    next = std::min<int64_t>(next, call.deadline.time_since_epoch().count());
-  }
-  next_deadline_ns_.store(next, std::memory_order_relaxed);
-}
-
-Transport::Reply UcxEngine::TakeCall(uint64_t id, Peer* from) {
-  auto it = calls_.find(id);
-  if (it == calls_.end() || (from != nullptr && it->second.peer != from)) return nullptr;
-  Transport::Reply done = std::move(it->second.done);
-  calls_.erase(it);
-  UpdateNextDeadline();
-  return done;
-}
-
-void UcxEngine::ExpireCalls() {
-  const auto now = std::chrono::steady_clock::now();
-  if (now.time_since_epoch().count() < next_deadline_ns_.load(std::memory_order_relaxed)) return;
-  std::vector<std::pair<Transport::Reply, Status>> expired;
-  {
-    MutexLock lock(mu_);
-    for (auto it = calls_.begin(); it != calls_.end();) {
-      if (it->second.deadline > now) {
-        ++it;
-        continue;
-      }
-      const PendingCall& c = it->second;
-      expired.emplace_back(
-          std::move(it->second.done),
-          DeadlineExceeded("task {} did not answer request {} (method {}) within {} ms", c.task,
-                           it->first, c.method, c.timeout.count()));
-      it = calls_.erase(it);
-    }
-    UpdateNextDeadline();
-  }
-  for (auto& [done, why] : expired) done(why);
-}
-
-void UcxEngine::FailCall(uint64_t call_id, const Status& why) {
-  Transport::Reply done;
-  {
-    MutexLock lock(mu_);
-    done = TakeCall(call_id, nullptr);
-  }
-  if (done) done(why);
-}
-
-void UcxEngine::FailCalls(Peer* peer, const Status& why) {
-  std::vector<Transport::Reply> failed;
-  {
-    MutexLock lock(mu_);
-    for (auto it = calls_.begin(); it != calls_.end();) {
-      if (it->second.peer == peer) {
-        failed.push_back(std::move(it->second.done));
-        it = calls_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    UpdateNextDeadline();
-  }
-  for (auto& done : failed) done(why);
 }
 
 ucs_status_t UcxEngine::TakePayload(void* data, size_t length, const ucp_am_recv_param_t* param,
@@ -207,48 +104,11 @@ ucs_status_t UcxEngine::OnRequest(void* arg, const void* header, size_t header_l
       self->Respond(peer, r.call_id, s);
       return;
     }
-    self->Serve(from, r, std::move(bytes), peer);
+    self->server_.Serve(Transport::CallInfo{from, r.method}, std::move(bytes),
+                        [self, peer, id = r.call_id](Result<std::string> result) {
+                          self->Respond(peer, id, std::move(result));
+                        });
   });
-}
-
-void UcxEngine::Serve(const std::string& from, CallRequest request, std::string payload,
-                      Peer* peer) {
-  {
-    MutexLock lock(service_mu_);
-    if (std::find(quick_methods_.begin(), quick_methods_.end(), request.method) ==
-        quick_methods_.end()) {
-      service_queue_.push_back([this, from, request, peer, payload = std::move(payload)]() mutable {
-        MutexLock running(handler_run_mu_);
-        CallHandler(from, request, std::move(payload), peer);
-      });
-      lock.Unlock();
-      service_cv_.NotifyOne();
-      return;
-    }
-  }
-  MutexLock running(quick_run_mu_);
-  CallHandler(from, request, std::move(payload), peer);
-}
-
-void UcxEngine::CallHandler(const std::string& from, const CallRequest& request,
-                            std::string payload, Peer* peer) {
-  Transport::CallHandler handler;
-  {
-    MutexLock lock(service_mu_);
-    handler = handler_;
-  }
-  if (!handler) {
-    Respond(peer, request.call_id,
-            Unimplemented("task {} serves no requests (method {} asked)", task(), request.method));
-    return;
-  }
-  uint64_t id = request.call_id;
-  auto replied = std::make_shared<std::atomic<bool>>(false);
-  handler(Transport::CallInfo{from, request.method}, std::move(payload),
-          [this, peer, id, replied](Result<std::string> result) {
-            if (replied->exchange(true)) return;  // exactly once
-            Respond(peer, id, std::move(result));
-          });
 }
 
 void UcxEngine::Respond(Peer* peer, uint64_t call_id, Result<std::string> result) {
@@ -279,30 +139,19 @@ ucs_status_t UcxEngine::OnResponse(void* arg, const void* header, size_t header_
   if (peer == nullptr || !response.ok()) {
     return self->Drop("a malformed response or one from an unknown endpoint");
   }
-  {
-    // Only the task asked may answer.
-    MutexLock lock(self->mu_);
-    auto it = self->calls_.find(response->call_id);
-    if (it == self->calls_.end() || it->second.peer != peer) {
-      lock.Unlock();
-      return self->Drop(
-          fmt::format("a response to request {} nobody waits for", response->call_id));
-    }
+  // Only the task asked may answer.
+  if (!self->calls_.Awaits(response->call_id, peer)) {
+    return self->Drop(fmt::format("a response to request {} nobody waits for", response->call_id));
   }
   CallResponse r = std::move(response).value();
   return self->TakePayload(data, length, param, [self, r, peer](Status s, std::string bytes) {
-    Transport::Reply done;
-    {
-      MutexLock lock(self->mu_);
-      done = self->TakeCall(r.call_id, peer);
-    }
-    if (!done) return;  // ended by its deadline meanwhile
+    // Ended meanwhile by its deadline, or not.
     if (!s.ok()) {
-      done(s);
+      self->calls_.End(r.call_id, s, peer);
     } else if (!r.status.ok()) {
-      done(r.status);
+      self->calls_.End(r.call_id, r.status, peer);
     } else {
-      done(std::move(bytes));
+      self->calls_.End(r.call_id, std::move(bytes), peer);
     }
   });
 }

@@ -8,7 +8,8 @@
 // Threads: the progress thread drives the UCX worker, or lends it to a step's thread that waits
 // for a Recv and polls it (Poll, framework/progress.h): every ucp_* call but ucp_worker_signal
 // runs under progress_mu_, and "progress thread" below means whichever thread holds it. mu_
-// guards the peers, step boxes, calls and figures; callbacks run outside mu_.
+// guards the peers, step boxes and figures; callbacks run outside mu_. The calls waited on
+// (PendingCalls) and the call handler (CallServer) keep their own locks.
 #pragma once
 
 #include <sys/socket.h>
@@ -32,8 +33,12 @@
 #include "framework/rendezvous_table.h"
 #include "graph/mutex.h"
 #include "graph/thread_annotations.h"
+#include "transport/call_server.h"
+#include "transport/pending_calls.h"
 #include "transport/step_boxes.h"
 #include "transport/step_rendezvous.h"
+#include "transport/task_cache.h"
+#include "transport/ucx/peer_memory.h"
 #include "transport/ucx/ucx_options.h"
 #include "transport/ucx/wire.h"
 
@@ -154,7 +159,7 @@ class UcxEngine : public ProgressEngine, public StepHost {
   }
   std::vector<std::string> peers() const;
   // TaskOfDevice, remembered for the devices seen (every Send and arriving tensor asks).
-  Result<std::string> TaskOf(std::string_view device) DFLOW_EXCLUDES(task_cache_mu_);
+  Result<std::string> TaskOf(std::string_view device) { return task_cache_.TaskOf(device); }
   // Rendezvous::TakesDeviceMemory: the Recv of `key` is in this task, or in a task of this host
   // (its SameHost probe succeeded), which reads device memory by the handle a Send exports.
   bool TakesDeviceMemory(const RendezvousKey& key) override DFLOW_EXCLUDES(mu_);
@@ -179,8 +184,9 @@ class UcxEngine : public ProgressEngine, public StepHost {
   const UcxTransportOptions& options() const { return options_; }
 
   // Requests (ucx_calls.cc).
-  void SetCallHandler(Transport::CallHandler handler, std::vector<uint16_t> quick_methods)
-      DFLOW_EXCLUDES(service_mu_, handler_run_mu_, quick_run_mu_);
+  void SetCallHandler(Transport::CallHandler handler, std::vector<uint16_t> quick_methods) {
+    server_.SetHandler(std::move(handler), std::move(quick_methods));
+  }
   void CallAsync(const std::string& task, uint16_t method, std::string payload,
                  std::chrono::milliseconds timeout, Transport::Reply done) DFLOW_EXCLUDES(mu_);
   uint64_t incarnation() const { return incarnation_; }
@@ -321,16 +327,7 @@ class UcxEngine : public ProgressEngine, public StepHost {
   ucs_status_t TakePayload(void* data, size_t length, const ucp_am_recv_param_t* param,
                            std::function<void(Status, std::string)> then);
   static void BlobDone(void* request, ucs_status_t status, size_t length, void* user_data);
-  // Runs the handler for `request` now, on the service thread or, for a quick method, on the
-  // progress thread.
-  void Serve(const std::string& from, CallRequest request, std::string payload, Peer* peer)
-      DFLOW_EXCLUDES(service_mu_);
-  void CallHandler(const std::string& from, const CallRequest& request, std::string payload,
-                   Peer* peer) DFLOW_EXCLUDES(service_mu_);
   void Respond(Peer* peer, uint64_t call_id, Result<std::string> result);
-  void FailCalls(Peer* peer, const Status& why) DFLOW_EXCLUDES(mu_);
-  void FailCall(uint64_t call_id, const Status& why) DFLOW_EXCLUDES(mu_);
-  void ServiceLoop() DFLOW_EXCLUDES(service_mu_);
 
   // A tensor from arrival.from_task for `key` arrives in its step's table (the step's box in
   // *box): the Recv that waited for it, taken out (*waiting; `arrival` left to the caller), or
@@ -362,13 +359,7 @@ class UcxEngine : public ProgressEngine, public StepHost {
   std::chrono::microseconds hot_spin_{0};  // polling without yielding after work (Loop sets)
   uint64_t pulling_bytes_ = 0;             // progress thread: of tensors and payloads being pulled
 
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
-  };
-  Mutex task_cache_mu_;
-  std::unordered_map<std::string, std::string, StringHash, std::equal_to<>> task_cache_
-      DFLOW_GUARDED_BY(task_cache_mu_);
+  TaskCache task_cache_;
 
   Mutex queue_mu_;
   std::vector<std::function<void()>> queue_ DFLOW_GUARDED_BY(queue_mu_);
@@ -413,21 +404,7 @@ class UcxEngine : public ProgressEngine, public StepHost {
   // Retires the memfds of every held tensor: their receivers may still map them (at the end).
   void RetireHeld() DFLOW_EXCLUDES(mu_);
 
-  // Memfds of same-host peers mapped here, by (pid, inode). Progress thread only. A tensor
-  // borrowed from one holds its mapping; idle ones are unmapped, least recently used first,
-  // when more than kMaxIdleMappedBytes or kMaxMappings would stay.
-  struct Mapping {
-    void* base = nullptr;
-    size_t size = 0;
-    uint64_t last_used = 0;
-    ~Mapping();
-  };
-  static constexpr size_t kMaxIdleMappedBytes = size_t{256} << 20;
-  static constexpr size_t kMaxMappings = 1024;
-  std::map<std::pair<int, uint64_t>, std::shared_ptr<Mapping>> mappings_;
-  uint64_t mapping_clock_ = 0;
-  // The peer's memfd holding `region`, mapped here (progress thread), or why not.
-  Result<std::shared_ptr<Mapping>> MapPeerMemory(int pid, const SharedRegion& region);
+  PeerMappings mappings_;  // progress thread only
   // Tensors borrowed from peers (mapped) tell their sender when they die through this, which
   // outlives the engine: `impl` is null once it is gone.
   struct Releaser {
@@ -440,39 +417,11 @@ class UcxEngine : public ProgressEngine, public StepHost {
   // the mapped memfd, whose death answers TensorRefDone (progress thread).
   Result<Tensor> Borrow(Peer* peer, int pid, const TensorRef& ref);
 
-  // Calls this process waits on, by id: each ends once, by its reply, its connection's loss or
-  // its deadline (which the progress thread checks), and `done` then runs outside mu_.
-  struct PendingCall {
-    Peer* peer = nullptr;
-    std::string task;
-    uint16_t method = 0;
-    std::chrono::steady_clock::time_point deadline;
-    std::chrono::milliseconds timeout{0};
-    Transport::Reply done;
-  };
-  uint64_t next_call_id_ DFLOW_GUARDED_BY(mu_) = 1;
-  std::unordered_map<uint64_t, PendingCall> calls_ DFLOW_GUARDED_BY(mu_);
-  // The earliest deadline of calls_ (max when none), read by the progress thread without mu_.
-  std::atomic<int64_t> next_deadline_ns_{INT64_MAX};
-  // Ends the calls whose deadline has passed (progress thread).
-  void ExpireCalls() DFLOW_EXCLUDES(mu_);
-  // Takes call `id` out of calls_ (null `done` when it already ended).
-  Transport::Reply TakeCall(uint64_t id, Peer* from) DFLOW_REQUIRES(mu_);
-  void UpdateNextDeadline() DFLOW_REQUIRES(mu_);
-
-  // The service thread runs the call handler, so a slow handler never stalls progress; the
-  // progress thread runs it for quick methods. A handler runs under handler_run_mu_ (service
-  // thread) or quick_run_mu_ (progress thread), so SetCallHandler returns only once no old
-  // handler runs. Order: handler_run_mu_, quick_run_mu_, service_mu_.
-  Mutex handler_run_mu_;
-  Mutex quick_run_mu_;
-  Mutex service_mu_;
-  CondVar service_cv_;
-  Transport::CallHandler handler_ DFLOW_GUARDED_BY(service_mu_);
-  std::vector<uint16_t> quick_methods_ DFLOW_GUARDED_BY(service_mu_);
-  std::deque<std::function<void()>> service_queue_ DFLOW_GUARDED_BY(service_mu_);
-  bool service_stop_ DFLOW_GUARDED_BY(service_mu_) = false;
-  std::thread service_;
+  // Calls this process waits on (their deadlines checked by the progress thread), tagged with
+  // their Peer*.
+  PendingCalls calls_;
+  // Runs the call handler: on its service thread, or on the progress thread for quick methods.
+  CallServer server_{"dflow service", [this] { return task(); }};
 };
 
 }  // namespace dflow::transport

@@ -122,7 +122,7 @@ bool UcxEngine::Turn() {
   {
     MutexLock lock(progress_mu_);
     Driving driving(this);
-    ExpireCalls();
+    calls_.Expire();
     if (std::chrono::steady_clock::now() >= next_check_) CheckPeers();
     if (ProgressOnce() || stop_.load()) return false;
   }

@@ -86,8 +86,8 @@ void UcxEngine::FinishSend(SendOp* op, ucs_status_t status) {
     PeerFailed(op->peer, status);  // Connect learns it at once
   }
   if (op->type == MessageType::kCallRequest && status != UCS_OK) {
-    FailCall(op->call_id,
-             Unavailable("sending request {} failed: {}", op->what, ucs_status_string(status)));
+    calls_.End(op->call_id,
+               Unavailable("sending request {} failed: {}", op->what, ucs_status_string(status)));
   }
   if (op->type == MessageType::kTensor || ByReference(op->type)) {
     const bool by_reference = ByReference(op->type);

@@ -250,7 +250,6 @@ Status UcxEngine::Start() {
     bound_address_ = FormatAddress(attr.sockaddr);
   }
   thread_ = std::thread([this] { Loop(); });
-  service_ = std::thread([this] { ServiceLoop(); });
   if (options_.polled_by_steps) {
     AddProgressEngine(this);
     polled_ = true;
@@ -275,14 +274,7 @@ UcxEngine::~UcxEngine() {
       AbortStep(step, Cancelled("the transport of task {} is shutting down", task()), false);
     }
   }
-  if (service_.joinable()) {
-    {
-      MutexLock lock(service_mu_);
-      service_stop_ = true;
-    }
-    service_cv_.NotifyAll();
-    service_.join();
-  }
+  server_.Stop();
   if (thread_.joinable()) {
     Post([this] {
       ShutdownOnThread();
@@ -292,7 +284,7 @@ UcxEngine::~UcxEngine() {
   } else {
     ShutdownOnThread();
   }
-  mappings_.clear();
+  mappings_.Clear();
   RetireHeld();
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
   if (context_ != nullptr) ucp_cleanup(context_);
@@ -334,15 +326,7 @@ void UcxEngine::ShutdownOnThread() {
     ucp_listener_destroy(listener_);
     listener_ = nullptr;
   }
-  std::vector<Transport::Reply> unanswered;
-  {
-    MutexLock lock(mu_);
-    for (auto& [id, call] : calls_) unanswered.push_back(std::move(call.done));
-    calls_.clear();
-  }
-  for (auto& done : unanswered) {
-    done(Cancelled("the transport of task {} is shutting down", task()));
-  }
+  calls_.FailTask("", Cancelled("the transport of task {} is shutting down", task()));
 }
 
 // --- peers ------------------------------------------------------------------------------------
@@ -471,20 +455,6 @@ Result<std::string> UcxEngine::Connect(const std::string& address, const std::st
   }
   if (peer->state != Peer::State::kReady) return peer->failure;
   return peer->task;
-}
-
-Result<std::string> UcxEngine::TaskOf(std::string_view device) {
-  {
-    MutexLock lock(task_cache_mu_);
-    auto it = task_cache_.find(device);
-    if (it != task_cache_.end()) return it->second;
-  }
-  ASSIGN_OR_RETURN(std::string task, TaskOfDevice(device));
-  MutexLock lock(task_cache_mu_);
-  // Names come from the network too: the cache stays bounded whatever arrives.
-  if (task_cache_.size() >= 1024) task_cache_.clear();
-  task_cache_.emplace(device, task);
-  return task;
 }
 
 std::vector<std::string> UcxEngine::peers() const {
@@ -795,7 +765,7 @@ void UcxEngine::PeerFailed(Peer* peer, ucs_status_t status, std::string_view rea
     }
   }
   if (!why.ok() && !steps.empty()) Log(why.message());
-  FailCalls(peer, why);
+  calls_.FailPeer(peer, why);
   // Every open step may be waiting on this peer: fail them all, here and in the other tasks.
   for (int64_t step : steps) AbortStep(step, why, true);
   deferred_.push_back([this, peer] { CloseEndpoint(peer); });
