@@ -3,13 +3,14 @@
 // The stages of a step, each a function of the previous stage's output (docs/architecture.md
 // draws them):
 //
-//   CreateSessionDevices(options)             -> devices, DeviceSet   runtime/session_devices.h
-//   PlaceForSession(graph, set, options)      -> PlacementReport      runtime/session_devices.h
-//   NeededNodes(graph, spec)                  -> the pruned nodes     rewrite/prune.h
-//   PartitionGraph(graph, devices, device_of) -> PartitionedGraph     partition/partition.h
-//   ShareOf / BindShare                       -> each partition's PlanSpec
-//   partition/partition_share.h CompileForDevice(partition, spec, device) -> ExecutionPlan (below)
-//   PartitionedPlan::Compile(...)             -> PartitionedPlan      runtime/partitioned_plan.h
+//   CreateSessionDevices(options)         -> devices, DeviceSet  runtime/session_devices.h
+//   PlaceForSession(graph, set, options)  -> PlacementReport     runtime/session_devices.h
+//   ResolveRun(graph, feeds, ...)         -> PlanSpec            runtime/run_signature.h
+//   NeededNodes(graph, spec)              -> the pruned nodes    rewrite/prune.h
+//   PartitionGraph(graph, set, device_of) -> PartitionedGraph    partition/partition.h
+//   ShareOf, BindShare                    -> each part's spec    partition/partition_share.h
+//   CompileForDevice(part, spec, device)  -> ExecutionPlan       (below)
+//   PartitionedPlan::Compile(...)         -> PartitionedPlan     runtime/partitioned_plan.h
 //
 // A session (runtime/session.h) is a cache of compiled signatures in front of these; tools call
 // them directly (dflow-dot places without a session).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzes the file loaders (graph files in both forms, checkpoints, .npy arrays) and the decoders
-# of the messages between processes (transport/wire.h) and of the requests' payloads
+# of the messages between processes (transport/ucx/wire.h) and of the requests' payloads
 # (distributed/messages.h) with libFuzzer,
 # for a bounded time per target.
 #
