@@ -74,22 +74,8 @@ TEST(DistributedSessionTest, MlpTrainsAcrossTwoWorkerProcessesAsInOne) {
   }
 
   // The same graph in this process, every node on one device.
-  Mlp local_model("", "");
-  auto local = Session::Create(local_model.root);
-  ASSERT_TRUE(local.ok()) << local.status().ToString();
-
-  ASSERT_TRUE((*dist)->Run({}, {}, model.init).ok());
-  ASSERT_TRUE((*local)->Run({}, {}, local_model.init).ok());
-  for (int s = 0; s < 4; ++s) {
-    auto feeds = MlpBatch(s);
-    auto d = (*dist)->Run(feeds, {model.loss.name()}, {model.step.name()});
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    auto l = (*local)->Run(feeds, {local_model.loss.name()}, {local_model.step.name()});
-    ASSERT_TRUE(l.ok()) << l.status().ToString();
-    float dl = (*d)[0].data<float>()[0];
-    float ll = (*l)[0].data<float>()[0];
-    EXPECT_NEAR(dl, ll, 1e-5f * std::max(1.0f, std::abs(ll))) << "step " << s;
-  }
+  std::unique_ptr<Session> local = TrainsAsOnOneDevice(**dist, model);
+  ASSERT_NE(local, nullptr);
   // A traced step: the nodes of both workers' devices, on this host's steady clock, with every
   // Recv paired with a Send of the other task.
   StepTrace trace;
@@ -97,8 +83,8 @@ TEST(DistributedSessionTest, MlpTrainsAcrossTwoWorkerProcessesAsInOne) {
   ASSERT_TRUE(
       (*dist)->Run(MlpBatch(9), {model.loss.name()}, {model.step.name()}, {.trace = &trace}).ok());
   const int64_t after = TraceClockNs();
-  ASSERT_TRUE((*local)->Run(MlpBatch(9), {}, {local_model.step.name()}).ok());  // in step
-  EXPECT_EQ(trace.step, 6);  // init, four steps, this one
+  ASSERT_TRUE(local->Run(MlpBatch(9), {}, {model.step.name()}).ok());  // in step
+  EXPECT_EQ(trace.step, 6);                                            // init, four steps, this one
   ASSERT_EQ(trace.devices.size(), 2u);
   std::map<std::string, std::string> send_device;  // transfer key -> device of its Send
   int recvs = 0;
@@ -137,7 +123,7 @@ TEST(DistributedSessionTest, MlpTrainsAcrossTwoWorkerProcessesAsInOne) {
   EXPECT_TRUE((*dist)->MeasuredNodeCosts().seconds.empty());
   ASSERT_TRUE(
       (*dist)->Run(MlpBatch(10), {model.loss.name()}, {model.step.name()}, {.profile = true}).ok());
-  ASSERT_TRUE((*local)->Run(MlpBatch(10), {}, {local_model.step.name()}).ok());
+  ASSERT_TRUE(local->Run(MlpBatch(10), {}, {model.step.name()}).ok());
   MeasuredCosts measured = (*dist)->MeasuredNodeCosts();
   ASSERT_EQ(measured.seconds.size(), 1u);
   const auto& cpu = measured.seconds["CPU"];
@@ -162,7 +148,7 @@ TEST(DistributedSessionTest, MlpTrainsAcrossTwoWorkerProcessesAsInOne) {
   // The trained weights, read back from both workers.
   for (size_t i = 0; i < model.weights.size(); ++i) {
     auto d = (*dist)->Run({}, {model.weights[i].name()});
-    auto l = (*local)->Run({}, {local_model.weights[i].name()});
+    auto l = local->Run({}, {model.weights[i].name()});
     ASSERT_TRUE(d.ok() && l.ok());
     auto dv = (*d)[0].ToVector<float>(), lv = (*l)[0].ToVector<float>();
     ASSERT_EQ(dv.size(), lv.size());

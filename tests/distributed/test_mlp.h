@@ -2,6 +2,11 @@
 // `first`, the rest (with the loss) on `rest`; and random batches for it.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -52,6 +57,33 @@ inline Session::Feeds MlpBatch(int seed, int64_t n = 32) {
   for (float& v : x.flat<float>()) v = std::uniform_real_distribution<float>(0, 1)(gen);
   for (int64_t i = 0; i < n; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(gen() % 10);
   return {{"x", x}, {"labels", y}};
+}
+
+// Initialises `dist` (a session over `model`'s graph) and the same MLP in a session of one
+// device, then trains both `steps` steps on the same batches, expecting the same loss each step
+// (to 1e-5, relative). The one-device session, in step with `dist` (its nodes have `model`'s
+// names), or null after a failure.
+inline std::unique_ptr<Session> TrainsAsOnOneDevice(Session& dist, const Mlp& model,
+                                                    int steps = 4) {
+  Mlp one("", "");
+  auto local = Session::Create(one.root);
+  EXPECT_TRUE(local.ok()) << local.status().ToString();
+  if (!local.ok()) return nullptr;
+  Status s = dist.Run({}, {}, model.init).status();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  s = (*local)->Run({}, {}, one.init).status();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  for (int i = 0; i < steps; ++i) {
+    auto feeds = MlpBatch(i);
+    auto d = dist.Run(feeds, {model.loss.name()}, {model.step.name()});
+    auto l = (*local)->Run(feeds, {one.loss.name()}, {one.step.name()});
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    if (!d.ok() || !l.ok()) return nullptr;
+    const float ll = (*l)[0].data<float>()[0];
+    EXPECT_NEAR((*d)[0].data<float>()[0], ll, 1e-5f * std::max(1.0f, std::abs(ll))) << "step " << i;
+  }
+  return std::move(local).value();
 }
 
 }  // namespace dflow::distributed::test_mlp
