@@ -9,14 +9,22 @@
 
 namespace dflow::common {
 
+// The current values of Adam's variables, valid while their locks are held.
+struct AdamValues {
+  const Tensor& var;
+  const Tensor& m;
+  const Tensor& v;
+  const Tensor& step;
+};
+
 // Where the new values of Adam's variables go: each one's current buffer when that is safe
 // (UpdateTarget), else a fresh one.
 struct AdamTargets {
   Tensor var, m, v, step;
 };
 
-// Derived::Run(ctx, grad, lr, dst) with the four locks held: reads the current values through
-// Value(a_.var) and the like and writes the new ones, step counter included, into `dst`.
+// Derived::Run(ctx, grad, lr, cur, dst), called with the four locks held: computes from the
+// current values `cur` and writes the new ones, step counter included, into `dst`.
 template <typename Derived>
 class AdamBase : public KernelBase<Derived> {
  public:
@@ -31,7 +39,8 @@ class AdamBase : public KernelBase<Derived> {
     ASSIGN_OR_RETURN(dst.m, UpdateTarget(ctx, a_.m));
     ASSIGN_OR_RETURN(dst.v, UpdateTarget(ctx, a_.v));
     ASSIGN_OR_RETURN(dst.step, UpdateTarget(ctx, a_.step));
-    RETURN_IF_ERROR(this->derived().Run(ctx, grad, lr, dst));
+    const AdamValues cur{Value(a_.var), Value(a_.m), Value(a_.v), Value(a_.step)};
+    RETURN_IF_ERROR(this->derived().Run(ctx, grad, lr, cur, dst));
     Value(a_.var) = dst.var;
     Value(a_.m) = dst.m;
     Value(a_.v) = dst.v;

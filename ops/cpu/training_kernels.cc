@@ -128,13 +128,13 @@ template <typename T>
 class ApplyAdamKernel : public common::AdamBase<ApplyAdamKernel> {
  public:
   using AdamBase::AdamBase;
-  Status Run(KernelContext&, const Tensor& grad, const Tensor& lr, common::AdamTargets& dst)
-      DFLOW_REQUIRES(a_.var.var->mu, a_.m.var->mu, a_.v.var->mu, a_.step.var->mu) {
-    const int64_t t = Value(a_.step).data<int64_t>()[0] + 1;
+  Status Run(KernelContext&, const Tensor& grad, const Tensor& lr, const common::AdamValues& cur,
+             common::AdamTargets& dst) {
+    const int64_t t = cur.step.data<int64_t>()[0] + 1;
     dst.step.data<int64_t>()[0] = t;
-    const Tensor& var = Value(a_.var);
-    const Tensor& m = Value(a_.m);
-    const Tensor& v = Value(a_.v);
+    const Tensor& var = cur.var;
+    const Tensor& m = cur.m;
+    const Tensor& v = cur.v;
     double correction =
         std::sqrt(1 - std::pow(a_.beta2, double(t))) / (1 - std::pow(a_.beta1, double(t)));
     return DispatchFloat(var.dtype(), [&]<typename T>() -> Status {

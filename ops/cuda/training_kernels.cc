@@ -22,20 +22,20 @@ using common::VarRef;
 class ApplyAdamKernel : public common::AdamBase<ApplyAdamKernel> {
  public:
   using AdamBase::AdamBase;
-  Status Run(KernelContext& ctx, const Tensor& grad, const Tensor& lr, common::AdamTargets& dst)
-      DFLOW_REQUIRES(a_.var.var->mu, a_.m.var->mu, a_.v.var->mu, a_.step.var->mu) {
+  Status Run(KernelContext& ctx, const Tensor& grad, const Tensor& lr,
+             const common::AdamValues& cur, common::AdamTargets& dst) {
     ASSIGN_OR_RETURN(ElemType type, TypeOf(grad, /*floats_only=*/true));
     ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
     ASSIGN_OR_RETURN(Tensor scratch, ctx.AllocateTemp(2 * sizeof(double)));
     AdamArgs args{.grad = grad.raw_data(),
-                  .w = Value(a_.var).raw_data(),
-                  .m = Value(a_.m).raw_data(),
-                  .v = Value(a_.v).raw_data(),
+                  .w = cur.var.raw_data(),
+                  .m = cur.m.raw_data(),
+                  .v = cur.v.raw_data(),
                   .w_out = dst.var.raw_data(),
                   .m_out = dst.m.raw_data(),
                   .v_out = dst.v.raw_data(),
                   .lr = lr.raw_data(),
-                  .step_in = Value(a_.step).data<int64_t>(),
+                  .step_in = cur.step.data<int64_t>(),
                   .step_out = dst.step.data<int64_t>(),
                   .scratch = static_cast<double*>(scratch.raw_data()),
                   .beta1 = a_.beta1,
