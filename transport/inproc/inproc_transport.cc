@@ -175,7 +175,7 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
     std::string named;
     Result<std::string> out = [&]() -> Result<std::string> {
       MutexLock lock(mu_);
-      auto refused = [&](std::string_view reason) {
+      auto refused = [&](std::string_view reason) DFLOW_REQUIRES(mu_) {
         return fmt::format("task {} at {} refused the connection: {}",
                            task_.empty() ? "(unnamed)" : task_, address_, reason);
       };
