@@ -1,6 +1,7 @@
-// What the optimizer kernels of every device share (ops/common/kernel_base.h): ApplyAdam and
-// ApplyAdamW lock their four variables, check them (variable_update.h), choose where each new
-// value goes and store the new values once the device's kernel has written them.
+// What the optimizer kernels of every device share (ops/common/kernel_base.h): ApplySGD,
+// ApplyMomentum, ApplyAdam and ApplyAdamW lock their variables, check them (variable_update.h),
+// choose where each new value goes and store the new values once the device's kernel has
+// written them.
 #pragma once
 
 #include "graph/mutex.h"
@@ -51,6 +52,54 @@ class AdamBase : public KernelBase<Derived> {
 
  protected:
   const AdamOperands a_;
+};
+
+// ApplySGD (kMomentum false: var, lr, grad) and ApplyMomentum (var, accum, lr, grad, with
+// momentum_ and nesterov_): Derived::Run(ctx, grad, lr, var, accum, var_dst, accum_dst), called
+// with the locks held, computes from the current values `var` and `accum` (null for SGD) and
+// writes the new ones into `var_dst` and `accum_dst` (null for SGD).
+template <typename Derived, bool kMomentum>
+class MomentumBase : public KernelBase<Derived> {
+ public:
+  explicit MomentumBase(const KernelInit& init) : var_(LookupVariable(init, 0)) {
+    if constexpr (kMomentum) {
+      accum_ = LookupVariable(init, 1);
+      momentum_ = std::get<double>(*init.node.FindAttr("momentum"));
+      nesterov_ = std::get<bool>(*init.node.FindAttr("nesterov"));
+    }
+  }
+  Status Compute(KernelContext& ctx) final {
+    const Tensor& lr = ctx.input(kMomentum ? 2 : 1);
+    const Tensor& grad = ctx.input(kMomentum ? 3 : 2);
+    if constexpr (kMomentum) {
+      MutexLocks lock(var_.var->mu, accum_.var->mu);
+      RETURN_IF_ERROR(CheckInitialized(var_));
+      RETURN_IF_ERROR(CheckInitialized(accum_));
+      RETURN_IF_ERROR(CheckGrad(var_, grad, lr));
+      RETURN_IF_ERROR(CheckGrad(accum_, grad, lr));
+      ASSIGN_OR_RETURN(Tensor var_dst, UpdateTarget(ctx, var_));
+      ASSIGN_OR_RETURN(Tensor accum_dst, UpdateTarget(ctx, accum_));
+      RETURN_IF_ERROR(
+          this->derived().Run(ctx, grad, lr, Value(var_), &Value(accum_), var_dst, &accum_dst));
+      Value(accum_) = accum_dst;
+      Value(var_) = var_dst;
+      ctx.set_output(0, Value(var_));
+    } else {
+      MutexLock lock(var_.var->mu);
+      RETURN_IF_ERROR(CheckInitialized(var_));
+      RETURN_IF_ERROR(CheckGrad(var_, grad, lr));
+      ASSIGN_OR_RETURN(Tensor var_dst, UpdateTarget(ctx, var_));
+      RETURN_IF_ERROR(this->derived().Run(ctx, grad, lr, Value(var_), nullptr, var_dst, nullptr));
+      Value(var_) = var_dst;
+      ctx.set_output(0, Value(var_));
+    }
+    return Status::OK();
+  }
+
+ protected:
+  VarRef var_, accum_;  // accum_: ApplyMomentum's only
+  double momentum_ = 0;
+  bool nesterov_ = false;
 };
 
 }  // namespace dflow::common

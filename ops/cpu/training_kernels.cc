@@ -1,83 +1,48 @@
 // CPU kernels of the optimizer updates: ApplySGD, ApplyMomentum (with Nesterov) and ApplyAdam
-// (with AdamW's decoupled weight decay). Each locks the variables it updates (MutexLocks,
-// deadlock-free across several) and writes in place when that is safe (variable_update.h).
+// (with AdamW's decoupled weight decay). Their bases (ops/common/training_kernels.h) lock the
+// variables (MutexLocks, deadlock-free across several), check them and choose where the new
+// values go, in place when that is safe (variable_update.h); these compute them.
 #include "ops/common/training_kernels.h"
 
 #include <cmath>
 
-#include "ops/common/variable_update.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
 #include "ops/cpu/parallel.h"
 
 namespace dflow::cpu {
-
-using common::CheckGrad;
-using common::CheckInitialized;
-using common::LookupVariable;
-using common::UpdateTarget;
-using common::Value;
-using common::VarRef;
 namespace {
 
-class ApplySGDKernel : public OpKernel {
+class ApplySGDKernel : public common::MomentumBase<ApplySGDKernel, false> {
  public:
-  explicit ApplySGDKernel(const KernelInit& init) : var_(LookupVariable(init, 0)) {}
-
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& lr = ctx.input(1);
-    const Tensor& grad = ctx.input(2);
-    MutexLock lock(var_.var->mu);
-    RETURN_IF_ERROR(CheckInitialized(var_));
-    RETURN_IF_ERROR(CheckGrad(var_, grad, lr));
-    ASSIGN_OR_RETURN(Tensor dst, UpdateTarget(ctx, var_));
-    Tensor& cur = Value(var_);
-    RETURN_IF_ERROR(DispatchFloat(cur.dtype(), [&]<typename T>() -> Status {
+  using MomentumBase::MomentumBase;
+  Status Run(KernelContext&, const Tensor& grad, const Tensor& lr, const Tensor& var, const Tensor*,
+             Tensor& var_dst, Tensor*) {
+    return DispatchFloat(var.dtype(), [&]<typename T>() -> Status {
       T rate = lr.data<T>()[0];
-      const T* src = cur.data<T>();
+      const T* src = var.data<T>();
       const T* g = grad.data<T>();
-      T* out = dst.data<T>();
-      ParallelFor(cur.num_elements(), [&](int64_t begin, int64_t end) {
+      T* out = var_dst.data<T>();
+      ParallelFor(var.num_elements(), [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) out[i] = src[i] - rate * g[i];
       });
       return Status::OK();
-    }));
-    cur = dst;
-    ctx.set_output(0, cur);
-    return Status::OK();
+    });
   }
-
- private:
-  VarRef var_;
 };
 
-class ApplyMomentumKernel : public OpKernel {
+class ApplyMomentumKernel : public common::MomentumBase<ApplyMomentumKernel, true> {
  public:
-  explicit ApplyMomentumKernel(const KernelInit& init)
-      : var_(LookupVariable(init, 0)),
-        accum_(LookupVariable(init, 1)),
-        momentum_(std::get<double>(*init.node.FindAttr("momentum"))),
-        nesterov_(std::get<bool>(*init.node.FindAttr("nesterov"))) {}
-
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& lr = ctx.input(2);
-    const Tensor& grad = ctx.input(3);
-    MutexLocks lock(var_.var->mu, accum_.var->mu);
-    RETURN_IF_ERROR(CheckInitialized(var_));
-    RETURN_IF_ERROR(CheckInitialized(accum_));
-    RETURN_IF_ERROR(CheckGrad(var_, grad, lr));
-    RETURN_IF_ERROR(CheckGrad(accum_, grad, lr));
-    ASSIGN_OR_RETURN(Tensor var_dst, UpdateTarget(ctx, var_));
-    ASSIGN_OR_RETURN(Tensor acc_dst, UpdateTarget(ctx, accum_));
-    Tensor& var = Value(var_);
-    Tensor& acc = Value(accum_);
-    RETURN_IF_ERROR(DispatchFloat(var.dtype(), [&]<typename T>() -> Status {
+  using MomentumBase::MomentumBase;
+  Status Run(KernelContext&, const Tensor& grad, const Tensor& lr, const Tensor& var,
+             const Tensor* accum, Tensor& var_dst, Tensor* accum_dst) {
+    return DispatchFloat(var.dtype(), [&]<typename T>() -> Status {
       T rate = lr.data<T>()[0], mu = static_cast<T>(momentum_);
       const T* g = grad.data<T>();
       const T* w = var.data<T>();
-      const T* a = acc.data<T>();
+      const T* a = accum->data<T>();
       T* w_out = var_dst.data<T>();
-      T* a_out = acc_dst.data<T>();
+      T* a_out = accum_dst->data<T>();
       bool nesterov = nesterov_;
       ParallelFor(var.num_elements(), [=](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
@@ -87,17 +52,8 @@ class ApplyMomentumKernel : public OpKernel {
         }
       });
       return Status::OK();
-    }));
-    var = var_dst;
-    acc = acc_dst;
-    ctx.set_output(0, var);
-    return Status::OK();
+    });
   }
-
- private:
-  VarRef var_, accum_;
-  double momentum_;
-  bool nesterov_;
 };
 
 // One Adam step over elements [begin, end). Element i reads and writes only element i (an

@@ -1,21 +1,13 @@
 // GPU kernels of the optimizers' updates: ApplyAdam, ApplyAdamW, ApplySGD and ApplyMomentum, with
-// the CPU's checks (ops/common/variable_update.h); the step counter and the learning rate stay
+// the CPU's checks (ops/common/training_kernels.h); the step counter and the learning rate stay
 // on the device, and the work is queued on the device's stream.
 #include "ops/common/training_kernels.h"
 
-#include "ops/common/variable_update.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/kernel_util.h"
 
 namespace dflow::cuda {
 namespace {
-
-using common::CheckGrad;
-using common::CheckInitialized;
-using common::LookupVariable;
-using common::UpdateTarget;
-using common::Value;
-using common::VarRef;
 
 // ApplyAdam and ApplyAdamW (weight_decay > 0): the step counter, learning rate and bias
 // correction stay on the device.
@@ -49,63 +41,26 @@ class ApplyAdamKernel : public common::AdamBase<ApplyAdamKernel> {
 // ApplySGD (kMomentum false) and ApplyMomentum (with Nesterov): the learning rate stays on the
 // device.
 template <bool kMomentum>
-class ApplyMomentumKernel : public OpKernel {
+class ApplyMomentumKernel : public common::MomentumBase<ApplyMomentumKernel<kMomentum>, kMomentum> {
+  using Base = common::MomentumBase<ApplyMomentumKernel<kMomentum>, kMomentum>;
+
  public:
-  explicit ApplyMomentumKernel(const KernelInit& init) : var_(LookupVariable(init, 0)) {
-    if constexpr (kMomentum) {
-      accum_ = LookupVariable(init, 1);
-      momentum_ = std::get<double>(*init.node.FindAttr("momentum"));
-      nesterov_ = std::get<bool>(*init.node.FindAttr("nesterov"));
-    }
-  }
-
-  Status Compute(KernelContext& ctx) override {
-    if constexpr (kMomentum) {
-      MutexLocks lock(var_.var->mu, accum_.var->mu);
-      return Update(ctx);
-    } else {
-      MutexLock lock(var_.var->mu);
-      return Update(ctx);
-    }
-  }
-
- private:
-  // REQUIRES: the variables' mutexes held.
-  Status Update(KernelContext& ctx) {
-    const Tensor& lr = ctx.input(kMomentum ? 2 : 1);
-    const Tensor& grad = ctx.input(kMomentum ? 3 : 2);
-    RETURN_IF_ERROR(CheckInitialized(var_));
-    RETURN_IF_ERROR(CheckGrad(var_, grad, lr));
-    if (kMomentum) {
-      RETURN_IF_ERROR(CheckInitialized(accum_));
-      RETURN_IF_ERROR(CheckGrad(accum_, grad, lr));
-    }
+  using Base::Base;
+  Status Run(KernelContext& ctx, const Tensor& grad, const Tensor& lr, const Tensor& var,
+             const Tensor* accum, Tensor& var_dst, Tensor* accum_dst) {
     ASSIGN_OR_RETURN(ElemType type, TypeOf(grad, /*floats_only=*/true));
     ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
-    ASSIGN_OR_RETURN(Tensor var_dst, UpdateTarget(ctx, var_));
-    Tensor acc_dst;
-    if (kMomentum) {
-      ASSIGN_OR_RETURN(acc_dst, UpdateTarget(ctx, accum_));
-    }
     MomentumArgs args{.grad = grad.raw_data(),
-                      .w = Value(var_).raw_data(),
-                      .accum = kMomentum ? Value(accum_).raw_data() : nullptr,
+                      .w = var.raw_data(),
+                      .accum = accum != nullptr ? accum->raw_data() : nullptr,
                       .w_out = var_dst.raw_data(),
-                      .accum_out = kMomentum ? acc_dst.raw_data() : nullptr,
+                      .accum_out = accum_dst != nullptr ? accum_dst->raw_data() : nullptr,
                       .lr = lr.raw_data(),
-                      .momentum = momentum_,
-                      .nesterov = nesterov_};
-    RETURN_IF_ERROR(Launched(LaunchMomentum(type, args, grad.num_elements(), stream),
-                             kMomentum ? "ApplyMomentum" : "ApplySGD"));
-    Value(var_) = var_dst;
-    if (kMomentum) Value(accum_) = acc_dst;
-    ctx.set_output(0, Value(var_));
-    return Status::OK();
+                      .momentum = this->momentum_,
+                      .nesterov = this->nesterov_};
+    return Launched(LaunchMomentum(type, args, grad.num_elements(), stream),
+                    kMomentum ? "ApplyMomentum" : "ApplySGD");
   }
-
-  VarRef var_, accum_;
-  double momentum_ = 0;
-  bool nesterov_ = false;
 };
 
 }  // namespace
