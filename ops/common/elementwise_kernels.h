@@ -1,5 +1,5 @@
 // What the element-wise kernels of every device share (ops/common/kernel_base.h): binary ops
-// broadcast alike, BiasAdd and Cast check and shape alike.
+// broadcast alike, BiasAdd, Cast and the activation gradients check and shape alike.
 #pragma once
 
 #include <variant>
@@ -20,6 +20,23 @@ class BinaryBase : public KernelBase<Derived> {
     const Tensor& b = ctx.input(1);
     ASSIGN_OR_RETURN(Shape out, BinaryOutputShape(a, b));
     return this->derived().Run(ctx, a, b, out);
+  }
+};
+
+// An activation's gradient (ReluGrad, LeakyReluGrad, GeluGrad: g and the activation's input x):
+// InvalidArgument unless g and x agree in dtype and shape; then Derived::Run(ctx, g, x).
+template <typename Derived>
+class ActivationGradBase : public KernelBase<Derived> {
+ public:
+  explicit ActivationGradBase(const KernelInit&) {}
+  Status Compute(KernelContext& ctx) final {
+    const Tensor& g = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    if (g.shape() != x.shape() || g.dtype() != x.dtype()) {
+      return InvalidArgument("gradient {}{} differs from input {}{}", g.dtype(), g.shape(),
+                             x.dtype(), x.shape());
+    }
+    return this->derived().Run(ctx, g, x);
   }
 };
 

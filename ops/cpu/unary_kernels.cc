@@ -190,19 +190,15 @@ struct GeluGradF {
 };
 
 template <typename F>
-class ActivationGradKernel : public OpKernel {
+class ActivationGradKernel : public common::ActivationGradBase<ActivationGradKernel<F>> {
  public:
-  explicit ActivationGradKernel(const KernelInit& init) {
+  explicit ActivationGradKernel(const KernelInit& init)
+      : common::ActivationGradBase<ActivationGradKernel<F>>(init) {
     if constexpr (std::is_same_v<F, LeakyReluGradF>) {
       f_.alpha = std::get<double>(*init.node.FindAttr("alpha"));
     }
   }
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& g = ctx.input(0);
-    const Tensor& x = ctx.input(1);
-    if (g.shape() != x.shape()) {
-      return InvalidArgument("gradient shape {} differs from input shape {}", g.shape(), x.shape());
-    }
+  Status Run(KernelContext& ctx, const Tensor& g, const Tensor& x) {
     return DispatchNumeric(g.dtype(), [&]<typename T>() -> Status {
       ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, g.dtype(), g.shape()));
       const T* pg = g.data<T>();

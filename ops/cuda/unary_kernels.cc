@@ -37,16 +37,10 @@ class ReluKernel : public OpKernel {
   }
 };
 
-class ReluGradKernel : public OpKernel {
+class ReluGradKernel : public common::ActivationGradBase<ReluGradKernel> {
  public:
-  explicit ReluGradKernel(const KernelInit&) {}
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& g = ctx.input(0);
-    const Tensor& x = ctx.input(1);
-    if (g.shape() != x.shape() || g.dtype() != x.dtype()) {
-      return InvalidArgument("gradient {}{} differs from input {}{}", g.dtype(), g.shape(),
-                             x.dtype(), x.shape());
-    }
+  using ActivationGradBase::ActivationGradBase;
+  Status Run(KernelContext& ctx, const Tensor& g, const Tensor& x) {
     ASSIGN_OR_RETURN(ActivationLaunch l, PrepareActivation(ctx, x));
     return Launched(LaunchReluGrad(l.type, g.raw_data(), x.raw_data(), l.out->raw_data(),
                                    x.num_elements(), l.stream),

@@ -21,8 +21,11 @@
 #include "graph/op_registry.h"
 #include "op_cases.h"
 #include "ops/array_ops.h"
+#include "ops/grad_ops.h"
 #include "ops/math_ops.h"
+#include "ops/nn_ops.h"
 #include "runtime/session.h"
+#include "status_matchers.h"
 
 namespace dflow::conformance {
 namespace {
@@ -348,6 +351,98 @@ INSTANTIATE_TEST_SUITE_P(AllOps, OpGradientConformanceTest,
                          ::testing::Combine(::testing::ValuesIn(testing::DeviceTypesUnderTest()),
                                             ::testing::ValuesIn(GradientIndices())),
                          ParamName);
+
+// Inputs a kernel refuses at run time (their shapes unknown when the graph was built): the
+// op's shared prologue (ops/common/*_kernels.h) refuses them on every device, with the same
+// words, naming the node.
+struct BadInput {
+  const char* name;
+  const char* op;
+  std::vector<Tensor> inputs;
+  std::function<Output(const Scope&, const std::vector<Output>&)> build;
+  std::vector<std::string> words;
+};
+
+std::vector<BadInput> BadInputs() {
+  const Tensor x23(DType::kF32, Shape{2, 3}), x32(DType::kF32, Shape{3, 2});
+  const Tensor v4(DType::kF32, Shape{4});
+  Tensor labels(DType::kI32, Shape{3});
+  for (int i = 0; i < 3; ++i) labels.data<int32_t>()[i] = 0;
+  return {
+      {"BiasAddTooLong",
+       "BiasAdd",
+       {x23, v4},
+       [](const Scope& s, const std::vector<Output>& in) { return ops::BiasAdd(s, in[0], in[1]); },
+       {"bias f32[4]", "last dimension", "input f32[2,3]"}},
+      {"AddNShapes",
+       "AddN",
+       {x23, x32},
+       [](const Scope& s, const std::vector<Output>& in) {
+         return ops::AddN(s, {in[0], in[1]});
+       },
+       {"input 1 is f32[3,2]", "input 0 is f32[2,3]"}},
+      {"ReluGradShapes",
+       "ReluGrad",
+       {x23, x32},
+       [](const Scope& s, const std::vector<Output>& in) { return ops::ReluGrad(s, in[0], in[1]); },
+       {"gradient f32[2,3]", "differs from input f32[3,2]"}},
+      {"MatMulInner",
+       "MatMul",
+       {x23, x23},
+       [](const Scope& s, const std::vector<Output>& in) { return ops::MatMul(s, in[0], in[1]); },
+       {"inner dimensions", "[2,3] x [2,3]"}},
+      {"CrossEntropyLabels",
+       "SparseSoftmaxCrossEntropyWithLogits",
+       {x23, labels},
+       [](const Scope& s, const std::vector<Output>& in) {
+         return ops::SparseSoftmaxCrossEntropyWithLogits(s, in[0], in[1]).loss;
+       },
+       {"logits [2,3]", "labels [3]"}},
+  };
+}
+
+class BadInputConformanceTest : public ::testing::TestWithParam<std::string> {};
+
+// The refusal of `b` on `type`: its status.
+Status RunBad(const BadInput& b, const std::string& type) {
+  Scope root = Scope::NewRootScope();
+  std::vector<Output> in;
+  Session::Feeds feeds;
+  for (size_t i = 0; i < b.inputs.size(); ++i) {
+    const std::string name = "in" + std::to_string(i);
+    Shape unknown(std::vector<int64_t>(b.inputs[i].shape().rank(), -1));
+    in.push_back(ops::Placeholder(root.WithOpName(name), b.inputs[i].dtype(), unknown));
+    feeds.push_back({name, b.inputs[i]});
+  }
+  Output out = b.build(root.WithOpName("bad"), in);
+  RETURN_IF_ERROR(root.status());
+  ASSIGN_OR_RETURN(auto session, Session::Create(root, OptionsFor(type)));
+  return session->Run(feeds, {out.name()}).status();
+}
+
+TEST_P(BadInputConformanceTest, AKernelRefusesBadInputsAlikeOnEveryDevice) {
+  for (const BadInput& b : BadInputs()) {
+    if (KernelRegistry::Global().Find(b.op, GetParam()) == nullptr) continue;
+    Status got = RunBad(b, GetParam());
+    EXPECT_EQ(got.code(), StatusCode::kInvalidArgument) << b.name << ": " << got.ToString();
+    std::vector<std::string> words = b.words;
+    words.push_back("bad");  // the node
+    EXPECT_TRUE(testing::MessageHas(got, words)) << b.name << ": " << got.ToString();
+    if (GetParam() != kReferenceType) {
+      // The CPU's words, but for the device's name.
+      Status want = RunBad(b, kReferenceType);
+      std::string text = got.message();
+      const std::string device = "device:" + GetParam() + ":";
+      for (size_t at = text.find(device); at != std::string::npos; at = text.find(device, at)) {
+        text.replace(at, device.size(), "device:CPU:");
+      }
+      EXPECT_EQ(text, want.message()) << b.name;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, BadInputConformanceTest,
+                         ::testing::ValuesIn(testing::DeviceTypesUnderTest()));
 
 // An op cannot be half-added: each one with a kernel has a case or a reason for having none.
 TEST(OpConformanceCoverageTest, EveryKernelHasACaseOrAReason) {
