@@ -30,12 +30,25 @@ if(DFLOW_FUZZ)
   add_link_options(${DFLOW_FUZZ_FLAGS})
 endif()
 
-# dflow_library(NAME SOURCES ... DEPS ...): the library dflow_NAME, alias dflow::NAME.
+# dflow_library(NAME SOURCES ... DEPS ...): the library dflow_NAME, alias dflow::NAME, installed
+# and exported as dflow::NAME (cmake/DflowInstall.cmake) unless NO_INSTALL (what only the tools,
+# tests and examples of this tree use).
 function(dflow_library name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "NO_INSTALL" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
   add_library(dflow_${name} ${ARG_SOURCES})
   add_library(dflow::${name} ALIAS dflow_${name})
-  target_include_directories(dflow_${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>)
+  set_target_properties(dflow_${name} PROPERTIES EXPORT_NAME ${name})
+  # Sources include "module/file.h" from the tree's root; an installed program finds the same
+  # names under <prefix>/include/dflow, and dflow/version.h, dflow/dflow.h under <prefix>/include.
+  target_include_directories(dflow_${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+                                                  $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include>
+                                                  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+                                                  $<INSTALL_INTERFACE:include/dflow>
+                                                  $<INSTALL_INTERFACE:include>)
+  target_compile_features(dflow_${name} PUBLIC cxx_std_20)
+  if(NOT ARG_NO_INSTALL)
+    set_property(GLOBAL APPEND PROPERTY DFLOW_INSTALLED_LIBRARIES dflow_${name})
+  endif()
   target_compile_options(dflow_${name} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${DFLOW_WARNINGS}>")
   target_link_libraries(dflow_${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
 endfunction()

@@ -19,6 +19,7 @@
 #include <map>
 #include <set>
 
+#include "dflow/version.h"
 #include "graph/device_name.h"
 #include "ops/register.h"
 #include "runtime/session.h"
@@ -107,6 +108,7 @@ constexpr const char* kColours[] = {"#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f",
 
 int main(int argc, char** argv) {
   CLI::App app("Draws a dflow graph file and its placement with Graphviz");
+  app.set_version_flag("--version", std::string("dflow-dot ") + DFLOW_VERSION_STRING);
   std::string graph_path, out;
   tools::PlacementFlags placement;
   bool collapse = false;

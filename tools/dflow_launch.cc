@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "dflow/version.h"
 #include "distributed/local_worker.h"
 #include "serialization/file_util.h"
 
@@ -40,6 +41,7 @@ std::string HowItEnded(int status) {
 
 int main(int argc, char** argv) {
   CLI::App app{"dflow-launch: starts dflow-workers on this host and restarts any that dies"};
+  app.set_version_flag("--version", std::string("dflow-launch ") + DFLOW_VERSION_STRING);
   int n = 1;
   std::string token_file, host = "127.0.0.1", cluster_out;
   int base_port = 0, max_restarts = 10;

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "dflow/version.h"
 #include "ops/register.h"
 #include "runtime/session.h"
 #include "serialization/graph_file.h"
@@ -106,6 +107,7 @@ double Percentile(std::vector<double> v, double p) {
 
 int main(int argc, char** argv) {
   CLI::App app("Runs a dflow graph file (.dfg, or its JSON form)");
+  app.set_version_flag("--version", std::string("dflow-run ") + DFLOW_VERSION_STRING);
   std::string graph_path, cost_file, save_costs, restore, save, trace_path;
   tools::PlacementFlags placement;
   std::vector<std::string> feed_args, fetch_args, targets;

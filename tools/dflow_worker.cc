@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "dflow/version.h"
 #include "distributed/local_worker.h"
 #include "distributed/worker_service.h"
 #include "ops/register.h"
@@ -39,6 +40,7 @@ int Fail(const dflow::Status& s) {
 
 int main(int argc, char** argv) {
   CLI::App app{"dflow-worker: runs its share of graphs for a dflow master"};
+  app.set_version_flag("--version", std::string("dflow-worker ") + DFLOW_VERSION_STRING);
   std::string listen = "127.0.0.1:0";
   std::string devices = "cpu:0";
   std::string token_file;
