@@ -27,7 +27,38 @@ void SyncDirectoryOf(const std::string& path) {
   }
 }
 
+// Why `path` cannot be created, from open's errno, naming `path` and its folder.
+Status CannotCreate(const std::string& path, int error) {
+  const std::string dir = DirectoryOf(path);
+  switch (error) {
+    case ENOENT:
+      return NotFound("cannot write '{}': the folder '{}' does not exist", path, dir);
+    case ENOTDIR:
+      return InvalidArgument("cannot write '{}': '{}' is not a folder", path, dir);
+    case EISDIR:
+      return InvalidArgument("cannot write '{}': it is a folder", path);
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return PermissionDenied("cannot write '{}': the folder '{}' is not writable ({})", path, dir,
+                              std::strerror(error));
+    default:
+      return Internal("cannot write '{}': {}", path, std::strerror(error));
+  }
+}
+
 }  // namespace
+
+Status CheckWritable(const std::string& path) {
+  if (path.empty()) return InvalidArgument("an empty file name");
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return CannotCreate(path, EISDIR);
+  const std::string dir = DirectoryOf(path);
+  if (::stat(dir.c_str(), &st) != 0) return CannotCreate(path, errno);
+  if (!S_ISDIR(st.st_mode)) return CannotCreate(path, ENOTDIR);
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) return CannotCreate(path, errno);
+  return Status::OK();
+}
 
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -71,8 +102,11 @@ Status WriteFileThrough(const std::string& scratch, const std::string& path,
                         std::span<const std::string_view> pieces, bool sync) {
   // An existing scratch file is overwritten in place, not truncated first: its page-cache pages
   // and disk blocks are reused.
+  if (Status s = CheckWritable(path); !s.ok()) return s;
   int fd = ::open(scratch.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return Internal("cannot write '{}': {}", scratch, Errno());
+  // Named by the file the caller asked for, unless the scratch file lies elsewhere.
+  if (fd < 0)
+    return CannotCreate(DirectoryOf(scratch) == DirectoryOf(path) ? path : scratch, errno);
   auto fail = [&](const char* what) {
     std::string why = Errno();
     ::close(fd);

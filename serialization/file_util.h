@@ -37,6 +37,12 @@ Status WriteFileAtomically(const std::string& path, std::span<const std::string_
 Status WriteFileThrough(const std::string& scratch, const std::string& path,
                         std::span<const std::string_view> pieces, bool sync = true);
 
+// Whether a file can be written at `path` (WriteFileAtomically's way), checked before long work
+// whose result goes there: NotFound when its folder does not exist, InvalidArgument when the
+// folder is not one or `path` is a folder, PermissionDenied when the folder is not writable;
+// each names the path and the folder. Writes nothing.
+Status CheckWritable(const std::string& path);
+
 // Syncs `path`'s data and its directory entry to the disk (a file written with `sync` false).
 Status SyncFile(const std::string& path);
 

@@ -8,18 +8,27 @@
 // statistics beside the step time the placer predicted. --save-costs writes each node's measured
 // time, for --cost-file on the next run (the placer then plans with this machine's figures,
 // contention between devices included). --trace writes a Chrome trace / Perfetto timeline
-// of every step (runtime/step_trace.h). Exit codes: 0 success, 1 an error while loading
-// or running, 2 a usage error. Errors go to stderr as one line "error: <Code>: <message>".
+// of every step (runtime/step_trace.h). Output files are checked before the first step, and
+// with --checkpoint-every N the variables are saved every N steps as well as at the end.
+// SIGINT or SIGTERM lets the step in flight finish, then writes everything asked for (statistics,
+// fetches, checkpoint, costs, trace) for the steps done and exits 128 + the signal's number; a
+// second signal ends the program at once. Exit codes: 0 success, 1 an error while loading or
+// running, 2 a usage error, 130/143 interrupted. Errors go to stderr as one line
+// "error: <Code>: <message>".
+#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #include "dflow/version.h"
 #include "ops/register.h"
 #include "runtime/session.h"
+#include "serialization/file_util.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
 #include "tools/device_list.h"
@@ -98,6 +107,32 @@ std::string Describe(const Tensor& t) {
   return fmt::format("{}{} [{}]", DTypeName(t.dtype()), t.shape(), values);
 }
 
+// The first SIGINT or SIGTERM received (0: none). The handler only stores it and writes a fixed
+// line (both async-signal-safe); the step loop looks at it between steps.
+std::atomic<int> g_signal{0};
+
+void OnSignal(int sig) {
+  int expected = 0;
+  if (g_signal.compare_exchange_strong(expected, sig)) {
+    constexpr char kLine[] =
+        "\ndflow-run: interrupted; finishing the step in flight, then writing what was asked "
+        "(a second Ctrl-C or SIGTERM ends it at once)\n";
+    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, kLine, sizeof(kLine) - 1);
+    return;
+  }
+  constexpr char kLine[] = "\ndflow-run: second signal: ending now, nothing written\n";
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, kLine, sizeof(kLine) - 1);
+  ::_exit(128 + sig);
+}
+
+void HandleInterrupts() {
+  struct sigaction action {};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
+
 double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
@@ -111,7 +146,7 @@ int main(int argc, char** argv) {
   std::string graph_path, cost_file, save_costs, restore, save, trace_path;
   tools::PlacementFlags placement;
   std::vector<std::string> feed_args, fetch_args, targets;
-  int steps = 1;
+  int steps = 1, checkpoint_every = 0;
   bool log_placement = false;
   app.add_option("graph", graph_path, "The graph file")->required();
   app.add_option("--feed", feed_args,
@@ -134,7 +169,11 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "Run the step N times and print time statistics")
       ->check(CLI::PositiveNumber);
   app.add_option("--restore", restore, "Restore variables from this checkpoint first");
-  app.add_option("--save", save, "Save variables to this checkpoint after the last step");
+  app.add_option("--save", save,
+                 "Save variables to this checkpoint after the last step (also when interrupted)");
+  app.add_option("--checkpoint-every", checkpoint_every,
+                 "With --save: also save the variables there every N steps")
+      ->check(CLI::PositiveNumber);
   app.add_option("--trace", trace_path,
                  "Write a timeline of the steps to this JSON file (Chrome trace format: open it "
                  "in ui.perfetto.dev or chrome://tracing): a track per device, a slice per node, "
@@ -176,6 +215,23 @@ int main(int argc, char** argv) {
     return Fail(InvalidArgument("nothing to run: give at least one --fetch or --target"),
                 kUsageError);
   }
+  if (checkpoint_every > 0 && save.empty()) {
+    return Fail(InvalidArgument("--checkpoint-every needs --save FILE: where to write"),
+                kUsageError);
+  }
+  // Every file the run will write can be written: found now, not after the steps.
+  {
+    std::vector<std::pair<std::string, std::string>> outputs = {
+        {"--save", save}, {"--trace", trace_path}, {"--save-costs", save_costs}};
+    for (const auto& [name, file] : fetches_to) outputs.emplace_back("--fetch " + name, file);
+    for (const auto& [flag, file] : outputs) {
+      if (file.empty()) continue;
+      if (Status s = serialization::CheckWritable(file); !s.ok()) {
+        return Fail(s.WithPrefix(flag + ": "), kRunError);
+      }
+    }
+  }
+  HandleInterrupts();
 
   std::vector<StepTrace> traces;
   // The trace of the steps so far, also when a step fails: it shows what ran before the error.
@@ -184,8 +240,6 @@ int main(int argc, char** argv) {
     Status s = WriteChromeTrace(traces, trace_path);
     return s.ok() ? s : s.WithPrefix("--trace: ");
   };
-  // An unwritable path fails now, not after the steps.
-  if (Status s = write_trace(); !s.ok()) return Fail(s, kRunError);
 
   ops::RegisterStandardOps();
   auto graph = serialization::LoadGraph(graph_path);
@@ -254,7 +308,8 @@ int main(int argc, char** argv) {
   const bool tty = isatty(STDERR_FILENO);
   std::vector<double> step_ms;
   std::vector<Tensor> out;
-  for (int step = 1; step <= steps; ++step) {
+  int done = 0;  // steps finished
+  for (int step = 1; step <= steps && g_signal.load() == 0; ++step) {
     auto start = std::chrono::steady_clock::now();
     Session::RunOptions run_options;
     if (!trace_path.empty()) run_options.trace = &traces.emplace_back();
@@ -267,28 +322,38 @@ int main(int argc, char** argv) {
       return Fail(result.status(), kRunError);
     }
     out = std::move(*result);
+    done = step;
     step_ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count());
     if (steps > 1 && (tty || step == steps || step % std::max(1, steps / 4) == 0)) {
-      int width = 30, done = width * step / steps;
-      std::fprintf(stderr, "%s[%s%s] %d/%d steps%s", tty ? "\r" : "",
-                   std::string(done, '=').c_str(), std::string(width - done, ' ').c_str(), step,
-                   steps, tty ? "" : "\n");
+      const int width = 30, bar = static_cast<int>(int64_t{width} * step / steps);
+      std::fprintf(stderr, "%s[%s%s] %d/%d steps%s", tty ? "\r" : "", std::string(bar, '=').c_str(),
+                   std::string(width - bar, ' ').c_str(), step, steps, tty ? "" : "\n");
+    }
+    if (checkpoint_every > 0 && step % checkpoint_every == 0 && step < steps) {
+      if (Status s = (*session)->SaveCheckpoint(save); !s.ok()) {
+        return Fail(s.WithPrefix(fmt::format("--checkpoint-every: after step {}: ", step)),
+                    kRunError);
+      }
+      if (!tty) std::fprintf(stderr, "checkpoint after step %d: %s\n", step, save.c_str());
     }
   }
-  if (steps > 1) {
+  const int interrupted = g_signal.load();
+  if (steps > 1 && done > 0) {
     if (tty) std::fprintf(stderr, "\n");
     std::printf("%d steps: median %.3f ms, p90 %.3f ms, min %.3f ms (placer predicted %.3f ms)\n",
-                steps, Percentile(step_ms, 0.5), Percentile(step_ms, 0.9), Percentile(step_ms, 0.0),
+                done, Percentile(step_ms, 0.5), Percentile(step_ms, 0.9), Percentile(step_ms, 0.0),
                 (*session)->placement().predicted_step_s * 1e3);
   }
-  if (!save_costs.empty()) {
+  // Interrupted before a step finished: nothing new to write.
+  const bool write = interrupted == 0 || done > 0;
+  if (!save_costs.empty() && write) {
     if (Status s = (*session)->MeasuredNodeCosts().Save(save_costs); !s.ok()) {
       return Fail(s.WithPrefix("--save-costs: "), kRunError);
     }
   }
-  for (size_t i = 0; i < fetches_to.size(); ++i) {
+  for (size_t i = 0; i < fetches_to.size() && done > 0; ++i) {
     const auto& [name, file] = fetches_to[i];
     if (file.empty()) {
       std::printf("%s: %s\n", name.c_str(), Describe(out[i]).c_str());
@@ -296,9 +361,21 @@ int main(int argc, char** argv) {
       return Fail(s.WithPrefix("--fetch " + name + ": "), kRunError);
     }
   }
-  if (!save.empty()) {
+  if (!save.empty() && write) {
     if (Status s = (*session)->SaveCheckpoint(save); !s.ok()) return Fail(s, kRunError);
   }
   if (Status s = write_trace(); !s.ok()) return Fail(s, kRunError);
+  if (interrupted != 0) {
+    std::vector<std::string> wrote;
+    if (write && !fetches_to.empty()) wrote.push_back("the fetches of the last step");
+    if (write && !save.empty()) wrote.push_back("checkpoint " + save);
+    if (write && !save_costs.empty()) wrote.push_back("costs " + save_costs);
+    if (!trace_path.empty()) wrote.push_back("trace " + trace_path);
+    std::string what;
+    for (size_t i = 0; i < wrote.size(); ++i) what += (i ? ", " : "; wrote ") + wrote[i];
+    std::fprintf(stderr, "error: Cancelled: interrupted by %s after %d of %d steps%s\n",
+                 interrupted == SIGINT ? "SIGINT" : "SIGTERM", done, steps, what.c_str());
+    return 128 + interrupted;
+  }
   return 0;
 }

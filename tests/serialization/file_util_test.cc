@@ -73,15 +73,49 @@ TEST(FileUtilTest, AFailedWriteLeavesTheTargetAndNamesTheFile) {
   // The scratch file's directory does not exist.
   const std::vector<std::string_view> bytes = {"new"};
   Status s = WriteFileThrough(dir + "/missing/.scratch", path, bytes);
-  EXPECT_EQ(s.code(), StatusCode::kInternal);
-  EXPECT_TRUE(MessageHas(s, {dir + "/missing/.scratch"})) << s.ToString();
-  // The target is a directory: the rename fails, naming both, and the scratch file is removed.
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_TRUE(MessageHas(s, {dir + "/missing/.scratch", "does not exist"})) << s.ToString();
+  // The target is a directory: refused before anything is written, naming it.
   std::filesystem::create_directories(dir + "/adir/inner");
   s = WriteFileThrough(dir + "/.scratch", dir + "/adir", bytes);
-  EXPECT_EQ(s.code(), StatusCode::kInternal);
-  EXPECT_TRUE(MessageHas(s, {dir + "/adir", dir + "/.scratch"})) << s.ToString();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(s, {dir + "/adir", "is a folder"})) << s.ToString();
   EXPECT_FALSE(std::filesystem::exists(dir + "/.scratch"));
   EXPECT_EQ(*ReadFile(path), "old");
+}
+
+// Issue 31: a missing folder was found only after all the steps, as Internal naming a temporary
+// file. CheckWritable finds each case up front and names the path and the folder; the atomic
+// writer says the same, naming the file asked for.
+TEST(FileUtilTest, CheckWritableNamesThePathAndTheFolder) {
+  const std::string dir = FreshDir("writable");
+  EXPECT_TRUE(CheckWritable(dir + "/out.ckpt").ok());
+  EXPECT_FALSE(std::filesystem::exists(dir + "/out.ckpt"));  // nothing written
+  EXPECT_TRUE(CheckWritable("relative_in_cwd.npy").ok());
+
+  Status missing = CheckWritable(dir + "/no/such/out.ckpt");
+  EXPECT_EQ(missing.code(), StatusCode::kNotFound);
+  EXPECT_TRUE(
+      MessageHas(missing, {dir + "/no/such/out.ckpt", "'" + dir + "/no/such'", "does not exist"}))
+      << missing.ToString();
+
+  std::filesystem::create_directories(dir + "/adir");
+  Status folder = CheckWritable(dir + "/adir");
+  EXPECT_EQ(folder.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(folder, {dir + "/adir", "is a folder"})) << folder.ToString();
+
+  ASSERT_TRUE(WriteFileAtomically(dir + "/afile", "x").ok());
+  Status under_file = CheckWritable(dir + "/afile/out.ckpt");
+  EXPECT_EQ(under_file.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(under_file, {dir + "/afile/out.ckpt", "not a folder"}))
+      << under_file.ToString();
+
+  EXPECT_EQ(CheckWritable("").code(), StatusCode::kInvalidArgument);
+
+  Status write = WriteFileAtomically(dir + "/gone/out.ckpt", "bytes");
+  EXPECT_EQ(write.code(), StatusCode::kNotFound);
+  EXPECT_TRUE(MessageHas(write, {dir + "/gone/out.ckpt", "does not exist"})) << write.ToString();
+  EXPECT_EQ(write.message().find(".tmp"), std::string::npos) << write.ToString();
 }
 
 }  // namespace

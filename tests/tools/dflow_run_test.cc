@@ -1,13 +1,22 @@
 // dflow-run end to end: the binary runs a saved graph, and what it writes equals what the C++
 // API computes; every exit code and error form.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
+#include <thread>
 
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
@@ -16,6 +25,7 @@
 #include "ops/unary_ops.h"
 #include "placer/cost_model.h"
 #include "runtime/session.h"
+#include "serialization/checkpoint_file.h"
 #include "serialization/file_util.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
@@ -378,6 +388,201 @@ TEST(DflowRunTest, Int64LabelsFeedAnInt32PlaceholderWhenTheyFit) {
   EXPECT_EQ(f64.output, "error: InvalidArgument: --feed x: " + Temp("x64.npy") +
                             " holds f64 values, placeholder 'x' is f32: save the array as float32 "
                             "('<f4') (dflow-run converts int64 to int32 only)\n");
+}
+
+// dflow-run started in the background, its stdout and stderr going to a file; killed and reaped
+// when the test ends however it ends.
+class Background {
+ public:
+  Background(const std::vector<std::string>& args, const std::string& log) : log_(log) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    std::vector<std::string> all = {DFLOW_RUN_BINARY};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, DFLOW_RUN_BINARY, &actions, nullptr, argv.data(), environ) != 0) {
+      pid_ = -1;
+    }
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~Background() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool started() const { return pid_ > 0; }
+  void Signal(int sig) { ::kill(pid_, sig); }
+  // Its exit code once it exits, or nullopt after `limit` (then it is killed).
+  std::optional<int> Wait(std::chrono::seconds limit) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return std::nullopt;
+  }
+  std::string Output() const {
+    std::ifstream in(log_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_;
+};
+
+bool WaitForFile(const std::string& path, std::chrono::seconds limit) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (std::filesystem::exists(path)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+float Checkpointed(const std::string& path, const std::string& variable, int index) {
+  auto vars = serialization::LoadCheckpoint(path);
+  EXPECT_TRUE(vars.ok()) << vars.status().ToString();
+  if (!vars.ok() || !vars->count(variable)) return NAN;
+  return vars->at(variable).data<float>()[index];
+}
+
+// Issue 31: a missing output folder was found after all the steps (the trained weights lost, the
+// error Internal naming a temporary file). Each output path is checked before the first step.
+TEST(DflowRunTest, OutputPathsAreCheckedBeforeTheFirstStep) {
+  Saved saved;
+  const std::string missing = Temp("no_such_folder");
+  std::filesystem::remove_all(missing);
+  ASSERT_EQ(RunTool(saved.path + " --target " + saved.init + " --save " + Temp("w0.dfckpt")).code,
+            0);
+  const std::string run = saved.path + " --restore " + Temp("w0.dfckpt") + " --target bump";
+  for (const auto& [args, flag] : std::vector<std::pair<std::string, std::string>>{
+           {" --save " + missing + "/w.dfckpt", "--save: "},
+           {" --trace " + missing + "/t.json", "--trace: "},
+           {" --save-costs " + missing + "/c.json", "--save-costs: "},
+           {" --fetch w=" + missing + "/w.npy", "--fetch w: "}}) {
+    Ran r = RunTool(run + " --steps 1000" + args);
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("error: NotFound: " + flag), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("'" + missing + "' does not exist"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("steps"), std::string::npos) << "a step ran:\n" << r.output;
+    EXPECT_EQ(r.output.find(".tmp"), std::string::npos) << r.output;
+  }
+  Ran folder = RunTool(run + " --save " + ::testing::TempDir());
+  EXPECT_EQ(folder.code, 1) << folder.output;
+  EXPECT_NE(folder.output.find("is a folder"), std::string::npos) << folder.output;
+}
+
+// --checkpoint-every N saves every N steps and at the end; "bump" adds 1 to w per step, so each
+// checkpoint holds w0 + the steps done.
+TEST(DflowRunTest, CheckpointEverySavesAsTheStepsGo) {
+  Saved saved;
+  const std::string w0 = Temp("every_w0.dfckpt"), out = Temp("every.dfckpt");
+  ASSERT_EQ(RunTool(saved.path + " --target " + saved.init + " --save " + w0).code, 0);
+  Ran r = RunTool(saved.path + " --restore " + w0 +
+                  " --target bump --steps 7 --checkpoint-every 3 " + "--save " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("checkpoint after step 3: " + out), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("checkpoint after step 6: " + out), std::string::npos) << r.output;
+  EXPECT_EQ(Checkpointed(out, "w", 0), Checkpointed(w0, "w", 0) + 7.0f);
+
+  Ran unsaved = RunTool(saved.path + " --restore " + w0 + " --target bump --checkpoint-every 3");
+  EXPECT_EQ(unsaved.code, 2) << unsaved.output;
+  EXPECT_NE(unsaved.output.find("--checkpoint-every needs --save"), std::string::npos)
+      << unsaved.output;
+}
+
+// Issue 31: SIGINT during --steps N exited at once with nothing written. Now the step in flight
+// finishes, then the checkpoint, the fetches, the statistics and the trace of the steps done are
+// written, and the exit says so with 130 (SIGTERM: 143).
+TEST(DflowRunTest, AnInterruptedRunWritesWhatWasAsked) {
+  Saved saved;
+  const std::string w0 = Temp("int_w0.dfckpt");
+  ASSERT_EQ(RunTool(saved.path + " --target " + saved.init + " --save " + w0).code, 0);
+  for (int sig : {SIGINT, SIGTERM}) {
+    const std::string out = Temp("int.dfckpt"), trace = Temp("int_trace.json"),
+                      fetched = Temp("int_w.npy");
+    for (const auto& f : {out, trace, fetched}) std::filesystem::remove(f);
+    Background run(
+        {saved.path, "--restore", w0, "--target", "bump", "--fetch", "w=" + fetched, "--steps",
+         "100000000", "--checkpoint-every", "20", "--save", out, "--trace", trace},
+        Temp("int.log"));
+    ASSERT_TRUE(run.started());
+    ASSERT_TRUE(WaitForFile(out, std::chrono::seconds(60))) << run.Output();
+    run.Signal(sig);
+    std::optional<int> code = run.Wait(std::chrono::seconds(60));
+    ASSERT_TRUE(code.has_value()) << "still running after the signal:\n" << run.Output();
+    const std::string output = run.Output();
+    EXPECT_EQ(*code, 128 + sig) << output;
+    const std::string name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    size_t at = output.find("error: Cancelled: interrupted by " + name + " after ");
+    ASSERT_NE(at, std::string::npos) << output;
+    const int done = std::stoi(output.substr(output.find(" after ", at) + 7));
+    EXPECT_GE(done, 20);
+    EXPECT_NE(output.find(std::to_string(done) +
+                          " of 100000000 steps; wrote the fetches of the "
+                          "last step, checkpoint " +
+                          out + ", trace " + trace),
+              std::string::npos)
+        << output;
+    // The statistics of the steps done.
+    EXPECT_NE(output.find(std::to_string(done) + " steps: median"), std::string::npos) << output;
+    // The checkpoint holds w after exactly `done` bumps.
+    float expected = Checkpointed(w0, "w", 0);
+    for (int i = 0; i < done; ++i) expected += 1.0f;
+    EXPECT_EQ(Checkpointed(out, "w", 0), expected);
+    auto w = serialization::ReadNpy(fetched);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    EXPECT_EQ(w->shape(), (Shape{3, 2}));
+    // A trace with every step done.
+    std::ifstream in(trace);
+    nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(json.is_discarded()) << "the trace is not JSON";
+    EXPECT_FALSE(json["traceEvents"].empty());
+  }
+}
+
+// A second signal ends the run at once, even in the middle of a long step, writing nothing more.
+TEST(DflowRunTest, ASecondSignalEndsItAtOnce) {
+  // A step of about a second here (0.15 s for twenty products of 1200x1200): forty of 1600x1600.
+  Scope root = Scope::NewRootScope();
+  auto v = ops::InitializedVariable(root.WithOpName("v"), Shape{1600, 1600},
+                                    ops::Initializer::Uniform(-0.03, 0.03, 3));
+  Output h = v.var;
+  for (int i = 0; i < 40; ++i) h = ops::MatMul(root, h, v.var);
+  ops::Identity(root.WithOpName("h"), h);
+  const std::string graph = Temp("slow.dfg"), v0 = Temp("slow_v0.dfckpt"),
+                    out = Temp("slow.dfckpt");
+  ASSERT_TRUE(serialization::SaveGraph(root.graph(), graph).ok());
+  ASSERT_EQ(RunTool(graph + " --target " + v.init.node_name() + " --save " + v0).code, 0);
+  std::filesystem::remove(out);
+  Background run({graph, "--restore", v0, "--target", "h", "--steps", "1000", "--checkpoint-every",
+                  "1", "--save", out},
+                 Temp("slow.log"));
+  ASSERT_TRUE(run.started());
+  // The checkpoint after step 1: step 2 is under way.
+  ASSERT_TRUE(WaitForFile(out, std::chrono::seconds(120))) << run.Output();
+  run.Signal(SIGINT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  run.Signal(SIGINT);
+  std::optional<int> code = run.Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(code.has_value()) << run.Output();
+  const std::string output = run.Output();
+  EXPECT_EQ(*code, 130) << output;
+  EXPECT_NE(output.find("second signal: ending now"), std::string::npos) << output;
+  EXPECT_EQ(output.find("steps: median"), std::string::npos) << output;
 }
 
 }  // namespace
