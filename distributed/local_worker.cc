@@ -99,6 +99,7 @@ Result<std::string> WriteTokenFile(const std::string& dir, const std::string& to
   std::string path = fmt::format("{}/dflow_token_{}_{}", dir, getpid(), n++);
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd < 0) return Internal("cannot write the token file '{}'", path);
+  ::fchmod(fd, 0600);  // also when the file was there before with a wider mode
   std::string text = token + "\n";
   bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   close(fd);
@@ -107,6 +108,23 @@ Result<std::string> WriteTokenFile(const std::string& dir, const std::string& to
 }
 
 Result<std::string> ReadTokenFile(const std::string& path) {
+  // As ssh treats a private key: a secret other users can read is refused, not used.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return NotFound("cannot read the token file '{}': {}", path, std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) return InvalidArgument("the token file '{}' is not a file", path);
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    return PermissionDenied(
+        "the token file '{}' is open to other users (mode {:04o}); a cluster's secret must be "
+        "readable by its owner only: chmod 600 '{}'",
+        path, st.st_mode & 07777, path);
+  }
+  constexpr off_t kMaxTokenBytes = 4096;
+  if (st.st_size > kMaxTokenBytes) {
+    return InvalidArgument("the token file '{}' is {} bytes, more than a token's {}", path,
+                           st.st_size, kMaxTokenBytes);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound("cannot read the token file '{}'", path);
   std::stringstream ss;

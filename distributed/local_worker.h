@@ -44,7 +44,9 @@ class LocalWorker {
 // Writes `token` to a new file under `dir` readable only by this user; its path.
 Result<std::string> WriteTokenFile(const std::string& dir, const std::string& token);
 // The token in the file at `path` (its first line's end dropped). NotFound when it cannot be
-// read, InvalidArgument when it is empty; both name the file.
+// read; PermissionDenied when its group or other users have any access to it (as ssh refuses
+// such a key), saying to chmod 600; InvalidArgument when it is empty, not a file or over 4 KiB;
+// each names the file.
 Result<std::string> ReadTokenFile(const std::string& path);
 
 }  // namespace dflow::distributed

@@ -4,6 +4,27 @@ namespace dflow {
 
 Status CheckRestorable(const Graph& graph, const std::map<std::string, Tensor>& values,
                        const std::string& path) {
+  int variables = 0;
+  for (int v = 0; v < graph.num_nodes(); ++v) {
+    if (graph.node(v).role() == OpRole::kVariable) ++variables;
+  }
+  // A graph without variables shares none with a checkpoint that has some: the wrong file or the
+  // wrong graph, not a restore that did its work.
+  if (variables == 0 && !values.empty()) {
+    std::string names;
+    int listed = 0;
+    for (const auto& [name, value] : values) {
+      if (listed++ == 5) {
+        names += ", ...";
+        break;
+      }
+      names += (names.empty() ? "'" : ", '") + name + "'";
+    }
+    return FailedPrecondition(
+        "checkpoint '{}' shares no variable with the graph: the file holds {} ({}), the graph "
+        "has no variables to restore",
+        path, values.size(), names);
+  }
   for (int v = 0; v < graph.num_nodes(); ++v) {
     const Node& node = graph.node(v);
     if (node.role() != OpRole::kVariable) continue;

@@ -12,7 +12,8 @@
 namespace dflow {
 
 // NotFound names a Variable node of `graph` that `values` (read from checkpoint `path`) lacks;
-// InvalidArgument names one whose dtype or shape differs from the graph's, with the file.
+// InvalidArgument names one whose dtype or shape differs from the graph's, with the file;
+// FailedPrecondition when the graph has no variables but the file has (none would be restored).
 Status CheckRestorable(const Graph& graph, const std::map<std::string, Tensor>& values,
                        const std::string& path);
 

@@ -104,6 +104,12 @@ Result<SessionDevices> CreateSessionDevices(const SessionOptions& options, bool 
 Result<PlacementReport> PlaceForSession(const Graph& graph, const DeviceSet& devices,
                                         const SessionOptions& options) {
   PlacementReport placement;
+  // Read whether or not a placer runs: a cost file that is missing or unreadable is an error on
+  // one device too, not a flag silently ignored.
+  MeasuredCosts measured;
+  if (!options.cost_file.empty()) {
+    ASSIGN_OR_RETURN(measured, MeasuredCosts::Load(options.cost_file));
+  }
   if (options.devices.empty()) {
     const DeviceName& device = devices.device(0).name;
     for (int v = 0; v < graph.num_nodes(); ++v) {
@@ -119,11 +125,7 @@ Result<PlacementReport> PlaceForSession(const Graph& graph, const DeviceSet& dev
     return placement;
   }
   PlacerOptions placer = options.placer;
-  MeasuredCosts measured;
-  if (!options.cost_file.empty()) {
-    ASSIGN_OR_RETURN(measured, MeasuredCosts::Load(options.cost_file));
-    placer.costs.measured = &measured;
-  }
+  if (!options.cost_file.empty()) placer.costs.measured = &measured;
   placer.log_placement = placer.log_placement || options.log_placement;
   ASSIGN_OR_RETURN(placement, Place(graph, devices, placer));
   if (options.log_placement) {

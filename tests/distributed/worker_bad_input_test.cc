@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
@@ -30,6 +31,7 @@
 #include "ops/unary_ops.h"
 #include "serialization/graph_file.h"
 #include "status_matchers.h"
+#include "tools/subprocess.h"
 #include "transport/ucx/ucx_transport.h"
 #include "transport/ucx/wire.h"
 
@@ -533,6 +535,48 @@ TEST(WorkerBadInputTest, MalformedMessagesAreDroppedNamingTheReasonAndTheWorkerK
   EXPECT_TRUE(devices.ok()) << devices.status().ToString();
   peer.reset();
   ExpectItServes(worker);
+}
+
+// Issue 31: a token file other users could read was used silently. It is refused as ssh refuses
+// such a key, by ReadTokenFile and so by every tool, naming the file and the mode to set.
+TEST(WorkerBadInputTest, ATokenFileOthersCanReadIsRefused) {
+  auto path = WriteTokenFile(::testing::TempDir(), kToken);
+  ASSERT_TRUE(path.ok()) << path.status().ToString();
+  ASSERT_TRUE(ReadTokenFile(*path).ok());
+  for (mode_t mode : {0644, 0640, 0604, 0660}) {
+    ASSERT_EQ(::chmod(path->c_str(), mode), 0);
+    auto read = ReadTokenFile(*path);
+    EXPECT_EQ(read.status().code(), StatusCode::kPermissionDenied) << mode;
+    EXPECT_TRUE(MessageHas(read.status(), {*path, fmt::format("mode {:04o}", mode), "chmod 600"}))
+        << read.status().ToString();
+  }
+  auto ran =
+      tools::RunProgram({DFLOW_WORKER_BINARY, "--devices", "cpu:0", "--token-file", *path}, "");
+  ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+  EXPECT_EQ(ran->exit_code, 1) << ran->err;
+  EXPECT_NE(ran->err.find("PermissionDenied: the token file '" + *path + "'"), std::string::npos)
+      << ran->err;
+  ::unlink(path->c_str());
+}
+
+// Issue 31: dflow-worker on a port in use printed UCX's raw bind error and "Device is busy";
+// now one line naming the address and the cause.
+TEST(WorkerBadInputTest, APortInUseIsOneLineNamingTheAddress) {
+  auto token = WriteTokenFile(::testing::TempDir(), kToken);
+  ASSERT_TRUE(token.ok());
+  auto first =
+      LocalWorker::Start(DFLOW_WORKER_BINARY, {"--devices", "cpu:0", "--token-file", *token});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const std::string taken = (*first)->address();
+  auto ran = tools::RunProgram(
+      {DFLOW_WORKER_BINARY, "--listen", taken, "--devices", "cpu:0", "--token-file", *token}, "");
+  ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+  EXPECT_EQ(ran->exit_code, 1) << ran->err;
+  EXPECT_NE(ran->err.find("cannot listen on " + taken + ": the address is in use"),
+            std::string::npos)
+      << ran->err;
+  EXPECT_EQ(std::count(ran->err.begin(), ran->err.end(), '\n'), 1) << ran->err;
+  ::unlink(token->c_str());
 }
 
 }  // namespace

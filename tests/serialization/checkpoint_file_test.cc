@@ -148,5 +148,29 @@ TEST(CheckpointFileTest, SessionsSaveAndRestoreVariablesByName) {
   EXPECT_EQ(Read(*c), before);
 }
 
+// Issue 31: a checkpoint restored into a graph without variables "succeeded", restoring nothing.
+// Refused on one device and on several, naming the file and what it holds.
+TEST(CheckpointFileTest, ACheckpointSharingNoVariableIsRefused) {
+  std::map<std::string, Tensor> vars = {{"w", Tensor::FromVector<float>({1, 2}, Shape{2})},
+                                        {"b", Tensor::FromVector<float>({3}, Shape{1})}};
+  const std::string path = ::testing::TempDir() + "/unrelated.dfckpt";
+  ASSERT_TRUE(SaveCheckpoint(vars, path).ok());
+  Scope root = Scope::NewRootScope();
+  ops::Add(root.WithOpName("y"), ops::Const(root, 1.0f), ops::Const(root, 2.0f));
+  for (int devices : {1, 2}) {
+    SessionOptions options;
+    if (devices == 2) options.devices = {"cpu:0", "cpu:1"};
+    auto session = Make(root, options);
+    Status s = session->RestoreCheckpoint(path);
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+    EXPECT_TRUE(MessageHas(s, {"unrelated.dfckpt", "shares no variable", "holds 2", "'b'", "'w'"}))
+        << s.ToString();
+  }
+  // An empty checkpoint into such a graph restores nothing and is fine.
+  const std::string empty = ::testing::TempDir() + "/empty.dfckpt";
+  ASSERT_TRUE(SaveCheckpoint({}, empty).ok());
+  EXPECT_TRUE(Make(root)->RestoreCheckpoint(empty).ok());
+}
+
 }  // namespace
 }  // namespace dflow::serialization

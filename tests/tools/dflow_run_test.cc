@@ -191,6 +191,10 @@ TEST(DflowRunTest, ExitCodesAndErrorLines) {
       {saved.path + " --restore " + Temp("absent.dfckpt") + " --fetch y",
        1,
        {"error: NotFound:", "absent.dfckpt"}},
+      // Issue 31: ignored on one device before.
+      {saved.path + " --target " + saved.init + " --cost-file " + Temp("absent_costs.json"),
+       1,
+       {"error: NotFound:", "absent_costs.json"}},
   };
   for (const Case& c : cases) {
     Ran r = RunTool(c.args);

@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,41 @@ namespace internal {
 
 Status UcxError(std::string_view what, ucs_status_t status) {
   return Unavailable("{}: {}", what, ucs_status_string(status));
+}
+
+// Why nothing can listen on `addr` (`text`), found with a plain socket before UCX tries: UCX
+// logs its own bind error and then reports only "Device is busy". OK for port 0 (any free port)
+// and whenever the bind works (the socket is closed again at once).
+Status CheckListenable(const SocketAddress& addr, const std::string& text) {
+  uint16_t port = 0;
+  if (addr.storage.ss_family == AF_INET) {
+    port = ntohs(reinterpret_cast<const sockaddr_in*>(&addr.storage)->sin_port);
+  } else if (addr.storage.ss_family == AF_INET6) {
+    port = ntohs(reinterpret_cast<const sockaddr_in6*>(&addr.storage)->sin6_port);
+  }
+  if (port == 0) return Status::OK();
+  int fd = ::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::OK();  // let UCX say what is wrong
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));  // as UCX's listener does
+  const int bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr.storage), addr.length);
+  const int error = errno;
+  ::close(fd);
+  if (bound == 0) return Status::OK();
+  switch (error) {
+    case EADDRINUSE:
+      return Unavailable(
+          "cannot listen on {}: the address is in use (another process listens on port {}; "
+          "choose another port, or port 0 for a free one)",
+          text, port);
+    case EADDRNOTAVAIL:
+      return Unavailable("cannot listen on {}: the host is not an address of this machine", text);
+    case EACCES:
+      return PermissionDenied("cannot listen on {}: port {} needs privileges ({})", text, port,
+                              std::strerror(error));
+    default:
+      return Unavailable("cannot listen on {}: {}", text, std::strerror(error));
+  }
 }
 
 Result<SocketAddress> ParseAddress(std::string_view address) {
@@ -233,6 +269,7 @@ Status UcxEngine::Start() {
 
   if (!options_.listen_address.empty()) {
     ASSIGN_OR_RETURN(SocketAddress addr, ParseAddress(options_.listen_address));
+    RETURN_IF_ERROR(CheckListenable(addr, options_.listen_address));
     ucp_listener_params_t lp{};
     lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
     lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr.storage);
@@ -240,6 +277,13 @@ Status UcxEngine::Start() {
     lp.conn_handler.cb = &OnConnRequest;
     lp.conn_handler.arg = this;
     s = ucp_listener_create(worker_, &lp, &listener_);
+    if (s == UCS_ERR_BUSY) {
+      // Taken between the check above and UCX's own bind.
+      return Unavailable(
+          "cannot listen on {}: the address is in use (choose another port, or "
+          "port 0 for a free one)",
+          options_.listen_address);
+    }
     if (s != UCS_OK) {
       return UcxError(fmt::format("listening on {}", options_.listen_address), s);
     }

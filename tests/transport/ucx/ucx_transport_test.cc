@@ -679,4 +679,22 @@ TEST(UcxTransportTest, IdleTransportsUseAlmostNoCpu) {
 }
 
 }  // namespace
+// Issue 31: a port in use showed UCX's raw bind error, then "Device is busy". Now one error
+// naming the address and the cause.
+TEST(UcxTransportTest, AnAddressInUseIsNamedWithItsCause) {
+  auto first = MakeTransport("/job:worker/task:0", /*listen=*/true);
+  ASSERT_NE(first, nullptr);
+  const std::string taken = first->listen_address();
+  UcxTransportOptions o;
+  o.task = "/job:worker/task:1";
+  o.token = kToken;
+  o.listen_address = taken;
+  auto second = UcxTransport::Create(std::move(o));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(testing::MessageHas(second.status(), {"cannot listen on " + taken, "in use"}))
+      << second.status().ToString();
+  EXPECT_EQ(second.status().message().find("busy"), std::string::npos);
+}
+
 }  // namespace dflow::transport
