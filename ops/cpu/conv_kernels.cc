@@ -12,6 +12,7 @@
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
+#include "ops/cpu/nan_aware.h"
 #include "ops/cpu/primitive_cache.h"
 
 namespace dflow::cpu {
@@ -184,13 +185,23 @@ class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
       std::memset(out->raw_data(), 0, out->num_bytes());
       return Status::OK();
     }
+    // oneDNN's ReLU post-op turns NaN into 0: it runs only on finite inputs (which give no NaN
+    // short of overflow), the others get the ReLU as a pass that keeps NaN.
+    const bool relu_post_op =
+        epilogue_.relu && AllFinite(in0.data<float>(), in0.num_elements()) &&
+        AllFinite(in1.data<float>(), in1.num_elements()) &&
+        (!epilogue_.bias || AllFinite(ctx.input(2).data<float>(), ctx.input(2).num_elements()));
     std::shared_ptr<const DnnlConv> conv = PrimitiveCache::Global().GetOrCreate<DnnlConv>(
-        CacheKey(g, kPass, epilogue_.bias, epilogue_.relu),
-        [&] { return std::make_shared<const DnnlConv>(g, kPass, epilogue_.bias, epilogue_.relu); });
+        CacheKey(g, kPass, epilogue_.bias, relu_post_op),
+        [&] { return std::make_shared<const DnnlConv>(g, kPass, epilogue_.bias, relu_post_op); });
     TempBuffers temp(ctx.allocator());
     if (kPass == Pass::kForward) {
-      return conv->Run(temp, kPass, in0.raw_data(), in1.raw_data(), out->raw_data(),
-                       epilogue_.bias ? ctx.input(2).raw_data() : nullptr);
+      RETURN_IF_ERROR(conv->Run(temp, kPass, in0.raw_data(), in1.raw_data(), out->raw_data(),
+                                epilogue_.bias ? ctx.input(2).raw_data() : nullptr));
+      if (epilogue_.relu && !relu_post_op) {
+        ReluKeepingNaN(out->data<float>(), out->num_elements());
+      }
+      return Status::OK();
     }
     if (kPass == Pass::kBackwardData) {
       return conv->Run(temp, kPass, out->raw_data(), in1.raw_data(), in0.raw_data());

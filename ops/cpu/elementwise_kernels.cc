@@ -9,6 +9,7 @@
 #include "ops/cpu/broadcast_loop.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
+#include "ops/cpu/nan_aware.h"
 #include "ops/cpu/parallel.h"
 
 namespace dflow::cpu {
@@ -41,13 +42,13 @@ struct DivF {
 struct MaxF {
   template <typename T>
   T operator()(T a, T b) const {
-    return a > b ? a : b;
+    return NanMax(a, b);
   }
 };
 struct MinF {
   template <typename T>
   T operator()(T a, T b) const {
-    return a < b ? a : b;
+    return NanMin(a, b);
   }
 };
 struct PowF {

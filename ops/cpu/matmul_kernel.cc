@@ -11,14 +11,15 @@
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
+#include "ops/cpu/nan_aware.h"
 #include "ops/cpu/primitive_cache.h"
 
 namespace dflow::cpu {
 namespace {
 
 // MatMul and BatchMatMul: a [..., M, K] x b [..., K, N] with equal leading dimensions, which
-// are flattened into one batch (1 for MatMul). _FusedMatMul adds a bias [N] and optionally a
-// ReLU as oneDNN post-ops.
+// are flattened into one batch (1 for MatMul). _FusedMatMul adds a bias [N] (a oneDNN bias)
+// and optionally a ReLU (a pass over the output that keeps NaN, which oneDNN's post-op drops).
 class MatMulKernel : public common::MatMulBase<MatMulKernel> {
  public:
   using MatMulBase::MatMulBase;
@@ -35,9 +36,8 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
       if (epilogue_.bias) {  // the product is zero: bias, then the activation
         float* o = out->data<float>();
         const float* bias = ctx.input(2).data<float>();
-        for (int64_t i = 0; i < out->num_elements(); ++i) {
-          o[i] = epilogue_.relu ? std::max(bias[i % n], 0.f) : bias[i % n];
-        }
+        for (int64_t i = 0; i < out->num_elements(); ++i) o[i] = bias[i % n];
+        if (epilogue_.relu) ReluKeepingNaN(o, out->num_elements());
       }
       return Status::OK();
     }
@@ -66,6 +66,9 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
     }
     p->prim.execute(stream, args);
     stream.wait();
+    // The ReLU after the product, not as oneDNN's post-op, which turns NaN into 0: a pass over
+    // the output while it is in cache.
+    if (epilogue_.relu) ReluKeepingNaN(out->data<float>(), out->num_elements());
     return Status::OK();
   }
 
@@ -106,8 +109,8 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
   };
 
   std::shared_ptr<const Prim> Primitive(int64_t batch, int64_t m, int64_t k, int64_t n) const {
-    std::string key = fmt::format("matmul:{}:{}:{}:{}:{}:{}:{}:{}", ta_, tb_, epilogue_.bias,
-                                  epilogue_.relu, batch, m, k, n);
+    std::string key =
+        fmt::format("matmul:{}:{}:{}:{}:{}:{}:{}", ta_, tb_, epilogue_.bias, batch, m, k, n);
     return PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
       auto desc = epilogue_.bias
                       ? dnnl::matmul::desc(Desc(batch, m, k, ta_), Desc(batch, k, n, tb_),
@@ -116,11 +119,6 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
                                            Desc(batch, m, n, false));
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      if (epilogue_.relu) {
-        dnnl::post_ops ops;
-        ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-        attr.set_post_ops(ops);
-      }
       dnnl::matmul::primitive_desc pd(desc, attr, CpuEngine());
       return std::make_shared<const Prim>(Prim{dnnl::matmul(pd), pd.scratchpad_desc()});
     });

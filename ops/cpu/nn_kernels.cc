@@ -11,6 +11,7 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
 #include "ops/cpu/dnnl_context.h"
+#include "ops/cpu/nan_aware.h"
 #include "ops/cpu/primitive_cache.h"
 
 namespace dflow::cpu {
@@ -20,7 +21,7 @@ namespace {
 template <typename T>
 void LogSoftmaxRow(const T* x, T* out, int64_t c) {
   T max = x[0];
-  for (int64_t j = 1; j < c; ++j) max = std::max(max, x[j]);
+  for (int64_t j = 1; j < c; ++j) max = NanMax(max, x[j]);
   double sum = 0;
   for (int64_t j = 0; j < c; ++j) sum += std::exp(static_cast<double>(x[j] - max));
   T log_sum = static_cast<T>(std::log(sum));
@@ -54,7 +55,8 @@ class SoftmaxKernel : public common::SoftmaxBase<SoftmaxKernel<kLog>> {
  public:
   using common::SoftmaxBase<SoftmaxKernel>::SoftmaxBase;
   Status Run(KernelContext& ctx, const Tensor& x, int64_t c) {
-    if (x.dtype() == DType::kF32) {
+    // oneDNN's softmax loses a NaN or an infinity of a row: inputs with one take the loops.
+    if (x.dtype() == DType::kF32 && AllFinite(x.data<float>(), x.num_elements())) {
       ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), x.shape()));
       if (c > 0 && x.num_elements() > 0) {
         RunDnnlSoftmax<kLog>(x.num_elements() / c, c, x.raw_data(), out->raw_data());

@@ -11,6 +11,7 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
 #include "ops/cpu/dnnl_context.h"
+#include "ops/cpu/nan_aware.h"
 #include "ops/cpu/parallel.h"
 #include "ops/cpu/primitive_cache.h"
 
@@ -80,7 +81,9 @@ class PoolKernel : public WindowKernel {
                              ctx.input(1).shape(), ys);
     }
     if constexpr (!kGrad) {
-      if (x.dtype() == DType::kF32 && ys.num_elements() > 0) {
+      // oneDNN's max pooling drops NaN: inputs with one take the loops.
+      if (x.dtype() == DType::kF32 && ys.num_elements() > 0 &&
+          (kKind != Kind::kMax || AllFinite(x.data<float>(), x.num_elements()))) {
         ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), ys));
         return RunDnnl(ctx, xs, ys, x.raw_data(), out->raw_data());
       }
@@ -99,7 +102,7 @@ class PoolKernel : public WindowKernel {
               int64_t arg = -1;
               for (int64_t r = r0; r < r1; ++r) {
                 for (int64_t c = c0; c < c1; ++c) {
-                  if (in[r * p.w + c] > best || arg < 0) {
+                  if (TakesMax(in[r * p.w + c], best) || arg < 0) {
                     best = in[r * p.w + c];
                     arg = r * p.w + c;
                   }
@@ -202,7 +205,7 @@ class MaxPoolArgmaxKernel : public WindowKernel {
               int64_t at = -1;
               for (int64_t r = r0; r < r1; ++r) {
                 for (int64_t c = c0; c < c1; ++c) {
-                  if (in[r * w + c] > best || at < 0) {
+                  if (TakesMax(in[r * w + c], best) || at < 0) {
                     best = in[r * w + c];
                     at = (r - top) * k_[1] + (c - left);
                   }

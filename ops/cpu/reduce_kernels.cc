@@ -9,6 +9,7 @@
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
+#include "ops/cpu/nan_aware.h"
 #include "ops/reduction.h"
 
 namespace dflow::cpu {
@@ -98,10 +99,12 @@ class ReduceKernel : public common::ReduceBase<ReduceKernel<kMode>> {
       if constexpr (kMode == Mode::kMax) {
         if (r.count == 0) return InvalidArgument("ReduceMax over no elements of {}", x.shape());
         T* po = out->data<T>();
-        std::fill(po, po + r.out_elements, std::numeric_limits<T>::lowest());
+        // -inf for floats: the maximum of infinities below zero is -inf, not the lowest finite.
+        const T start = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                             : std::numeric_limits<T>::lowest();
+        std::fill(po, po + r.out_elements, start);
         r.ForEachRow([&](int64_t i, int64_t o, int64_t len, int64_t step) {
-          for (int64_t k = 0; k < len; ++k)
-            po[o + k * step] = std::max(po[o + k * step], px[i + k]);
+          for (int64_t k = 0; k < len; ++k) po[o + k * step] = NanMax(po[o + k * step], px[i + k]);
         });
         return Status::OK();
       }
@@ -195,7 +198,7 @@ class ArgMaxKernel : public OpKernel {
           const T* p = px + o * n * inner + i;
           int64_t best = 0;
           for (int64_t k = 1; k < n; ++k) {
-            if (p[k * inner] > p[best * inner]) best = k;
+            if (TakesMax(p[k * inner], p[best * inner])) best = k;
           }
           po[o * inner + i] = best;
         }

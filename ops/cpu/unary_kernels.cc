@@ -12,6 +12,7 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
 #include "ops/cpu/dnnl_context.h"
+#include "ops/cpu/nan_aware.h"
 #include "ops/cpu/parallel.h"
 #include "ops/cpu/primitive_cache.h"
 
@@ -60,7 +61,7 @@ struct SquareF {
 struct ReluF {
   template <typename T>
   T operator()(T x) const {
-    return x > T(0) ? x : T(0);
+    return (x > T(0) || x != x) ? x : T(0);  // NaN stays NaN
   }
 };
 struct SigmoidF {
@@ -85,7 +86,7 @@ struct LeakyReluF {
   double alpha;
   template <typename T>
   T operator()(T x) const {
-    return x > T(0) ? x : static_cast<T>(alpha * x);
+    return (x > T(0) || x != x) ? x : static_cast<T>(alpha * x);
   }
 };
 
@@ -103,13 +104,9 @@ std::optional<Eltwise> EltwiseOf(const F& f) {
   if constexpr (std::is_same_v<F, SqrtF>) return Eltwise{A::eltwise_sqrt};
   if constexpr (std::is_same_v<F, RsqrtF>) return Eltwise{A::eltwise_pow, 1, -0.5f};
   if constexpr (std::is_same_v<F, SquareF>) return Eltwise{A::eltwise_square};
-  if constexpr (std::is_same_v<F, ReluF>) return Eltwise{A::eltwise_relu};
   if constexpr (std::is_same_v<F, SigmoidF>) return Eltwise{A::eltwise_logistic};
   if constexpr (std::is_same_v<F, TanhF>) return Eltwise{A::eltwise_tanh};
   if constexpr (std::is_same_v<F, GeluF>) return Eltwise{A::eltwise_gelu_erf};
-  if constexpr (std::is_same_v<F, LeakyReluF>) {
-    return Eltwise{A::eltwise_relu, static_cast<float>(f.alpha)};
-  }
   return std::nullopt;
 }
 
@@ -146,7 +143,10 @@ class UnaryKernel : public OpKernel {
   }
   Status Compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    if (auto e = EltwiseOf(f_); e && x.dtype() == DType::kF32) {
+    // oneDNN's approximations give wrong answers for NaN and infinities (exp(NaN) = inf,
+    // pow(-inf, -0.5) = 0): inputs with one take the loops, which give the IEEE results.
+    if (auto e = EltwiseOf(f_);
+        e && x.dtype() == DType::kF32 && AllFinite(x.data<float>(), x.num_elements())) {
       ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), x.shape()));
       if (x.num_elements() > 0) RunEltwise(*e, x.num_elements(), x.raw_data(), out->raw_data());
       return Status::OK();

@@ -176,7 +176,7 @@ class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
     ActivationDesc act;
     RETURN_IF_ERROR(act.Create());
     DFLOW_RETURN_IF_DNN(
-        cudnnSetActivationDescriptor(act.get(), CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0),
+        cudnnSetActivationDescriptor(act.get(), CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0),
         "describing the ReLU");
     DFLOW_RETURN_IF_DNN(cudnnActivationForward(call.handle(), act.get(), s.one(), yd.get(),
                                                y.raw_data(), s.zero(), yd.get(), y.raw_data()),

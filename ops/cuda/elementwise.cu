@@ -14,8 +14,9 @@ __device__ __forceinline__ T Apply(T a, T b) {
   if constexpr (kOp == BinaryOp::kSub) return a - b;
   if constexpr (kOp == BinaryOp::kMul) return a * b;
   if constexpr (kOp == BinaryOp::kDiv) return a / b;
-  if constexpr (kOp == BinaryOp::kMaximum) return a > b ? a : b;
-  if constexpr (kOp == BinaryOp::kMinimum) return a < b ? a : b;
+  // NaN when either is NaN, as on the CPU (ops/cpu/nan_aware.h) and in PyTorch.
+  if constexpr (kOp == BinaryOp::kMaximum) return (b != b || b > a) ? b : a;
+  if constexpr (kOp == BinaryOp::kMinimum) return (b != b || b < a) ? b : a;
 }
 
 template <BinaryOp kOp, typename T>
@@ -69,7 +70,7 @@ int LaunchTyped(ElemType type, const void* a, const void* b, void* out, int64_t 
 
 template <typename T>
 __global__ void Relu(const T* x, T* y, int64_t n) {
-  DFLOW_GRID_LOOP(i, n) { y[i] = x[i] > T(0) ? x[i] : T(0); }
+  DFLOW_GRID_LOOP(i, n) { y[i] = (x[i] > T(0) || x[i] != x[i]) ? x[i] : T(0); }  // NaN kept
 }
 
 template <typename T>

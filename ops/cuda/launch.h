@@ -26,7 +26,7 @@ struct BroadcastIndex {
 // out[i] = op(a[..], b[..]) for i < n; `index` null when a, b and out have the same shape.
 int LaunchBinary(BinaryOp op, ElemType type, const void* a, const void* b, void* out, int64_t n,
                  const BroadcastIndex* index, CudaStream stream);
-// y = max(x, 0).
+// y = max(x, 0), NaN kept.
 int LaunchRelu(ElemType type, const void* x, void* y, int64_t n, CudaStream stream);
 // dx = x > 0 ? dy : 0.
 int LaunchReluGrad(ElemType type, const void* dy, const void* x, void* dx, int64_t n,

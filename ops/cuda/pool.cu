@@ -25,7 +25,8 @@ __device__ Window WindowOf(const PoolGeometry& g, int64_t y, int64_t x) {
           left + g.kw < g.w ? left + g.kw : g.w};
 }
 
-// The offset in its plane of the window's first maximum; -1 for an empty window.
+// The offset in its plane of the window's first maximum (a NaN counting as the maximum, as on
+// the CPU); -1 for an empty window.
 template <typename T>
 __device__ int64_t ArgMax(const T* in, const PoolGeometry& g, const Window& win) {
   int64_t arg = -1;
@@ -33,7 +34,7 @@ __device__ int64_t ArgMax(const T* in, const PoolGeometry& g, const Window& win)
   for (int64_t r = win.r0; r < win.r1; ++r) {
     for (int64_t c = win.c0; c < win.c1; ++c) {
       const T v = in[r * g.w + c];
-      if (arg < 0 || v > best) {
+      if (arg < 0 || v > best || (v != v && best == best)) {
         best = v;
         arg = r * g.w + c;
       }
