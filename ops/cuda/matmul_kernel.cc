@@ -124,9 +124,13 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
     DFLOW_RETURN_IF_BLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB,
                                                         &op_second, sizeof op_second),
                          "setting a transpose");
+    // cuBLASLt's RELU epilogue is max(x, 0), which turns NaN into 0: for f32 and f64 the ReLU
+    // runs after the product as a kernel that keeps NaN, as on the CPU (f16 and bf16, which
+    // have no such kernel yet, keep the epilogue).
+    const bool relu_after = epilogue_.relu && (t == DType::kF32 || f64);
     if (epilogue_.bias) {
       cublasLtEpilogue_t epilogue =
-          epilogue_.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+          epilogue_.relu && !relu_after ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
       const void* bias = ctx.input(2).raw_data();
       DFLOW_RETURN_IF_BLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                           &epilogue, sizeof epilogue),
@@ -151,6 +155,11 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
                                         desc.d, &algo, workspace.raw_data(), kWorkspaceBytes,
                                         reinterpret_cast<cudaStream_t>(cuda->stream())),
                          "matmul");
+    if (relu_after) {
+      return Launched(LaunchRelu(f64 ? ElemType::kF64 : ElemType::kF32, out->raw_data(),
+                                 out->raw_data(), out->num_elements(), cuda->stream()),
+                      "Relu");
+    }
     return Status::OK();
   }
 
