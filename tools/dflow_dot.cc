@@ -19,13 +19,13 @@
 #include <map>
 #include <set>
 
-#include "dflow/version.h"
 #include "graph/device_name.h"
 #include "ops/register.h"
 #include "runtime/session.h"
 #include "runtime/session_devices.h"
 #include "serialization/file_util.h"
 #include "serialization/graph_file.h"
+#include "tools/cli.h"
 #include "tools/placement_flags.h"
 #include "tools/subprocess.h"
 #ifdef DFLOW_WITH_DISTRIBUTED
@@ -108,15 +108,15 @@ constexpr const char* kColours[] = {"#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f",
 
 int main(int argc, char** argv) {
   CLI::App app("Draws a dflow graph file and its placement with Graphviz");
-  app.set_version_flag("--version", std::string("dflow-dot ") + DFLOW_VERSION_STRING);
+  tools::Configure(app, "dflow-dot");
   std::string graph_path, out;
   tools::PlacementFlags placement;
   bool collapse = false;
   std::string cluster_file, token_file;
   app.add_option("graph", graph_path, "The graph file (.dfg, or its JSON form)")->required();
   placement.AddTo(app,
-                  "cpu:0,cpu:1,...: place the graph on these CPU devices first, cpu:0 .. cpu:N-1 "
-                  "in any order and spelling, as dflow-run would");
+                  "cpu:0,cpu:1,gpu:0,...: place the graph on these devices first, as dflow-run "
+                  "would");
   app.add_flag("--collapse-scopes", collapse, "One box per name scope and device");
   app.add_option("--cluster", cluster_file,
                  "Place the graph over the dflow-workers of this cluster spec (JSON: {\"worker\": "
@@ -125,14 +125,8 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", out,
                  "OUT.dot, OUT.svg or OUT.png (SVG and PNG need Graphviz's dot); default: DOT "
                  "on stdout");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    std::fprintf(stderr, "error: InvalidArgument: %s (see --help)\n", e.what());
-    return 2;
-  }
-  if (Status s = placement.Check(); !s.ok()) return Fail(s, 2);
+  if (auto code = tools::Parse(app, argc, argv)) return *code;
+  if (Status s = placement.Check(); !s.ok()) return Fail(s, tools::kUsageError);
   if (cluster_file.empty() != token_file.empty()) {
     return Fail(InvalidArgument("--cluster and --token-file go together"), 2);
   }

@@ -18,9 +18,9 @@
 #include <cstdio>
 #include <thread>
 
-#include "dflow/version.h"
 #include "distributed/local_worker.h"
 #include "serialization/file_util.h"
+#include "tools/cli.h"
 
 namespace {
 
@@ -41,7 +41,7 @@ std::string HowItEnded(int status) {
 
 int main(int argc, char** argv) {
   CLI::App app{"dflow-launch: starts dflow-workers on this host and restarts any that dies"};
-  app.set_version_flag("--version", std::string("dflow-launch ") + DFLOW_VERSION_STRING);
+  dflow::tools::Configure(app, "dflow-launch");
   int n = 1;
   std::string token_file, host = "127.0.0.1", cluster_out;
   int base_port = 0, max_restarts = 10;
@@ -53,10 +53,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 65535));
   app.add_option("--cluster-out", cluster_out, "write the cluster spec (JSON) to this file");
   app.add_option("--max-restarts", max_restarts, "restarts allowed per worker")
-      ->check(CLI::NonNegativeNumber);
+      ->check(dflow::tools::AtLeast(0));
   app.add_option("worker_flags", worker_flags, "flags for every dflow-worker, after --");
   app.allow_extras(false);
-  CLI11_PARSE(app, argc, argv);
+  if (auto code = dflow::tools::Parse(app, argc, argv)) return *code;
   if (base_port > 0 && base_port + n - 1 > 65535) {
     return Fail(
         dflow::InvalidArgument("--base-port {} with {} workers is past port 65535", base_port, n));

@@ -25,12 +25,12 @@
 #include <cstdio>
 #include <cstring>
 
-#include "dflow/version.h"
 #include "ops/register.h"
 #include "runtime/session.h"
 #include "serialization/file_util.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
+#include "tools/cli.h"
 #include "tools/device_list.h"
 #ifdef DFLOW_WITH_DISTRIBUTED
 #include "distributed/distributed_session.h"
@@ -43,7 +43,7 @@ using namespace dflow;
 
 namespace {
 
-constexpr int kUsageError = 2;
+constexpr int kUsageError = tools::kUsageError;
 constexpr int kRunError = 1;
 
 int Fail(const Status& s, int code) {
@@ -142,7 +142,7 @@ double Percentile(std::vector<double> v, double p) {
 
 int main(int argc, char** argv) {
   CLI::App app("Runs a dflow graph file (.dfg, or its JSON form)");
-  app.set_version_flag("--version", std::string("dflow-run ") + DFLOW_VERSION_STRING);
+  tools::Configure(app, "dflow-run");
   std::string graph_path, cost_file, save_costs, restore, save, trace_path;
   tools::PlacementFlags placement;
   std::vector<std::string> feed_args, fetch_args, targets;
@@ -157,23 +157,25 @@ int main(int argc, char** argv) {
                  "file, or printed");
   app.add_option("--target", targets, "NAME: run node NAME for its effects (an update, an init)");
   placement.AddTo(app,
-                  "cpu:0,cpu:1,...: place the graph on these CPU devices, cpu:0 .. cpu:N-1 in any "
-                  "order and spelling (CPU:1, /job:localhost/task:0/device:CPU:1). Default: cpu:0 "
-                  "up to the highest CPU a node of the graph requests (a graph pinned to cpu:3 "
-                  "gets cpu:0 .. cpu:3), or one CPU when none is requested");
+                  "cpu:0,cpu:1,gpu:0,...: place the graph on these devices of this process, "
+                  "CPUs cpu:0 .. cpu:N-1 (made up: a thread pool each) and those of every other "
+                  "type there is (gpu:0), in any order and spelling (CPU:1, "
+                  "/job:localhost/task:0/device:CPU:1). Default: cpu:0 up to the highest CPU a "
+                  "node of the graph requests (a graph pinned to cpu:3 gets cpu:0 .. cpu:3) and "
+                  "the other devices nodes request, or one CPU when none is requested");
   app.add_option("--cost-file", cost_file, "Measured per-node seconds (JSON) for the placer");
   app.add_option("--save-costs", save_costs,
                  "Time every node in the steps after the first and write the means to this JSON "
                  "file: a --cost-file for the next run, so the placer plans with what this "
                  "machine measured");
   app.add_option("--steps", steps, "Run the step N times and print time statistics")
-      ->check(CLI::PositiveNumber);
+      ->check(tools::AtLeast(1));
   app.add_option("--restore", restore, "Restore variables from this checkpoint first");
   app.add_option("--save", save,
                  "Save variables to this checkpoint after the last step (also when interrupted)");
   app.add_option("--checkpoint-every", checkpoint_every,
-                 "With --save: also save the variables there every N steps")
-      ->check(CLI::PositiveNumber);
+                 "With --save: also save the variables there every N steps (0: only at the end)")
+      ->check(tools::AtLeast(0));
   app.add_option("--trace", trace_path,
                  "Write a timeline of the steps to this JSON file (Chrome trace format: open it "
                  "in ui.perfetto.dev or chrome://tracing): a track per device, a slice per node, "
@@ -184,13 +186,7 @@ int main(int argc, char** argv) {
                  "Run across the dflow-workers of this cluster spec (JSON: {\"worker\": "
                  "[\"HOST:PORT\", ...]}); their devices replace --devices");
   app.add_option("--token-file", token_file, "The cluster token (with --cluster)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::fprintf(stderr, "error: InvalidArgument: %s (see --help)\n", e.what());
-    return kUsageError;
-  }
+  if (auto code = tools::Parse(app, argc, argv)) return *code;
   if (Status s = placement.Check(); !s.ok()) return Fail(s, kUsageError);
   if (cluster_file.empty() != token_file.empty()) {
     return Fail(InvalidArgument("--cluster and --token-file go together"), kUsageError);

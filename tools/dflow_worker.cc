@@ -20,10 +20,10 @@
 #include <cstdio>
 #include <thread>
 
-#include "dflow/version.h"
 #include "distributed/local_worker.h"
 #include "distributed/worker_service.h"
 #include "ops/register.h"
+#include "tools/cli.h"
 #include "tools/device_list.h"
 #include "tools/launch_rank.h"
 #include "tools/size_flag.h"
@@ -31,16 +31,17 @@
 
 namespace {
 
-int Fail(const dflow::Status& s) {
+// Prints `s` and gives the exit status: 1, or 2 (dflow::tools::kUsageError) for a flag's bad value.
+int Fail(const dflow::Status& s, int code = 1) {
   std::fprintf(stderr, "dflow-worker: %s\n", s.ToString().c_str());
-  return 1;
+  return code;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"dflow-worker: runs its share of graphs for a dflow master"};
-  app.set_version_flag("--version", std::string("dflow-worker ") + DFLOW_VERSION_STRING);
+  dflow::tools::Configure(app, "dflow-worker");
   std::string listen = "127.0.0.1:0";
   std::string devices = "cpu:0";
   std::string token_file;
@@ -51,18 +52,19 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen,
                  "HOST:PORT to listen on (port 0: any free port); under mpirun, srun or another "
                  "PMIx launcher, PORT plus the process's rank");
-  app.add_option("--devices", devices, "this worker's devices: cpu:0,cpu:1,...");
+  app.add_option("--devices", devices,
+                 "this worker's devices: cpu:0,cpu:1,gpu:0,... (any type this process has)");
   app.add_option("--token-file", token_file, "file holding the cluster token")->required();
   app.add_option("--memory-limit", memory_limit, "per device, e.g. 512MiB (default: all)");
-  app.add_option("--threads", threads, "threads for all its devices (default: every core)")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", threads, "threads for all its devices (0: every core)")
+      ->check(dflow::tools::AtLeast(0));
   app.add_option("--release-after", release_after,
                  "seconds without a master before dropping graphs and variables (0: never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(dflow::tools::NonNegative());
   app.add_flag("--fixed-costs", fixed_costs,
                "register the cost model's fixed device figures instead of measuring this "
                "machine's CPU (the same placement on every run)");
-  CLI11_PARSE(app, argc, argv);
+  if (auto code = dflow::tools::Parse(app, argc, argv)) return *code;
 
   // Block the stop signals in every thread; the main thread waits for them below.
   sigset_t stop;
@@ -84,7 +86,7 @@ int main(int argc, char** argv) {
   auto token = dflow::distributed::ReadTokenFile(token_file);
   if (!token.ok()) return Fail(token.status());
   auto device_list = dflow::tools::ParseDeviceList(devices);
-  if (!device_list.ok()) return Fail(device_list.status());
+  if (!device_list.ok()) return Fail(device_list.status(), dflow::tools::kUsageError);
   dflow::distributed::WorkerOptions options;
   options.devices = *device_list;
   options.threads = threads;
@@ -92,7 +94,9 @@ int main(int argc, char** argv) {
   options.release_after = std::chrono::milliseconds(static_cast<int64_t>(release_after * 1000));
   if (!memory_limit.empty()) {
     auto bytes = dflow::tools::ParseByteSize(memory_limit);
-    if (!bytes.ok()) return Fail(bytes.status());
+    if (!bytes.ok()) {
+      return Fail(bytes.status().WithPrefix("--memory-limit: "), dflow::tools::kUsageError);
+    }
     options.memory_limit_bytes = static_cast<double>(*bytes);
   }
   dflow::ops::RegisterStandardOps();

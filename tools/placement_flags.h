@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/session.h"
+#include "tools/cli.h"
 #include "tools/device_list.h"
 #include "tools/size_flag.h"
 
@@ -33,11 +34,13 @@ struct PlacementFlags {
     app.add_option("--memory-limit", memory_limit,
                    "SIZE: the memory each device offers the placer, e.g. 72MiB, 1.5GB or "
                    "1048576 (bytes); variables plus peak activations must fit it, so a low "
-                   "limit spreads a model over the devices (default 8GiB)");
+                   "limit spreads a model over the devices (default: a CPU's is this machine's "
+                   "memory, a GPU's its own)");
     app.add_option("--assume-batch", assume_batch,
                    "N: the size the placer's estimates give dimensions unknown until run time, "
-                   "usually the batch (default 32)")
-        ->check(CLI::PositiveNumber);
+                   "usually the batch")
+        ->check(AtLeast(1))
+        ->default_str(std::to_string(CostOptions{}.unknown_dim));
   }
 
   // After parsing: checks and canonicalises --devices and --memory-limit. InvalidArgument naming

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@
 #include "runtime/train/trainer.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
+#include "tools/cli.h"
+#include "tools/device_list.h"
 
 namespace dflow::examples {
 
@@ -50,9 +53,11 @@ inline Output Dense(const Scope& scope, Params& p, Output in, int64_t n_in, int6
   return ops::BiasAdd(scope, ops::MatMul(scope, in, w), b);
 }
 
-inline int Fail(const Status& s) {
+// Prints `s` as one line "error: <Code>: <message>" and gives the exit status: 1, or
+// tools::kUsageError for flags that do not go together.
+inline int Fail(const Status& s, int code = 1) {
   std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
-  return 1;
+  return code;
 }
 
 // Adds one NoOp "init" that runs every node of `init_names` (initialisers, optimizer slots;
@@ -86,34 +91,53 @@ inline Result<int> SaveGraphWithInit(const Scope& root, const std::vector<std::s
   return SaveScopeGraph(root, path);
 }
 
-// The command-line flags every training example takes.
+// The command-line flags the training examples share, in the vocabulary of the tools
+// (tools/cli.h): --devices as dflow-run takes it, --steps for a count of steps, usage errors
+// exit 2.
 struct TrainFlags {
+  // Which groups an example takes beyond the batch, rate, seed, threads, data and --save flags.
+  struct Uses {
+    bool epochs = true;    // --epochs, --steps-per-epoch (else the example counts --steps)
+    bool devices = true;   // --devices (else the example places on devices of its own)
+    bool accuracy = true;  // --min-accuracy
+  };
   int epochs;
   int64_t batch_size = 128;
-  int64_t max_steps = -1;  // per epoch; <= 0: whole epochs
+  int64_t steps_per_epoch = 0;  // 0: whole epochs
   double lr = 1e-3;
   double min_accuracy = 0;
   uint64_t seed = 1;
   int threads = 0;
-  std::string device = "cpu:0";  // where the whole graph runs (one device)
+  std::string devices = "cpu:0";         // as given
+  std::vector<std::string> device_list;  // canonical, after Check()
   std::string data_dir = kFashionMnistDir;
   std::string save_graph;  // write the training graph here and exit
   std::string save_batch;  // write a batch's feeds as .npy files into this folder and exit
 
   explicit TrainFlags(int default_epochs) : epochs(default_epochs) {}
 
-  void AddTo(CLI::App& app) {
-    app.add_option("--epochs", epochs, "Passes over the training set")->check(CLI::PositiveNumber);
-    app.add_option("--batch-size", batch_size, "Examples per step")->check(CLI::PositiveNumber);
-    app.add_option("--lr", lr, "Adam learning rate")->check(CLI::PositiveNumber);
+  void AddTo(CLI::App& app, Uses uses) {
+    uses_ = uses;
+    if (uses.epochs) {
+      app.add_option("--epochs", epochs, "Passes over the training set")->check(tools::AtLeast(1));
+      app.add_option("--steps-per-epoch", steps_per_epoch,
+                     "Stop each epoch after this many steps (shortened runs; 0: whole epochs)")
+          ->check(tools::AtLeast(0));
+    }
+    app.add_option("--batch-size", batch_size, "Examples per step")->check(tools::AtLeast(1));
+    app.add_option("--lr", lr, "Learning rate")->check(tools::Positive());
     app.add_option("--seed", seed, "Seed for initialisation and shuffling");
-    app.add_option("--max-steps", max_steps,
-                   "Stop each epoch after this many steps (shortened runs)");
-    app.add_option("--min-accuracy", min_accuracy, "Exit with status 1 below this test accuracy");
-    app.add_option("--threads", threads, "CPU threads (0: all cores)");
-    app.add_option("--device", device,
-                   "The device every node runs on: cpu:0, or gpu:0 where dflow was built with "
-                   "CUDA and a GPU is present");
+    if (uses.accuracy) {
+      app.add_option("--min-accuracy", min_accuracy,
+                     "Exit with status 1 below this test accuracy (0 to 1)")
+          ->check(CLI::Range(0.0, 1.0));
+    }
+    app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(tools::AtLeast(0));
+    if (uses.devices) {
+      app.add_option("--devices", devices,
+                     "Where the graph runs, as dflow-run takes it: cpu:0, gpu:0 (where dflow was "
+                     "built with CUDA and a GPU is present), or several, placed by the cost model");
+    }
     app.add_option("--data", data_dir, "Folder with the Fashion-MNIST IDX files");
     app.add_option("--save", save_graph,
                    "Write the training graph to FILE.dfg (or .json) for dflow-run and dflow-dot, "
@@ -123,7 +147,30 @@ struct TrainFlags {
                    "feeds, into the folder DIR (DIR/x.npy and DIR/labels.npy for dflow-run), "
                    "then exit without training");
   }
+  void AddTo(CLI::App& app) { AddTo(app, Uses{}); }
+
+  // After parsing: --devices made canonical. InvalidArgument naming the flag (a usage error).
+  Status Check() {
+    if (uses_.devices) {
+      ASSIGN_OR_RETURN(device_list, tools::ParseDeviceList(devices));
+    }
+    return Status::OK();
+  }
+
+ private:
+  Uses uses_;
 };
+
+// tools::Parse, then the flags' own checks: nullopt to go on, else the exit status (2 for a usage
+// error, printed as one line).
+inline std::optional<int> Parse(CLI::App& app, int argc, char** argv, TrainFlags& flags) {
+  if (auto code = tools::Parse(app, argc, argv)) return code;
+  if (Status s = flags.Check(); !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
+    return tools::kUsageError;
+  }
+  return std::nullopt;
+}
 
 // --save-batch: the first batch of --batch-size training examples (seeded shuffle) as the
 // feeds `feeds_of` makes of its images and labels, each written to DIR/NAME.npy. Prints what it
@@ -176,7 +223,11 @@ inline Result<std::unique_ptr<Session>> CreateInitializedSession(
     const Scope& root, const TrainFlags& f, const Params& params, const ops::Optimizer& opt,
     SessionOptions options = {}, const SessionMaker& make = {}) {
   options.threads.num_threads = f.threads;
-  if (options.devices.empty()) options.device = f.device;
+  if (options.devices.empty()) {
+    // One device runs the whole graph; several are placed by the cost model.
+    if (f.device_list.size() == 1) options.device = f.device_list[0];
+    if (f.device_list.size() > 1) options.devices = f.device_list;
+  }
   std::unique_ptr<Session> session;
   if (make) {
     ASSIGN_OR_RETURN(session, make(root, options));
@@ -205,7 +256,7 @@ inline int TrainAndReport(Session& session, const Dataset& train, const Dataset&
                 {.epochs = f.epochs,
                  .loss = t.loss,
                  .train_target = t.train_target,
-                 .max_steps_per_epoch = f.max_steps},
+                 .max_steps_per_epoch = f.steps_per_epoch},
                 [&](const EpochStats& e) -> Status {
                   // Test batches of the training batch's size: the placement (and a
                   // device's memory limit) was sized for it.

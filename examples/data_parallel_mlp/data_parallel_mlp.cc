@@ -58,23 +58,24 @@ struct Model {
 
 int main(int argc, char** argv) {
   CLI::App app("Trains an MLP as N data-parallel replicas against the single replica");
+  tools::Configure(app, "data_parallel_mlp");
   examples::TrainFlags flags(1);
   flags.lr = 0.1;
   int64_t steps = 200;
   double tolerance = 1e-2;
   int replicas = 2, local_workers = 0;
   std::string cluster_file, token_file;
-  flags.AddTo(app);
-  app.add_option("--steps", steps, "Training steps")->check(CLI::PositiveNumber);
+  flags.AddTo(app, {.epochs = false, .devices = false, .accuracy = false});
+  app.add_option("--steps", steps, "Training steps")->check(tools::AtLeast(1));
   app.add_option("--tolerance", tolerance, "Largest relative loss difference allowed");
   app.add_option("--replicas", replicas, "Replicas on in-process devices cpu:0 .. cpu:N-1")
       ->check(CLI::Range(1, 16));
   app.add_option("--local-workers", local_workers,
-                 "Start N dflow-worker processes here, a replica on each")
-      ->check(CLI::Range(1, 8));
+                 "Start N dflow-worker processes here, a replica on each (0: none)")
+      ->check(CLI::Range(0, 8));
   app.add_option("--cluster", cluster_file, "A replica on each worker of this cluster spec");
   app.add_option("--token-file", token_file, "The cluster token (with --cluster)");
-  CLI11_PARSE(app, argc, argv);
+  if (auto code = examples::Parse(app, argc, argv, flags)) return *code;
 
   // The replicas' devices.
   std::vector<std::string> devices;
@@ -99,7 +100,8 @@ int main(int argc, char** argv) {
   const auto n = static_cast<int64_t>(devices.size());
   if (flags.batch_size % n != 0) {
     return Fail(
-        InvalidArgument("--batch-size {} does not divide into {} replicas", flags.batch_size, n));
+        InvalidArgument("--batch-size {} does not divide into {} replicas", flags.batch_size, n),
+        tools::kUsageError);
   }
 
   Model single(flags.lr, flags.seed), model(flags.lr, flags.seed);

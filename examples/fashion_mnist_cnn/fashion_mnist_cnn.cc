@@ -18,8 +18,9 @@ using examples::Fail;
 int main(int argc, char** argv) {
   CLI::App app("Trains a CNN (2 conv + 2 dense layers) on Fashion-MNIST");
   examples::TrainFlags flags(3);
+  tools::Configure(app, "fashion_mnist_cnn");
   flags.AddTo(app);
-  CLI11_PARSE(app, argc, argv);
+  if (auto code = examples::Parse(app, argc, argv, flags)) return *code;
 
   Scope root = Scope::NewRootScope();
   examples::Params p;

@@ -18,8 +18,9 @@ using examples::Fail;
 int main(int argc, char** argv) {
   CLI::App app("Trains an MLP (784-512-512-10) on Fashion-MNIST");
   examples::TrainFlags flags(10);
+  tools::Configure(app, "fashion_mnist_mlp");
   flags.AddTo(app);
-  CLI11_PARSE(app, argc, argv);
+  if (auto code = examples::Parse(app, argc, argv, flags)) return *code;
 
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 784});

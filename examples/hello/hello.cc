@@ -9,17 +9,19 @@
 #include "runtime/session.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
+#include "tools/cli.h"
 
 using namespace dflow;
 
 int main(int argc, char** argv) {
   CLI::App app("Builds y = relu(x·W + b), runs it on the CPU and checks it against plain loops");
+  tools::Configure(app, "hello");
   std::string save, save_input;
   app.add_option("--save", save,
                  "Write the graph to FILE.dfg (or .json) for dflow-run and dflow-dot, then exit");
   app.add_option("--save-input", save_input,
                  "Write the input x (f32[2,3]) to FILE.npy for dflow-run --feed, then exit");
-  CLI11_PARSE(app, argc, argv);
+  if (auto code = tools::Parse(app, argc, argv)) return *code;
   Tensor input = Tensor::FromVector<float>({1, 2, 3, -1, 0, 1}, Shape{2, 3});
   if (!save_input.empty()) {
     if (Status s = serialization::WriteNpy(input, save_input); !s.ok()) {

@@ -10,7 +10,7 @@
 // Across processes (built with UCX): --local-workers N starts N dflow-worker processes on this
 // host (one core each) and trains across them; --cluster FILE with --token-file FILE uses
 // workers already running (README, "Across processes and hosts"). The placer still plans with
-// --device-memory-mib per device, but the workers get twice that: a tensor received from
+// --memory-limit per device, but the workers get twice that: a tensor received from
 // another process takes memory of the receiving device as well, which the placer does not
 // count yet.
 #include <CLI/CLI.hpp>
@@ -22,7 +22,7 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
-#include "tools/device_list.h"
+#include "tools/placement_flags.h"
 #ifdef DFLOW_WITH_DISTRIBUTED
 #include "examples/common/local_cluster.h"
 #endif
@@ -30,55 +30,37 @@
 using namespace dflow;
 using examples::Fail;
 
-namespace {
-
-// --devices: a count N (cpu:0 .. cpu:N-1, N at most 16) or a list as dflow-run takes it.
-Result<std::vector<std::string>> DeviceListFlag(const std::string& text) {
-  if (!text.empty() && text.size() <= 2 &&
-      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    int n = std::stoi(text);
-    if (n < 1 || n > 16) return InvalidArgument("--devices {}: give 1 to 16 devices", n);
-    std::vector<std::string> devices;
-    for (int i = 0; i < n; ++i) devices.push_back("cpu:" + std::to_string(i));
-    return devices;
-  }
-  return tools::ParseDeviceList(text);
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   CLI::App app("Trains a wide MLP split by the placer across two CPU devices");
+  tools::Configure(app, "model_parallel_mlp");
   examples::TrainFlags flags(1);
   int64_t width = 2048;
-  double memory_mib = 72;
-  std::string devices = "2";
-  bool log_placement = false, check_split = false, fixed_costs = false;
-  std::string placer = "cost";
-  flags.AddTo(app);
-  app.add_option("--width", width, "Units in each hidden layer")->check(CLI::PositiveNumber);
-  app.add_option("--device-memory-mib", memory_mib, "Memory each device offers the placer")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--devices", devices,
-                 "N (cpu:0 .. cpu:N-1), or the list cpu:0,cpu:1,... as dflow-run takes it");
+  bool check_split = false, log_placement = false;
+  // The placer's flags as dflow-run takes them, with this example's defaults.
+  tools::PlacementFlags placement;
+  placement.devices = "cpu:0,cpu:1";
+  placement.memory_limit = "72MiB";
+  flags.AddTo(app, {.devices = false});
+  app.add_option("--width", width, "Units in each hidden layer")->check(tools::AtLeast(1));
+  placement.AddTo(app,
+                  "The devices the placer splits the model across: cpu:0,cpu:1,... as "
+                  "dflow-run takes them");
   app.add_flag("--log-placement", log_placement, "Print the device of every node");
-  app.add_option("--placer", placer, "cost (the cost model) or simple (one device, as TensorFlow)")
-      ->check(CLI::IsMember({"cost", "simple"}));
-  app.add_flag("--fixed-costs", fixed_costs,
-               "Give the placer fixed device figures instead of measuring this machine, as "
-               "dflow-run --fixed-costs does: the same placement on every run");
   app.add_flag("--check-split", check_split,
                "Exit with status 1 unless every device holds nodes (the model was split)");
   int local_workers = 0;
   std::string cluster_file, token_file;
   app.add_option("--local-workers", local_workers,
-                 "Start N dflow-worker processes here and train across them")
-      ->check(CLI::Range(1, 8));
+                 "Start N dflow-worker processes here and train across them (0: none)")
+      ->check(CLI::Range(0, 8));
   app.add_option("--cluster", cluster_file, "Train across the workers of this cluster spec");
   app.add_option("--token-file", token_file, "The cluster token (with --cluster)");
-  CLI11_PARSE(app, argc, argv);
-  auto device_list = DeviceListFlag(devices);
-  if (!device_list.ok()) return Fail(device_list.status());
+  if (auto code = examples::Parse(app, argc, argv, flags)) return *code;
+  if (Status s = placement.Check(); !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
+    return tools::kUsageError;
+  }
+  const double memory_mib = static_cast<double>(placement.memory_bytes) / (1 << 20);
 
   Scope root = Scope::NewRootScope();
   examples::Params p;
@@ -92,13 +74,10 @@ int main(int argc, char** argv) {
   auto logits =
       ops::Identity(root.WithOpName("logits"), dense("dense3", h2, width, 10, flags.seed + 2));
   SessionOptions options;
-  options.devices = *device_list;
-  options.device_memory_bytes = memory_mib * (1 << 20);
+  // The placer's estimates use the batch unless --assume-batch says otherwise.
+  options.placer.costs.unknown_dim = flags.batch_size;
+  placement.ApplyTo(options);
   options.placer.log_placement = log_placement;
-  options.calibrate_devices = !fixed_costs;
-  options.placer.kind =
-      placer == "simple" ? PlacerOptions::Kind::kSimple : PlacerOptions::Kind::kCost;
-  options.placer.costs.unknown_dim = flags.batch_size;  // the placer's estimates use the batch
   auto summary = [&](Session& session) -> Status {
     std::printf("placement on %zu devices of %.0f MiB each:\n%s\n", options.devices.size(),
                 memory_mib, session.placement().Summary(session.device_set()).c_str());
@@ -113,7 +92,7 @@ int main(int argc, char** argv) {
   if (local_workers > 0 || !cluster_file.empty()) {
     std::vector<std::string> flags = {"--threads", "1", "--memory-limit",
                                       std::to_string(static_cast<int64_t>(2 * memory_mib)) + "MiB"};
-    if (fixed_costs) flags.push_back("--fixed-costs");  // they register the defaults
+    if (placement.fixed_costs) flags.push_back("--fixed-costs");  // they register the defaults
     auto started = examples::StartCluster(argv[0], local_workers, cluster_file, token_file,
                                           "model-parallel-mlp", flags);
     if (!started.ok()) return Fail(started.status());

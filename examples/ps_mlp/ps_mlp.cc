@@ -63,42 +63,53 @@ struct Model {
 
 int main(int argc, char** argv) {
   CLI::App app("Trains the Fashion-MNIST MLP as replicas with parameter servers");
+  tools::Configure(app, "ps_mlp");
   examples::TrainFlags flags(10);
   std::string mode = "async";
   int replicas = 2, servers = 1, staleness = 2, backup_workers = 0;
-  bool local_workers = false;
+  int local_workers = 0;
   std::string cluster_file, token_file;
-  flags.AddTo(app);
+  flags.AddTo(app, {.devices = false});
   app.add_option("--mode", mode, "How updates reach the servers")
       ->check(CLI::IsMember({"sync", "async", "staleness"}));
   app.add_option("--staleness", staleness, "--mode staleness: steps a replica may lead by")
-      ->check(CLI::NonNegativeNumber);
+      ->check(tools::AtLeast(0));
   app.add_option("--backup-workers", backup_workers,
                  "--mode sync: updates take the first replicas - B gradients of a step")
-      ->check(CLI::NonNegativeNumber);
+      ->check(tools::AtLeast(0));
   app.add_option("--replicas", replicas, "Replicas (in process, or the first workers)")
       ->check(CLI::Range(1, 16));
   app.add_option("--parameter-servers", servers, "Parameter servers (the last devices)")
       ->check(CLI::Range(1, 8));
-  auto* local = app.add_flag("--local-workers", local_workers,
-                             "Start replicas + parameter-servers dflow-worker processes here");
+  auto* local = app.add_option("--local-workers", local_workers,
+                               "Start N dflow-worker processes here: the first --replicas hold the "
+                               "replicas, the rest the parameter servers (N = replicas + "
+                               "parameter-servers; 0: none)")
+                    ->check(CLI::Range(0, 24));
   app.add_option("--cluster", cluster_file, "Replicas and servers on this cluster spec's workers")
       ->excludes(local);
   app.add_option("--token-file", token_file, "The cluster token (with --cluster)");
-  CLI11_PARSE(app, argc, argv);
+  if (auto code = examples::Parse(app, argc, argv, flags)) return *code;
+  if (local_workers > 0 && local_workers != replicas + servers) {
+    std::fprintf(stderr,
+                 "error: InvalidArgument: --local-workers %d: --replicas %d and "
+                 "--parameter-servers %d need %d workers\n",
+                 local_workers, replicas, servers, replicas + servers);
+    return tools::kUsageError;
+  }
 
   std::vector<std::string> devices;
 #ifdef DFLOW_WITH_DISTRIBUTED
   examples::LocalCluster cluster;
-  if (local_workers || !cluster_file.empty()) {
-    auto started = examples::StartCluster(argv[0], local_workers ? replicas + servers : 0,
-                                          cluster_file, token_file, "ps-mlp", {"--threads", "1"});
+  if (local_workers > 0 || !cluster_file.empty()) {
+    auto started = examples::StartCluster(argv[0], local_workers, cluster_file, token_file,
+                                          "ps-mlp", {"--threads", "1"});
     if (!started.ok()) return Fail(started.status());
     cluster = std::move(started).value();
   }
   devices = cluster.CpuDevices();
 #else
-  if (local_workers || !cluster_file.empty()) {
+  if (local_workers > 0 || !cluster_file.empty()) {
     return Fail(Unimplemented("this build has no UCX, so no workers"));
   }
 #endif
@@ -128,7 +139,8 @@ int main(int argc, char** argv) {
   const bool own_batches = replicated->asynchronous || replicated->backup_workers > 0;
   if (!own_batches && flags.batch_size % replicas != 0) {
     return Fail(InvalidArgument("--batch-size {} does not divide into {} replicas",
-                                flags.batch_size, replicas));
+                                flags.batch_size, replicas),
+                tools::kUsageError);
   }
   if (!flags.save_graph.empty()) {
     if (Status s = serialization::SaveGraph(*replicated->graph, flags.save_graph); !s.ok()) {
@@ -175,7 +187,7 @@ int main(int argc, char** argv) {
               mode.c_str(), mode == "staleness" ? (" " + std::to_string(staleness)).c_str() : "",
               session->placement().Summary(session->device_set()).c_str());
 
-  TrainLoopOptions loop{.epochs = flags.epochs, .max_steps_per_epoch = flags.max_steps};
+  TrainLoopOptions loop{.epochs = flags.epochs, .max_steps_per_epoch = flags.steps_per_epoch};
   if (own_batches) {
     for (int r = 0; r < replicas; ++r) {
       loop.replicas.push_back({.images_feed = ops::ReplicaName("x", r),

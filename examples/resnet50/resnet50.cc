@@ -4,7 +4,7 @@
 // batch stays the same from step to step (as in the usual synthetic-data benchmarks), so the loss
 // must fall: --check-learns fails the program when the last step's loss is not below the first's.
 //
-//   resnet50 --device gpu:0             # batch 128 on the GPU
+//   resnet50 --devices gpu:0             # batch 128 on the GPU
 //   resnet50 --batch-size 8 --steps 3   # a short run on the CPU
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -14,6 +14,8 @@
 #include <random>
 
 #include "examples/resnet50/resnet.h"
+#include "tools/cli.h"
+#include "tools/device_list.h"
 
 using namespace dflow;
 using examples::Fail;
@@ -36,30 +38,41 @@ void SyntheticBatch(int64_t n, int64_t classes, uint64_t seed, Tensor* images, T
 
 int main(int argc, char** argv) {
   CLI::App app("Trains ResNet-50 on a synthetic CIFAR-10-shaped batch and reports its speed");
+  tools::Configure(app, "resnet50");
   examples::ResNetConfig config;
   int64_t batch = 128;
   int steps = 10, warmup = 1, threads = 0;
   double lr = 0.002, momentum = 0.9;
   bool check_learns = false;
-  std::string device = "cpu:0", save;
+  std::string devices = "cpu:0", save;
   app.add_option("--depth", config.depth, "50, 101 or 152")->check(CLI::IsMember({50, 101, 152}));
   app.add_option("--width", config.width, "Channels of the first stage (64: ResNet-50 itself)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", batch, "Images per step")->check(CLI::PositiveNumber);
-  app.add_option("--steps", steps, "Timed training steps")->check(CLI::PositiveNumber);
+      ->check(tools::AtLeast(1));
+  app.add_option("--batch-size", batch, "Images per step")->check(tools::AtLeast(1));
+  app.add_option("--steps", steps, "Timed training steps")->check(tools::AtLeast(1));
   app.add_option("--warmup", warmup, "Untimed steps first (kernels chosen, memory planned)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--lr", lr, "SGD learning rate")->check(CLI::PositiveNumber);
+      ->check(tools::AtLeast(0));
+  app.add_option("--lr", lr, "SGD learning rate")->check(tools::Positive());
   app.add_option("--momentum", momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", config.seed, "Seed for the weights and the batch");
-  app.add_option("--threads", threads, "CPU threads (0: all cores)");
-  app.add_option("--device", device, "The device every node runs on: cpu:0, gpu:0, ...");
+  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(tools::AtLeast(0));
+  app.add_option("--devices", devices,
+                 "The device every node runs on, as dflow-run takes it: cpu:0, gpu:0, ...");
   app.add_flag("--check-learns", check_learns,
                "Exit with status 1 unless the last step's loss is below the first's");
   app.add_option("--save", save,
                  "Write the training graph to FILE.dfg (or .json) for dflow-run and dflow-dot, "
                  "then exit without training");
-  CLI11_PARSE(app, argc, argv);
+  if (auto code = tools::Parse(app, argc, argv)) return *code;
+  auto device_list = tools::ParseDeviceList(devices);
+  if (device_list.ok() && device_list->size() != 1) {
+    device_list = InvalidArgument("--devices '{}': this example runs on one device", devices);
+  }
+  if (!device_list.ok()) {
+    std::fprintf(stderr, "error: %s\n", device_list.status().ToString().c_str());
+    return tools::kUsageError;
+  }
+  const std::string device = device_list->front();
 
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 3, 32, 32});

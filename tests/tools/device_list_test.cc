@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "framework/device_factory.h"
 #include "ops/array_ops.h"
+#include "ops/sim/sim_backend.h"
 #include "ops/unary_ops.h"
 #include "test_util.h"
 
@@ -40,10 +42,11 @@ TEST(DeviceListTest, DevicesFlagErrorsNameTheFlagAndTheDevice) {
            {"cpu:0,,cpu:1", {"an empty device name"}},
            {"", {"an empty device name"}},
            {"cpu:0,cpu", {"'cpu' names no single device", "cpu:0"}},
-           {"cpu:0,gpu:1", {"'gpu:1' is not a CPU device of this process"}},
+           // No GPU here, or fewer than 8: the reason is given.
+           {"cpu:0,gpu:7", {"'gpu:7'", "GPU"}},
            {"cpu:0,/job:worker/task:0/device:CPU:1",
-            {"'/job:worker/task:0/device:CPU:1' is not a CPU device of this process"}},
-           {"cpu:0,cpu:2", {"cpu:0 .. cpu:N-1", "cpu:1 is missing"}},
+            {"'/job:worker/task:0/device:CPU:1' is not a device of this process", "--cluster"}},
+           {"cpu:0,cpu:2", {"CPU devices are cpu:0 .. cpu:N-1", "cpu:1 is missing"}},
            {"cpu:1", {"cpu:0 is missing"}},
            {"cpu:0,tpu:1", {"malformed device name 'tpu:1'"}},
        }) {
@@ -82,8 +85,33 @@ TEST(DeviceListTest, RequestedDevicesAreOneEntryPerDeviceUpToTheHighest) {
   EXPECT_EQ(DevicesRequestedBy(Pinned({"cpu:10", "cpu:2"})).value(), eleven);
   EXPECT_EQ(DevicesRequestedBy(Pinned({"cpu:3"})).value(),
             Devices({"cpu:0", "cpu:1", "cpu:2", "cpu:3"}));
-  // Requests of no particular local CPU add nothing (the session judges them).
-  EXPECT_EQ(DevicesRequestedBy(Pinned({"cpu", "gpu:1", "/job:ps"})).value(), Devices({"cpu:0"}));
+  // Requests of no particular local device add nothing (the session judges them); a device of
+  // another type is added as requested.
+  EXPECT_EQ(DevicesRequestedBy(Pinned({"cpu", "/job:ps"})).value(), Devices({"cpu:0"}));
+  EXPECT_EQ(DevicesRequestedBy(Pinned({"gpu:1", "cpu:1", "GPU:1"})).value(),
+            Devices({"cpu:0", "cpu:1", "gpu:1"}));
+}
+
+// Issue 31: the tools refused gpu:N where the examples took it. Every registered device type is
+// taken, here the tests' stand-in SIM with two devices: CPU first, then by type and index, and
+// an index past the type's devices named with how many there are.
+TEST(DeviceListTest, EveryRegisteredDeviceTypeIsTaken) {
+  static const bool registered = [] {
+    DeviceType sim = sim::SimDeviceType();
+    sim.count = [](std::string*) { return 2; };
+    return DeviceFactory::Global().Register(sim).ok();
+  }();
+  ASSERT_TRUE(registered);
+  EXPECT_EQ(ParseDeviceList("sim:1,cpu:0,SIM:0").value(), Devices({"cpu:0", "sim:0", "sim:1"}));
+  EXPECT_EQ(ParseDeviceList("sim:1").value(), Devices({"sim:1"}));
+  auto past = ParseDeviceList("cpu:0,sim:2");
+  EXPECT_EQ(past.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(
+      MessageHas(past.status(), {"'sim:2'", "this process has 2 SIM devices", "sim:0 .. sim:1"}))
+      << past.status().ToString();
+  auto twice = ParseDeviceList("sim:0,/device:SIM:0");
+  EXPECT_TRUE(MessageHas(twice.status(), {"are the same device, sim:0"}))
+      << twice.status().ToString();
 }
 
 TEST(DeviceListTest, RequestedDevicesErrorsNameTheNode) {
