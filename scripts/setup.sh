@@ -12,6 +12,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev
   libucx-dev
   zlib1g-dev
+  libonnx-dev libprotobuf-dev libonnx-testdata
   graphviz
   dataset-fashion-mnist
 )

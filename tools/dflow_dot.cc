@@ -26,6 +26,7 @@
 #include "serialization/file_util.h"
 #include "serialization/graph_file.h"
 #include "tools/cli.h"
+#include "tools/graph_input.h"
 #include "tools/placement_flags.h"
 #include "tools/subprocess.h"
 #ifdef DFLOW_WITH_DISTRIBUTED
@@ -150,7 +151,7 @@ int main(int argc, char** argv) {
 
   ops::RegisterStandardOps();
   std::vector<std::string> assigned;
-  auto loaded = serialization::LoadGraph(graph_path, &assigned);
+  auto loaded = tools::LoadGraphFile(graph_path, &assigned);
   if (!loaded.ok()) return Fail(loaded.status(), 1);
   Graph graph = std::move(*loaded);
   std::vector<std::string> device_of(graph.num_nodes());

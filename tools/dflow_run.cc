@@ -32,6 +32,7 @@
 #include "serialization/npy.h"
 #include "tools/cli.h"
 #include "tools/device_list.h"
+#include "tools/graph_input.h"
 #ifdef DFLOW_WITH_DISTRIBUTED
 #include "distributed/distributed_session.h"
 #include "distributed/local_worker.h"
@@ -148,7 +149,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> feed_args, fetch_args, targets;
   int steps = 1, checkpoint_every = 0;
   bool log_placement = false;
-  app.add_option("graph", graph_path, "The graph file")->required();
+  app.add_option("graph", graph_path, "The graph file (.dfg, its JSON form, or an ONNX model)")
+      ->required();
   app.add_option("--feed", feed_args,
                  "NAME=FILE.npy: feed placeholder NAME from a .npy file (int64 values "
                  "for an int32 placeholder are converted when each fits)");
@@ -238,7 +240,7 @@ int main(int argc, char** argv) {
   };
 
   ops::RegisterStandardOps();
-  auto graph = serialization::LoadGraph(graph_path);
+  auto graph = tools::LoadGraphFile(graph_path);
   if (!graph.ok()) return Fail(graph.status(), kRunError);
   SessionOptions options;
   placement.ApplyTo(options);

@@ -1,6 +1,7 @@
 // Everything a program needs to build, train, save and run dflow graphs on this process's
 // devices: the builder API (ops), gradients and optimizers, sessions, the training loop and the
-// file formats. Installed as <dflow/dflow.h>; the parts can also be included one by one
+// file formats (and ONNX import where dflow was built with it). Installed as <dflow/dflow.h>; the
+// parts can also be included one by one
 // ("runtime/session.h", ...), as the headers below do. Graphs across processes:
 // "distributed/distributed_session.h".
 #pragma once
@@ -28,3 +29,6 @@
 #include "serialization/checkpoint_file.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
+#if DFLOW_HAS_ONNX
+#include "onnx/onnx_import.h"
+#endif

@@ -1,0 +1,238 @@
+#include "onnx/onnx_import.h"
+
+#include <algorithm>
+#include <climits>
+#include <filesystem>
+#include <set>
+
+#include "onnx/node_context.h"
+#include "onnx/onnx_headers.h"
+#include "onnx/tensor_proto.h"
+#include "ops/array_ops.h"
+#include "ops/register.h"
+#include "serialization/file_util.h"
+
+namespace dflow::onnx {
+
+// ---- Values and NodeContext -------------------------------------------------------------------
+
+Result<Output> Values::Get(const std::string& name) {
+  if (auto it = outputs_.find(name); it != outputs_.end()) return it->second;
+  if (auto it = constants_.find(name); it != constants_.end()) {
+    Output c = ops::Const(root_, it->second);
+    if (!root_.ok()) return root_.status();
+    outputs_[name] = c;
+    return c;
+  }
+  return InvalidArgument("value '{}' is used before any node makes it", name);
+}
+
+const Tensor* Values::Constant(const std::string& name) const {
+  auto it = constants_.find(name);
+  return it == constants_.end() ? nullptr : &it->second;
+}
+
+Result<Output> NodeContext::input(int i) {
+  if (!has_input(i)) return InvalidArgument("input {} is missing", i);
+  return values_.Get(node_.input(i));
+}
+
+Result<Tensor> NodeContext::constant_input(int i) const {
+  if (!has_input(i)) return InvalidArgument("input {} is missing", i);
+  const Tensor* t = values_.Constant(node_.input(i));
+  if (t == nullptr) {
+    return Unimplemented("input {} ('{}') must be known at import (an initializer or a Constant)",
+                         i, node_.input(i));
+  }
+  return *t;
+}
+
+Result<std::vector<int64_t>> NodeContext::ints_input(int i) const {
+  ASSIGN_OR_RETURN(Tensor t, constant_input(i));
+  std::vector<int64_t> v;
+  if (t.dtype() == DType::kI64) {
+    for (int64_t x : t.ToVector<int64_t>()) v.push_back(x);
+  } else if (t.dtype() == DType::kI32) {
+    for (int32_t x : t.ToVector<int32_t>()) v.push_back(x);
+  } else {
+    return InvalidArgument("input {} is {}, expected integers", i, DTypeName(t.dtype()));
+  }
+  return v;
+}
+
+const ::onnx::AttributeProto* NodeContext::attr(const std::string& name) const {
+  for (const auto& a : node_.attribute()) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+
+int64_t NodeContext::attr_int(const std::string& name, int64_t fallback) const {
+  const auto* a = attr(name);
+  return a ? a->i() : fallback;
+}
+
+float NodeContext::attr_float(const std::string& name, float fallback) const {
+  const auto* a = attr(name);
+  return a ? a->f() : fallback;
+}
+
+std::string NodeContext::attr_string(const std::string& name, const std::string& fallback) const {
+  const auto* a = attr(name);
+  return a ? a->s() : fallback;
+}
+
+std::optional<std::vector<int64_t>> NodeContext::attr_ints(const std::string& name) const {
+  const auto* a = attr(name);
+  if (a == nullptr) return std::nullopt;
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+void NodeContext::set_output(int i, Output o) {
+  if (wants_output(i)) values_.SetOutput(node_.output(i), o);
+}
+
+void NodeContext::set_constant_output(int i, Tensor t) {
+  if (wants_output(i)) values_.SetConstant(node_.output(i), std::move(t));
+}
+
+// ---- The importer -----------------------------------------------------------------------------
+
+namespace {
+
+// A dflow node name for an ONNX name: ':' separates a node's outputs in dflow, and a leading '/'
+// (PyTorch's "/layer1/conv/Conv") would make an empty name scope.
+std::string DflowName(std::string name) {
+  std::replace(name.begin(), name.end(), ':', '_');
+  while (!name.empty() && name.front() == '/') name.erase(name.begin());
+  return name;
+}
+
+// The model's graph inputs: dtype and shape (unknown and symbolic dimensions -1).
+Result<std::pair<DType, Shape>> InputType(const ::onnx::ValueInfoProto& info) {
+  if (!info.type().has_tensor_type()) {
+    return Unimplemented(
+        "graph input '{}' is not a tensor (sequences, maps and optionals are "
+        "not imported)",
+        info.name());
+  }
+  const auto& tt = info.type().tensor_type();
+  auto dtype = DTypeOfOnnx(tt.elem_type());
+  if (!dtype.ok()) return dtype.status().WithPrefix("graph input '" + info.name() + "': ");
+  if (!tt.has_shape()) return std::make_pair(*dtype, Shape::Unknown());
+  std::vector<int64_t> dims;
+  for (const auto& d : tt.shape().dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+  auto shape = Shape::Make(dims);
+  if (!shape.ok()) return shape.status().WithPrefix("graph input '" + info.name() + "': ");
+  return std::make_pair(*dtype, *shape);
+}
+
+}  // namespace
+
+Result<ImportedModel> ImportModelBytes(std::string_view bytes, const std::string& name,
+                                       const std::string& dir, const ImportOptions& options) {
+  if (bytes.size() > options.max_model_bytes || bytes.size() > INT_MAX) {
+    return InvalidArgument("model '{}' is {} bytes, more than the {} allowed", name, bytes.size(),
+                           std::min<size_t>(options.max_model_bytes, INT_MAX));
+  }
+  ::onnx::ModelProto model;
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return InvalidArgument("model '{}' is not an ONNX model (protobuf parse failed)", name);
+  }
+  ImportedModel out;
+  out.ir_version = model.ir_version();
+  for (const auto& op : model.opset_import()) {
+    if (op.domain().empty() || op.domain() == "ai.onnx") out.opset = op.version();
+  }
+  try {
+    ::onnx::checker::check_model(model);
+  } catch (const std::exception& e) {
+    return InvalidArgument("model '{}' fails ONNX's checker: {}", name, e.what());
+  }
+  try {
+    ::onnx::shape_inference::InferShapes(model);
+  } catch (const std::exception& e) {
+    return InvalidArgument("model '{}' fails ONNX's shape inference: {}", name, e.what());
+  }
+  ops::RegisterStandardOps();
+  Scope root = Scope::NewRootScope();
+  Values values(root);
+  const ::onnx::GraphProto& g = model.graph();
+  for (const auto& init : g.initializer()) {
+    auto t = FromTensorProto(init, dir, "initializer '" + init.name() + "'");
+    if (!t.ok()) return t.status().WithPrefix("model '" + name + "': ");
+    values.SetConstant(init.name(), std::move(*t));
+  }
+  for (const auto& in : g.input()) {
+    if (values.Has(in.name())) continue;  // an initializer's default listed as an input
+    auto type = InputType(in);
+    if (!type.ok()) return type.status().WithPrefix("model '" + name + "': ");
+    Output p = ops::Placeholder(root.WithOpName(DflowName(in.name())), type->first, type->second);
+    if (!root.ok()) return root.status();
+    values.SetOutput(in.name(), p);
+    out.inputs.push_back(p.node_name());
+  }
+  const auto& converters = Converters();
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto& node = g.node(i);
+    const std::string label =
+        fmt::format("model '{}': node '{}' ({}{}, opset {}): ", name, node.name(), node.op_type(),
+                    node.domain().empty() ? "" : ", domain " + node.domain(), out.opset);
+    if (!node.domain().empty() && node.domain() != "ai.onnx") {
+      return Unimplemented("{}dflow imports the default ONNX domain only", label);
+    }
+    auto it = converters.find(node.op_type());
+    if (it == converters.end()) return Unimplemented("{}dflow does not import this op", label);
+    std::string scope_name = DflowName(node.name());
+    if (scope_name.empty()) scope_name = fmt::format("{}_{}", node.op_type(), i);
+    NodeContext ctx(values, node, root.WithNameScope(scope_name), out.opset);
+    Status s = it->second(ctx);
+    if (s.ok()) s = root.status();
+    if (!s.ok()) return s.WithPrefix(label);
+    for (int o = 0; o < node.output_size(); ++o) {
+      if (!node.output(o).empty() && !values.Has(node.output(o))) {
+        return Unimplemented("{}output {} ('{}') is not imported", label, o, node.output(o));
+      }
+    }
+  }
+  std::set<std::string> taken;
+  for (int v = 0; v < root.graph().num_nodes(); ++v) taken.insert(root.graph().node(v).name());
+  for (const auto& o : g.output()) {
+    auto value = values.Get(o.name());
+    if (!value.ok()) return value.status().WithPrefix("model '" + name + "': graph output: ");
+    std::string out_name = DflowName(o.name());
+    while (taken.count(out_name)) out_name += "_out";
+    taken.insert(out_name);
+    Output id = ops::Identity(root.WithOpName(out_name), *value);
+    if (!root.ok()) return root.status();
+    out.outputs.push_back(id.name());
+  }
+  out.graph = root.graph();
+  if (Status s = out.graph.Validate(); !s.ok()) return s.WithPrefix("model '" + name + "': ");
+  return out;
+}
+
+Result<ImportedModel> ImportModel(const std::string& path, const ImportOptions& options) {
+  ASSIGN_OR_RETURN(std::string bytes, serialization::ReadFile(path, options.max_model_bytes));
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return ImportModelBytes(bytes, path, dir.empty() ? "." : dir, options);
+}
+
+Result<Tensor> ReadTensorFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string bytes, serialization::ReadFile(path));
+  ::onnx::TensorProto proto;
+  if (bytes.size() > INT_MAX ||
+      !proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return InvalidArgument("'{}' is not a serialized ONNX TensorProto", path);
+  }
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return FromTensorProto(proto, dir.empty() ? "." : dir, "'" + path + "'");
+}
+
+std::vector<std::string> ImportedOps() {
+  std::vector<std::string> ops;
+  for (const auto& [op, converter] : Converters()) ops.push_back(op);
+  return ops;
+}
+
+}  // namespace dflow::onnx

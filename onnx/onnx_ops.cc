@@ -1,0 +1,921 @@
+// The converters: one function per ONNX op (default domain, opsets up to 17), each building the
+// dflow ops that compute it. Attribute values dflow cannot run are refused by name, never
+// ignored.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstring>
+#include <numeric>
+
+#include "onnx/node_context.h"
+#include "onnx/tensor_proto.h"
+#include "ops/array_ops.h"
+#include "ops/batch_norm_ops.h"
+#include "ops/conv_ops.h"
+#include "ops/logic_ops.h"
+#include "ops/manip_ops.h"
+#include "ops/math_ops.h"
+#include "ops/nn_ops.h"
+#include "ops/unary_ops.h"
+
+namespace dflow::onnx {
+namespace {
+
+// ---- helpers ----------------------------------------------------------------------------------
+
+Result<int64_t> Axis(int64_t axis, int rank, const char* what = "axis") {
+  if (rank < 0) return Unimplemented("{} needs an input of known rank", what);
+  if (axis < -rank || axis >= rank) {
+    return InvalidArgument("{} {} is outside [{}, {})", what, axis, -rank, rank);
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+// A shape for ops::Reshape from dims where -1 marks unknown ones: InvalidArgument when more than
+// one is unknown (Reshape infers one).
+Result<std::vector<int64_t>> ReshapeTarget(const std::vector<int64_t>& dims) {
+  if (std::count(dims.begin(), dims.end(), -1) > 1) {
+    return Unimplemented("the result has more than one dimension unknown at import ({})",
+                         Shape(std::span<const int64_t>(dims)));
+  }
+  return dims;
+}
+
+Output ScalarLike(const Scope& s, Output like, double v) {
+  switch (like.dtype()) {
+    case DType::kF64:
+      return ops::Const(s, v);
+    case DType::kI32:
+      return ops::Const(s, static_cast<int32_t>(v));
+    case DType::kI64:
+      return ops::Const(s, static_cast<int64_t>(v));
+    default:
+      return ops::Const(s, static_cast<float>(v));
+  }
+}
+
+// ---- element-wise -----------------------------------------------------------------------------
+
+template <Output (*F)(const Scope&, Output, Output)>
+Status Binary(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output a, c.input(0));
+  ASSIGN_OR_RETURN(Output b, c.input(1));
+  c.set_output(0, F(c.scope(), a, b));
+  return Status::OK();
+}
+
+template <Output (*F)(const Scope&, Output)>
+Status Unary(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  c.set_output(0, F(c.scope(), x));
+  return Status::OK();
+}
+
+// Max, Min, Sum, Mean: variadic with broadcasting.
+template <Output (*F)(const Scope&, Output, Output), bool kMean = false>
+Status Variadic(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output acc, c.input(0));
+  for (int i = 1; i < c.num_inputs(); ++i) {
+    ASSIGN_OR_RETURN(Output x, c.input(i));
+    acc = F(c.scope(), acc, x);
+  }
+  if (kMean) acc = ops::Div(c.scope(), acc, ScalarLike(c.scope(), acc, c.num_inputs()));
+  c.set_output(0, acc);
+  return Status::OK();
+}
+
+Status Identity(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  c.set_output(0, ops::Identity(c.scope(), x));
+  return Status::OK();
+}
+
+Status Reciprocal(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  c.set_output(0, ops::Div(c.scope(), ScalarLike(c.scope(), x, 1), x));
+  return Status::OK();
+}
+
+Status LeakyRelu(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  c.set_output(0, ops::LeakyRelu(c.scope(), x, c.attr_float("alpha", 0.01f)));
+  return Status::OK();
+}
+
+Status Cast(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  ASSIGN_OR_RETURN(DType to, DTypeOfOnnx(static_cast<int32_t>(c.attr_int("to", 0))));
+  c.set_output(0, to == x.dtype() ? ops::Identity(c.scope(), x) : ops::Cast(c.scope(), x, to));
+  return Status::OK();
+}
+
+Status Clip(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  Output y = x;
+  auto bound = [&](int input, const char* attr, double fallback) -> Result<std::optional<Output>> {
+    if (c.opset() < 11) {
+      if (c.attr(attr) == nullptr) return std::optional<Output>();
+      return std::optional<Output>(ScalarLike(c.scope(), x, c.attr_float(attr, fallback)));
+    }
+    if (!c.has_input(input)) return std::optional<Output>();
+    ASSIGN_OR_RETURN(Output b, c.input(input));
+    return std::optional<Output>(b);
+  };
+  ASSIGN_OR_RETURN(std::optional<Output> lo, bound(1, "min", 0));
+  ASSIGN_OR_RETURN(std::optional<Output> hi, bound(2, "max", 0));
+  if (lo) y = ops::Maximum(c.scope(), y, *lo);
+  if (hi) y = ops::Minimum(c.scope(), y, *hi);
+  c.set_output(0, lo || hi ? y : ops::Identity(c.scope(), x));
+  return Status::OK();
+}
+
+Status Where(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output cond, c.input(0));
+  ASSIGN_OR_RETURN(Output a, c.input(1));
+  ASSIGN_OR_RETURN(Output b, c.input(2));
+  c.set_output(0, ops::Select(c.scope(), cond, a, b));
+  return Status::OK();
+}
+
+// ---- matrix products --------------------------------------------------------------------------
+
+Status MatMul(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output a, c.input(0));
+  ASSIGN_OR_RETURN(Output b, c.input(1));
+  const Shape &sa = a.shape(), &sb = b.shape();
+  if (sa.unknown_rank() || sb.unknown_rank()) return Unimplemented("MatMul of unknown rank");
+  if (sa.rank() == 2 && sb.rank() == 2) {
+    c.set_output(0, ops::MatMul(c.scope(), a, b));
+    return Status::OK();
+  }
+  if (sa.rank() > 2 && sb.rank() == 2) {  // [..., M, K] x [K, N]: one product of the rows
+    std::vector<int64_t> out = sa.dim_vector();
+    out.back() = sb[1];
+    ASSIGN_OR_RETURN(std::vector<int64_t> target, ReshapeTarget(out));
+    Output rows = ops::Reshape(c.scope(), a, {-1, sa[sa.rank() - 1]});
+    c.set_output(0, ops::Reshape(c.scope(), ops::MatMul(c.scope(), rows, b), target));
+    return Status::OK();
+  }
+  if (sa.rank() == sb.rank() && sa.rank() > 2) {
+    for (int d = 0; d + 2 < sa.rank(); ++d) {
+      if (sa[d] != sb[d] || sa[d] < 0) {
+        return Unimplemented("MatMul with broadcast batch dimensions ({} x {})", sa, sb);
+      }
+    }
+    c.set_output(0, ops::BatchMatMul(c.scope(), a, b));
+    return Status::OK();
+  }
+  return Unimplemented("MatMul of {} x {} (ranks 1, or batch broadcasting) is not imported", sa,
+                       sb);
+}
+
+Status Gemm(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output a, c.input(0));
+  ASSIGN_OR_RETURN(Output b, c.input(1));
+  Output y = ops::MatMul(
+      c.scope(), a, b,
+      {.transpose_a = c.attr_int("transA", 0) != 0, .transpose_b = c.attr_int("transB", 0) != 0});
+  const float alpha = c.attr_float("alpha", 1), beta = c.attr_float("beta", 1);
+  if (alpha != 1) y = ops::Mul(c.scope(), y, ScalarLike(c.scope(), y, alpha));
+  if (c.has_input(2) && beta != 0) {
+    ASSIGN_OR_RETURN(Output bias, c.input(2));
+    if (beta != 1) bias = ops::Mul(c.scope(), bias, ScalarLike(c.scope(), bias, beta));
+    y = bias.shape().rank() == 1 ? ops::BiasAdd(c.scope(), y, bias) : ops::Add(c.scope(), y, bias);
+  }
+  c.set_output(0, y);
+  return Status::OK();
+}
+
+// ---- convolution and pooling ------------------------------------------------------------------
+
+// Pads {top, left, bottom, right} for a 2-D window from `pads` or auto_pad; the input's H and W
+// must be known for SAME_*.
+Result<std::vector<int64_t>> WindowPads(const NodeContext& c, const Shape& x,
+                                        const std::vector<int64_t>& kernel,
+                                        const std::vector<int64_t>& strides,
+                                        const std::vector<int64_t>& dilations) {
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "NOTSET") {
+    std::vector<int64_t> p = c.attr_ints("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
+    if (p.size() != 4) return InvalidArgument("pads {} for a 2-D window", fmt::join(p, ","));
+    for (int64_t v : p) {
+      if (v < 0) return Unimplemented("negative pads");
+    }
+    return std::vector<int64_t>{p[0], p[1], p[2], p[3]};
+  }
+  if (auto_pad == "VALID") return std::vector<int64_t>{0, 0, 0, 0};
+  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") {
+    return InvalidArgument("auto_pad '{}'", auto_pad);
+  }
+  std::vector<int64_t> begin(2), end(2);
+  for (int i = 0; i < 2; ++i) {
+    const int64_t in = x.rank() == 4 ? x[2 + i] : -1;
+    if (in < 0) return Unimplemented("auto_pad {} needs the input's H and W", auto_pad);
+    const int64_t out = (in + strides[i] - 1) / strides[i];
+    const int64_t total =
+        std::max<int64_t>(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - in);
+    begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    end[i] = total - begin[i];
+  }
+  return std::vector<int64_t>{begin[0], begin[1], end[0], end[1]};
+}
+
+Status Conv(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  ASSIGN_OR_RETURN(Output w, c.input(1));
+  if (x.shape().rank() != 4 || w.shape().rank() != 4) {
+    return Unimplemented("only 2-D convolutions (rank-4 input and weights) are imported, not {}",
+                         x.shape());
+  }
+  std::vector<int64_t> kernel{w.shape()[2], w.shape()[3]};
+  std::vector<int64_t> strides = c.attr_ints("strides").value_or(std::vector<int64_t>{1, 1});
+  std::vector<int64_t> dilations = c.attr_ints("dilations").value_or(std::vector<int64_t>{1, 1});
+  ASSIGN_OR_RETURN(std::vector<int64_t> pads, WindowPads(c, x.shape(), kernel, strides, dilations));
+  Output y = ops::Conv2D(
+      c.scope(), x, w,
+      {.strides = strides, .pads = pads, .dilations = dilations, .groups = c.attr_int("group", 1)});
+  if (c.has_input(2)) {
+    ASSIGN_OR_RETURN(Output b, c.input(2));
+    y = ops::Add(c.scope(), y, ops::Reshape(c.scope(), b, {-1, 1, 1}));
+  }
+  c.set_output(0, y);
+  return Status::OK();
+}
+
+template <bool kMax>
+Status Pool(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  if (x.shape().rank() != 4) return Unimplemented("only 2-D pooling (rank-4 input) is imported");
+  if (c.attr_int("ceil_mode", 0) != 0) return Unimplemented("ceil_mode 1");
+  if (kMax && c.attr_int("storage_order", 0) != 0) return Unimplemented("storage_order 1");
+  if (kMax && c.wants_output(1)) return Unimplemented("MaxPool's Indices output");
+  if (!kMax && c.attr_int("count_include_pad", 0) != 0) return Unimplemented("count_include_pad 1");
+  auto dil = c.attr_ints("dilations").value_or(std::vector<int64_t>{1, 1});
+  if (dil != std::vector<int64_t>{1, 1})
+    return Unimplemented("pooling dilations {}", fmt::join(dil, ","));
+  auto kernel = c.attr_ints("kernel_shape");
+  if (!kernel || kernel->size() != 2) return InvalidArgument("kernel_shape of 2 values needed");
+  std::vector<int64_t> strides = c.attr_ints("strides").value_or(std::vector<int64_t>{1, 1});
+  ASSIGN_OR_RETURN(std::vector<int64_t> pads, WindowPads(c, x.shape(), *kernel, strides, dil));
+  ops::PoolAttrs attrs{.ksize = *kernel, .strides = strides, .pads = pads};
+  c.set_output(0, kMax ? ops::MaxPool(c.scope(), x, attrs) : ops::AvgPool(c.scope(), x, attrs));
+  return Status::OK();
+}
+
+Status GlobalAveragePool(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  if (x.shape().rank() != 4) return Unimplemented("only rank-4 GlobalAveragePool is imported");
+  c.set_output(0, ops::GlobalAvgPool(c.scope(), x));
+  return Status::OK();
+}
+
+Status GlobalMaxPool(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  if (x.shape().rank() != 4) return Unimplemented("only rank-4 GlobalMaxPool is imported");
+  c.set_output(0, ops::ReduceMax(c.scope(), x, {2, 3}, {.keep_dims = true}));
+  return Status::OK();
+}
+
+Status BatchNormalization(NodeContext& c) {
+  if (c.attr_int("training_mode", 0) != 0 || c.wants_output(1) || c.wants_output(2)) {
+    return Unimplemented("BatchNormalization in training mode (running statistics out)");
+  }
+  std::vector<Output> in;
+  for (int i = 0; i < 5; ++i) {
+    ASSIGN_OR_RETURN(Output v, c.input(i));
+    in.push_back(v);
+  }
+  c.set_output(0, ops::BatchNormInference(c.scope(), in[0], in[1], in[2], in[3], in[4],
+                                          {.epsilon = c.attr_float("epsilon", 1e-5f)}));
+  return Status::OK();
+}
+
+// ---- normalisation ----------------------------------------------------------------------------
+
+template <bool kLog>
+Status SoftmaxOp(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  const int rank = x.shape().rank();
+  ASSIGN_OR_RETURN(int64_t axis, Axis(c.attr_int("axis", c.opset() >= 13 ? -1 : 1), rank));
+  auto f = [&](Output v) {
+    return kLog ? ops::LogSoftmax(c.scope(), v) : ops::Softmax(c.scope(), v);
+  };
+  if (axis == rank - 1) {
+    c.set_output(0, f(x));
+    return Status::OK();
+  }
+  if (c.opset() >= 13) {  // over one axis: move it last and back
+    std::vector<int64_t> perm(rank);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::swap(perm[axis], perm[rank - 1]);
+    c.set_output(0, ops::Transpose(c.scope(), f(ops::Transpose(c.scope(), x, perm)), perm));
+    return Status::OK();
+  }
+  // Before opset 13: over the input flattened to [prod(d < axis), prod(d >= axis)].
+  if (!x.shape().fully_defined()) {
+    return Unimplemented("Softmax (opset {}) over axis {} of {} needs known dimensions", c.opset(),
+                         axis, x.shape());
+  }
+  int64_t rows = 1;
+  for (int d = 0; d < axis; ++d) rows *= x.shape()[d];
+  Output flat = ops::Reshape(c.scope(), x, {rows, -1});
+  c.set_output(0, ops::Reshape(c.scope(), f(flat), x.shape().dim_vector()));
+  return Status::OK();
+}
+
+// ---- shapes -----------------------------------------------------------------------------------
+
+Status Reshape(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ints_input(1));
+  const bool allow_zero = c.attr_int("allowzero", 0) != 0;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0 && !allow_zero) {
+      if (x.shape().unknown_rank() || static_cast<int>(i) >= x.shape().rank()) {
+        return InvalidArgument("shape {} copies dimension {} of {}", fmt::join(shape, ","), i,
+                               x.shape());
+      }
+      shape[i] = x.shape()[static_cast<int>(i)];
+    }
+  }
+  ASSIGN_OR_RETURN(shape, ReshapeTarget(shape));
+  c.set_output(0, ops::Reshape(c.scope(), x, shape));
+  return Status::OK();
+}
+
+Status Flatten(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  const Shape& s = x.shape();
+  if (s.unknown_rank()) return Unimplemented("Flatten of unknown rank");
+  int64_t axis = c.attr_int("axis", 1);
+  if (axis < 0) axis += s.rank();
+  if (axis < 0 || axis > s.rank()) return InvalidArgument("axis {} of {}", axis, s);
+  auto product = [&](int from, int to) -> int64_t {
+    int64_t p = 1;
+    for (int d = from; d < to; ++d) {
+      if (s[d] < 0) return -1;
+      p *= s[d];
+    }
+    return p;
+  };
+  ASSIGN_OR_RETURN(std::vector<int64_t> target,
+                   ReshapeTarget({product(0, static_cast<int>(axis)),
+                                  product(static_cast<int>(axis), s.rank())}));
+  c.set_output(0, ops::Reshape(c.scope(), x, target));
+  return Status::OK();
+}
+
+Status Transpose(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  if (x.shape().unknown_rank()) return Unimplemented("Transpose of unknown rank");
+  std::vector<int64_t> perm(x.shape().rank());
+  std::iota(perm.rbegin(), perm.rend(), 0);
+  if (auto p = c.attr_ints("perm")) perm = *p;
+  c.set_output(0, ops::Transpose(c.scope(), x, perm));
+  return Status::OK();
+}
+
+Status Concat(NodeContext& c) {
+  std::vector<Output> xs;
+  for (int i = 0; i < c.num_inputs(); ++i) {
+    ASSIGN_OR_RETURN(Output x, c.input(i));
+    xs.push_back(x);
+  }
+  ASSIGN_OR_RETURN(int64_t axis, Axis(c.attr_int("axis", 0), xs[0].shape().rank()));
+  c.set_output(0,
+               xs.size() == 1 ? ops::Identity(c.scope(), xs[0]) : ops::Concat(c.scope(), xs, axis));
+  return Status::OK();
+}
+
+// Squeeze and Unsqueeze: a Reshape to the shape they give.
+template <bool kSqueeze>
+Status SqueezeOp(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  const Shape& s = x.shape();
+  if (s.unknown_rank()) return Unimplemented("of unknown rank");
+  std::vector<int64_t> axes;
+  if (c.opset() >= 13) {
+    if (c.has_input(1)) {
+      ASSIGN_OR_RETURN(axes, c.ints_input(1));
+    }
+  } else {
+    axes = c.attr_ints("axes").value_or(std::vector<int64_t>{});
+  }
+  std::vector<int64_t> dims = s.dim_vector();
+  if (kSqueeze) {
+    std::vector<bool> drop(dims.size(), axes.empty());
+    for (int64_t a : axes) {
+      ASSIGN_OR_RETURN(int64_t axis, Axis(a, s.rank()));
+      drop[axis] = true;
+    }
+    std::vector<int64_t> out;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (drop[d] && dims[d] == 1) continue;
+      if (drop[d] && !axes.empty()) {
+        return InvalidArgument("dimension {} of {} is not 1", d, s);
+      }
+      out.push_back(dims[d]);
+    }
+    dims = out;
+  } else {
+    const int out_rank = s.rank() + static_cast<int>(axes.size());
+    std::vector<bool> inserted(out_rank, false);
+    for (int64_t a : axes) {
+      ASSIGN_OR_RETURN(int64_t axis, Axis(a, out_rank));
+      inserted[axis] = true;
+    }
+    std::vector<int64_t> out;
+    size_t next = 0;
+    for (int d = 0; d < out_rank; ++d) out.push_back(inserted[d] ? 1 : dims[next++]);
+    dims = out;
+  }
+  ASSIGN_OR_RETURN(dims, ReshapeTarget(dims));
+  c.set_output(0, ops::Reshape(c.scope(), x, dims));
+  return Status::OK();
+}
+
+Status ShapeOp(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  if (!x.shape().fully_defined()) {
+    return Unimplemented("Shape of {}: dflow knows shapes at import only when fully defined",
+                         x.shape());
+  }
+  std::vector<int64_t> dims = x.shape().dim_vector();
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  int64_t start = c.attr_int("start", 0), end = c.attr_int("end", rank);
+  if (start < 0) start += rank;
+  if (end < 0) end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, start, rank);
+  std::vector<int64_t> part(dims.begin() + start, dims.begin() + end);
+  c.set_constant_output(
+      0, Tensor::FromVector<int64_t>(part, Shape{static_cast<int64_t>(part.size())}));
+  return Status::OK();
+}
+
+Status ConstantOp(NodeContext& c) {
+  if (const auto* v = c.attr("value")) {
+    ASSIGN_OR_RETURN(Tensor t, FromTensorProto(v->t(), ".", "value"));
+    c.set_constant_output(0, std::move(t));
+  } else if (const auto* f = c.attr("value_float")) {
+    c.set_constant_output(0, Tensor::Scalar<float>(f->f()));
+  } else if (const auto* fs = c.attr("value_floats")) {
+    std::vector<float> v(fs->floats().begin(), fs->floats().end());
+    c.set_constant_output(0, Tensor::FromVector<float>(v, Shape{static_cast<int64_t>(v.size())}));
+  } else if (const auto* i = c.attr("value_int")) {
+    c.set_constant_output(0, Tensor::Scalar<int64_t>(i->i()));
+  } else if (const auto* is = c.attr("value_ints")) {
+    std::vector<int64_t> v(is->ints().begin(), is->ints().end());
+    c.set_constant_output(0, Tensor::FromVector<int64_t>(v, Shape{static_cast<int64_t>(v.size())}));
+  } else {
+    return Unimplemented("a Constant of this kind (sparse, string) is not imported");
+  }
+  return Status::OK();
+}
+
+// ---- reductions -------------------------------------------------------------------------------
+
+template <Output (*F)(const Scope&, Output, const std::vector<int64_t>&, const ops::ReduceAttrs&),
+          bool kAxesInput>
+Status Reduce(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  std::vector<int64_t> axes;
+  if (kAxesInput && c.opset() >= 13) {
+    if (c.has_input(1)) {
+      ASSIGN_OR_RETURN(axes, c.ints_input(1));
+    }
+    if (axes.empty() && c.attr_int("noop_with_empty_axes", 0) != 0) {
+      c.set_output(0, ops::Identity(c.scope(), x));
+      return Status::OK();
+    }
+  } else {
+    axes = c.attr_ints("axes").value_or(std::vector<int64_t>{});
+  }
+  if (axes.empty()) {  // all axes
+    if (x.shape().unknown_rank()) return Unimplemented("reducing all axes of unknown rank");
+    axes.resize(x.shape().rank());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  c.set_output(0, F(c.scope(), x, axes, {.keep_dims = c.attr_int("keepdims", 1) != 0}));
+  return Status::OK();
+}
+
+Status ArgMax(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  if (c.attr_int("select_last_index", 0) != 0) return Unimplemented("select_last_index 1");
+  ASSIGN_OR_RETURN(int64_t axis, Axis(c.attr_int("axis", 0), x.shape().rank()));
+  Output y = ops::ArgMax(c.scope(), x, axis);
+  if (c.attr_int("keepdims", 1) != 0) {
+    std::vector<int64_t> dims = x.shape().dim_vector();
+    dims[axis] = 1;
+    ASSIGN_OR_RETURN(dims, ReshapeTarget(dims));
+    y = ops::Reshape(c.scope(), y, dims);
+  }
+  c.set_output(0, y);
+  return Status::OK();
+}
+
+// ---- slicing and padding ----------------------------------------------------------------------
+
+Status Pad(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  if (c.attr_string("mode", "constant") != "constant") {
+    return Unimplemented("mode '{}' (constant only)", c.attr_string("mode", ""));
+  }
+  std::vector<int64_t> pads;
+  double value = 0;
+  if (c.opset() >= 11) {
+    ASSIGN_OR_RETURN(pads, c.ints_input(1));
+    if (c.has_input(2)) {
+      ASSIGN_OR_RETURN(Tensor v, c.constant_input(2));
+      if (v.num_elements() != 1)
+        return InvalidArgument("constant_value of {} values", v.num_elements());
+      if (v.dtype() != DType::kF32) {
+        return Unimplemented("a constant_value of {}", DTypeName(v.dtype()));
+      }
+      value = v.data<float>()[0];
+    }
+    if (c.has_input(3)) return Unimplemented("the axes input");
+  } else {
+    pads = c.attr_ints("pads").value_or(std::vector<int64_t>{});
+    value = c.attr_float("value", 0);
+  }
+  const int rank = x.shape().rank();
+  if (rank < 0 || static_cast<int>(pads.size()) != 2 * rank) {
+    return InvalidArgument("pads of {} values for rank {}", pads.size(), rank);
+  }
+  std::vector<int64_t> paddings;
+  for (int d = 0; d < rank; ++d) {
+    if (pads[d] < 0 || pads[d + rank] < 0) return Unimplemented("negative pads (cropping)");
+    paddings.push_back(pads[d]);
+    paddings.push_back(pads[d + rank]);
+  }
+  c.set_output(0, ops::Pad(c.scope(), x, paddings, value));
+  return Status::OK();
+}
+
+Status Slice(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  const Shape& s = x.shape();
+  if (s.unknown_rank()) return Unimplemented("Slice of unknown rank");
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (c.opset() >= 10) {
+    ASSIGN_OR_RETURN(starts, c.ints_input(1));
+    ASSIGN_OR_RETURN(ends, c.ints_input(2));
+    if (c.has_input(3)) {
+      ASSIGN_OR_RETURN(axes, c.ints_input(3));
+    }
+    if (c.has_input(4)) {
+      ASSIGN_OR_RETURN(steps, c.ints_input(4));
+    }
+  } else {
+    starts = c.attr_ints("starts").value_or(std::vector<int64_t>{});
+    ends = c.attr_ints("ends").value_or(std::vector<int64_t>{});
+    axes = c.attr_ints("axes").value_or(std::vector<int64_t>{});
+  }
+  if (axes.empty()) {
+    axes.resize(starts.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  if (starts.size() != ends.size() || axes.size() != starts.size() ||
+      (!steps.empty() && steps.size() != starts.size())) {
+    return InvalidArgument("starts, ends, axes and steps of different lengths");
+  }
+  std::vector<int64_t> begin(s.rank(), 0), size(s.rank(), -1);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    if (!steps.empty() && steps[i] != 1) return Unimplemented("steps other than 1");
+    ASSIGN_OR_RETURN(int64_t axis, Axis(axes[i], s.rank()));
+    const int64_t dim = s[static_cast<int>(axis)];
+    if (dim < 0) return Unimplemented("slicing dimension {} of {}, unknown at import", axis, s);
+    int64_t b = starts[i] < 0 ? starts[i] + dim : starts[i];
+    int64_t e = ends[i] < 0 ? ends[i] + dim : ends[i];
+    b = std::clamp<int64_t>(b, 0, dim);
+    e = std::clamp<int64_t>(e, b, dim);
+    begin[axis] = b;
+    size[axis] = e - b;
+  }
+  c.set_output(0, ops::Slice(c.scope(), x, begin, size));
+  return Status::OK();
+}
+
+Status Split(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  const Shape& s = x.shape();
+  ASSIGN_OR_RETURN(int64_t axis, Axis(c.attr_int("axis", 0), s.rank()));
+  const int64_t dim = s[static_cast<int>(axis)];
+  if (dim < 0) return Unimplemented("splitting dimension {} of {}, unknown at import", axis, s);
+  std::vector<int64_t> sizes;
+  if (c.opset() >= 13 && c.has_input(1)) {
+    ASSIGN_OR_RETURN(sizes, c.ints_input(1));
+  } else if (auto a = c.attr_ints("split")) {
+    sizes = *a;
+  } else {
+    const int64_t n = c.num_outputs();
+    for (int64_t i = 0; i < n; ++i) sizes.push_back(dim / n + (i < dim % n ? 1 : 0));
+  }
+  if (static_cast<int>(sizes.size()) != c.num_outputs()) {
+    return InvalidArgument("{} sizes for {} outputs", sizes.size(), c.num_outputs());
+  }
+  int64_t offset = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::vector<int64_t> begin(s.rank(), 0), size(s.rank(), -1);
+    begin[axis] = offset;
+    size[axis] = sizes[i];
+    offset += sizes[i];
+    c.set_output(static_cast<int>(i), ops::Slice(c.scope(), x, begin, size));
+  }
+  if (offset != dim) return InvalidArgument("sizes add up to {}, not {}", offset, dim);
+  return Status::OK();
+}
+
+Status Dropout(NodeContext& c) {
+  if (c.wants_output(1)) return Unimplemented("Dropout's mask output");
+  // Inference (the default) is the identity; training mode draws a random mask.
+  bool training = c.opset() < 7 && c.attr_int("is_test", 0) == 0;
+  if (c.opset() >= 12 && c.has_input(2)) {
+    ASSIGN_OR_RETURN(Tensor mode, c.constant_input(2));
+    training = mode.dtype() == DType::kBool && mode.num_elements() == 1 && mode.data<bool>()[0];
+  }
+  if (training) return Unimplemented("Dropout in training mode (a random mask) is not imported");
+  return Identity(c);
+}
+
+// ---- ops made of others -------------------------------------------------------------------------
+
+Status Abs(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  c.set_output(0, ops::Maximum(c.scope(), x, ops::Neg(c.scope(), x)));
+  return Status::OK();
+}
+
+Status ArgMin(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  if (c.attr_int("select_last_index", 0) != 0) return Unimplemented("select_last_index 1");
+  ASSIGN_OR_RETURN(int64_t axis, Axis(c.attr_int("axis", 0), x.shape().rank()));
+  Output y = ops::ArgMax(c.scope(), ops::Neg(c.scope(), x), axis);
+  if (c.attr_int("keepdims", 1) != 0) {
+    std::vector<int64_t> dims = x.shape().dim_vector();
+    dims[axis] = 1;
+    ASSIGN_OR_RETURN(dims, ReshapeTarget(dims));
+    y = ops::Reshape(c.scope(), y, dims);
+  }
+  c.set_output(0, y);
+  return Status::OK();
+}
+
+// The reductions ONNX has beyond sum, mean and max, from those: f(x) reduced by g, then h.
+enum class Derived { kMin, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
+
+template <Derived kKind>
+Status DerivedReduce(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  std::vector<int64_t> axes = c.attr_ints("axes").value_or(std::vector<int64_t>{});
+  if (axes.empty()) {
+    if (x.shape().unknown_rank()) return Unimplemented("reducing all axes of unknown rank");
+    axes.resize(x.shape().rank());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  const ops::ReduceAttrs attrs{.keep_dims = c.attr_int("keepdims", 1) != 0};
+  const Scope& s = c.scope();
+  Output y;
+  switch (kKind) {
+    case Derived::kMin:
+      y = ops::Neg(s, ops::ReduceMax(s, ops::Neg(s, x), axes, attrs));
+      break;
+    case Derived::kL1:
+      y = ops::ReduceSum(s, ops::Maximum(s, x, ops::Neg(s, x)), axes, attrs);
+      break;
+    case Derived::kL2:
+      y = ops::Sqrt(s, ops::ReduceSum(s, ops::Square(s, x), axes, attrs));
+      break;
+    case Derived::kSumSquare:
+      y = ops::ReduceSum(s, ops::Square(s, x), axes, attrs);
+      break;
+    case Derived::kLogSum:
+      y = ops::Log(s, ops::ReduceSum(s, x, axes, attrs));
+      break;
+    case Derived::kLogSumExp:
+      y = ops::Log(s, ops::ReduceSum(s, ops::Exp(s, x), axes, attrs));
+      break;
+  }
+  c.set_output(0, y);
+  return Status::OK();
+}
+
+Status LayerNormalization(NodeContext& c) {
+  if (c.wants_output(1) || c.wants_output(2)) {
+    return Unimplemented("LayerNormalization's Mean and InvStdDev outputs");
+  }
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  ASSIGN_OR_RETURN(Output scale, c.input(1));
+  const int rank = x.shape().rank();
+  ASSIGN_OR_RETURN(int64_t axis, Axis(c.attr_int("axis", -1), rank));
+  if (c.attr_int("stash_type", 1) != 1) return Unimplemented("stash_type other than float");
+  std::vector<int64_t> axes;
+  for (int64_t d = axis; d < rank; ++d) axes.push_back(d);
+  const Scope& s = c.scope();
+  Output mean = ops::ReduceMean(s, x, axes, {.keep_dims = true});
+  Output d = ops::Sub(s, x, mean);
+  Output var = ops::ReduceMean(s, ops::Square(s, d), axes, {.keep_dims = true});
+  Output eps = ScalarLike(s, x, c.attr_float("epsilon", 1e-5f));
+  Output y = ops::Mul(s, ops::Mul(s, d, ops::Rsqrt(s, ops::Add(s, var, eps))), scale);
+  if (c.has_input(2)) {
+    ASSIGN_OR_RETURN(Output bias, c.input(2));
+    y = ops::Add(s, y, bias);
+  }
+  c.set_output(0, y);
+  return Status::OK();
+}
+
+enum class Activation {
+  kElu,
+  kSelu,
+  kCelu,
+  kHardSigmoid,
+  kHardSwish,
+  kSoftplus,
+  kSoftsign,
+  kMish,
+  kThresholdedRelu
+};
+
+template <Activation kKind>
+Status ActivationOp(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  const Scope& s = c.scope();
+  auto k = [&](double v) { return ScalarLike(s, x, v); };
+  auto softplus = [&](Output v) { return ops::Log(s, ops::Add(s, ops::Exp(s, v), k(1))); };
+  Output y;
+  switch (kKind) {
+    case Activation::kElu:
+    case Activation::kSelu:
+    case Activation::kCelu: {
+      const bool selu = kKind == Activation::kSelu, celu = kKind == Activation::kCelu;
+      const double alpha = c.attr_float("alpha", selu ? 1.67326319217681884765625f : 1.0f);
+      const double gamma = selu ? c.attr_float("gamma", 1.05070102214813232421875f) : 1.0;
+      Output e = celu ? ops::Exp(s, ops::Div(s, x, k(alpha))) : ops::Exp(s, x);
+      Output neg = ops::Mul(s, k(alpha), ops::Sub(s, e, k(1)));
+      y = ops::Select(s, ops::Greater(s, x, k(0)), x, neg);
+      if (celu) y = ops::Add(s, ops::Maximum(s, x, k(0)), ops::Minimum(s, k(0), neg));
+      if (selu) y = ops::Mul(s, k(gamma), y);
+      break;
+    }
+    case Activation::kHardSigmoid:
+    case Activation::kHardSwish: {
+      const bool swish = kKind == Activation::kHardSwish;
+      const double alpha = swish ? 1.0 / 6 : c.attr_float("alpha", 0.2f);
+      const double beta = swish ? 0.5 : c.attr_float("beta", 0.5f);
+      Output h = ops::Maximum(
+          s, k(0), ops::Minimum(s, k(1), ops::Add(s, ops::Mul(s, x, k(alpha)), k(beta))));
+      y = swish ? ops::Mul(s, x, h) : h;
+      break;
+    }
+    case Activation::kSoftplus:
+      y = softplus(x);
+      break;
+    case Activation::kSoftsign:
+      y = ops::Div(s, x, ops::Add(s, k(1), ops::Maximum(s, x, ops::Neg(s, x))));
+      break;
+    case Activation::kMish:
+      y = ops::Mul(s, x, ops::Tanh(s, softplus(x)));
+      break;
+    case Activation::kThresholdedRelu:
+      y = ops::Select(s, ops::Greater(s, x, k(c.attr_float("alpha", 1.0f))), x, k(0));
+      break;
+  }
+  c.set_output(0, y);
+  return Status::OK();
+}
+
+Status PRelu(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  ASSIGN_OR_RETURN(Output slope, c.input(1));
+  const Scope& s = c.scope();
+  Output zero = ScalarLike(s, x, 0);
+  c.set_output(0, ops::Select(s, ops::Less(s, x, zero), ops::Mul(s, slope, x), x));
+  return Status::OK();
+}
+
+Status Size(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  if (!x.shape().fully_defined()) {
+    return Unimplemented("Size of {}: known at import only when fully defined", x.shape());
+  }
+  c.set_constant_output(0, Tensor::Scalar<int64_t>(x.shape().num_elements()));
+  return Status::OK();
+}
+
+Status ConstantOfShape(NodeContext& c) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, c.ints_input(0));
+  ASSIGN_OR_RETURN(Shape shape, Shape::Make(dims));
+  Tensor value = Tensor::Scalar<float>(0);
+  if (const auto* v = c.attr("value")) {
+    ASSIGN_OR_RETURN(value, FromTensorProto(v->t(), ".", "value"));
+    if (value.num_elements() != 1)
+      return InvalidArgument("value of {} elements", value.num_elements());
+  }
+  if (shape.num_elements() > (int64_t{1} << 28)) {
+    return Unimplemented("a constant of {} elements", shape.num_elements());
+  }
+  Tensor t(value.dtype(), shape);
+  const size_t size = DTypeSize(value.dtype());
+  for (int64_t i = 0; i < shape.num_elements(); ++i) {
+    std::memcpy(static_cast<char*>(t.raw_data()) + i * size, value.raw_data(), size);
+  }
+  c.set_constant_output(0, std::move(t));
+  return Status::OK();
+}
+
+Status Expand(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, c.ints_input(1));
+  ASSIGN_OR_RETURN(Shape shape, Shape::Make(dims));
+  // Broadcasting against zeros of the shape (1s in it keep x's dimension).
+  c.set_output(0, ops::Add(c.scope(), x, ops::Fill(c.scope(), shape, 0, x.dtype())));
+  return Status::OK();
+}
+
+}  // namespace
+
+const std::map<std::string, Converter>& Converters() {
+  static const std::map<std::string, Converter> converters = {
+      {"Abs", Abs},
+      {"ArgMin", ArgMin},
+      {"Celu", ActivationOp<Activation::kCelu>},
+      {"ConstantOfShape", ConstantOfShape},
+      {"Elu", ActivationOp<Activation::kElu>},
+      {"Expand", Expand},
+      {"HardSigmoid", ActivationOp<Activation::kHardSigmoid>},
+      {"HardSwish", ActivationOp<Activation::kHardSwish>},
+      {"LayerNormalization", LayerNormalization},
+      {"Mish", ActivationOp<Activation::kMish>},
+      {"PRelu", PRelu},
+      {"ReduceL1", DerivedReduce<Derived::kL1>},
+      {"ReduceL2", DerivedReduce<Derived::kL2>},
+      {"ReduceLogSum", DerivedReduce<Derived::kLogSum>},
+      {"ReduceLogSumExp", DerivedReduce<Derived::kLogSumExp>},
+      {"ReduceMin", DerivedReduce<Derived::kMin>},
+      {"ReduceSumSquare", DerivedReduce<Derived::kSumSquare>},
+      {"Selu", ActivationOp<Activation::kSelu>},
+      {"Size", Size},
+      {"Softplus", ActivationOp<Activation::kSoftplus>},
+      {"Softsign", ActivationOp<Activation::kSoftsign>},
+      {"ThresholdedRelu", ActivationOp<Activation::kThresholdedRelu>},
+      {"Add", Binary<ops::Add>},
+      {"ArgMax", ArgMax},
+      {"AveragePool", Pool<false>},
+      {"BatchNormalization", BatchNormalization},
+      {"Cast", Cast},
+      {"Clip", Clip},
+      {"Concat", Concat},
+      {"Constant", ConstantOp},
+      {"Conv", Conv},
+      {"Div", Binary<ops::Div>},
+      {"Dropout", Dropout},
+      {"Equal", Binary<ops::Equal>},
+      {"Exp", Unary<ops::Exp>},
+      {"Flatten", Flatten},
+      {"Gemm", Gemm},
+      {"GlobalAveragePool", GlobalAveragePool},
+      {"GlobalMaxPool", GlobalMaxPool},
+      {"Greater", Binary<ops::Greater>},
+      {"GreaterOrEqual", Binary<ops::GreaterEqual>},
+      {"Identity", Identity},
+      {"LeakyRelu", LeakyRelu},
+      {"Less", Binary<ops::Less>},
+      {"LessOrEqual", Binary<ops::LessEqual>},
+      {"Log", Unary<ops::Log>},
+      {"LogSoftmax", SoftmaxOp<true>},
+      {"MatMul", MatMul},
+      {"Max", Variadic<ops::Maximum>},
+      {"MaxPool", Pool<true>},
+      {"Mean", Variadic<ops::Add, true>},
+      {"Min", Variadic<ops::Minimum>},
+      {"Mul", Binary<ops::Mul>},
+      {"Neg", Unary<ops::Neg>},
+      {"Pad", Pad},
+      {"Pow", Binary<ops::Pow>},
+      {"Reciprocal", Reciprocal},
+      {"ReduceMax", Reduce<ops::ReduceMax, false>},
+      {"ReduceMean", Reduce<ops::ReduceMean, false>},
+      {"ReduceSum", Reduce<ops::ReduceSum, true>},
+      {"Relu", Unary<ops::Relu>},
+      {"Reshape", Reshape},
+      {"Shape", ShapeOp},
+      {"Sigmoid", Unary<ops::Sigmoid>},
+      {"Slice", Slice},
+      {"Softmax", SoftmaxOp<false>},
+      {"Split", Split},
+      {"Sqrt", Unary<ops::Sqrt>},
+      {"Squeeze", SqueezeOp<true>},
+      {"Sub", Binary<ops::Sub>},
+      {"Sum", Variadic<ops::Add>},
+      {"Tanh", Unary<ops::Tanh>},
+      {"Transpose", Transpose},
+      {"Unsqueeze", SqueezeOp<false>},
+      {"Where", Where},
+  };
+  return converters;
+}
+
+}  // namespace dflow::onnx
