@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "onnx/node_context.h"
@@ -127,6 +128,69 @@ Result<std::pair<DType, Shape>> InputType(const ::onnx::ValueInfoProto& info) {
   return std::make_pair(*dtype, *shape);
 }
 
+// The declared rank of every value whose type the file gives before inference: graph inputs
+// and initializers.
+std::map<std::string, int> DeclaredRanks(const ::onnx::GraphProto& g) {
+  std::map<std::string, int> ranks;
+  for (const auto& in : g.input()) {
+    if (in.type().has_tensor_type() && in.type().tensor_type().has_shape()) {
+      ranks[in.name()] = in.type().tensor_type().shape().dim_size();
+    }
+  }
+  for (const auto& init : g.initializer()) ranks[init.name()] = init.dims_size();
+  return ranks;
+}
+
+Status CheckImportable(const ::onnx::ModelProto& model, const std::string& name, int64_t opset) {
+  const auto& converters = Converters();
+  const ::onnx::GraphProto& g = model.graph();
+  const std::map<std::string, int> ranks = DeclaredRanks(g);
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto& node = g.node(i);
+    const std::string label =
+        fmt::format("model '{}': node '{}' ({}{}, opset {}): ", name, node.name(), node.op_type(),
+                    node.domain().empty() ? "" : ", domain " + node.domain(), opset);
+    if (!node.domain().empty() && node.domain() != "ai.onnx") {
+      return Unimplemented("{}dflow imports the default ONNX domain only", label);
+    }
+    if (!converters.count(node.op_type())) {
+      return Unimplemented("{}dflow does not import this op", label);
+    }
+    // The windowed ops: the input and the weights (when their ranks are declared) and the
+    // window's attributes must agree on the number of spatial dimensions.
+    const std::string& op = node.op_type();
+    if (op == "Conv" || op == "MaxPool" || op == "AveragePool") {
+      int spatial = -1;
+      for (int k = 0; k < std::min(node.input_size(), op == "Conv" ? 2 : 1); ++k) {
+        auto it = ranks.find(node.input(k));
+        if (it == ranks.end()) continue;
+        if (it->second < 3) {
+          return InvalidArgument("{}input {} has rank {}, less than 3", label, k, it->second);
+        }
+        if (spatial >= 0 && it->second - 2 != spatial) {
+          return InvalidArgument("{}the input and the weights have different ranks", label);
+        }
+        spatial = it->second - 2;
+      }
+      for (const auto& a : node.attribute()) {
+        const std::string& n = a.name();
+        if (n != "kernel_shape" && n != "strides" && n != "dilations" && n != "pads") continue;
+        const int want = spatial < 0 ? -1 : (n == "pads" ? 2 * spatial : spatial);
+        if (want >= 0 && a.ints_size() != want) {
+          return InvalidArgument("{}attribute {} has {} values for {} spatial dimensions", label, n,
+                                 a.ints_size(), spatial);
+        }
+        for (int64_t v : a.ints()) {
+          if (n == "pads" ? v < 0 : v <= 0) {
+            return InvalidArgument("{}attribute {} holds {}", label, n, v);
+          }
+        }
+      }
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<ImportedModel> ImportModelBytes(std::string_view bytes, const std::string& name,
@@ -144,6 +208,11 @@ Result<ImportedModel> ImportModelBytes(std::string_view bytes, const std::string
   for (const auto& op : model.opset_import()) {
     if (op.domain().empty() || op.domain() == "ai.onnx") out.opset = op.version();
   }
+  // Ops and domains dflow does not import are refused before ONNX's checker and shape inference
+  // see the model: ONNX 1.12's shape inference crashes on some malformed nodes (a ConvInteger
+  // whose weights have another rank than its input), so only what dflow imports, checked here
+  // first, reaches it.
+  RETURN_IF_ERROR(CheckImportable(model, name, out.opset));
   try {
     ::onnx::checker::check_model(model);
   } catch (const std::exception& e) {

@@ -814,7 +814,7 @@ Status ConstantOfShape(NodeContext& c) {
     if (value.num_elements() != 1)
       return InvalidArgument("value of {} elements", value.num_elements());
   }
-  if (shape.num_elements() > (int64_t{1} << 28)) {
+  if (shape.num_elements() > (int64_t{1} << 26)) {
     return Unimplemented("a constant of {} elements", shape.num_elements());
   }
   Tensor t(value.dtype(), shape);

@@ -149,10 +149,13 @@ Result<Tensor> FromTensorProto(const TensorProto& proto, const std::string& mode
     n *= d;
     dims.push_back(d);
   }
-  Tensor t(*dtype, Shape(std::span<const int64_t>(dims)));
-  const size_t bytes = t.num_bytes();
+  // Every size is checked against the bytes there are before anything is allocated: the dims
+  // of a hostile file may claim gigabytes.
+  const Shape shape{std::span<const int64_t>(dims)};
+  const size_t bytes = static_cast<size_t>(n) * DTypeSize(*dtype);
   if (proto.data_location() == TensorProto::EXTERNAL) {
     ASSIGN_OR_RETURN(std::string data, ExternalBytes(proto, model_dir, what, bytes));
+    Tensor t(*dtype, shape);
     if (bytes > 0) std::memcpy(t.raw_data(), data.data(), bytes);
     return t;
   }
@@ -161,9 +164,28 @@ Result<Tensor> FromTensorProto(const TensorProto& proto, const std::string& mode
       return InvalidArgument("{}: raw_data holds {} bytes but {} {} values need {}", what,
                              proto.raw_data().size(), n, DTypeName(*dtype), bytes);
     }
+    Tensor t(*dtype, shape);
     if (bytes > 0) std::memcpy(t.raw_data(), proto.raw_data().data(), bytes);
     return t;
   }
+  int64_t given = 0;
+  switch (*dtype) {
+    case DType::kF32:
+      given = proto.float_data_size();
+      break;
+    case DType::kF64:
+      given = proto.double_data_size();
+      break;
+    case DType::kI64:
+      given = proto.int64_data_size();
+      break;
+    default:
+      given = proto.int32_data_size();
+  }
+  if (given != n) {
+    return InvalidArgument("{}: {} values given but the dims {} need {}", what, given, shape, n);
+  }
+  Tensor t(*dtype, shape);
   switch (*dtype) {
     case DType::kF32:
       RETURN_IF_ERROR(CopyTyped<float>(proto.float_data(), t, what, "float_data"));

@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 check=0
 if [ "$seconds" = "--check" ]; then check=1; seconds=0; fi
-targets=${FUZZ_TARGETS:-"graph_file checkpoint_file npy wire"}
+targets=${FUZZ_TARGETS:-"graph_file checkpoint_file npy wire onnx"}
 if [ $check = 0 ] && ! [[ "$seconds" =~ ^[1-9][0-9]*$ ]]; then
   echo "fuzz: SECONDS must be a positive integer or --check, not '$seconds'" >&2
   exit 2
@@ -51,12 +51,18 @@ cmake --build "$out" -j "$(nproc)" --target fuzzers $analysed >"$out.build.log" 
 rm -rf "$out/seeds"
 "$out/bin/fuzz_seeds" "$out/seeds"
 mkdir -p "$out/crashes"
-declare -A seeds=([graph_file]=graph [checkpoint_file]=checkpoint [npy]=npy [wire]=wire)
+declare -A seeds=([graph_file]=graph [checkpoint_file]=checkpoint [npy]=npy [wire]=wire
+                  [onnx]=onnx)
 
 status=0
 for t in $targets; do
+  # ONNX import is built where libonnx-dev is found (scripts/setup.sh installs it).
+  if [ "$t" = onnx ] && [ ! -x "$out/bin/onnx_fuzzer" ]; then
+    echo "fuzz onnx: skipped, this build has no ONNX import"
+    continue
+  fi
   if [ -z "${seeds[$t]:-}" ]; then
-    echo "fuzz: unknown target '$t' (graph_file, checkpoint_file, npy, wire)" >&2
+    echo "fuzz: unknown target '$t' (graph_file, checkpoint_file, npy, wire, onnx)" >&2
     exit 2
   fi
   corpus="$out/corpus/$t"

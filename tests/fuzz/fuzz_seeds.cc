@@ -3,7 +3,8 @@
 // header of each message between processes and a request's payload (each prefixed with the byte
 // that picks its decoder).
 //
-//   fuzz_seeds DIR   # fills DIR/graph, DIR/checkpoint, DIR/npy and DIR/wire
+//   fuzz_seeds DIR   # fills DIR/graph, DIR/checkpoint, DIR/npy, DIR/wire and DIR/onnx
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -75,10 +76,28 @@ Result<Graph> ConvGraph() {
   return g;
 }
 
+// ONNX models: the first of ONNX's backend node tests (Debian's libonnx-testdata), one model
+// of each of 60 ops.
+Status WriteOnnxSeeds(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir / "onnx");
+  const fs::path node = "/usr/share/libonnx-testdata/data/node";
+  if (!fs::exists(node)) return Status::OK();
+  std::vector<fs::path> cases;
+  for (const auto& e : fs::directory_iterator(node)) cases.push_back(e.path());
+  std::sort(cases.begin(), cases.end());
+  for (size_t i = 0; i < cases.size() && i < 60 * 15; i += 15) {
+    fs::copy_file(cases[i] / "model.onnx", dir / "onnx" / (cases[i].filename().string() + ".onnx"),
+                  fs::copy_options::overwrite_existing);
+  }
+  return Status::OK();
+}
+
 Status WriteSeeds(const std::filesystem::path& dir) {
   for (const char* sub : {"graph", "checkpoint", "npy", "wire"}) {
     std::filesystem::create_directories(dir / sub);
   }
+  RETURN_IF_ERROR(WriteOnnxSeeds(dir));
   ASSIGN_OR_RETURN(Graph training, TrainingGraph());
   ASSIGN_OR_RETURN(Graph conv, ConvGraph());
   std::vector<std::string> assigned(conv.num_nodes(), "/job:localhost/task:0/device:CPU:0");

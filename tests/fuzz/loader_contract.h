@@ -8,11 +8,15 @@
 #include <string>
 #include <string_view>
 
+#include "dflow/version.h"
 #include "distributed/messages.h"
 #include "serialization/checkpoint_file.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
 #include "transport/ucx/wire.h"
+#if DFLOW_HAS_ONNX
+#include "onnx/onnx_import.h"
+#endif
 
 namespace dflow::fuzz {
 
@@ -205,6 +209,29 @@ inline std::string WireProblem(std::string_view bytes) {
   return "";
 }
 
+#if DFLOW_HAS_ONNX
+// An ONNX model (onnx/onnx_import.h): a graph that validates, or a refusal naming the model,
+// as InvalidArgument (malformed, failing ONNX's checks), Unimplemented (what dflow does not
+// import) or NotFound (external data that is not there: the folder given does not exist, so no
+// file outside is ever read).
+inline std::string OnnxModelProblem(std::string_view bytes) {
+  const std::string source = "fuzz-input.onnx";
+  auto model = onnx::ImportModelBytes(bytes, source, "/nonexistent-dflow-fuzz-folder",
+                                      {.max_model_bytes = size_t{64} << 20});
+  if (!model.ok()) {
+    const Status& s = model.status();
+    if (s.code() == StatusCode::kUnimplemented || s.code() == StatusCode::kNotFound) {
+      return s.message().find(source) == std::string::npos
+                 ? "the message does not name '" + source + "': " + s.ToString()
+                 : "";
+    }
+    return RefusalProblem(s, source);
+  }
+  if (Status s = model->graph.Validate(); !s.ok()) return "an imported graph does not validate";
+  return "";
+}
+#endif
+
 // The check of a fuzz target by its name: "graph_file", "checkpoint_file" or "npy" (the
 // fuzzers' names and the prefixes of the kept regression inputs); nullptr for another name.
 using ProblemCheck = std::string (*)(std::string_view bytes);
@@ -213,6 +240,9 @@ inline ProblemCheck ProblemCheckFor(std::string_view target) {
   if (target == "checkpoint_file") return CheckpointProblem;
   if (target == "npy") return NpyProblem;
   if (target == "wire") return WireProblem;
+#if DFLOW_HAS_ONNX
+  if (target == "onnx") return OnnxModelProblem;
+#endif
   return nullptr;
 }
 

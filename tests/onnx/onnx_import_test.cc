@@ -111,6 +111,16 @@ TEST_F(OnnxImportTest, ExternalDataStaysInTheModelsFolder) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << location;
     EXPECT_TRUE(MessageHas(r.status(), {"w: ", words})) << r.status().ToString();
   }
+  // Dims that claim 16 GiB over 4 bytes of data: refused before anything is allocated.
+  ::onnx::TensorProto huge;
+  huge.set_data_type(::onnx::TensorProto::DOUBLE);
+  huge.add_dims(int64_t{1} << 30);
+  huge.add_dims(2);
+  huge.set_raw_data(std::string(4, '\0'));
+  auto claimed = FromTensorProto(huge, dir, "huge");
+  EXPECT_EQ(claimed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(claimed.status(), {"huge: ", "raw_data holds 4 bytes"}))
+      << claimed.status().ToString();
   auto short_file = FromTensorProto(proto("sub/w.bin", 4), dir, "w");
   EXPECT_EQ(short_file.status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageHas(short_file.status(), {"holds 12 bytes", "16 bytes needed"}))
