@@ -703,9 +703,6 @@ Status DerivedReduce(NodeContext& c) {
 }
 
 Status LayerNormalization(NodeContext& c) {
-  if (c.wants_output(1) || c.wants_output(2)) {
-    return Unimplemented("LayerNormalization's Mean and InvStdDev outputs");
-  }
   ASSIGN_OR_RETURN(Output x, c.input(0));
   ASSIGN_OR_RETURN(Output scale, c.input(1));
   const int rank = x.shape().rank();
@@ -718,12 +715,80 @@ Status LayerNormalization(NodeContext& c) {
   Output d = ops::Sub(s, x, mean);
   Output var = ops::ReduceMean(s, ops::Square(s, d), axes, {.keep_dims = true});
   Output eps = ScalarLike(s, x, c.attr_float("epsilon", 1e-5f));
-  Output y = ops::Mul(s, ops::Mul(s, d, ops::Rsqrt(s, ops::Add(s, var, eps))), scale);
+  Output inv_std = ops::Rsqrt(s, ops::Add(s, var, eps));
+  Output y = ops::Mul(s, ops::Mul(s, d, inv_std), scale);
   if (c.has_input(2)) {
     ASSIGN_OR_RETURN(Output bias, c.input(2));
     y = ops::Add(s, y, bias);
   }
   c.set_output(0, y);
+  c.set_output(1, mean);     // Mean, reduced axes kept as 1
+  c.set_output(2, inv_std);  // InvStdDev
+  return Status::OK();
+}
+
+// And, Or, Xor, Not on bools, through 0/1 integers (with broadcasting).
+enum class Logic { kAnd, kOr, kXor, kNot };
+
+template <Logic kKind>
+Status LogicOp(NodeContext& c) {
+  const Scope& s = c.scope();
+  ASSIGN_OR_RETURN(Output a, c.input(0));
+  if (a.dtype() != DType::kBool)
+    return InvalidArgument("input of {}, not bool", DTypeName(a.dtype()));
+  Output ai = ops::Cast(s, a, DType::kI32);
+  Output zero = ops::Const(s, int32_t{0});
+  if (kKind == Logic::kNot) {
+    c.set_output(0, ops::Equal(s, ai, zero));
+    return Status::OK();
+  }
+  ASSIGN_OR_RETURN(Output b, c.input(1));
+  Output bi = ops::Cast(s, b, DType::kI32);
+  switch (kKind) {
+    case Logic::kAnd:
+      c.set_output(0, ops::Greater(s, ops::Mul(s, ai, bi), zero));
+      break;
+    case Logic::kOr:
+      c.set_output(0, ops::Greater(s, ops::Add(s, ai, bi), zero));
+      break;
+    default:
+      c.set_output(0, ops::NotEqual(s, ai, bi));
+  }
+  return Status::OK();
+}
+
+Status CastLike(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  ASSIGN_OR_RETURN(Output like, c.input(1));
+  c.set_output(0, like.dtype() == x.dtype() ? ops::Identity(c.scope(), x)
+                                            : ops::Cast(c.scope(), x, like.dtype()));
+  return Status::OK();
+}
+
+// Trilu: the upper (or lower) triangle of the last two dimensions, from the k-th diagonal; the
+// rest 0. The mask is made at import, so those two dimensions and k must be known.
+Status Trilu(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  const Shape& sh = x.shape();
+  if (sh.rank() < 2 || sh[sh.rank() - 1] < 0 || sh[sh.rank() - 2] < 0) {
+    return Unimplemented("Trilu of {}: the last two dimensions must be known at import", sh);
+  }
+  int64_t k = 0;
+  if (c.has_input(1)) {
+    ASSIGN_OR_RETURN(std::vector<int64_t> kv, c.ints_input(1));
+    if (kv.size() != 1) return InvalidArgument("k of {} values", kv.size());
+    k = kv[0];
+  }
+  const bool upper = c.attr_int("upper", 1) != 0;
+  const int64_t rows = sh[sh.rank() - 2], cols = sh[sh.rank() - 1];
+  std::vector<uint8_t> keep(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) keep[i * cols + j] = upper ? j - i >= k : j - i <= k;
+  }
+  Tensor mask(DType::kBool, Shape{rows, cols});
+  std::memcpy(mask.raw_data(), keep.data(), keep.size());
+  const Scope& s = c.scope();
+  c.set_output(0, ops::Select(s, ops::Const(s, mask), x, ops::ZerosLike(s, x)));
   return Status::OK();
 }
 
@@ -840,6 +905,12 @@ Status Expand(NodeContext& c) {
 const std::map<std::string, Converter>& Converters() {
   static const std::map<std::string, Converter> converters = {
       {"Abs", Abs},
+      {"And", LogicOp<Logic::kAnd>},
+      {"CastLike", CastLike},
+      {"Not", LogicOp<Logic::kNot>},
+      {"Or", LogicOp<Logic::kOr>},
+      {"Trilu", Trilu},
+      {"Xor", LogicOp<Logic::kXor>},
       {"ArgMin", ArgMin},
       {"Celu", ActivationOp<Activation::kCelu>},
       {"ConstantOfShape", ConstantOfShape},
