@@ -128,6 +128,12 @@ Result<std::pair<DType, Shape>> InputType(const ::onnx::ValueInfoProto& info) {
   return std::make_pair(*dtype, *shape);
 }
 
+// "model 'M': node 'N' (Op, opset K): ", the start of every error about a node.
+std::string NodeLabel(const std::string& model, const ::onnx::NodeProto& node, int64_t opset) {
+  return fmt::format("model '{}': node '{}' ({}{}, opset {}): ", model, node.name(), node.op_type(),
+                     node.domain().empty() ? "" : ", domain " + node.domain(), opset);
+}
+
 // The declared rank of every value whose type the file gives before inference: graph inputs
 // and initializers.
 std::map<std::string, int> DeclaredRanks(const ::onnx::GraphProto& g) {
@@ -147,9 +153,7 @@ Status CheckImportable(const ::onnx::ModelProto& model, const std::string& name,
   const std::map<std::string, int> ranks = DeclaredRanks(g);
   for (int i = 0; i < g.node_size(); ++i) {
     const auto& node = g.node(i);
-    const std::string label =
-        fmt::format("model '{}': node '{}' ({}{}, opset {}): ", name, node.name(), node.op_type(),
-                    node.domain().empty() ? "" : ", domain " + node.domain(), opset);
+    const std::string label = NodeLabel(name, node, opset);
     if (!node.domain().empty() && node.domain() != "ai.onnx") {
       return Unimplemented("{}dflow imports the default ONNX domain only", label);
     }
@@ -244,18 +248,12 @@ Result<ImportedModel> ImportModelBytes(std::string_view bytes, const std::string
   const auto& converters = Converters();
   for (int i = 0; i < g.node_size(); ++i) {
     const auto& node = g.node(i);
-    const std::string label =
-        fmt::format("model '{}': node '{}' ({}{}, opset {}): ", name, node.name(), node.op_type(),
-                    node.domain().empty() ? "" : ", domain " + node.domain(), out.opset);
-    if (!node.domain().empty() && node.domain() != "ai.onnx") {
-      return Unimplemented("{}dflow imports the default ONNX domain only", label);
-    }
-    auto it = converters.find(node.op_type());
-    if (it == converters.end()) return Unimplemented("{}dflow does not import this op", label);
+    const std::string label = NodeLabel(name, node, out.opset);
+    const Converter convert = converters.at(node.op_type());  // CheckImportable made sure
     std::string scope_name = DflowName(node.name());
     if (scope_name.empty()) scope_name = fmt::format("{}_{}", node.op_type(), i);
     NodeContext ctx(values, node, root.WithNameScope(scope_name), out.opset);
-    Status s = it->second(ctx);
+    Status s = convert(ctx);
     if (s.ok()) s = root.status();
     if (!s.ok()) return s.WithPrefix(label);
     for (int o = 0; o < node.output_size(); ++o) {

@@ -54,6 +54,18 @@ Output ScalarLike(const Scope& s, Output like, double v) {
   }
 }
 
+// |x| from the kernels there are (dflow has no Abs kernel); NaN stays NaN.
+Output AbsOf(const Scope& s, Output x) { return ops::Maximum(s, x, ops::Neg(s, x)); }
+
+// The axes of the reductions: all of them when none are given.
+Result<std::vector<int64_t>> AllAxesIfEmpty(std::vector<int64_t> axes, const Shape& shape) {
+  if (!axes.empty()) return axes;
+  if (shape.unknown_rank()) return Unimplemented("reducing all axes of unknown rank");
+  axes.resize(shape.rank());
+  std::iota(axes.begin(), axes.end(), 0);
+  return axes;
+}
+
 // ---- element-wise -----------------------------------------------------------------------------
 
 template <Output (*F)(const Scope&, Output, Output)>
@@ -491,20 +503,18 @@ Status Reduce(NodeContext& c) {
   } else {
     axes = c.attr_ints("axes").value_or(std::vector<int64_t>{});
   }
-  if (axes.empty()) {  // all axes
-    if (x.shape().unknown_rank()) return Unimplemented("reducing all axes of unknown rank");
-    axes.resize(x.shape().rank());
-    std::iota(axes.begin(), axes.end(), 0);
-  }
+  ASSIGN_OR_RETURN(axes, AllAxesIfEmpty(std::move(axes), x.shape()));
   c.set_output(0, F(c.scope(), x, axes, {.keep_dims = c.attr_int("keepdims", 1) != 0}));
   return Status::OK();
 }
 
-Status ArgMax(NodeContext& c) {
+// ArgMax, and ArgMin as the ArgMax of -x (the first index on ties either way).
+template <bool kMin>
+Status ArgExtreme(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
   if (c.attr_int("select_last_index", 0) != 0) return Unimplemented("select_last_index 1");
   ASSIGN_OR_RETURN(int64_t axis, Axis(c.attr_int("axis", 0), x.shape().rank()));
-  Output y = ops::ArgMax(c.scope(), x, axis);
+  Output y = ops::ArgMax(c.scope(), kMin ? ops::Neg(c.scope(), x) : x, axis);
   if (c.attr_int("keepdims", 1) != 0) {
     std::vector<int64_t> dims = x.shape().dim_vector();
     dims[axis] = 1;
@@ -644,22 +654,7 @@ Status Dropout(NodeContext& c) {
 
 Status Abs(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
-  c.set_output(0, ops::Maximum(c.scope(), x, ops::Neg(c.scope(), x)));
-  return Status::OK();
-}
-
-Status ArgMin(NodeContext& c) {
-  ASSIGN_OR_RETURN(Output x, c.input(0));
-  if (c.attr_int("select_last_index", 0) != 0) return Unimplemented("select_last_index 1");
-  ASSIGN_OR_RETURN(int64_t axis, Axis(c.attr_int("axis", 0), x.shape().rank()));
-  Output y = ops::ArgMax(c.scope(), ops::Neg(c.scope(), x), axis);
-  if (c.attr_int("keepdims", 1) != 0) {
-    std::vector<int64_t> dims = x.shape().dim_vector();
-    dims[axis] = 1;
-    ASSIGN_OR_RETURN(dims, ReshapeTarget(dims));
-    y = ops::Reshape(c.scope(), y, dims);
-  }
-  c.set_output(0, y);
+  c.set_output(0, AbsOf(c.scope(), x));
   return Status::OK();
 }
 
@@ -669,12 +664,8 @@ enum class Derived { kMin, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
 template <Derived kKind>
 Status DerivedReduce(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
-  std::vector<int64_t> axes = c.attr_ints("axes").value_or(std::vector<int64_t>{});
-  if (axes.empty()) {
-    if (x.shape().unknown_rank()) return Unimplemented("reducing all axes of unknown rank");
-    axes.resize(x.shape().rank());
-    std::iota(axes.begin(), axes.end(), 0);
-  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> axes,
+                   AllAxesIfEmpty(c.attr_ints("axes").value_or(std::vector<int64_t>{}), x.shape()));
   const ops::ReduceAttrs attrs{.keep_dims = c.attr_int("keepdims", 1) != 0};
   const Scope& s = c.scope();
   Output y;
@@ -683,7 +674,7 @@ Status DerivedReduce(NodeContext& c) {
       y = ops::Neg(s, ops::ReduceMax(s, ops::Neg(s, x), axes, attrs));
       break;
     case Derived::kL1:
-      y = ops::ReduceSum(s, ops::Maximum(s, x, ops::Neg(s, x)), axes, attrs);
+      y = ops::ReduceSum(s, AbsOf(s, x), axes, attrs);
       break;
     case Derived::kL2:
       y = ops::Sqrt(s, ops::ReduceSum(s, ops::Square(s, x), axes, attrs));
@@ -839,7 +830,7 @@ Status ActivationOp(NodeContext& c) {
       y = softplus(x);
       break;
     case Activation::kSoftsign:
-      y = ops::Div(s, x, ops::Add(s, k(1), ops::Maximum(s, x, ops::Neg(s, x))));
+      y = ops::Div(s, x, ops::Add(s, k(1), AbsOf(s, x)));
       break;
     case Activation::kMish:
       y = ops::Mul(s, x, ops::Tanh(s, softplus(x)));
@@ -911,7 +902,7 @@ const std::map<std::string, Converter>& Converters() {
       {"Or", LogicOp<Logic::kOr>},
       {"Trilu", Trilu},
       {"Xor", LogicOp<Logic::kXor>},
-      {"ArgMin", ArgMin},
+      {"ArgMin", ArgExtreme<true>},
       {"Celu", ActivationOp<Activation::kCelu>},
       {"ConstantOfShape", ConstantOfShape},
       {"Elu", ActivationOp<Activation::kElu>},
@@ -933,7 +924,7 @@ const std::map<std::string, Converter>& Converters() {
       {"Softsign", ActivationOp<Activation::kSoftsign>},
       {"ThresholdedRelu", ActivationOp<Activation::kThresholdedRelu>},
       {"Add", Binary<ops::Add>},
-      {"ArgMax", ArgMax},
+      {"ArgMax", ArgExtreme<false>},
       {"AveragePool", Pool<false>},
       {"BatchNormalization", BatchNormalization},
       {"Cast", Cast},

@@ -102,11 +102,11 @@ Status WriteFileThrough(const std::string& scratch, const std::string& path,
                         std::span<const std::string_view> pieces, bool sync) {
   // An existing scratch file is overwritten in place, not truncated first: its page-cache pages
   // and disk blocks are reused.
-  if (Status s = CheckWritable(path); !s.ok()) return s;
   int fd = ::open(scratch.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   // Named by the file the caller asked for, unless the scratch file lies elsewhere.
-  if (fd < 0)
+  if (fd < 0) {
     return CannotCreate(DirectoryOf(scratch) == DirectoryOf(path) ? path : scratch, errno);
+  }
   auto fail = [&](const char* what) {
     std::string why = Errno();
     ::close(fd);
@@ -136,9 +136,10 @@ Status WriteFileThrough(const std::string& scratch, const std::string& path,
     return Internal("writing '{}': close failed: {}", path, why);
   }
   if (::rename(scratch.c_str(), path.c_str()) != 0) {
-    std::string why = Errno();
+    const int error = errno;
     ::unlink(scratch.c_str());
-    return Internal("cannot rename '{}' to '{}': {}", scratch, path, why);
+    if (error == EISDIR) return CannotCreate(path, error);  // `path` is a folder
+    return Internal("cannot rename '{}' to '{}': {}", scratch, path, std::strerror(error));
   }
   if (sync) SyncDirectoryOf(path);
   return Status::OK();

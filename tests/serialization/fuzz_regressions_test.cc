@@ -24,8 +24,9 @@ TEST(FuzzRegressionsTest, EveryKeptInputKeepsTheLoaderContract) {
     if (target == "onnx" && !DFLOW_HAS_ONNX) continue;  // a build without ONNX import
     const fuzz::ProblemCheck check = fuzz::ProblemCheckFor(target);
     if (check == nullptr) {
-      ADD_FAILURE() << name
-                    << ": not named after a fuzz target (graph_file-, checkpoint_file-, npy-, wire-, onnx-)";
+      ADD_FAILURE()
+          << name
+          << ": not named after a fuzz target (graph_file-, checkpoint_file-, npy-, wire-, onnx-)";
       continue;
     }
     EXPECT_EQ(check(*bytes), "") << name;
