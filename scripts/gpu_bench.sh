@@ -10,27 +10,49 @@
 # f32 without TF32 on both sides (DFLOW_ALLOW_TF32 unset; torch's allow_tf32 off).
 #
 #   scripts/gpu_bench.sh [BUNDLE_DIR]      # default /tmp/dflow-gpu
-set -euo pipefail
+#
+# Each part runs under its own timeout and its JSON is kept in DFLOW_GPU_OUT (default a temporary
+# folder, removed at the end); a part that fails or times out is reported and the others go on:
+# the summary prints whatever was measured. torch.compile gets DFLOW_GPU_COMPILE_LIMIT seconds
+# (default 240), beside the eager peer.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle=${1:-/tmp/dflow-gpu}
 py=${DFLOW_GPU_PYTHON:-python3}
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+if [ -n "${DFLOW_GPU_OUT:-}" ]; then
+  out=$DFLOW_GPU_OUT
+  mkdir -p "$out"
+else
+  out=$(mktemp -d)
+  trap 'rm -rf "$out"' EXIT
+fi
 run() { "$bundle/run.sh" "$@"; }
+# step NAME LIMIT COMMAND...: COMMAND under a timeout; says how it ended.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS
+  timeout --kill-after=5 "$limit" "$@"
+  local rc=$?
+  echo "gpu_bench $name: rc=$rc $((SECONDS - t0))s" >&2
+  return $rc
+}
 
-run gpu_bench --benchmark_repetitions=5 --benchmark_format=json --benchmark_out="$out/gpu.json" \
-  --benchmark_out_format=json >/dev/null
-DFLOW_BENCH_DEVICE=gpu:0 DFLOW_BENCH_RESNET_BATCH=128 run models_bench \
-  --benchmark_filter='TrainStep' --benchmark_repetitions=5 --benchmark_format=json \
-  --benchmark_out="$out/models.json" --benchmark_out_format=json >/dev/null
+step gpu_bench 90 "$bundle/run.sh" gpu_bench --benchmark_repetitions=5 --benchmark_format=json \
+  --benchmark_out="$out/gpu.json" --benchmark_out_format=json >/dev/null || true
+DFLOW_BENCH_DEVICE=gpu:0 DFLOW_BENCH_RESNET_BATCH=128 step models_bench 150 "$bundle/run.sh" \
+  models_bench --benchmark_filter='TrainStep' --benchmark_repetitions=5 --benchmark_format=json \
+  --benchmark_out="$out/models.json" --benchmark_out_format=json >/dev/null || true
 if "$py" -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
-  "$py" bench/peers/torch_gpu_models.py > "$out/torch_models.json" 2>/dev/null ||
+  step torch_models 90 "$py" bench/peers/torch_gpu_models.py >"$out/torch_models.json" ||
     rm -f "$out/torch_models.json"
-  "$py" bench/peers/torch_resnet.py --device cuda --no-tf32 --steps 20 --warmup 5 \
-    > "$out/torch_resnet.json" 2>/dev/null || rm -f "$out/torch_resnet.json"
-  timeout 900 "$py" bench/peers/torch_resnet.py --device cuda --no-tf32 --compile --steps 20 \
-    --warmup 5 > "$out/torch_resnet_compile.json" 2>/dev/null ||
+  step torch_resnet 90 "$py" bench/peers/torch_resnet.py --device cuda --no-tf32 --steps 20 \
+    --warmup 5 >"$out/torch_resnet.json" || rm -f "$out/torch_resnet.json"
+  step torch_resnet_compile "${DFLOW_GPU_COMPILE_LIMIT:-240}" "$py" bench/peers/torch_resnet.py \
+    --device cuda --no-tf32 --compile --steps 20 --warmup 5 >"$out/torch_resnet_compile.json" ||
     rm -f "$out/torch_resnet_compile.json"
+else
+  echo "gpu_bench: $py has no torch with CUDA: the PyTorch peers are not run" >&2
 fi
 
 "$py" - "$out" <<'PY'
@@ -78,4 +100,5 @@ if r:
 else:
     print("bench gpu_resnet50_train_step_b128: not-run")
 PY
-run cuda_ipc_bench --mib 64 --reps 20 || echo "bench cuda_ipc_64mib: failed"
+step cuda_ipc_bench 60 "$bundle/run.sh" cuda_ipc_bench --mib 64 --reps 20 ||
+  echo "bench cuda_ipc_64mib: failed"

@@ -61,16 +61,47 @@ strip --strip-unneeded "$stage"/lib/*.so* 2>/dev/null || true
 cat >"$stage/run.sh" <<'EOF'
 #!/usr/bin/env bash
 # Runs one of the bundled binaries with the bundled libraries: run.sh BINARY [ARGS...]
+#   run.sh --print-library-path   the library path it would use, and where cuBLAS/cuDNN were found
+#   run.sh --ldd                  ldd of every bundled binary under that path
 here=$(cd "$(dirname "$0")" && pwd)
+# cuBLAS and cuDNN come from the machine's CUDA toolkit or from PyTorch's wheels (nvidia/*/lib
+# of the python that holds torch, often a virtualenv's site-packages).
+dirs="/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu"
+for py in ${DFLOW_GPU_PYTHON:-} python3 /opt/torch/.venv/bin/python3; do
+  command -v "$py" >/dev/null 2>&1 || continue
+  nv=$("$py" -c 'import nvidia, os; print(" ".join(os.path.abspath(p) for p in nvidia.__path__))' \
+    2>/dev/null) || continue
+  for root in $nv; do
+    dirs="$dirs $(find "$root" -maxdepth 3 -name 'lib*.so*' -printf '%h\n' 2>/dev/null | sort -u | tr '\n' ' ')"
+  done
+  break
+done
+for d in $(ls -d /usr/local/lib/python3*/dist-packages/nvidia/*/lib \
+  /usr/lib/python3/dist-packages/nvidia/*/lib 2>/dev/null); do
+  dirs="$dirs $d"
+done
+libpath="$here/lib"
+for d in $dirs; do [ -d "$d" ] && libpath="$libpath:$d"; done
+export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+case "${1:-}" in
+  --print-library-path)
+    echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+    for pattern in 'libcublas.so*' 'libcublasLt.so*' 'libcudnn.so*' 'libcudart.so*' 'libcuda.so*'; do
+      found=""
+      for d in $(echo "$LD_LIBRARY_PATH" | tr ':' ' ') /usr/local/nvidia/lib64 /usr/lib64; do
+        found="$found $(ls "$d"/$pattern 2>/dev/null | head -n 2 | tr '\n' ' ')"
+      done
+      echo "$pattern:${found:- not found}"
+    done
+    exit 0 ;;
+  --ldd)
+    for b in "$here"/bin/*; do
+      ldd "$b" | sed "s|^|$(basename "$b"): |"
+    done
+    exit 0 ;;
+esac
 bin=$1
 shift
-# cuBLAS and cuDNN come from the machine's CUDA toolkit (or PyTorch's copies of them).
-cuda_libs=""
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu \
-  $(ls -d /usr/local/lib/python3*/dist-packages/nvidia/*/lib /usr/lib/python3/dist-packages/nvidia/*/lib 2>/dev/null); do
-  [ -d "$d" ] && cuda_libs="$cuda_libs:$d"
-done
-export LD_LIBRARY_PATH="$here/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 exec "$here/bin/$bin" "$@"
 EOF
 chmod +x "$stage/run.sh"

@@ -43,6 +43,7 @@
 #include "status_matchers.h"
 #include "test_util.h"
 #include "tools/subprocess.h"
+#include "gpu_required.h"
 
 namespace dflow::distributed {
 namespace {
@@ -220,7 +221,7 @@ TEST(DistributedSessionTest, ElementwiseDagOverThreeDevicesIsExact) {
 // UCX, the receiver's GPU copying out of the sender's exported block): the values are the CPU's.
 TEST(DistributedSessionTest, GpuTensorsBetweenWorkersOfOneHostGoByCudaIpc) {
   std::string why;
-  if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no CUDA GPU here: " << why;
+  DFLOW_SKIP_WITHOUT_GPU(CudaDeviceCount(&why), why);
   WorkerProcess w0("cpu:0,gpu:0"), w1("cpu:0,gpu:0");
   ASSERT_FALSE(w0.address().empty() || w1.address().empty());
   auto build = [](bool pinned) {

@@ -18,6 +18,7 @@
 #include "runtime/session.h"
 #include "runtime/session_devices.h"
 #include "test_util.h"
+#include "gpu_required.h"
 
 namespace dflow {
 namespace {
@@ -52,7 +53,7 @@ class CudaGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
-    if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no CUDA GPU here: " << why;
+    DFLOW_SKIP_WITHOUT_GPU(CudaDeviceCount(&why), why);
   }
 };
 

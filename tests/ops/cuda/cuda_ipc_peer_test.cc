@@ -13,6 +13,7 @@
 
 #include "ops/cuda/cuda_device.h"
 #include "test_util.h"
+#include "gpu_required.h"
 
 namespace dflow::cuda {
 namespace {
@@ -64,7 +65,7 @@ TEST(CudaIpcPeerTest, TheStartOfAMissingProgramNamesIt) {
 
 TEST(CudaIpcPeerTest, ExportedTensorsArriveInTheOtherProcessAndBlocksAreReused) {
   std::string why;
-  if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no CUDA GPU here: " << why;
+  DFLOW_SKIP_WITHOUT_GPU(CudaDeviceCount(&why), why);
   auto peer = CudaIpcPeer::Start(PeerBinary(), 0);
   ASSERT_TRUE(peer.ok()) << peer.status().ToString();
   auto exporter = CudaIpcExporter::Create(0);

@@ -15,6 +15,7 @@
 #include "ops/unary_ops.h"
 #include "runtime/local_session.h"
 #include "test_util.h"
+#include "gpu_required.h"
 
 namespace dflow {
 namespace {
@@ -43,7 +44,7 @@ class HalfPrecisionGpuTest : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
     std::string why;
-    if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no CUDA GPU here: " << why;
+    DFLOW_SKIP_WITHOUT_GPU(CudaDeviceCount(&why), why);
   }
   static SessionOptions Options() {
     SessionOptions o;
