@@ -10,6 +10,7 @@ thread_local int t_slot = -1;
 thread_local void* t_placed = nullptr;
 
 constexpr size_t kArenaAlignment = 64;
+constexpr size_t kArenaBaseAlignment = 256;
 
 size_t AlignUp(size_t v) { return (v + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
 
@@ -102,7 +103,9 @@ MemoryPattern AllocationRecorder::Finish() {
 }
 
 Allocator* ArenaAllocator::Create(Allocator* device, std::shared_ptr<const MemoryPattern> pattern) {
-  void* base = device->Allocate(std::max<size_t>(pattern->arena_bytes, 1), 4096);
+  // 256 bytes: what every device's allocator offers (a GPU's pool gives no more) and more than
+  // the slots need (kArenaAlignment).
+  void* base = device->Allocate(std::max<size_t>(pattern->arena_bytes, 1), kArenaBaseAlignment);
   if (base == nullptr) return nullptr;
   return new ArenaAllocator(device, std::move(pattern), static_cast<char*>(base));
 }

@@ -117,7 +117,7 @@ if wants runtime; then part runtime 90 runtime.log run runtime_tests "${gtest_ar
     --gtest_filter='SessionCreateTest.*:*Calibration*:*MultiDevice*:*DeviceMemory*:*MemoryPlan*'; fi
 if wants conformance; then
   part conformance_forward 120 conformance.log run op_conformance_tests "${gtest_args[@]}" \
-    --gtest_filter='*/GPU_*:DeviceTypesUnderTest.*:*BadInput*'
+    --gtest_filter='AllOps/OpConformanceTest.*/GPU_*:DeviceTypesUnderTest.*:*BadInput*:OpConformanceCoverageTest.*'
   part conformance_gradient 150 conformance.log run op_conformance_tests "${gtest_args[@]}" \
     --gtest_filter='AllOps/OpGradientConformanceTest.*/GPU_*:DeviceTypesUnderTest.*'
   part device_conformance 90 conformance.log run op_conformance_tests "${gtest_args[@]}" \

@@ -1,4 +1,5 @@
-// GPU kernels of the array ops: Fill, ZerosLike, OnesLike and AddN (f32, f64, i32, i64), with
+// GPU kernels of the array ops: Fill, ZerosLike, OnesLike (f32, f64, i32, i64, u8, bool) and
+// AddN (f32, f64, i32, i64), with
 // the CPU's checks (ops/common/array_kernels.h); the work is queued on the device's stream.
 #include "ops/common/array_kernels.h"
 
@@ -14,8 +15,13 @@ class FillKernel : public common::FillBase<FillKernel<kFromInput>, kFromInput> {
  public:
   using common::FillBase<FillKernel, kFromInput>::FillBase;
   Status Run(KernelContext& ctx, Tensor& out) {
-    ASSIGN_OR_RETURN(ElemType type, TypeOf(out));
     ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
+    if (out.dtype() == DType::kBool || out.dtype() == DType::kU8) {
+      const double v = this->value();
+      const auto byte = static_cast<unsigned char>(out.dtype() == DType::kBool ? v != 0 : v);
+      return Launched(LaunchFillBytes(out.raw_data(), out.num_elements(), byte, stream), "a fill");
+    }
+    ASSIGN_OR_RETURN(ElemType type, TypeOf(out));
     return Launched(LaunchFill(type, out.raw_data(), out.num_elements(), this->value(), stream),
                     "a fill");
   }

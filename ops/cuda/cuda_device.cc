@@ -126,10 +126,15 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::Create(const DeviceName& name,
   });
   if (e != cudaSuccess) return CudaError(e, "creating the compute stream", where);
   const size_t limit = memory_limit == 0 ? total_bytes : std::min(memory_limit, total_bytes);
-  // Freed memory stays in the pool, up to the device's limit, for the next allocations.
+  // Freed memory stays in the pool, up to the device's limit, for the next allocations. The
+  // pool is the GPU's default one, shared by every CudaDevice of this process on that GPU (two
+  // sessions, or two limits): the threshold only rises, so one device's small limit never
+  // makes another's freed memory go back to the driver.
   cudaMemPool_t pool = nullptr;
   if (cudaDeviceGetDefaultMemPool(&pool, ordinal) == cudaSuccess) {
-    uint64_t threshold = limit;
+    uint64_t current = 0;
+    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &current);
+    uint64_t threshold = std::max<uint64_t>(current, limit);
     cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
   }
   cudaGetLastError();

@@ -2,6 +2,9 @@
 // per-dimension strides (ops/cuda/launch.h).
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <type_traits>
+
 #include "ops/cuda/grid.cuh"
 #include "ops/cuda/launch.h"
 
@@ -13,10 +16,21 @@ __device__ __forceinline__ T Apply(T a, T b) {
   if constexpr (kOp == BinaryOp::kAdd) return a + b;
   if constexpr (kOp == BinaryOp::kSub) return a - b;
   if constexpr (kOp == BinaryOp::kMul) return a * b;
-  if constexpr (kOp == BinaryOp::kDiv) return a / b;
+  if constexpr (kOp == BinaryOp::kDiv) {
+    // Integer division by zero is refused before the launch (LaunchCountZeros); never trap.
+    if constexpr (std::is_integral_v<T>) return b == T(0) ? T(0) : a / b;
+    return a / b;
+  }
+  if constexpr (kOp == BinaryOp::kPow) {
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(pow(static_cast<double>(a), static_cast<double>(b)));
+    }
+    return pow(a, b);
+  }
   // NaN when either is NaN, as on the CPU (ops/cpu/nan_aware.h) and in PyTorch.
   if constexpr (kOp == BinaryOp::kMaximum) return (b != b || b > a) ? b : a;
   if constexpr (kOp == BinaryOp::kMinimum) return (b != b || b < a) ? b : a;
+  return a;  // not reached
 }
 
 template <BinaryOp kOp, typename T>
@@ -24,15 +38,18 @@ __global__ void BinarySame(const T* a, const T* b, T* out, int64_t n) {
   DFLOW_GRID_LOOP(i, n) { out[i] = Apply<kOp>(a[i], b[i]); }
 }
 
-template <BinaryOp kOp, typename T>
+// Index type I: 32-bit division where the output has fewer than 2^31 elements (the common
+// case; 64-bit division costs several times more per dimension and element).
+template <BinaryOp kOp, typename T, typename I>
 __global__ void BinaryBroadcast(const T* a, const T* b, T* out, int64_t n, BroadcastIndex index) {
   DFLOW_GRID_LOOP(i, n) {
-    int64_t rest = i, ia = 0, ib = 0;
+    I rest = static_cast<I>(i), ia = 0, ib = 0;
     for (int d = index.rank - 1; d >= 0; --d) {
-      const int64_t coord = rest % index.out_dims[d];
-      rest /= index.out_dims[d];
-      ia += coord * index.a_strides[d];
-      ib += coord * index.b_strides[d];
+      const I dim = static_cast<I>(index.out_dims[d]);
+      const I coord = rest % dim;
+      rest /= dim;
+      ia += coord * static_cast<I>(index.a_strides[d]);
+      ib += coord * static_cast<I>(index.b_strides[d]);
     }
     out[i] = Apply<kOp>(a[ia], b[ib]);
   }
@@ -47,7 +64,11 @@ int Launch(const void* a, const void* b, void* out, int64_t n, const BroadcastIn
   if (index == nullptr) {
     BinarySame<kOp, T><<<Blocks(n), kThreads, 0, stream>>>(pa, pb, po, n);
   } else {
-    BinaryBroadcast<kOp, T><<<Blocks(n), kThreads, 0, stream>>>(pa, pb, po, n, *index);
+    if (n <= INT32_MAX) {
+      BinaryBroadcast<kOp, T, uint32_t><<<Blocks(n), kThreads, 0, stream>>>(pa, pb, po, n, *index);
+    } else {
+      BinaryBroadcast<kOp, T, int64_t><<<Blocks(n), kThreads, 0, stream>>>(pa, pb, po, n, *index);
+    }
   }
   return static_cast<int>(cudaGetLastError());
 }
@@ -66,16 +87,6 @@ int LaunchTyped(ElemType type, const void* a, const void* b, void* out, int64_t 
       return Launch<kOp, int64_t>(a, b, out, n, index, stream);
   }
   return static_cast<int>(cudaErrorInvalidValue);
-}
-
-template <typename T>
-__global__ void Relu(const T* x, T* y, int64_t n) {
-  DFLOW_GRID_LOOP(i, n) { y[i] = (x[i] > T(0) || x[i] != x[i]) ? x[i] : T(0); }  // NaN kept
-}
-
-template <typename T>
-__global__ void ReluGrad(const T* dy, const T* x, T* dx, int64_t n) {
-  DFLOW_GRID_LOOP(i, n) { dx[i] = x[i] > T(0) ? dy[i] : T(0); }
 }
 
 }  // namespace
@@ -97,37 +108,10 @@ int LaunchBinary(BinaryOp op, ElemType type, const void* a, const void* b, void*
       return LaunchTyped<BinaryOp::kMaximum>(type, a, b, out, n, index, s);
     case BinaryOp::kMinimum:
       return LaunchTyped<BinaryOp::kMinimum>(type, a, b, out, n, index, s);
+    case BinaryOp::kPow:
+      return LaunchTyped<BinaryOp::kPow>(type, a, b, out, n, index, s);
   }
   return static_cast<int>(cudaErrorInvalidValue);
-}
-
-int LaunchRelu(ElemType type, const void* x, void* y, int64_t n, CudaStream stream) {
-  if (n == 0) return 0;
-  auto s = reinterpret_cast<cudaStream_t>(stream);
-  if (type == ElemType::kF32) {
-    Relu<<<Blocks(n), kThreads, 0, s>>>(static_cast<const float*>(x), static_cast<float*>(y), n);
-  } else if (type == ElemType::kF64) {
-    Relu<<<Blocks(n), kThreads, 0, s>>>(static_cast<const double*>(x), static_cast<double*>(y), n);
-  } else {
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  return static_cast<int>(cudaGetLastError());
-}
-
-int LaunchReluGrad(ElemType type, const void* dy, const void* x, void* dx, int64_t n,
-                   CudaStream stream) {
-  if (n == 0) return 0;
-  auto s = reinterpret_cast<cudaStream_t>(stream);
-  if (type == ElemType::kF32) {
-    ReluGrad<<<Blocks(n), kThreads, 0, s>>>(
-        static_cast<const float*>(dy), static_cast<const float*>(x), static_cast<float*>(dx), n);
-  } else if (type == ElemType::kF64) {
-    ReluGrad<<<Blocks(n), kThreads, 0, s>>>(
-        static_cast<const double*>(dy), static_cast<const double*>(x), static_cast<double*>(dx), n);
-  } else {
-    return static_cast<int>(cudaErrorInvalidValue);
-  }
-  return static_cast<int>(cudaGetLastError());
 }
 
 const char* ErrorName(int error) { return cudaGetErrorName(static_cast<cudaError_t>(error)); }

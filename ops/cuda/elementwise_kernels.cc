@@ -1,10 +1,12 @@
-// GPU kernels of the element-wise binary ops: Add, Sub, Mul, Div, Maximum, Minimum (NumPy
-// broadcasting up to rank 8, f32, f64, i32, i64; integer Div is refused, InvalidArgument: the
-// CPU kernel's check for a zero divisor would need a copy to the host) and BiasAdd. Each checks
+// GPU kernels of the element-wise binary ops: Add, Sub, Mul, Div, Maximum, Minimum, Pow, the
+// comparisons (NumPy broadcasting up to rank 8, f32, f64, i32, i64; integer Div checks for a
+// zero divisor as the CPU's does, reading a count back from the GPU), Select and BiasAdd. Each checks
 // shapes on the host as the CPU's do (ops/common/elementwise_kernels.h), allocates its output on
 // the device and launches on the device's compute stream (ops/cuda/cuda_context.h), then
 // returns without waiting.
 #include "ops/common/elementwise_kernels.h"
+
+#include <cstring>
 
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/kernel_util.h"
@@ -12,34 +14,107 @@
 namespace dflow::cuda {
 namespace {
 
+// The broadcast index of a and b into `shape`; InvalidArgument past kMaxRank.
+Result<BroadcastIndex> IndexOf(const Tensor& a, const Tensor& b, const Shape& shape) {
+  if (shape.rank() > kMaxRank) {
+    return InvalidArgument("GPU element-wise ops take rank {} at most, not {}", kMaxRank,
+                           shape.rank());
+  }
+  BroadcastIndex index;
+  index.rank = shape.rank();
+  for (int d = 0; d < shape.rank(); ++d) index.out_dims[d] = shape[d];
+  BroadcastStrides(a.shape(), shape, index.a_strides);
+  BroadcastStrides(b.shape(), shape, index.b_strides);
+  return index;
+}
+
+// Integer Div's check, as the CPU's: InvalidArgument when a divisor is zero. The count is made
+// on the device and read back, so this op waits for the GPU (integer division is rare).
+Status CheckNoZeroDivisor(KernelContext& ctx, const Tensor& b, ElemType type, CudaStream stream) {
+  ASSIGN_OR_RETURN(Tensor count, ctx.AllocateTemp(sizeof(unsigned int)));
+  RETURN_IF_ERROR(Launched(LaunchCountZeros(type, b.raw_data(), b.num_elements(),
+                                            static_cast<unsigned int*>(count.raw_data()), stream),
+                           "Div's zero check"));
+  ASSIGN_OR_RETURN(Tensor host, ctx.device_context()->CopyToHost(count));
+  unsigned int zeros = 0;
+  std::memcpy(&zeros, host.raw_data(), sizeof(zeros));
+  if (zeros > 0) return InvalidArgument("integer division by zero");
+  return Status::OK();
+}
+
 template <BinaryOp kOp>
 class BinaryKernel : public common::BinaryBase<BinaryKernel<kOp>> {
  public:
   using common::BinaryBase<BinaryKernel>::BinaryBase;
   Status Run(KernelContext& ctx, const Tensor& a, const Tensor& b, const Shape& shape) {
-    auto type = ElemTypeOf(a.dtype());
-    if (!type) return InvalidArgument("no GPU kernel for dtype {}", a.dtype());
-    if (kOp == BinaryOp::kDiv && *type != ElemType::kF32 && *type != ElemType::kF64) {
-      // The CPU kernel refuses a zero divisor; here it could not be seen without a copy.
-      return InvalidArgument("no GPU kernel for integer Div ({}): run it on a CPU", a.dtype());
+    ASSIGN_OR_RETURN(ElemType type, TypeOf(a));
+    ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
+    if (kOp == BinaryOp::kDiv && type != ElemType::kF32 && type != ElemType::kF64) {
+      RETURN_IF_ERROR(CheckNoZeroDivisor(ctx, b, type, stream));
     }
+    const bool broadcast = a.shape() != b.shape();
+    BroadcastIndex index;
+    if (broadcast) {
+      ASSIGN_OR_RETURN(index, IndexOf(a, b, shape));
+    }
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), shape));
+    return Launched(LaunchBinary(kOp, type, a.raw_data(), b.raw_data(), out->raw_data(),
+                                 shape.num_elements(), broadcast ? &index : nullptr, stream),
+                    "an element-wise op");
+  }
+};
+
+// Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual: a bool output.
+template <CompareOp kOp>
+class CompareKernel : public common::BinaryBase<CompareKernel<kOp>> {
+ public:
+  using common::BinaryBase<CompareKernel>::BinaryBase;
+  Status Run(KernelContext& ctx, const Tensor& a, const Tensor& b, const Shape& shape) {
+    ASSIGN_OR_RETURN(ElemType type, TypeOf(a));
+    ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
+    const bool broadcast = a.shape() != b.shape();
+    BroadcastIndex index;
+    if (broadcast) {
+      ASSIGN_OR_RETURN(index, IndexOf(a, b, shape));
+    }
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DType::kBool, shape));
+    return Launched(LaunchCompare(kOp, type, a.raw_data(), b.raw_data(),
+                                  static_cast<bool*>(out->raw_data()), shape.num_elements(),
+                                  broadcast ? &index : nullptr, stream),
+                    "a comparison");
+  }
+};
+
+// Select(c, a, b): a where c, else b, the three broadcast together; any dtype of 1, 2, 4 or 8
+// bytes.
+class SelectKernel : public OpKernel {
+ public:
+  explicit SelectKernel(const KernelInit&) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& c = ctx.input(0);
+    const Tensor& a = ctx.input(1);
+    const Tensor& b = ctx.input(2);
+    ASSIGN_OR_RETURN(Shape ab, BroadcastShape(a.shape(), b.shape()));
+    ASSIGN_OR_RETURN(Shape shape, BroadcastShape(c.shape(), ab));
     if (shape.rank() > kMaxRank) {
-      return InvalidArgument("GPU element-wise ops take rank {} at most, not {}", kMaxRank,
-                             shape.rank());
+      return InvalidArgument("GPU Select takes rank {} at most, not {}", kMaxRank, shape.rank());
     }
     ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), shape));
-    BroadcastIndex index;
-    const bool broadcast = a.shape() != b.shape();
+    const bool broadcast = c.shape() != shape || a.shape() != shape || b.shape() != shape;
+    SelectIndex index;
     if (broadcast) {
       index.rank = shape.rank();
       for (int d = 0; d < shape.rank(); ++d) index.out_dims[d] = shape[d];
+      BroadcastStrides(c.shape(), shape, index.c_strides);
       BroadcastStrides(a.shape(), shape, index.a_strides);
       BroadcastStrides(b.shape(), shape, index.b_strides);
     }
-    return Launched(LaunchBinary(kOp, *type, a.raw_data(), b.raw_data(), out->raw_data(),
-                                 shape.num_elements(), broadcast ? &index : nullptr, stream),
-                    "an element-wise op");
+    const int bytes = static_cast<int>(DTypeSize(a.dtype()));
+    return Launched(LaunchSelect(bytes, static_cast<const bool*>(c.raw_data()), a.raw_data(),
+                                 b.raw_data(), out->raw_data(), shape.num_elements(),
+                                 broadcast ? &index : nullptr, stream),
+                    "Select");
   }
 };
 
@@ -65,6 +140,14 @@ Status RegisterElementwiseKernels() {
   RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kDiv>>("Div", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kMaximum>>("Maximum", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kMinimum>>("Minimum", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<BinaryKernel<BinaryOp::kPow>>("Pow", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<CompareKernel<CompareOp::kEq>>("Equal", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<CompareKernel<CompareOp::kNe>>("NotEqual", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<CompareKernel<CompareOp::kLt>>("Less", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<CompareKernel<CompareOp::kLe>>("LessEqual", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<CompareKernel<CompareOp::kGt>>("Greater", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<CompareKernel<CompareOp::kGe>>("GreaterEqual", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<SelectKernel>("Select", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<BiasAddKernel>("BiasAdd", "GPU"));
   return Status::OK();
 }

@@ -10,7 +10,7 @@
 namespace dflow::cuda {
 
 enum class ElemType { kF32, kF64, kI32, kI64 };
-enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum };
+enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow };
 
 inline constexpr int kMaxRank = 8;
 
@@ -26,11 +26,36 @@ struct BroadcastIndex {
 // out[i] = op(a[..], b[..]) for i < n; `index` null when a, b and out have the same shape.
 int LaunchBinary(BinaryOp op, ElemType type, const void* a, const void* b, void* out, int64_t n,
                  const BroadcastIndex* index, CudaStream stream);
-// y = max(x, 0), NaN kept.
-int LaunchRelu(ElemType type, const void* x, void* y, int64_t n, CudaStream stream);
-// dx = x > 0 ? dy : 0.
-int LaunchReluGrad(ElemType type, const void* dy, const void* x, void* dx, int64_t n,
-                   CudaStream stream);
+// y = op(x) on n elements of f32, f64, i32 or i64 (integers through double, as the CPU's std::
+// functions); `alpha` is LeakyRelu's slope. NaN stays NaN through Relu and LeakyRelu.
+enum class UnaryOp { kNeg, kExp, kLog, kSqrt, kRsqrt, kSquare, kRelu, kLeakyRelu, kSigmoid, kTanh, kGelu };
+int LaunchUnary(UnaryOp op, ElemType type, const void* x, void* y, int64_t n, double alpha,
+                CudaStream stream);
+// An activation's gradient from g and the activation's input x (same shapes).
+enum class GradOp { kRelu, kLeakyRelu, kGelu };
+int LaunchActivationGrad(GradOp op, ElemType type, const void* g, const void* x, void* out,
+                         int64_t n, double alpha, CudaStream stream);
+// out[i] = a[..] op b[..] as bool; `index` null when a, b and out have the same shape.
+enum class CompareOp { kEq, kNe, kLt, kLe, kGt, kGe };
+int LaunchCompare(CompareOp op, ElemType type, const void* a, const void* b, bool* out, int64_t n,
+                  const BroadcastIndex* index, CudaStream stream);
+// Select's three broadcast inputs: the condition's strides and the two values'.
+struct SelectIndex {
+  int rank = 0;
+  int64_t out_dims[kMaxRank] = {};
+  int64_t c_strides[kMaxRank] = {};
+  int64_t a_strides[kMaxRank] = {};
+  int64_t b_strides[kMaxRank] = {};
+};
+// out[i] = c[..] ? a[..] : b[..] for elements of `elem_bytes` bytes (1, 2, 4 or 8); `index` null
+// when all have the output's shape.
+int LaunchSelect(int elem_bytes, const bool* c, const void* a, const void* b, void* out, int64_t n,
+                 const SelectIndex* index, CudaStream stream);
+// *count (device memory) = how many of b's n elements are zero: integer Div's check.
+int LaunchCountZeros(ElemType type, const void* b, int64_t n, unsigned int* count,
+                     CudaStream stream);
+// out[i] = value for n one-byte elements (bool, u8).
+int LaunchFillBytes(void* out, int64_t n, unsigned char value, CudaStream stream);
 // out[i] = value for i < n.
 int LaunchFill(ElemType type, void* out, int64_t n, double value, CudaStream stream);
 
@@ -55,9 +80,10 @@ struct ReduceIndex {
   int64_t out_elements = 1;
   int64_t count = 1;  // input elements per output element
 };
-enum class ReduceMode { kSum, kMean };
+enum class ReduceMode { kSum, kMean, kMax };
 // out[o] = the sum (or mean) of the input elements folded into o; floats accumulate in double,
-// integers in int64; the mean of nothing is NaN for floats and 0 for integers.
+// integers in int64; the mean of nothing is NaN for floats and 0 for integers; the maximum
+// (kMax) has NaN win and must not be of nothing.
 int LaunchReduce(ReduceMode mode, ElemType type, const void* in, void* out,
                  const ReduceIndex& index, CudaStream stream);
 // The reduction's gradient: out[i] = g[o(i)] * scale for each of the input's n elements, where

@@ -21,7 +21,7 @@
 namespace dflow::cuda {
 namespace {
 
-constexpr size_t kWorkspaceBytes = size_t{4} << 20;
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 Status BlasError(cublasStatus_t s, std::string_view what) {
   // cuBLASLt alone has no names for its statuses (libcublas has): the number, as cublas_api.h
@@ -156,8 +156,9 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
                                         reinterpret_cast<cudaStream_t>(cuda->stream())),
                          "matmul");
     if (relu_after) {
-      return Launched(LaunchRelu(f64 ? ElemType::kF64 : ElemType::kF32, out->raw_data(),
-                                 out->raw_data(), out->num_elements(), cuda->stream()),
+      return Launched(LaunchUnary(UnaryOp::kRelu, f64 ? ElemType::kF64 : ElemType::kF32,
+                                  out->raw_data(), out->raw_data(), out->num_elements(), 0,
+                                  cuda->stream()),
                       "Relu");
     }
     return Status::OK();
@@ -210,7 +211,9 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
                                            out.raw_data(), count, n, stream),
                              "BiasAdd"));
     if (!epilogue_.relu) return Status::OK();
-    return Launched(LaunchRelu(type, out.raw_data(), out.raw_data(), count, stream), "Relu");
+    return Launched(
+        LaunchUnary(UnaryOp::kRelu, type, out.raw_data(), out.raw_data(), count, 0, stream),
+        "Relu");
   }
 
   std::mutex mu_;

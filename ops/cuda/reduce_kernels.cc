@@ -1,4 +1,4 @@
-// GPU kernels of the reductions: ReduceSum and ReduceMean (over any axes, up to rank 8),
+// GPU kernels of the reductions: ReduceSum, ReduceMean and ReduceMax (over any axes, up to rank 8),
 // SumToShapeOf and ReduceGrad, with the CPU's shape rules and messages (ops/common/
 // reduce_kernels.h); the work is queued on the device's stream.
 #include "ops/common/reduce_kernels.h"
@@ -59,6 +59,9 @@ class ReduceKernel : public common::ReduceBase<ReduceKernel<kMode>> {
   using common::ReduceBase<ReduceKernel>::ReduceBase;
   Status Run(KernelContext& ctx, const Tensor& x, const std::vector<bool>& reduced,
              const Shape& out) {
+    if (kMode == ReduceMode::kMax && MakeReduceIndex(x.shape(), reduced).count == 0) {
+      return InvalidArgument("ReduceMax over no elements of {}", x.shape());
+    }
     return LaunchReduction(ctx, x, reduced, out, kMode);
   }
 };
@@ -102,6 +105,7 @@ class ReduceGradKernel : public common::ReduceGradBase<ReduceGradKernel> {
 Status RegisterReduceKernels() {
   RETURN_IF_ERROR(RegisterKernel<ReduceKernel<ReduceMode::kSum>>("ReduceSum", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ReduceKernel<ReduceMode::kMean>>("ReduceMean", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<ReduceKernel<ReduceMode::kMax>>("ReduceMax", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<SumToShapeOfKernel>("SumToShapeOf", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ReduceGradKernel>("ReduceGrad", "GPU"));
   return Status::OK();

@@ -1,10 +1,12 @@
 // GPU kernels for training: fills, bias addition, reductions and their gradient, softmax
 // cross-entropy, the Adam, SGD and momentum updates and batch norm's inverse standard deviation
-// (ops/cuda/launch.h). One thread per output element in grid-stride loops; rows of a softmax are
-// short (classes), so one thread takes a row.
+// (ops/cuda/launch.h). One thread per output element in grid-stride loops, but for reductions
+// over long folds (a block per output element); rows of a softmax are short (classes), so one
+// thread takes a row.
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 #include "ops/cuda/grid.cuh"
@@ -45,32 +47,104 @@ __global__ void BiasAdd(const T* x, const T* bias, T* out, int64_t n, int64_t c)
 template <typename T>
 using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
-template <typename T>
-__global__ void Reduce(const T* in, T* out, ReduceIndex index, bool mean) {
+// The input offset of the first element folded into output o.
+__device__ __forceinline__ int64_t KeptOffset(const ReduceIndex& index, int64_t o) {
+  int64_t base = 0;
+  for (int d = index.kept_rank - 1; d >= 0; --d) {
+    base += (o % index.kept_dims[d]) * index.kept_strides[d];
+    o /= index.kept_dims[d];
+  }
+  return base;
+}
+
+// The offset, from an output's first element, of its k-th folded element.
+__device__ __forceinline__ int64_t FoldedOffset(const ReduceIndex& index, int64_t k) {
+  int64_t offset = 0;
+  for (int d = index.folded_rank - 1; d >= 0; --d) {
+    offset += (k % index.folded_dims[d]) * index.folded_strides[d];
+    k /= index.folded_dims[d];
+  }
+  return offset;
+}
+
+// What a reduction accumulates: sums in double (floats) or int64 (integers); maxima in T.
+template <typename T, bool kMax>
+using AccOf = std::conditional_t<kMax, T, Acc<T>>;
+
+template <typename T, bool kMax>
+__device__ __forceinline__ AccOf<T, kMax> Start() {
+  if constexpr (!kMax) {
+    return 0;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return -INFINITY;  // the maximum of infinities below zero is -inf
+  } else if constexpr (sizeof(T) == 4) {
+    return INT32_MIN;
+  } else {
+    return INT64_MIN;
+  }
+}
+
+// The sum, or the maximum with NaN winning (as the CPU's NanMax).
+template <typename T, bool kMax>
+__device__ __forceinline__ AccOf<T, kMax> Combine(AccOf<T, kMax> a, AccOf<T, kMax> b) {
+  if constexpr (!kMax) {
+    return a + b;
+  } else {
+    return (b != b || b > a) ? b : a;
+  }
+}
+
+template <typename T, bool kMax>
+__device__ __forceinline__ void StoreReduced(T* out, int64_t o, AccOf<T, kMax> acc,
+                                             const ReduceIndex& index, bool mean) {
+  if (kMax || !mean) {
+    out[o] = static_cast<T>(acc);
+  } else if (index.count > 0) {
+    out[o] = static_cast<T>(acc / static_cast<Acc<T>>(index.count));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    out[o] = static_cast<T>(NAN);
+  } else {
+    out[o] = T(0);
+  }
+}
+
+// Short folds (fewer than kBlockFold elements per output): one thread per output element.
+template <typename T, bool kMax>
+__global__ void ReduceByThread(const T* in, T* out, ReduceIndex index, bool mean) {
   DFLOW_GRID_LOOP(o, index.out_elements) {
-    int64_t base = 0, rest = o;
-    for (int d = index.kept_rank - 1; d >= 0; --d) {
-      base += (rest % index.kept_dims[d]) * index.kept_strides[d];
-      rest /= index.kept_dims[d];
-    }
-    Acc<T> sum = 0;
+    const int64_t base = KeptOffset(index, o);
+    AccOf<T, kMax> acc = Start<T, kMax>();
     for (int64_t k = 0; k < index.count; ++k) {
-      int64_t offset = base, r = k;
-      for (int d = index.folded_rank - 1; d >= 0; --d) {
-        offset += (r % index.folded_dims[d]) * index.folded_strides[d];
-        r /= index.folded_dims[d];
+      acc = Combine<T, kMax>(acc, in[base + FoldedOffset(index, k)]);
+    }
+    StoreReduced<T, kMax>(out, o, acc, index, mean);
+  }
+}
+
+constexpr int64_t kBlockFold = 64;
+
+// Long folds (a bias gradient folds batch x height x width into each channel): one block per
+// output element, its threads striding over the fold, then a tree in shared memory. The order
+// of the additions is fixed by the launch geometry, so runs repeat bit for bit.
+template <typename T, bool kMax>
+__global__ void ReduceByBlock(const T* in, T* out, ReduceIndex index, bool mean) {
+  __shared__ AccOf<T, kMax> partial[kThreads];
+  for (int64_t o = blockIdx.x; o < index.out_elements; o += gridDim.x) {
+    const int64_t base = KeptOffset(index, o);
+    AccOf<T, kMax> acc = Start<T, kMax>();
+    for (int64_t k = threadIdx.x; k < index.count; k += blockDim.x) {
+      acc = Combine<T, kMax>(acc, in[base + FoldedOffset(index, k)]);
+    }
+    partial[threadIdx.x] = acc;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half) {
+        partial[threadIdx.x] = Combine<T, kMax>(partial[threadIdx.x], partial[threadIdx.x + half]);
       }
-      sum += in[offset];
+      __syncthreads();
     }
-    if (!mean) {
-      out[o] = static_cast<T>(sum);
-    } else if (index.count > 0) {
-      out[o] = static_cast<T>(sum / static_cast<Acc<T>>(index.count));
-    } else if constexpr (std::is_floating_point_v<T>) {
-      out[o] = static_cast<T>(NAN);
-    } else {
-      out[o] = T(0);
-    }
+    if (threadIdx.x == 0) StoreReduced<T, kMax>(out, o, partial[0], index, mean);
+    __syncthreads();  // partial[0] is read before the next output's sums overwrite it
   }
 }
 
@@ -190,9 +264,23 @@ int LaunchReduce(ReduceMode mode, ElemType type, const void* in, void* out,
                  const ReduceIndex& index, CudaStream stream) {
   if (index.out_elements == 0) return 0;
   auto s = reinterpret_cast<cudaStream_t>(stream);
+  const bool mean = mode == ReduceMode::kMean;
+  const bool max = mode == ReduceMode::kMax;
+  const int64_t blocks = index.out_elements < 65535 * 32 ? index.out_elements : 65535 * 32;
   return Dispatch(type, [&]<typename T>() {
-    Reduce<<<Blocks(index.out_elements), kThreads, 0, s>>>(
-        static_cast<const T*>(in), static_cast<T*>(out), index, mode == ReduceMode::kMean);
+    const T* x = static_cast<const T*>(in);
+    T* y = static_cast<T*>(out);
+    if (index.count >= kBlockFold) {
+      if (max) {
+        ReduceByBlock<T, true><<<static_cast<int>(blocks), kThreads, 0, s>>>(x, y, index, mean);
+      } else {
+        ReduceByBlock<T, false><<<static_cast<int>(blocks), kThreads, 0, s>>>(x, y, index, mean);
+      }
+    } else if (max) {
+      ReduceByThread<T, true><<<Blocks(index.out_elements), kThreads, 0, s>>>(x, y, index, mean);
+    } else {
+      ReduceByThread<T, false><<<Blocks(index.out_elements), kThreads, 0, s>>>(x, y, index, mean);
+    }
     return LastError();
   });
 }

@@ -1,4 +1,5 @@
-// GPU kernels of the unary ops: Relu and ReluGrad (f32, f64), and Cast between any two of f32,
+// GPU kernels of the unary ops: Neg, Exp, Log, Sqrt, Rsqrt, Square, Relu, LeakyRelu, Sigmoid,
+// Tanh, Gelu (f32, f64, i32, i64), the activation gradients, and Cast between any two of f32,
 // f64, f16, bf16, i32, i64, u8 and bool (rounding to nearest even), with the CPU's checks.
 #include <optional>
 
@@ -9,43 +10,52 @@
 namespace dflow::cuda {
 namespace {
 
-// What an activation kernel (and its gradient) needs: the float type of `like`, the stream and
-// an output of like's dtype and shape.
-struct ActivationLaunch {
-  ElemType type;
-  CudaStream stream;
-  Tensor* out;
-};
-Result<ActivationLaunch> PrepareActivation(KernelContext& ctx, const Tensor& like) {
-  auto type = ElemTypeOf(like.dtype());
-  if (type != ElemType::kF32 && type != ElemType::kF64) {
-    return InvalidArgument("no GPU kernel for dtype {}", like.dtype());
-  }
-  ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
-  ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, like.dtype(), like.shape()));
-  return ActivationLaunch{*type, stream, out};
-}
-
-class ReluKernel : public OpKernel {
+// Runs kOp over every element of input 0 (f32, f64, i32, i64; in place where the input is
+// not needed after). LeakyRelu reads its slope from the node's alpha.
+template <UnaryOp kOp>
+class UnaryKernel : public OpKernel {
  public:
-  explicit ReluKernel(const KernelInit&) {}
+  explicit UnaryKernel(const KernelInit& init) {
+    if constexpr (kOp == UnaryOp::kLeakyRelu) {
+      alpha_ = std::get<double>(*init.node.FindAttr("alpha"));
+    }
+  }
   Status Compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    ASSIGN_OR_RETURN(ActivationLaunch l, PrepareActivation(ctx, x));
-    return Launched(LaunchRelu(l.type, x.raw_data(), l.out->raw_data(), x.num_elements(), l.stream),
-                    "Relu");
+    ASSIGN_OR_RETURN(ElemType type, TypeOf(x));
+    ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
+    ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), x.shape()));
+    return Launched(
+        LaunchUnary(kOp, type, x.raw_data(), out->raw_data(), x.num_elements(), alpha_, stream),
+        "a unary op");
   }
+
+ private:
+  double alpha_ = 0;
 };
 
-class ReluGradKernel : public common::ActivationGradBase<ReluGradKernel> {
+// ReluGrad, LeakyReluGrad, GeluGrad from g and the activation's input x (checked alike by the
+// shared base).
+template <GradOp kOp>
+class ActivationGradKernel : public common::ActivationGradBase<ActivationGradKernel<kOp>> {
  public:
-  using ActivationGradBase::ActivationGradBase;
-  Status Run(KernelContext& ctx, const Tensor& g, const Tensor& x) {
-    ASSIGN_OR_RETURN(ActivationLaunch l, PrepareActivation(ctx, x));
-    return Launched(LaunchReluGrad(l.type, g.raw_data(), x.raw_data(), l.out->raw_data(),
-                                   x.num_elements(), l.stream),
-                    "ReluGrad");
+  explicit ActivationGradKernel(const KernelInit& init)
+      : common::ActivationGradBase<ActivationGradKernel<kOp>>(init) {
+    if constexpr (kOp == GradOp::kLeakyRelu) {
+      alpha_ = std::get<double>(*init.node.FindAttr("alpha"));
+    }
   }
+  Status Run(KernelContext& ctx, const Tensor& g, const Tensor& x) {
+    ASSIGN_OR_RETURN(ElemType type, TypeOf(x));
+    ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
+    ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, g.dtype(), g.shape()));
+    return Launched(LaunchActivationGrad(kOp, type, g.raw_data(), x.raw_data(), out->raw_data(),
+                                         x.num_elements(), alpha_, stream),
+                    "an activation gradient");
+  }
+
+ private:
+  double alpha_ = 0;
 };
 
 std::optional<CastType> CastTypeOf(DType d) {
@@ -90,8 +100,21 @@ class CastKernel : public common::CastBase<CastKernel> {
 }  // namespace
 
 Status RegisterUnaryKernels() {
-  RETURN_IF_ERROR(RegisterKernel<ReluKernel>("Relu", "GPU"));
-  RETURN_IF_ERROR(RegisterKernel<ReluGradKernel>("ReluGrad", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kNeg>>("Neg", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kExp>>("Exp", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kLog>>("Log", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kSqrt>>("Sqrt", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kRsqrt>>("Rsqrt", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kSquare>>("Square", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kRelu>>("Relu", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kLeakyRelu>>("LeakyRelu", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kSigmoid>>("Sigmoid", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kTanh>>("Tanh", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kGelu>>("Gelu", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<ActivationGradKernel<GradOp::kRelu>>("ReluGrad", "GPU"));
+  RETURN_IF_ERROR(
+      RegisterKernel<ActivationGradKernel<GradOp::kLeakyRelu>>("LeakyReluGrad", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<ActivationGradKernel<GradOp::kGelu>>("GeluGrad", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<CastKernel>("Cast", "GPU"));
   return Status::OK();
 }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <set>
 #include <tuple>
 
@@ -296,14 +297,37 @@ class OpConformanceTest : public ::testing::TestWithParam<Param> {
  protected:
   const std::string& type() const { return std::get<0>(GetParam()); }
   const OpCase& op_case() const { return AllOpCases()[std::get<1>(GetParam())]; }
+  // True (the test skips, saying why) when the device type has no kernel for the case's op and
+  // NotOnDevice() says why; a gap without a reason fails the test.
   bool SkipWithoutKernel() {
-    return KernelRegistry::Global().Find(op_case().op, type()) == nullptr;
+    if (KernelRegistry::Global().Find(op_case().op, type()) != nullptr) return false;
+    reason_ = GapReason(type(), op_case().op);
+    return true;
   }
+  static std::string GapReason(const std::string& type, const std::string& op) {
+    auto t = NotOnDevice().find(type);
+    if (t == NotOnDevice().end()) return "";
+    auto o = t->second.find(op);
+    return o == t->second.end() ? "" : o->second;
+  }
+  std::string reason_;
 };
+
+// Skips the test when its device type lacks the op's kernel for a listed reason; fails it when
+// the reason is missing.
+#define DFLOW_SKIP_OR_FAIL_WITHOUT_KERNEL()                                                 \
+  if (SkipWithoutKernel()) {                                                                \
+    if (reason_.empty()) {                                                                  \
+      FAIL() << "no " << type() << " kernel for " << op_case().op                           \
+             << " and no reason in NotOnDevice() (op_cases.cc): give the device the kernel " \
+                "or say why it has none";                                                   \
+    }                                                                                       \
+    GTEST_SKIP() << "no " << type() << " kernel for " << op_case().op << ": " << reason_;   \
+  }
 
 TEST_P(OpConformanceTest, Forward) {
   const OpCase& c = op_case();
-  if (SkipWithoutKernel()) GTEST_SKIP() << "no " << type() << " kernel for " << c.op;
+  DFLOW_SKIP_OR_FAIL_WITHOUT_KERNEL();
   auto got = RunForward(c, type());
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   if (type() == kReferenceType) {
@@ -319,7 +343,7 @@ class OpGradientConformanceTest : public OpConformanceTest {};
 
 TEST_P(OpGradientConformanceTest, Gradient) {
   const OpCase& c = op_case();
-  if (SkipWithoutKernel()) GTEST_SKIP() << "no " << type() << " kernel for " << c.op;
+  DFLOW_SKIP_OR_FAIL_WITHOUT_KERNEL();
   // Random weights make every output element count in the loss.
   CaseRng rng(static_cast<uint32_t>(std::hash<std::string>()(c.name)));
   std::vector<Tensor> weights;
@@ -471,6 +495,27 @@ TEST(OpConformanceCoverageTest, EveryKernelHasACaseOrAReason) {
   for (const auto& op : with_case) {
     EXPECT_NE(KernelRegistry::Global().Find(op, kReferenceType), nullptr)
         << "cases of " << op << " have no CPU kernel to hold other devices to";
+  }
+}
+
+// NotOnDevice() lists, for every device type of this binary, exactly the ops with CPU cases
+// that the type has no kernel for: printed here, so a backend's run says what it does not cover.
+TEST(OpConformanceCoverageTest, DeviceGapsAreListedAndReal) {
+  std::set<std::string> with_case;
+  for (const auto& c : AllOpCases()) with_case.insert(c.op);
+  for (const auto& type : testing::DeviceTypesUnderTest()) {
+    if (type == kReferenceType) continue;
+    auto listed = NotOnDevice().find(type);
+    std::string gaps;
+    for (const auto& op : with_case) {
+      const bool has_kernel = KernelRegistry::Global().Find(op, type) != nullptr;
+      const bool is_listed = listed != NotOnDevice().end() && listed->second.count(op) > 0;
+      EXPECT_FALSE(has_kernel && is_listed)
+          << type << " has a kernel for " << op << ": drop its NotOnDevice entry";
+      if (!has_kernel) gaps += fmt::format("\n  {}: {}", op, is_listed ? listed->second.at(op)
+                                                                       : "(NO REASON GIVEN)");
+    }
+    std::cout << type << " lacks kernels for:" << (gaps.empty() ? " nothing" : gaps) << "\n";
   }
 }
 
