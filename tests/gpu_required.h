@@ -20,12 +20,12 @@ inline bool GpuRequired() {
 
 // In a test body or SetUp: without a GPU (`count` == 0, `why` the reason) the test skips, or
 // fails where DFLOW_REQUIRE_GPU is set.
-#define DFLOW_SKIP_WITHOUT_GPU(count, why)                                              \
-  do {                                                                                  \
-    if ((count) == 0) {                                                                 \
-      if (::dflow::testing::GpuRequired()) {                                            \
-        FAIL() << "DFLOW_REQUIRE_GPU is set but no CUDA GPU was found: " << (why);      \
-      }                                                                                 \
-      GTEST_SKIP() << "no CUDA GPU here: " << (why);                                    \
-    }                                                                                   \
+#define DFLOW_SKIP_WITHOUT_GPU(count, why)                                         \
+  do {                                                                             \
+    if ((count) == 0) {                                                            \
+      if (::dflow::testing::GpuRequired()) {                                       \
+        FAIL() << "DFLOW_REQUIRE_GPU is set but no CUDA GPU was found: " << (why); \
+      }                                                                            \
+      GTEST_SKIP() << "no CUDA GPU here: " << (why);                               \
+    }                                                                              \
   } while (0)

@@ -1,8 +1,8 @@
 // GPU kernels of the element-wise binary ops: Add, Sub, Mul, Div, Maximum, Minimum, Pow, the
 // comparisons (NumPy broadcasting up to rank 8, f32, f64, i32, i64; integer Div checks for a
-// zero divisor as the CPU's does, reading a count back from the GPU), Select and BiasAdd. Each checks
-// shapes on the host as the CPU's do (ops/common/elementwise_kernels.h), allocates its output on
-// the device and launches on the device's compute stream (ops/cuda/cuda_context.h), then
+// zero divisor as the CPU's does, reading a count back from the GPU), Select and BiasAdd. Each
+// checks shapes on the host as the CPU's do (ops/common/elementwise_kernels.h), allocates its
+// output on the device and launches on the device's compute stream (ops/cuda/cuda_context.h), then
 // returns without waiting.
 #include "ops/common/elementwise_kernels.h"
 
@@ -78,10 +78,10 @@ class CompareKernel : public common::BinaryBase<CompareKernel<kOp>> {
       ASSIGN_OR_RETURN(index, IndexOf(a, b, shape));
     }
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DType::kBool, shape));
-    return Launched(LaunchCompare(kOp, type, a.raw_data(), b.raw_data(),
-                                  static_cast<bool*>(out->raw_data()), shape.num_elements(),
-                                  broadcast ? &index : nullptr, stream),
-                    "a comparison");
+    return Launched(
+        LaunchCompare(kOp, type, a.raw_data(), b.raw_data(), static_cast<bool*>(out->raw_data()),
+                      shape.num_elements(), broadcast ? &index : nullptr, stream),
+        "a comparison");
   }
 };
 
@@ -111,10 +111,10 @@ class SelectKernel : public OpKernel {
       BroadcastStrides(b.shape(), shape, index.b_strides);
     }
     const int bytes = static_cast<int>(DTypeSize(a.dtype()));
-    return Launched(LaunchSelect(bytes, static_cast<const bool*>(c.raw_data()), a.raw_data(),
-                                 b.raw_data(), out->raw_data(), shape.num_elements(),
-                                 broadcast ? &index : nullptr, stream),
-                    "Select");
+    return Launched(
+        LaunchSelect(bytes, static_cast<const bool*>(c.raw_data()), a.raw_data(), b.raw_data(),
+                     out->raw_data(), shape.num_elements(), broadcast ? &index : nullptr, stream),
+        "Select");
   }
 };
 

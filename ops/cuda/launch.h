@@ -28,7 +28,19 @@ int LaunchBinary(BinaryOp op, ElemType type, const void* a, const void* b, void*
                  const BroadcastIndex* index, CudaStream stream);
 // y = op(x) on n elements of f32, f64, i32 or i64 (integers through double, as the CPU's std::
 // functions); `alpha` is LeakyRelu's slope. NaN stays NaN through Relu and LeakyRelu.
-enum class UnaryOp { kNeg, kExp, kLog, kSqrt, kRsqrt, kSquare, kRelu, kLeakyRelu, kSigmoid, kTanh, kGelu };
+enum class UnaryOp {
+  kNeg,
+  kExp,
+  kLog,
+  kSqrt,
+  kRsqrt,
+  kSquare,
+  kRelu,
+  kLeakyRelu,
+  kSigmoid,
+  kTanh,
+  kGelu
+};
 int LaunchUnary(UnaryOp op, ElemType type, const void* x, void* y, int64_t n, double alpha,
                 CudaStream stream);
 // An activation's gradient from g and the activation's input x (same shapes).

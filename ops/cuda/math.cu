@@ -67,11 +67,10 @@ __global__ void Unary(const T* x, T* y, int64_t n, double alpha) {
 }
 
 template <UnaryOp kOp>
-int LaunchUnaryOp(ElemType type, const void* x, void* y, int64_t n, double alpha,
-                  cudaStream_t s) {
+int LaunchUnaryOp(ElemType type, const void* x, void* y, int64_t n, double alpha, cudaStream_t s) {
   return Dispatch(type, [&]<typename T>() {
-    Unary<kOp, T><<<Blocks(n), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), n,
-                                                 alpha);
+    Unary<kOp, T>
+        <<<Blocks(n), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), n, alpha);
     return LastError();
   });
 }
@@ -206,9 +205,11 @@ int LaunchSelectWords(const bool* c, const void* a, const void* b, void* out, in
   const W* pb = static_cast<const W*>(b);
   W* po = static_cast<W*>(out);
   if (n <= INT32_MAX) {
-    SelectKernel<W, uint32_t><<<Blocks(n), kThreads, 0, s>>>(c, pa, pb, po, n, idx, index != nullptr);
+    SelectKernel<W, uint32_t>
+        <<<Blocks(n), kThreads, 0, s>>>(c, pa, pb, po, n, idx, index != nullptr);
   } else {
-    SelectKernel<W, int64_t><<<Blocks(n), kThreads, 0, s>>>(c, pa, pb, po, n, idx, index != nullptr);
+    SelectKernel<W, int64_t>
+        <<<Blocks(n), kThreads, 0, s>>>(c, pa, pb, po, n, idx, index != nullptr);
   }
   return LastError();
 }

@@ -156,10 +156,10 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
                                         reinterpret_cast<cudaStream_t>(cuda->stream())),
                          "matmul");
     if (relu_after) {
-      return Launched(LaunchUnary(UnaryOp::kRelu, f64 ? ElemType::kF64 : ElemType::kF32,
-                                  out->raw_data(), out->raw_data(), out->num_elements(), 0,
-                                  cuda->stream()),
-                      "Relu");
+      return Launched(
+          LaunchUnary(UnaryOp::kRelu, f64 ? ElemType::kF64 : ElemType::kF32, out->raw_data(),
+                      out->raw_data(), out->num_elements(), 0, cuda->stream()),
+          "Relu");
     }
     return Status::OK();
   }

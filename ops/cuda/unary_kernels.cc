@@ -112,8 +112,7 @@ Status RegisterUnaryKernels() {
   RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kTanh>>("Tanh", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kGelu>>("Gelu", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ActivationGradKernel<GradOp::kRelu>>("ReluGrad", "GPU"));
-  RETURN_IF_ERROR(
-      RegisterKernel<ActivationGradKernel<GradOp::kLeakyRelu>>("LeakyReluGrad", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<ActivationGradKernel<GradOp::kLeakyRelu>>("LeakyReluGrad", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ActivationGradKernel<GradOp::kGelu>>("GeluGrad", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<CastKernel>("Cast", "GPU"));
   return Status::OK();

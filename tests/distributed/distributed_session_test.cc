@@ -27,6 +27,7 @@
 #include "distributed/local_worker.h"
 #include "distributed/test_mlp.h"
 #include "distributed/worker_fixture.h"
+#include "gpu_required.h"
 #include "ops/array_ops.h"
 #include "ops/cuda/cuda_device.h"
 #include "ops/initializers.h"
@@ -43,7 +44,6 @@
 #include "status_matchers.h"
 #include "test_util.h"
 #include "tools/subprocess.h"
-#include "gpu_required.h"
 
 namespace dflow::distributed {
 namespace {

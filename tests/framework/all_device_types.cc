@@ -1,12 +1,11 @@
 // The conformance suites of this binary run on every device type this build registers that has
 // a device here (the CPU; the GPU where there is one).
-#include "framework/device_factory.h"
-#include "framework/device_types_under_test.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
+#include "framework/device_factory.h"
+#include "framework/device_types_under_test.h"
 #include "gpu_required.h"
 
 namespace dflow::testing {

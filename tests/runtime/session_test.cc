@@ -134,9 +134,9 @@ TEST(SessionCreateTest, DeviceRequestsCheckedAgainstTheSessionDevice) {
   bad.device = "gpu:63";
   auto no_gpu = Session::Create(ok, bad);
   EXPECT_EQ(no_gpu.status().code(), StatusCode::kNotFound);
-  EXPECT_TRUE(MessageHas(no_gpu.status(), has_gpu ? std::vector<std::string>{"GPU:63", "GPU(s)"}
-                                                  : std::vector<std::string>{"'gpu:63'", "GPU",
-                                                                             "types: CPU"}))
+  EXPECT_TRUE(MessageHas(no_gpu.status(),
+                         has_gpu ? std::vector<std::string>{"GPU:63", "GPU(s)"}
+                                 : std::vector<std::string>{"'gpu:63'", "GPU", "types: CPU"}))
       << no_gpu.status().ToString();
   bad.device = "cpu:x";
   EXPECT_EQ(Session::Create(ok, bad).status().code(), StatusCode::kInvalidArgument);

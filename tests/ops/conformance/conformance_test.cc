@@ -315,14 +315,14 @@ class OpConformanceTest : public ::testing::TestWithParam<Param> {
 
 // Skips the test when its device type lacks the op's kernel for a listed reason; fails it when
 // the reason is missing.
-#define DFLOW_SKIP_OR_FAIL_WITHOUT_KERNEL()                                                 \
-  if (SkipWithoutKernel()) {                                                                \
-    if (reason_.empty()) {                                                                  \
-      FAIL() << "no " << type() << " kernel for " << op_case().op                           \
+#define DFLOW_SKIP_OR_FAIL_WITHOUT_KERNEL()                                                  \
+  if (SkipWithoutKernel()) {                                                                 \
+    if (reason_.empty()) {                                                                   \
+      FAIL() << "no " << type() << " kernel for " << op_case().op                            \
              << " and no reason in NotOnDevice() (op_cases.cc): give the device the kernel " \
-                "or say why it has none";                                                   \
-    }                                                                                       \
-    GTEST_SKIP() << "no " << type() << " kernel for " << op_case().op << ": " << reason_;   \
+                "or say why it has none";                                                    \
+    }                                                                                        \
+    GTEST_SKIP() << "no " << type() << " kernel for " << op_case().op << ": " << reason_;    \
   }
 
 TEST_P(OpConformanceTest, Forward) {
@@ -512,8 +512,9 @@ TEST(OpConformanceCoverageTest, DeviceGapsAreListedAndReal) {
       const bool is_listed = listed != NotOnDevice().end() && listed->second.count(op) > 0;
       EXPECT_FALSE(has_kernel && is_listed)
           << type << " has a kernel for " << op << ": drop its NotOnDevice entry";
-      if (!has_kernel) gaps += fmt::format("\n  {}: {}", op, is_listed ? listed->second.at(op)
-                                                                       : "(NO REASON GIVEN)");
+      if (!has_kernel)
+        gaps +=
+            fmt::format("\n  {}: {}", op, is_listed ? listed->second.at(op) : "(NO REASON GIVEN)");
     }
     std::cout << type << " lacks kernels for:" << (gaps.empty() ? " nothing" : gaps) << "\n";
   }

@@ -441,9 +441,9 @@ Tensor Normalize(const Tensor& x, const std::vector<double>& mean, const std::ve
 
 void AddBatchNorm(CaseRng& rng, std::vector<OpCase>& cases) {
   const std::vector<std::tuple<DType, Shape, double>> specs = {
-      {DType::kF32, Shape{4, 3}, 1e-5},    {DType::kF32, Shape{2, 3, 4, 5}, 1e-5},
-      {DType::kF32, Shape{2, 2, 7}, 1e-3}, {DType::kF32, Shape{1, 2, 1, 2, 3}, 1e-5},
-      {DType::kF32, Shape{33, 1}, 1e-5},   {DType::kF64, Shape{3, 2, 2, 2}, 1e-5},
+      {DType::kF32, Shape{4, 3}, 1e-5},       {DType::kF32, Shape{2, 3, 4, 5}, 1e-5},
+      {DType::kF32, Shape{2, 2, 7}, 1e-3},    {DType::kF32, Shape{1, 2, 1, 2, 3}, 1e-5},
+      {DType::kF32, Shape{33, 1}, 1e-5},      {DType::kF64, Shape{3, 2, 2, 2}, 1e-5},
       {DType::kF32, Shape{1, 4, 1, 1}, 1e-5},  // one element per channel: the variance is 0
   };
   for (const auto& [dt, xs, epsilon] : specs) {

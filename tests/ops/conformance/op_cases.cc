@@ -101,7 +101,8 @@ const std::map<std::string, std::map<std::string, std::string>>& NotOnDevice() {
   static const std::map<std::string, std::map<std::string, std::string>> kGaps = {
       {"GPU",
        {
-           {"ArgMax", "no GPU kernel yet: accuracy is counted on the CPU in the examples"},
+           {"ArgMax",
+            "no GPU kernel yet: the examples count accuracy on the host from fetched logits"},
            {"CheckNumerics",
             "no GPU kernel yet: it would have to read the tensor back to the host every step"},
            {"Concat", kArray},

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "framework/device_factory.h"
+#include "gpu_required.h"
 #include "ops/array_ops.h"
 #include "ops/cuda/cuda_calibration.h"
 #include "ops/math_ops.h"
@@ -18,7 +19,6 @@
 #include "runtime/session.h"
 #include "runtime/session_devices.h"
 #include "test_util.h"
-#include "gpu_required.h"
 
 namespace dflow {
 namespace {

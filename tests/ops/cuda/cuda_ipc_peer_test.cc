@@ -11,9 +11,9 @@
 #include <filesystem>
 #include <vector>
 
+#include "gpu_required.h"
 #include "ops/cuda/cuda_device.h"
 #include "test_util.h"
-#include "gpu_required.h"
 
 namespace dflow::cuda {
 namespace {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "gpu_required.h"
 #include "ops/array_ops.h"
 #include "ops/conv_ops.h"
 #include "ops/cuda/cuda_device.h"
@@ -18,7 +19,6 @@
 #include "ops/unary_ops.h"
 #include "runtime/session.h"
 #include "test_util.h"
-#include "gpu_required.h"
 
 namespace dflow {
 namespace {
@@ -159,7 +159,8 @@ class GpuTrainingTest : public ::testing::Test {
       const float* c = cpu.vars[v].data<float>();
       double worst = 0;
       for (int64_t i = 0; i < cpu.vars[v].num_elements(); ++i) {
-        worst = std::max(worst, std::abs(double{g[i]} - c[i]) / std::max(1.0, std::abs(double{c[i]})));
+        worst =
+            std::max(worst, std::abs(double{g[i]} - c[i]) / std::max(1.0, std::abs(double{c[i]})));
       }
       EXPECT_LE(worst, 10 * tol) << "variable " << v << " after " << steps << " steps";
     }

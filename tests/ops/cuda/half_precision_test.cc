@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_required.h"
 #include "ops/array_ops.h"
 #include "ops/conv_ops.h"
 #include "ops/cuda/cuda_device.h"
@@ -18,7 +19,6 @@
 #include "ops/unary_ops.h"
 #include "runtime/local_session.h"
 #include "test_util.h"
-#include "gpu_required.h"
 
 namespace dflow {
 namespace {
@@ -175,11 +175,10 @@ std::string Hex(const unsigned char* p, size_t n) {
 TEST(CastGpuTest, MatchesTheCpuBitForBit) {
   std::string why;
   DFLOW_SKIP_WITHOUT_GPU(CudaDeviceCount(&why), why);
-  const std::vector<double> floats = {0.0,      -0.0,     1.0,     -1.0,     0.5,    1.0 / 3,
-                                      2.5,      -2.5,     3.5,     65504.0,  65519.0, 65520.0,
-                                      1e5,      6e-5,     3e-7,    1e-8,     1e-30,   3.4e38,
-                                      1e39,     -1e39,    1.00048828125,     1.0009765625,
-                                      INFINITY, -INFINITY, NAN,    255.0,    -7.0,    1e10};
+  const std::vector<double> floats = {
+      0.0,           -0.0,         1.0,      -1.0,      0.5,  1.0 / 3, 2.5,   -2.5,   3.5,  65504.0,
+      65519.0,       65520.0,      1e5,      6e-5,      3e-7, 1e-8,    1e-30, 3.4e38, 1e39, -1e39,
+      1.00048828125, 1.0009765625, INFINITY, -INFINITY, NAN,  255.0,   -7.0,  1e10};
   const std::vector<double> small = {0.0, 1.0, 2.0, 3.0, 7.0, 100.0, 127.0, 200.0, 255.0, 1.5, 2.5};
   const std::vector<DType> types = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16,
                                     DType::kI32, DType::kI64, DType::kU8,  DType::kBool};
