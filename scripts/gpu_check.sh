@@ -138,7 +138,13 @@ if wants examples; then
   fi
 fi
 if wants bench; then
-  part bench 300 bench.log env DFLOW_GPU_OUT="$out/bench" "$here/scripts/gpu_bench.sh" "$bundle"
+  # The benchmarks' JSON (models_bench's peak_bytes and arena_bytes counters among them) go to
+  # the end of bench.log: OUT keeps to 8 files.
+  bench_json=$(mktemp -d)
+  part bench 300 bench.log env DFLOW_GPU_OUT="$bench_json" "$here/scripts/gpu_bench.sh" "$bundle"
+  for j in "$bench_json"/*.json; do
+    [ -f "$j" ] && { echo "=== $(basename "$j")"; cat "$j"; } >>"$out/bench.log"
+  done
   grep -h '^bench ' "$out/bench.log" 2>/dev/null | tee -a "$summary"
 fi
 
