@@ -8,29 +8,12 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "ops/cuda/dispatch.cuh"
 #include "ops/cuda/grid.cuh"
 #include "ops/cuda/launch.h"
 
 namespace dflow::cuda {
 namespace {
-
-int Invalid() { return static_cast<int>(cudaErrorInvalidValue); }
-int LastError() { return static_cast<int>(cudaGetLastError()); }
-
-template <typename F>
-int Dispatch(ElemType type, F&& f) {
-  switch (type) {
-    case ElemType::kF32:
-      return f.template operator()<float>();
-    case ElemType::kF64:
-      return f.template operator()<double>();
-    case ElemType::kI32:
-      return f.template operator()<int32_t>();
-    case ElemType::kI64:
-      return f.template operator()<int64_t>();
-  }
-  return Invalid();
-}
 
 // Integers go through double, as the CPU's std:: functions take them.
 template <typename T>

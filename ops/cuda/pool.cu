@@ -7,13 +7,12 @@
 
 #include <cmath>
 
+#include "ops/cuda/dispatch.cuh"
 #include "ops/cuda/grid.cuh"
 #include "ops/cuda/launch.h"
 
 namespace dflow::cuda {
 namespace {
-
-int LastError() { return static_cast<int>(cudaGetLastError()); }
 
 struct Window {
   int64_t r0, r1, c0, c1;  // clipped rows [r0, r1) and columns [c0, c1)

@@ -9,30 +9,12 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "ops/cuda/dispatch.cuh"
 #include "ops/cuda/grid.cuh"
 #include "ops/cuda/launch.h"
 
 namespace dflow::cuda {
 namespace {
-
-int Invalid() { return static_cast<int>(cudaErrorInvalidValue); }
-int LastError() { return static_cast<int>(cudaGetLastError()); }
-
-// Calls f.template operator()<T>() for the element type.
-template <typename F>
-int Dispatch(ElemType type, F&& f) {
-  switch (type) {
-    case ElemType::kF32:
-      return f.template operator()<float>();
-    case ElemType::kF64:
-      return f.template operator()<double>();
-    case ElemType::kI32:
-      return f.template operator()<int32_t>();
-    case ElemType::kI64:
-      return f.template operator()<int64_t>();
-  }
-  return Invalid();
-}
 
 template <typename T>
 __global__ void Fill(T* out, int64_t n, T value) {
