@@ -34,6 +34,11 @@ Output OnesLike(const Scope& scope, Output x) {
   return scope.OutputOf(scope.AddNode("OnesLike", {x}, {}));
 }
 
+Output ElementCount(const Scope& scope, Output x, const std::vector<int64_t>& axes) {
+  if (!scope.CheckInputs("ElementCount", {x})) return {};
+  return scope.OutputOf(scope.AddNode("ElementCount", {x}, {{"axes", axes}}));
+}
+
 Output Fill(const Scope& scope, const Shape& shape, double value, DType dtype) {
   internal::RegisterOpDefinitions();
   return scope.OutputOf(

@@ -32,6 +32,9 @@ Operation NoOp(const Scope& scope);
 // Tensors of x's shape and dtype filled with 0 or 1.
 Output ZerosLike(const Scope& scope, Output x);
 Output OnesLike(const Scope& scope, Output x);
+// The number of x's elements along `axes` (all when empty; negative axes count from the end) as
+// a scalar of x's dtype, read from x's shape at run time.
+Output ElementCount(const Scope& scope, Output x, const std::vector<int64_t>& axes = {});
 // A tensor of a fully defined shape filled with `value`.
 Output Fill(const Scope& scope, const Shape& shape, double value, DType dtype = DType::kF32);
 // A tensor of a fully defined shape whose contents are unspecified: for graphs that then write

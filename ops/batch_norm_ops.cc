@@ -50,8 +50,8 @@ std::vector<Output> UpdateRunningStats(const Scope& scope, const BatchNormOutput
   if (count > 1) {
     unbiased =
         Mul(scope, batch.variance, ScalarConst(scope, t, static_cast<double>(count) / (count - 1)));
-  } else {  // the count is known only at run time
-    Output n = ReduceSum(scope, OnesLike(scope, x), axes);
+  } else {  // the count is known only at run time: read from x's shape, not a pass over x
+    Output n = ElementCount(scope, x, axes);
     Output one = ScalarConst(scope, t, 1);
     unbiased = Div(scope, Mul(scope, batch.variance, n), Maximum(scope, Sub(scope, n, one), one));
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <variant>
+#include <vector>
 
 #include "ops/common/kernel_base.h"
 
@@ -34,6 +35,35 @@ class FillBase : public KernelBase<Derived> {
   double value_ = 0;
   Shape shape_;
   DType dtype_ = DType::kInvalid;
+};
+
+// ElementCount: the product of the input's dimensions along the node's axes (all when empty),
+// InvalidArgument naming an axis out of range; then Derived::Run(ctx, out, count) with `out` a
+// scalar of the input's dtype.
+template <typename Derived>
+class ElementCountBase : public KernelBase<Derived> {
+ public:
+  explicit ElementCountBase(const KernelInit& init)
+      : axes_(std::get<std::vector<int64_t>>(*init.node.FindAttr("axes"))) {}
+  Status Compute(KernelContext& ctx) final {
+    const Shape& x = ctx.input(0).shape();
+    int64_t count = 1;
+    if (axes_.empty()) {
+      count = x.num_elements();
+    } else {
+      for (int64_t a : axes_) {
+        if (a < -x.rank() || a >= x.rank()) {
+          return InvalidArgument("axis {} is out of range for input {}", a, x);
+        }
+        count *= x[a < 0 ? a + x.rank() : a];
+      }
+    }
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, ctx.input(0).dtype(), Shape{}));
+    return this->derived().Run(ctx, *out, count);
+  }
+
+ private:
+  std::vector<int64_t> axes_;
 };
 
 // AddN: InvalidArgument unless every input has input 0's dtype and shape; then

@@ -1,4 +1,5 @@
-// CPU kernels of the array ops that write tensors: Fill, ZerosLike, OnesLike, Empty, AddN.
+// CPU kernels of the array ops that write tensors: Fill, ZerosLike, OnesLike, Empty, AddN,
+// ElementCount.
 // (Placeholder, Const, Identity, NoOp, Reshape and ReshapeLike are shared: ops/common/.)
 #include "ops/common/array_kernels.h"
 
@@ -40,6 +41,17 @@ class FillKernel : public common::FillBase<FillKernel<kFromInput>, kFromInput> {
   }
 };
 
+class ElementCountKernel : public common::ElementCountBase<ElementCountKernel> {
+ public:
+  using ElementCountBase::ElementCountBase;
+  Status Run(KernelContext&, Tensor& out, int64_t count) {
+    return DispatchNumeric(out.dtype(), [&]<typename T>() -> Status {
+      out.data<T>()[0] = static_cast<T>(count);
+      return Status::OK();
+    });
+  }
+};
+
 class AddNKernel : public common::AddNBase<AddNKernel> {
  public:
   using AddNBase::AddNBase;
@@ -67,6 +79,7 @@ Status RegisterArrayKernels() {
   RETURN_IF_ERROR(RegisterKernel<FillKernel<-1>>("Fill", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<EmptyKernel>("Empty", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<AddNKernel>("AddN", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ElementCountKernel>("ElementCount", "CPU"));
   return Status::OK();
 }
 

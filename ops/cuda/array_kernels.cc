@@ -1,5 +1,5 @@
 // GPU kernels of the array ops: Fill, ZerosLike, OnesLike (f32, f64, i32, i64, u8, bool) and
-// AddN (f32, f64, i32, i64), with
+// AddN and ElementCount (f32, f64, i32, i64), with
 // the CPU's checks (ops/common/array_kernels.h); the work is queued on the device's stream.
 #include "ops/common/array_kernels.h"
 
@@ -24,6 +24,18 @@ class FillKernel : public common::FillBase<FillKernel<kFromInput>, kFromInput> {
     ASSIGN_OR_RETURN(ElemType type, TypeOf(out));
     return Launched(LaunchFill(type, out.raw_data(), out.num_elements(), this->value(), stream),
                     "a fill");
+  }
+};
+
+// The count written into the scalar on the device's stream (one element: a fill).
+class ElementCountKernel : public common::ElementCountBase<ElementCountKernel> {
+ public:
+  using ElementCountBase::ElementCountBase;
+  Status Run(KernelContext& ctx, Tensor& out, int64_t count) {
+    ASSIGN_OR_RETURN(ElemType type, TypeOf(out));
+    ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
+    return Launched(LaunchFill(type, out.raw_data(), 1, static_cast<double>(count), stream),
+                    "ElementCount");
   }
 };
 
@@ -59,6 +71,7 @@ Status RegisterArrayKernels() {
   RETURN_IF_ERROR(RegisterKernel<FillKernel<0>>("ZerosLike", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<FillKernel<1>>("OnesLike", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<AddNKernel>("AddN", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<ElementCountKernel>("ElementCount", "GPU"));
   return Status::OK();
 }
 

@@ -68,6 +68,21 @@ Status FillShape(InferenceContext& c) {
   return Status::OK();
 }
 
+// A scalar; the axes, where the rank is known, must be in range.
+Status ElementCountShape(InferenceContext& c) {
+  ASSIGN_OR_RETURN(auto axes, c.GetAttr<std::vector<int64_t>>("axes"));
+  const Shape& x = c.input_shape(0);
+  if (!x.unknown_rank()) {
+    for (int64_t a : axes) {
+      if (a < -x.rank() || a >= x.rank()) {
+        return c.Error("axis {} is out of range for input of rank {}", a, x.rank());
+      }
+    }
+  }
+  c.set_output(0, Shape{});
+  return Status::OK();
+}
+
 Status AddNShape(InferenceContext& c) {
   Shape out = c.input_shape(0);
   for (int i = 1; i < c.num_inputs(); ++i) {
@@ -93,7 +108,7 @@ Status AddNGrad(GradContext& c) {
   for (int i = 0; i < c.num_inputs(); ++i) c.set_input_grad(i, c.grad(0));
   return Status::OK();
 }
-// ZerosLike and OnesLike do not depend on their input's values.
+// ZerosLike, OnesLike and ElementCount do not depend on their input's values.
 Status NoGradient(GradContext&) { return Status::OK(); }
 
 }  // namespace
@@ -145,6 +160,18 @@ Status RegisterArrayOps(OpRegistry& r) {
                                 .cost_fn = ElementwiseCostFn(0),
                                 .grad_fn = NoGradient}));
   }
+  // The number of x's elements along `axes` (all of them when empty), as a scalar of x's dtype:
+  // what a mean divides by when the shape is known only at run time (batch norm's unbiased
+  // variance). It reads x's shape, never its values.
+  RETURN_IF_ERROR(r.Register({.name = "ElementCount",
+                              .inputs = {{.name = "x", .type_attr = "T", .allowed = kNumericTypes}},
+                              .outputs = {{.name = "count", .type_attr = "T"}},
+                              .attrs = {{"T", AttrType::kDType, std::nullopt},
+                                        {"axes", AttrType::kIntList, std::vector<int64_t>{}}},
+                              .constant_cost = true,
+                              .shape_fn = ElementCountShape,
+                              .cost_fn = Free,
+                              .grad_fn = NoGradient}));
   RETURN_IF_ERROR(
       r.Register({.name = "Fill",
                   .outputs = {{.name = "y", .type_attr = "dtype", .allowed = kCastTypes}},

@@ -1,6 +1,6 @@
 // Cases for the ops that create, pass through or rearrange data: Placeholder, Const, Identity,
-// Reshape, ReshapeLike, ZerosLike, OnesLike, Fill, CheckNumerics, Transpose, Slice, Pad, Concat,
-// Split, WriteRows, _WriteRowsSum and OneHot.
+// Reshape, ReshapeLike, ZerosLike, OnesLike, ElementCount, Fill, CheckNumerics, Transpose, Slice,
+// Pad, Concat, Split, WriteRows, _WriteRowsSum and OneHot.
 #include <fmt/format.h>
 
 #include <cstring>
@@ -75,6 +75,27 @@ void AddPassThrough(CaseRng& rng, std::vector<OpCase>& cases) {
                                                 std::vector<double>(in[0].num_elements(), 1));
                            }),
                            .no_gradient = "constant output"});
+    // All elements, then along the first and last axes (a rank-0 input has only the first).
+    for (const std::vector<int64_t>& axes :
+         {std::vector<int64_t>{},
+          s.rank() > 0 ? std::vector<int64_t>{0, -1} : std::vector<int64_t>{}}) {
+      if (!axes.empty() && s.rank() == 1) continue;  // {0, -1} names one axis twice
+      cases.push_back(OpCase{.op = "ElementCount",
+                             .tag = axes.empty() ? "all" : "first_last",
+                             .inputs = {value(dt, s)},
+                             .build = One([axes](const Scope& sc, const std::vector<Output>& in) {
+                               return ops::ElementCount(sc, in[0], axes);
+                             }),
+                             .reference = One([axes](const std::vector<Tensor>& in) {
+                               const Shape& x = in[0].shape();
+                               double n = axes.empty()
+                                              ? static_cast<double>(x.num_elements())
+                                              : static_cast<double>(x[0] * x[x.rank() - 1]);
+                               return FromDoubles(in[0].dtype(), Shape{}, {n});
+                             }),
+                             .no_gradient = "constant output"});
+      if (s.rank() == 0) break;
+    }
     if (IsFloatingPoint(dt)) {
       cases.push_back(OpCase{.op = "CheckNumerics",
                              .inputs = {rng.Uniform(dt, s)},
