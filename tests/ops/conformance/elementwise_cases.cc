@@ -1,6 +1,10 @@
 // Cases for the element-wise ops: binary arithmetic and comparisons with broadcasting, Select,
-// BiasAdd, the unary ops, the activation gradients and Cast.
+// BiasAdd, the unary ops, the activation gradients and Cast; and the same ops on seeded random
+// shapes (AddRandomShapeCases).
+#include <algorithm>
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "op_cases.h"
 #include "ops/grad_ops.h"
@@ -319,7 +323,138 @@ void AddCasts(CaseRng& rng, std::vector<OpCase>& cases) {
   }
 }
 
+// ---- Seeded random shapes ----
+
+// Broadcast-compatible shape pairs drawn from `gen`: ranks 0 to 4, odd sizes, size-1 dimensions
+// on either side, now and then an empty one; at most 4096 output elements. Drawn with gen()
+// and %, so the table is the same with every standard library.
+std::vector<ShapePair> RandomPairs(std::mt19937& gen, int count) {
+  const int64_t sizes[] = {1, 2, 3, 5, 7, 13, 17};
+  std::vector<ShapePair> out;
+  std::set<std::string> seen;
+  while (static_cast<int>(out.size()) < count) {
+    const int rank = static_cast<int>(gen() % 5);
+    std::vector<int64_t> dims(rank);
+    // An empty dimension one time in 24 draws, else one of the others.
+    for (auto& d : dims) d = gen() % 24 == 0 ? 0 : sizes[gen() % 7];
+    // Too many elements: shrink the largest dimension until it fits (rejecting such draws
+    // would leave mostly the empty ones).
+    auto total = [&] {
+      int64_t n = 1;
+      for (int64_t d : dims) n *= d;
+      return n;
+    };
+    while (total() > 4096) *std::max_element(dims.begin(), dims.end()) = sizes[gen() % 4];
+    auto side = [&](int r) {
+      std::vector<int64_t> s(dims.end() - r, dims.end());
+      for (auto& d : s) {
+        if (gen() % 3 == 0) d = 1;  // broadcast along it
+      }
+      return Shape(s);
+    };
+    const int ra = rank == 0 ? 0 : static_cast<int>(gen() % (rank + 1));
+    const int rb = rank == 0 ? 0 : static_cast<int>(gen() % (rank + 1));
+    ShapePair p{side(ra), side(rb)};
+    // One side keeps every dimension, so the output is `dims`.
+    if (gen() % 2 == 0) {
+      p.a = Shape(dims);
+    } else {
+      p.b = Shape(dims);
+    }
+    if (seen.insert(p.a.ToString() + "|" + p.b.ToString()).second) out.push_back(p);
+  }
+  return out;
+}
+
 }  // namespace
+
+void AddRandomShapeCases(CaseRng& rng, std::vector<OpCase>& cases) {
+  const std::vector<ShapePair> pairs = RandomPairs(rng.gen(), 12);
+  const std::vector<BinarySpec> arithmetic = {
+      {"Add", ops::Add, [](double a, double b) { return a + b; }, true},
+      {"Sub", ops::Sub, [](double a, double b) { return a - b; }, true},
+      {"Mul", ops::Mul, [](double a, double b) { return a * b; }, true},
+      {"Div", ops::Div, [](double a, double b) { return a / b; }, true},
+      {"Maximum", ops::Maximum, [](double a, double b) { return a > b ? a : b; }, true},
+      {"Minimum", ops::Minimum, [](double a, double b) { return a < b ? a : b; }, true},
+      {"GreaterEqual", ops::GreaterEqual, [](double a, double b) { return double(a >= b); }, true},
+      {"Less", ops::Less, [](double a, double b) { return double(a < b); }, true},
+  };
+  for (const auto& spec : arithmetic) {
+    const bool compare = std::string(spec.op) == "GreaterEqual" || std::string(spec.op) == "Less";
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      const ShapePair& p = pairs[i];
+      // f32 mostly; every fourth pair in f64, i32 or i64.
+      const DType dt = i % 4 != 3         ? DType::kF32
+                       : (i / 4) % 3 == 0 ? DType::kF64
+                       : (i / 4) % 3 == 1 ? DType::kI32
+                                          : DType::kI64;
+      OpCase c{.op = spec.op, .tag = "rand"};
+      if (compare) {
+        c.inputs = {rng.Ints(dt, p.a, -2, 2), rng.Ints(dt, p.b, -2, 2)};
+        c.no_gradient = "bool output";
+      } else if (IsInteger(dt)) {
+        c.inputs = {rng.Ints(dt, p.a, -50, 50), std::string(spec.op) == "Div"
+                                                    ? rng.Uniform(dt, p.b, -9, 9, 1)
+                                                    : rng.Ints(dt, p.b, -50, 50)};
+      } else {
+        c.inputs = {rng.Uniform(dt, p.a),
+                    rng.Uniform(dt, p.b, -2, 2, std::string(spec.op) == "Div" ? 0.5 : 0.1)};
+      }
+      BinaryOp b = spec.build;
+      BinaryFn f = spec.ref;
+      c.build =
+          One([b](const Scope& s, const std::vector<Output>& in) { return b(s, in[0], in[1]); });
+      c.reference = One([f, compare](const std::vector<Tensor>& in) {
+        return BroadcastRef(in[0], in[1], f, compare ? DType::kBool : DType::kInvalid);
+      });
+      cases.push_back(std::move(c));
+    }
+  }
+  // Select over three random shapes that broadcast together: the pair's and the output's.
+  for (const ShapePair& p : pairs) {
+    const Shape out = Broadcast(p.a, p.b);
+    cases.push_back(
+        OpCase{.op = "Select",
+               .tag = "rand",
+               .inputs = {rng.Bools(p.a), rng.Uniform(DType::kF32, p.b, -50, 50),
+                          rng.Uniform(DType::kF32, out, -50, 50)},
+               .build = One([](const Scope& s, const std::vector<Output>& in) {
+                 return ops::Select(s, in[0], in[1], in[2]);
+               }),
+               .reference = One([](const std::vector<Tensor>& in) {
+                 Shape s = Broadcast(Broadcast(in[0].shape(), in[1].shape()), in[2].shape());
+                 std::vector<double> v(s.num_elements());
+                 for (int64_t i = 0; i < s.num_elements(); ++i) {
+                   v[i] = ElementAsDouble(in[0], BroadcastIndex(in[0].shape(), s, i)) != 0
+                              ? ElementAsDouble(in[1], BroadcastIndex(in[1].shape(), s, i))
+                              : ElementAsDouble(in[2], BroadcastIndex(in[2].shape(), s, i));
+                 }
+                 return FromDoubles(in[1].dtype(), s, v);
+               })});
+  }
+  // Unary ops on the pairs' output shapes.
+  const std::vector<std::pair<const char*, std::pair<UnaryOp, UnaryFn>>> unary = {
+      {"Tanh", {ops::Tanh, [](double x) { return std::tanh(x); }}},
+      {"Exp", {ops::Exp, [](double x) { return std::exp(x); }}},
+      {"Relu", {ops::Relu, [](double x) { return x > 0 ? x : 0; }}},
+  };
+  for (const auto& [op, fns] : unary) {
+    for (const ShapePair& p : pairs) {
+      UnaryOp b = fns.first;
+      UnaryFn f = fns.second;
+      cases.push_back(OpCase{
+          .op = op,
+          .tag = "rand",
+          .inputs = {rng.Uniform(DType::kF32, Broadcast(p.a, p.b), -3, 3)},
+          .build =
+              One([b](const Scope& sc, const std::vector<Output>& in) { return b(sc, in[0]); }),
+          .reference = One([f](const std::vector<Tensor>& in) { return MapRef(in[0], f); })});
+    }
+  }
+}
+
+namespace {}  // namespace
 
 void AddElementwiseCases(CaseRng& rng, std::vector<OpCase>& cases) {
   AddArithmetic(rng, cases);

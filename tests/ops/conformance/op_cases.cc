@@ -53,6 +53,8 @@ const std::vector<OpCase>& AllOpCases() {
     AddArrayCases(rng, *all);
     AddNnCases(rng, *all);
     AddStateCases(rng, *all);
+    CaseRng random_shapes(20261127);
+    AddRandomShapeCases(random_shapes, *all);
     std::set<std::string> seen;
     for (auto& c : *all) {
       std::string base = CaseName(c);

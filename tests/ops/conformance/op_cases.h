@@ -59,6 +59,9 @@ const std::map<std::string, std::map<std::string, std::string>>& NotOnDevice();
 
 // The families of cases, one function per file.
 void AddElementwiseCases(CaseRng& rng, std::vector<OpCase>& cases);
+// The element-wise ops on seeded random shapes (broadcasting, odd and empty sizes), from their
+// own generator, so the fixed cases keep their values.
+void AddRandomShapeCases(CaseRng& rng, std::vector<OpCase>& cases);
 void AddMathCases(CaseRng& rng, std::vector<OpCase>& cases);
 void AddArrayCases(CaseRng& rng, std::vector<OpCase>& cases);
 void AddNnCases(CaseRng& rng, std::vector<OpCase>& cases);
