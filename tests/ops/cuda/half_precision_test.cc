@@ -1,6 +1,8 @@
 // f16 and bf16 MatMul and Conv2D on a GPU (cuBLASLt and cuDNN on tensor cores, accumulating in
 // f32), with Cast in and out on the GPU, against plain loops in double over the inputs rounded
-// to the half type. Without a GPU the tests skip, saying why.
+// to the half type; BatchMatMul, _FusedMatMul, _FusedConv2D and the convolution gradients
+// against the CPU's f32 kernels over the rounded inputs; Cast against the CPU's bit for bit.
+// Without a GPU the tests skip, saying why (fail where DFLOW_REQUIRE_GPU is set).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -8,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -132,6 +135,94 @@ TEST_P(HalfPrecisionGpuTest, Conv2DMatchesLoopsOverTheRoundedInputs) {
       }
     }
   }
+}
+
+// An op in `t` on the GPU (its float inputs cast there from f32, its output cast back) against
+// the same op on the CPU in f32 over the inputs rounded to `t`: equal but for the output's
+// rounding and the order of the sums, so within `rel` of the largest reference magnitude.
+using HalfBuild = std::function<Output(const Scope&, const std::vector<Output>&)>;
+void ExpectHalfMatchesCpu(DType t, const std::vector<Tensor>& inputs, const HalfBuild& build,
+                          const std::string& what) {
+  Scope root = Scope::NewRootScope();
+  const Scope gpu = root.WithDevice("gpu:0"), cpu = root.WithDevice("cpu:0");
+  std::vector<Output> on_gpu, on_cpu;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<float> rounded = inputs[i].ToVector<float>();
+    for (float& v : rounded) v = static_cast<float>(Round(t, v));
+    on_gpu.push_back(ops::Cast(gpu, ops::Const(cpu, inputs[i]), t));
+    on_cpu.push_back(ops::Const(cpu, rounded, inputs[i].shape()));
+  }
+  auto got = ops::Cast(gpu.WithOpName("got"), build(gpu, on_gpu), DType::kF32);
+  auto want = ops::Identity(cpu.WithOpName("want"), build(cpu, on_cpu));
+  ASSERT_TRUE(root.ok()) << what << ": " << root.status().ToString();
+  SessionOptions o;
+  o.devices = {"cpu:0", "gpu:0"};
+  o.fuse_epilogues = false;  // the node built is the node run
+  auto session = LocalSession::Create(root, o);
+  ASSERT_TRUE(session.ok()) << what << ": " << session.status().ToString();
+  auto out = (*session)->Run({}, {got.name(), want.name()});
+  ASSERT_TRUE(out.ok()) << what << ": " << out.status().ToString();
+  ASSERT_EQ(out->at(0).shape(), out->at(1).shape()) << what;
+  const float* g = out->at(0).data<float>();
+  const float* w = out->at(1).data<float>();
+  const int64_t n = out->at(1).num_elements();
+  double scale = 0;
+  for (int64_t i = 0; i < n; ++i) scale = std::max(scale, std::abs(double{w[i]}));
+  const double rel = t == DType::kF16 ? 4e-3 : 3e-2;
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_NEAR(g[i], w[i], rel * std::max(scale, 1.0))
+        << what << " " << DTypeName(t) << " at " << i;
+  }
+}
+
+TEST_P(HalfPrecisionGpuTest, BatchMatMulFusedMatMulAndConvolutionGradientsMatchTheCpu) {
+  const DType t = GetParam();
+  auto uniform = [](const Shape& s, uint32_t seed) {
+    return Tensor::FromVector(testing::RandomFloats(s.num_elements(), seed, -1, 1), s);
+  };
+  ExpectHalfMatchesCpu(
+      t, {uniform(Shape{3, 17, 24}, 11), uniform(Shape{3, 24, 9}, 12)},
+      [](const Scope& s, const std::vector<Output>& in) {
+        return ops::BatchMatMul(s, in[0], in[1]);
+      },
+      "BatchMatMul");
+  for (bool relu : {false, true}) {
+    ExpectHalfMatchesCpu(
+        t, {uniform(Shape{33, 40}, 13), uniform(Shape{40, 24}, 14), uniform(Shape{24}, 15)},
+        [relu](const Scope& s, const std::vector<Output>& in) {
+          return s.OutputOf(s.AddNode("_FusedMatMul", {in[0], in[1], in[2]},
+                                      {{"transpose_a", false},
+                                       {"transpose_b", false},
+                                       {"activation", std::string(relu ? "Relu" : "")}}));
+        },
+        relu ? "_FusedMatMul+Relu" : "_FusedMatMul");
+    ExpectHalfMatchesCpu(
+        t, {uniform(Shape{2, 3, 9, 9}, 16), uniform(Shape{4, 3, 3, 3}, 17), uniform(Shape{4}, 18)},
+        [relu](const Scope& s, const std::vector<Output>& in) {
+          return s.OutputOf(s.AddNode("_FusedConv2D", {in[0], in[1], in[2]},
+                                      {{"strides", std::vector<int64_t>{1, 1}},
+                                       {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                                       {"dilations", std::vector<int64_t>{1, 1}},
+                                       {"groups", int64_t{1}},
+                                       {"activation", std::string(relu ? "Relu" : "")}}));
+        },
+        relu ? "_FusedConv2D+Relu" : "_FusedConv2D");
+  }
+  // x [2,3,9,9], w [4,3,3,3], pads 1: dy [2,4,9,9].
+  const Tensor x = uniform(Shape{2, 3, 9, 9}, 19), w = uniform(Shape{4, 3, 3, 3}, 20),
+               dy = uniform(Shape{2, 4, 9, 9}, 21);
+  ExpectHalfMatchesCpu(
+      t, {dy, w, x},
+      [](const Scope& s, const std::vector<Output>& in) {
+        return ops::Conv2DBackpropInput(s, in[0], in[1], in[2], {.pads = {1, 1, 1, 1}});
+      },
+      "Conv2DBackpropInput");
+  ExpectHalfMatchesCpu(
+      t, {x, dy, w},
+      [](const Scope& s, const std::vector<Output>& in) {
+        return ops::Conv2DBackpropFilter(s, in[0], in[1], in[2], {.pads = {1, 1, 1, 1}});
+      },
+      "Conv2DBackpropFilter");
 }
 
 INSTANTIATE_TEST_SUITE_P(Halves, HalfPrecisionGpuTest, ::testing::Values(DType::kF16, DType::kBF16),
