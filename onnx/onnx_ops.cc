@@ -12,6 +12,7 @@
 #include "ops/array_ops.h"
 #include "ops/batch_norm_ops.h"
 #include "ops/conv_ops.h"
+#include "ops/grad_ops.h"
 #include "ops/logic_ops.h"
 #include "ops/manip_ops.h"
 #include "ops/math_ops.h"
@@ -525,6 +526,30 @@ Status ArgExtreme(NodeContext& c) {
   return Status::OK();
 }
 
+// Hardmax (opset 13: along one axis): 1 at the first maximum of each row along `axis`, 0
+// elsewhere, as a one-hot of the ArgMax with the axis moved last and back.
+Status Hardmax(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  if (c.opset() < 13) {
+    return Unimplemented("Hardmax before opset 13 (over the input flattened at the axis)");
+  }
+  if (x.shape().unknown_rank()) return Unimplemented("Hardmax of unknown rank");
+  const int rank = x.shape().rank();
+  if (rank == 0) return InvalidArgument("Hardmax of a scalar");
+  ASSIGN_OR_RETURN(int64_t axis, Axis(c.attr_int("axis", -1), rank));
+  const int64_t depth = x.shape()[axis];
+  if (depth < 0) return Unimplemented("Hardmax along an axis of unknown size");
+  std::vector<int64_t> perm(rank);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[axis], perm[rank - 1]);
+  const Scope& s = c.scope();
+  Output moved = axis == rank - 1 ? x : ops::Transpose(s, x, perm);
+  Output rows = ops::Reshape(s, ops::ArgMax(s, moved, rank - 1), {-1});
+  Output y = ops::ReshapeLike(s, ops::OneHot(s, rows, depth, x.dtype()), moved);
+  c.set_output(0, axis == rank - 1 ? y : ops::Transpose(s, y, perm));
+  return Status::OK();
+}
+
 // ---- slicing and padding ----------------------------------------------------------------------
 
 Status Pad(NodeContext& c) {
@@ -942,6 +967,7 @@ const std::map<std::string, Converter>& Converters() {
       {"GlobalMaxPool", GlobalMaxPool},
       {"Greater", Binary<ops::Greater>},
       {"GreaterOrEqual", Binary<ops::GreaterEqual>},
+      {"Hardmax", Hardmax},
       {"Identity", Identity},
       {"LeakyRelu", LeakyRelu},
       {"Less", Binary<ops::Less>},
