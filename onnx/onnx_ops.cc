@@ -1,12 +1,12 @@
-// The converters: one function per ONNX op (default domain, opsets up to 17), each building the
-// dflow ops that compute it. Attribute values dflow cannot run are refused by name, never
-// ignored.
+// The converters of the ONNX ops that map onto dflow ops of their own (default domain, opsets up
+// to 17), and the table of every converter (those made of other ops: composite_ops.cc).
+// Attribute values dflow cannot run are refused by name, never ignored.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <cstring>
 #include <numeric>
 
+#include "onnx/converter_util.h"
 #include "onnx/node_context.h"
 #include "onnx/tensor_proto.h"
 #include "ops/array_ops.h"
@@ -21,51 +21,6 @@
 
 namespace dflow::onnx {
 namespace {
-
-// ---- helpers ----------------------------------------------------------------------------------
-
-Result<int64_t> Axis(int64_t axis, int rank, const char* what = "axis") {
-  if (rank < 0) return Unimplemented("{} needs an input of known rank", what);
-  if (axis < -rank || axis >= rank) {
-    return InvalidArgument("{} {} is outside [{}, {})", what, axis, -rank, rank);
-  }
-  return axis < 0 ? axis + rank : axis;
-}
-
-// A shape for ops::Reshape from dims where -1 marks unknown ones: InvalidArgument when more than
-// one is unknown (Reshape infers one).
-Result<std::vector<int64_t>> ReshapeTarget(const std::vector<int64_t>& dims) {
-  if (std::count(dims.begin(), dims.end(), -1) > 1) {
-    return Unimplemented("the result has more than one dimension unknown at import ({})",
-                         Shape(std::span<const int64_t>(dims)));
-  }
-  return dims;
-}
-
-Output ScalarLike(const Scope& s, Output like, double v) {
-  switch (like.dtype()) {
-    case DType::kF64:
-      return ops::Const(s, v);
-    case DType::kI32:
-      return ops::Const(s, static_cast<int32_t>(v));
-    case DType::kI64:
-      return ops::Const(s, static_cast<int64_t>(v));
-    default:
-      return ops::Const(s, static_cast<float>(v));
-  }
-}
-
-// |x| from the kernels there are (dflow has no Abs kernel); NaN stays NaN.
-Output AbsOf(const Scope& s, Output x) { return ops::Maximum(s, x, ops::Neg(s, x)); }
-
-// The axes of the reductions: all of them when none are given.
-Result<std::vector<int64_t>> AllAxesIfEmpty(std::vector<int64_t> axes, const Shape& shape) {
-  if (!axes.empty()) return axes;
-  if (shape.unknown_rank()) return Unimplemented("reducing all axes of unknown rank");
-  axes.resize(shape.rank());
-  std::iota(axes.begin(), axes.end(), 0);
-  return axes;
-}
 
 // ---- element-wise -----------------------------------------------------------------------------
 
@@ -675,334 +630,70 @@ Status Dropout(NodeContext& c) {
   return Identity(c);
 }
 
-// ---- ops made of others -------------------------------------------------------------------------
-
-Status Abs(NodeContext& c) {
-  ASSIGN_OR_RETURN(Output x, c.input(0));
-  c.set_output(0, AbsOf(c.scope(), x));
-  return Status::OK();
-}
-
-// The reductions ONNX has beyond sum, mean and max, from those: f(x) reduced by g, then h.
-enum class Derived { kMin, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
-
-template <Derived kKind>
-Status DerivedReduce(NodeContext& c) {
-  ASSIGN_OR_RETURN(Output x, c.input(0));
-  ASSIGN_OR_RETURN(std::vector<int64_t> axes,
-                   AllAxesIfEmpty(c.attr_ints("axes").value_or(std::vector<int64_t>{}), x.shape()));
-  const ops::ReduceAttrs attrs{.keep_dims = c.attr_int("keepdims", 1) != 0};
-  const Scope& s = c.scope();
-  Output y;
-  switch (kKind) {
-    case Derived::kMin:
-      y = ops::Neg(s, ops::ReduceMax(s, ops::Neg(s, x), axes, attrs));
-      break;
-    case Derived::kL1:
-      y = ops::ReduceSum(s, AbsOf(s, x), axes, attrs);
-      break;
-    case Derived::kL2:
-      y = ops::Sqrt(s, ops::ReduceSum(s, ops::Square(s, x), axes, attrs));
-      break;
-    case Derived::kSumSquare:
-      y = ops::ReduceSum(s, ops::Square(s, x), axes, attrs);
-      break;
-    case Derived::kLogSum:
-      y = ops::Log(s, ops::ReduceSum(s, x, axes, attrs));
-      break;
-    case Derived::kLogSumExp:
-      y = ops::Log(s, ops::ReduceSum(s, ops::Exp(s, x), axes, attrs));
-      break;
-  }
-  c.set_output(0, y);
-  return Status::OK();
-}
-
-Status LayerNormalization(NodeContext& c) {
-  ASSIGN_OR_RETURN(Output x, c.input(0));
-  ASSIGN_OR_RETURN(Output scale, c.input(1));
-  const int rank = x.shape().rank();
-  ASSIGN_OR_RETURN(int64_t axis, Axis(c.attr_int("axis", -1), rank));
-  if (c.attr_int("stash_type", 1) != 1) return Unimplemented("stash_type other than float");
-  std::vector<int64_t> axes;
-  for (int64_t d = axis; d < rank; ++d) axes.push_back(d);
-  const Scope& s = c.scope();
-  Output mean = ops::ReduceMean(s, x, axes, {.keep_dims = true});
-  Output d = ops::Sub(s, x, mean);
-  Output var = ops::ReduceMean(s, ops::Square(s, d), axes, {.keep_dims = true});
-  Output eps = ScalarLike(s, x, c.attr_float("epsilon", 1e-5f));
-  Output inv_std = ops::Rsqrt(s, ops::Add(s, var, eps));
-  Output y = ops::Mul(s, ops::Mul(s, d, inv_std), scale);
-  if (c.has_input(2)) {
-    ASSIGN_OR_RETURN(Output bias, c.input(2));
-    y = ops::Add(s, y, bias);
-  }
-  c.set_output(0, y);
-  c.set_output(1, mean);     // Mean, reduced axes kept as 1
-  c.set_output(2, inv_std);  // InvStdDev
-  return Status::OK();
-}
-
-// And, Or, Xor, Not on bools, through 0/1 integers (with broadcasting).
-enum class Logic { kAnd, kOr, kXor, kNot };
-
-template <Logic kKind>
-Status LogicOp(NodeContext& c) {
-  const Scope& s = c.scope();
-  ASSIGN_OR_RETURN(Output a, c.input(0));
-  if (a.dtype() != DType::kBool)
-    return InvalidArgument("input of {}, not bool", DTypeName(a.dtype()));
-  Output ai = ops::Cast(s, a, DType::kI32);
-  Output zero = ops::Const(s, int32_t{0});
-  if (kKind == Logic::kNot) {
-    c.set_output(0, ops::Equal(s, ai, zero));
-    return Status::OK();
-  }
-  ASSIGN_OR_RETURN(Output b, c.input(1));
-  Output bi = ops::Cast(s, b, DType::kI32);
-  switch (kKind) {
-    case Logic::kAnd:
-      c.set_output(0, ops::Greater(s, ops::Mul(s, ai, bi), zero));
-      break;
-    case Logic::kOr:
-      c.set_output(0, ops::Greater(s, ops::Add(s, ai, bi), zero));
-      break;
-    default:
-      c.set_output(0, ops::NotEqual(s, ai, bi));
-  }
-  return Status::OK();
-}
-
-Status CastLike(NodeContext& c) {
-  ASSIGN_OR_RETURN(Output x, c.input(0));
-  ASSIGN_OR_RETURN(Output like, c.input(1));
-  c.set_output(0, like.dtype() == x.dtype() ? ops::Identity(c.scope(), x)
-                                            : ops::Cast(c.scope(), x, like.dtype()));
-  return Status::OK();
-}
-
-// Trilu: the upper (or lower) triangle of the last two dimensions, from the k-th diagonal; the
-// rest 0. The mask is made at import, so those two dimensions and k must be known.
-Status Trilu(NodeContext& c) {
-  ASSIGN_OR_RETURN(Output x, c.input(0));
-  const Shape& sh = x.shape();
-  if (sh.rank() < 2 || sh[sh.rank() - 1] < 0 || sh[sh.rank() - 2] < 0) {
-    return Unimplemented("Trilu of {}: the last two dimensions must be known at import", sh);
-  }
-  int64_t k = 0;
-  if (c.has_input(1)) {
-    ASSIGN_OR_RETURN(std::vector<int64_t> kv, c.ints_input(1));
-    if (kv.size() != 1) return InvalidArgument("k of {} values", kv.size());
-    k = kv[0];
-  }
-  const bool upper = c.attr_int("upper", 1) != 0;
-  const int64_t rows = sh[sh.rank() - 2], cols = sh[sh.rank() - 1];
-  std::vector<uint8_t> keep(static_cast<size_t>(rows * cols));
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < cols; ++j) keep[i * cols + j] = upper ? j - i >= k : j - i <= k;
-  }
-  Tensor mask(DType::kBool, Shape{rows, cols});
-  std::memcpy(mask.raw_data(), keep.data(), keep.size());
-  const Scope& s = c.scope();
-  c.set_output(0, ops::Select(s, ops::Const(s, mask), x, ops::ZerosLike(s, x)));
-  return Status::OK();
-}
-
-enum class Activation {
-  kElu,
-  kSelu,
-  kCelu,
-  kHardSigmoid,
-  kHardSwish,
-  kSoftplus,
-  kSoftsign,
-  kMish,
-  kThresholdedRelu
-};
-
-template <Activation kKind>
-Status ActivationOp(NodeContext& c) {
-  ASSIGN_OR_RETURN(Output x, c.input(0));
-  const Scope& s = c.scope();
-  auto k = [&](double v) { return ScalarLike(s, x, v); };
-  auto softplus = [&](Output v) { return ops::Log(s, ops::Add(s, ops::Exp(s, v), k(1))); };
-  Output y;
-  switch (kKind) {
-    case Activation::kElu:
-    case Activation::kSelu:
-    case Activation::kCelu: {
-      const bool selu = kKind == Activation::kSelu, celu = kKind == Activation::kCelu;
-      const double alpha = c.attr_float("alpha", selu ? 1.67326319217681884765625f : 1.0f);
-      const double gamma = selu ? c.attr_float("gamma", 1.05070102214813232421875f) : 1.0;
-      Output e = celu ? ops::Exp(s, ops::Div(s, x, k(alpha))) : ops::Exp(s, x);
-      Output neg = ops::Mul(s, k(alpha), ops::Sub(s, e, k(1)));
-      y = ops::Select(s, ops::Greater(s, x, k(0)), x, neg);
-      if (celu) y = ops::Add(s, ops::Maximum(s, x, k(0)), ops::Minimum(s, k(0), neg));
-      if (selu) y = ops::Mul(s, k(gamma), y);
-      break;
-    }
-    case Activation::kHardSigmoid:
-    case Activation::kHardSwish: {
-      const bool swish = kKind == Activation::kHardSwish;
-      const double alpha = swish ? 1.0 / 6 : c.attr_float("alpha", 0.2f);
-      const double beta = swish ? 0.5 : c.attr_float("beta", 0.5f);
-      Output h = ops::Maximum(
-          s, k(0), ops::Minimum(s, k(1), ops::Add(s, ops::Mul(s, x, k(alpha)), k(beta))));
-      y = swish ? ops::Mul(s, x, h) : h;
-      break;
-    }
-    case Activation::kSoftplus:
-      y = softplus(x);
-      break;
-    case Activation::kSoftsign:
-      y = ops::Div(s, x, ops::Add(s, k(1), AbsOf(s, x)));
-      break;
-    case Activation::kMish:
-      y = ops::Mul(s, x, ops::Tanh(s, softplus(x)));
-      break;
-    case Activation::kThresholdedRelu:
-      y = ops::Select(s, ops::Greater(s, x, k(c.attr_float("alpha", 1.0f))), x, k(0));
-      break;
-  }
-  c.set_output(0, y);
-  return Status::OK();
-}
-
-Status PRelu(NodeContext& c) {
-  ASSIGN_OR_RETURN(Output x, c.input(0));
-  ASSIGN_OR_RETURN(Output slope, c.input(1));
-  const Scope& s = c.scope();
-  Output zero = ScalarLike(s, x, 0);
-  c.set_output(0, ops::Select(s, ops::Less(s, x, zero), ops::Mul(s, slope, x), x));
-  return Status::OK();
-}
-
-Status Size(NodeContext& c) {
-  ASSIGN_OR_RETURN(Output x, c.input(0));
-  if (!x.shape().fully_defined()) {
-    return Unimplemented("Size of {}: known at import only when fully defined", x.shape());
-  }
-  c.set_constant_output(0, Tensor::Scalar<int64_t>(x.shape().num_elements()));
-  return Status::OK();
-}
-
-Status ConstantOfShape(NodeContext& c) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> dims, c.ints_input(0));
-  ASSIGN_OR_RETURN(Shape shape, Shape::Make(dims));
-  Tensor value = Tensor::Scalar<float>(0);
-  if (const auto* v = c.attr("value")) {
-    ASSIGN_OR_RETURN(value, FromTensorProto(v->t(), ".", "value"));
-    if (value.num_elements() != 1)
-      return InvalidArgument("value of {} elements", value.num_elements());
-  }
-  if (shape.num_elements() > (int64_t{1} << 26)) {
-    return Unimplemented("a constant of {} elements", shape.num_elements());
-  }
-  Tensor t(value.dtype(), shape);
-  const size_t size = DTypeSize(value.dtype());
-  for (int64_t i = 0; i < shape.num_elements(); ++i) {
-    std::memcpy(static_cast<char*>(t.raw_data()) + i * size, value.raw_data(), size);
-  }
-  c.set_constant_output(0, std::move(t));
-  return Status::OK();
-}
-
-Status Expand(NodeContext& c) {
-  ASSIGN_OR_RETURN(Output x, c.input(0));
-  ASSIGN_OR_RETURN(std::vector<int64_t> dims, c.ints_input(1));
-  ASSIGN_OR_RETURN(Shape shape, Shape::Make(dims));
-  // Broadcasting against zeros of the shape (1s in it keep x's dimension).
-  c.set_output(0, ops::Add(c.scope(), x, ops::Fill(c.scope(), shape, 0, x.dtype())));
-  return Status::OK();
-}
-
 }  // namespace
 
 const std::map<std::string, Converter>& Converters() {
-  static const std::map<std::string, Converter> converters = {
-      {"Abs", Abs},
-      {"And", LogicOp<Logic::kAnd>},
-      {"CastLike", CastLike},
-      {"Not", LogicOp<Logic::kNot>},
-      {"Or", LogicOp<Logic::kOr>},
-      {"Trilu", Trilu},
-      {"Xor", LogicOp<Logic::kXor>},
-      {"ArgMin", ArgExtreme<true>},
-      {"Celu", ActivationOp<Activation::kCelu>},
-      {"ConstantOfShape", ConstantOfShape},
-      {"Elu", ActivationOp<Activation::kElu>},
-      {"Expand", Expand},
-      {"HardSigmoid", ActivationOp<Activation::kHardSigmoid>},
-      {"HardSwish", ActivationOp<Activation::kHardSwish>},
-      {"LayerNormalization", LayerNormalization},
-      {"Mish", ActivationOp<Activation::kMish>},
-      {"PRelu", PRelu},
-      {"ReduceL1", DerivedReduce<Derived::kL1>},
-      {"ReduceL2", DerivedReduce<Derived::kL2>},
-      {"ReduceLogSum", DerivedReduce<Derived::kLogSum>},
-      {"ReduceLogSumExp", DerivedReduce<Derived::kLogSumExp>},
-      {"ReduceMin", DerivedReduce<Derived::kMin>},
-      {"ReduceSumSquare", DerivedReduce<Derived::kSumSquare>},
-      {"Selu", ActivationOp<Activation::kSelu>},
-      {"Size", Size},
-      {"Softplus", ActivationOp<Activation::kSoftplus>},
-      {"Softsign", ActivationOp<Activation::kSoftsign>},
-      {"ThresholdedRelu", ActivationOp<Activation::kThresholdedRelu>},
-      {"Add", Binary<ops::Add>},
-      {"ArgMax", ArgExtreme<false>},
-      {"AveragePool", Pool<false>},
-      {"BatchNormalization", BatchNormalization},
-      {"Cast", Cast},
-      {"Clip", Clip},
-      {"Concat", Concat},
-      {"Constant", ConstantOp},
-      {"Conv", Conv},
-      {"Div", Binary<ops::Div>},
-      {"Dropout", Dropout},
-      {"Equal", Binary<ops::Equal>},
-      {"Exp", Unary<ops::Exp>},
-      {"Flatten", Flatten},
-      {"Gemm", Gemm},
-      {"GlobalAveragePool", GlobalAveragePool},
-      {"GlobalMaxPool", GlobalMaxPool},
-      {"Greater", Binary<ops::Greater>},
-      {"GreaterOrEqual", Binary<ops::GreaterEqual>},
-      {"Hardmax", Hardmax},
-      {"Identity", Identity},
-      {"LeakyRelu", LeakyRelu},
-      {"Less", Binary<ops::Less>},
-      {"LessOrEqual", Binary<ops::LessEqual>},
-      {"Log", Unary<ops::Log>},
-      {"LogSoftmax", SoftmaxOp<true>},
-      {"MatMul", MatMul},
-      {"Max", Variadic<ops::Maximum>},
-      {"MaxPool", Pool<true>},
-      {"Mean", Variadic<ops::Add, true>},
-      {"Min", Variadic<ops::Minimum>},
-      {"Mul", Binary<ops::Mul>},
-      {"Neg", Unary<ops::Neg>},
-      {"Pad", Pad},
-      {"Pow", Binary<ops::Pow>},
-      {"Reciprocal", Reciprocal},
-      {"ReduceMax", Reduce<ops::ReduceMax, false>},
-      {"ReduceMean", Reduce<ops::ReduceMean, false>},
-      {"ReduceSum", Reduce<ops::ReduceSum, true>},
-      {"Relu", Unary<ops::Relu>},
-      {"Reshape", Reshape},
-      {"Shape", ShapeOp},
-      {"Sigmoid", Unary<ops::Sigmoid>},
-      {"Slice", Slice},
-      {"Softmax", SoftmaxOp<false>},
-      {"Split", Split},
-      {"Sqrt", Unary<ops::Sqrt>},
-      {"Squeeze", SqueezeOp<true>},
-      {"Sub", Binary<ops::Sub>},
-      {"Sum", Variadic<ops::Add>},
-      {"Tanh", Unary<ops::Tanh>},
-      {"Transpose", Transpose},
-      {"Unsqueeze", SqueezeOp<false>},
-      {"Where", Where},
-  };
+  static const std::map<std::string, Converter> converters = [] {
+    std::map<std::string, Converter> table = {
+        {"Add", Binary<ops::Add>},
+        {"ArgMax", ArgExtreme<false>},
+        {"ArgMin", ArgExtreme<true>},
+        {"AveragePool", Pool<false>},
+        {"BatchNormalization", BatchNormalization},
+        {"Cast", Cast},
+        {"Clip", Clip},
+        {"Concat", Concat},
+        {"Constant", ConstantOp},
+        {"Conv", Conv},
+        {"Div", Binary<ops::Div>},
+        {"Dropout", Dropout},
+        {"Equal", Binary<ops::Equal>},
+        {"Exp", Unary<ops::Exp>},
+        {"Flatten", Flatten},
+        {"Gemm", Gemm},
+        {"GlobalAveragePool", GlobalAveragePool},
+        {"GlobalMaxPool", GlobalMaxPool},
+        {"Greater", Binary<ops::Greater>},
+        {"GreaterOrEqual", Binary<ops::GreaterEqual>},
+        {"Hardmax", Hardmax},
+        {"Identity", Identity},
+        {"LeakyRelu", LeakyRelu},
+        {"Less", Binary<ops::Less>},
+        {"LessOrEqual", Binary<ops::LessEqual>},
+        {"Log", Unary<ops::Log>},
+        {"LogSoftmax", SoftmaxOp<true>},
+        {"MatMul", MatMul},
+        {"Max", Variadic<ops::Maximum>},
+        {"MaxPool", Pool<true>},
+        {"Mean", Variadic<ops::Add, true>},
+        {"Min", Variadic<ops::Minimum>},
+        {"Mul", Binary<ops::Mul>},
+        {"Neg", Unary<ops::Neg>},
+        {"Pad", Pad},
+        {"Pow", Binary<ops::Pow>},
+        {"Reciprocal", Reciprocal},
+        {"ReduceMax", Reduce<ops::ReduceMax, false>},
+        {"ReduceMean", Reduce<ops::ReduceMean, false>},
+        {"ReduceSum", Reduce<ops::ReduceSum, true>},
+        {"Relu", Unary<ops::Relu>},
+        {"Reshape", Reshape},
+        {"Shape", ShapeOp},
+        {"Sigmoid", Unary<ops::Sigmoid>},
+        {"Slice", Slice},
+        {"Softmax", SoftmaxOp<false>},
+        {"Split", Split},
+        {"Sqrt", Unary<ops::Sqrt>},
+        {"Squeeze", SqueezeOp<true>},
+        {"Sub", Binary<ops::Sub>},
+        {"Sum", Variadic<ops::Add>},
+        {"Tanh", Unary<ops::Tanh>},
+        {"Transpose", Transpose},
+        {"Unsqueeze", SqueezeOp<false>},
+        {"Where", Where},
+    };
+    AddCompositeConverters(table);
+    return table;
+  }();
   return converters;
 }
 

@@ -1,0 +1,69 @@
+// Internal to onnx/: what the converters share (onnx_ops.cc, composite_ops.cc): axes checked
+// against a rank, Reshape targets, scalars of an output's dtype.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph/scope.h"
+#include "graph/status.h"
+#include "onnx/node_context.h"
+#include "ops/array_ops.h"
+#include "ops/math_ops.h"
+#include "ops/unary_ops.h"
+
+namespace dflow::onnx {
+
+// `axis` in [-rank, rank) made non-negative; Unimplemented when the rank is unknown.
+inline Result<int64_t> Axis(int64_t axis, int rank, const char* what = "axis") {
+  if (rank < 0) return Unimplemented("{} needs an input of known rank", what);
+  if (axis < -rank || axis >= rank) {
+    return InvalidArgument("{} {} is outside [{}, {})", what, axis, -rank, rank);
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+// A shape for ops::Reshape from dims where -1 marks unknown ones: Unimplemented when more than
+// one is unknown (Reshape infers one).
+inline Result<std::vector<int64_t>> ReshapeTarget(const std::vector<int64_t>& dims) {
+  if (std::count(dims.begin(), dims.end(), -1) > 1) {
+    return Unimplemented("the result has more than one dimension unknown at import ({})",
+                         Shape(std::span<const int64_t>(dims)));
+  }
+  return dims;
+}
+
+// A scalar constant of like's dtype (f32 for any other).
+inline Output ScalarLike(const Scope& s, Output like, double v) {
+  switch (like.dtype()) {
+    case DType::kF64:
+      return ops::Const(s, v);
+    case DType::kI32:
+      return ops::Const(s, static_cast<int32_t>(v));
+    case DType::kI64:
+      return ops::Const(s, static_cast<int64_t>(v));
+    default:
+      return ops::Const(s, static_cast<float>(v));
+  }
+}
+
+// |x| from the kernels there are (dflow has no Abs kernel); NaN stays NaN.
+inline Output AbsOf(const Scope& s, Output x) { return ops::Maximum(s, x, ops::Neg(s, x)); }
+
+// The axes of the reductions: all of them when none are given.
+inline Result<std::vector<int64_t>> AllAxesIfEmpty(std::vector<int64_t> axes, const Shape& shape) {
+  if (!axes.empty()) return axes;
+  if (shape.unknown_rank()) return Unimplemented("reducing all axes of unknown rank");
+  axes.resize(shape.rank());
+  std::iota(axes.begin(), axes.end(), 0);
+  return axes;
+}
+
+// Adds the converters of the ONNX ops made of other dflow ops (composite_ops.cc) to `table`.
+void AddCompositeConverters(std::map<std::string, Converter>& table);
+
+}  // namespace dflow::onnx
