@@ -23,6 +23,22 @@ class BinaryBase : public KernelBase<Derived> {
   }
 };
 
+// Select(c, a, b): InvalidArgument unless the three broadcast together (their dtypes are the
+// op definition's to check); then Derived::Run(ctx, c, a, b, out_shape).
+template <typename Derived>
+class SelectBase : public KernelBase<Derived> {
+ public:
+  explicit SelectBase(const KernelInit&) {}
+  Status Compute(KernelContext& ctx) final {
+    const Tensor& c = ctx.input(0);
+    const Tensor& a = ctx.input(1);
+    const Tensor& b = ctx.input(2);
+    ASSIGN_OR_RETURN(Shape ab, BroadcastShape(a.shape(), b.shape()));
+    ASSIGN_OR_RETURN(Shape shape, BroadcastShape(c.shape(), ab));
+    return this->derived().Run(ctx, c, a, b, shape);
+  }
+};
+
 // An activation's gradient (ReluGrad, LeakyReluGrad, GeluGrad: g and the activation's input x):
 // InvalidArgument unless g and x agree in dtype and shape; then Derived::Run(ctx, g, x).
 template <typename Derived>

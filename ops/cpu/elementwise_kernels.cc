@@ -161,15 +161,11 @@ class BinaryKernel : public common::BinaryBase<BinaryKernel<F>> {
   }
 };
 
-class SelectKernel : public OpKernel {
+class SelectKernel : public common::SelectBase<SelectKernel> {
  public:
-  explicit SelectKernel(const KernelInit&) {}
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& c = ctx.input(0);
-    const Tensor& a = ctx.input(1);
-    const Tensor& b = ctx.input(2);
-    ASSIGN_OR_RETURN(Shape ab, BroadcastShape(a.shape(), b.shape()));
-    ASSIGN_OR_RETURN(Shape shape, BroadcastShape(c.shape(), ab));
+  using SelectBase::SelectBase;
+  Status Run(KernelContext& ctx, const Tensor& c, const Tensor& a, const Tensor& b,
+             const Shape& shape) {
     return DispatchAll(a.dtype(), [&]<typename T>() -> Status {
       ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), shape));
       const bool* pc = c.data<bool>();

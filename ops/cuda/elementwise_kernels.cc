@@ -14,18 +14,34 @@
 namespace dflow::cuda {
 namespace {
 
-// The broadcast index of a and b into `shape`; InvalidArgument past kMaxRank.
-Result<BroadcastIndex> IndexOf(const Tensor& a, const Tensor& b, const Shape& shape) {
+// What a binary kernel launches with: a's launch type, the stream, the broadcast index (null
+// when a and b have the output's shape) and the output, allocated as `out_dtype`.
+struct BinaryLaunch {
+  ElemType type;
+  CudaStream stream;
+  BroadcastIndex index;
+  bool broadcast;
+  Tensor* out;
+  const BroadcastIndex* index_or_null() const { return broadcast ? &index : nullptr; }
+};
+Result<BinaryLaunch> PrepareBinary(KernelContext& ctx, const Tensor& a, const Tensor& b,
+                                   const Shape& shape, DType out_dtype) {
   if (shape.rank() > kMaxRank) {
     return InvalidArgument("GPU element-wise ops take rank {} at most, not {}", kMaxRank,
                            shape.rank());
   }
-  BroadcastIndex index;
-  index.rank = shape.rank();
-  for (int d = 0; d < shape.rank(); ++d) index.out_dims[d] = shape[d];
-  BroadcastStrides(a.shape(), shape, index.a_strides);
-  BroadcastStrides(b.shape(), shape, index.b_strides);
-  return index;
+  BinaryLaunch l{};
+  ASSIGN_OR_RETURN(l.type, TypeOf(a));
+  ASSIGN_OR_RETURN(l.stream, StreamOf(ctx));
+  l.broadcast = a.shape() != b.shape();
+  if (l.broadcast) {
+    l.index.rank = shape.rank();
+    for (int d = 0; d < shape.rank(); ++d) l.index.out_dims[d] = shape[d];
+    BroadcastStrides(a.shape(), shape, l.index.a_strides);
+    BroadcastStrides(b.shape(), shape, l.index.b_strides);
+  }
+  ASSIGN_OR_RETURN(l.out, ctx.AllocateOutput(0, out_dtype, shape));
+  return l;
 }
 
 // Integer Div's check, as the CPU's: InvalidArgument when a divisor is zero. The count is made
@@ -48,18 +64,13 @@ class BinaryKernel : public common::BinaryBase<BinaryKernel<kOp>> {
   using common::BinaryBase<BinaryKernel>::BinaryBase;
   Status Run(KernelContext& ctx, const Tensor& a, const Tensor& b, const Shape& shape) {
     ASSIGN_OR_RETURN(ElemType type, TypeOf(a));
-    ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
     if (kOp == BinaryOp::kDiv && type != ElemType::kF32 && type != ElemType::kF64) {
+      ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
       RETURN_IF_ERROR(CheckNoZeroDivisor(ctx, b, type, stream));
     }
-    const bool broadcast = a.shape() != b.shape();
-    BroadcastIndex index;
-    if (broadcast) {
-      ASSIGN_OR_RETURN(index, IndexOf(a, b, shape));
-    }
-    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), shape));
-    return Launched(LaunchBinary(kOp, type, a.raw_data(), b.raw_data(), out->raw_data(),
-                                 shape.num_elements(), broadcast ? &index : nullptr, stream),
+    ASSIGN_OR_RETURN(BinaryLaunch l, PrepareBinary(ctx, a, b, shape, a.dtype()));
+    return Launched(LaunchBinary(kOp, l.type, a.raw_data(), b.raw_data(), l.out->raw_data(),
+                                 shape.num_elements(), l.index_or_null(), l.stream),
                     "an element-wise op");
   }
 };
@@ -70,32 +81,21 @@ class CompareKernel : public common::BinaryBase<CompareKernel<kOp>> {
  public:
   using common::BinaryBase<CompareKernel>::BinaryBase;
   Status Run(KernelContext& ctx, const Tensor& a, const Tensor& b, const Shape& shape) {
-    ASSIGN_OR_RETURN(ElemType type, TypeOf(a));
-    ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
-    const bool broadcast = a.shape() != b.shape();
-    BroadcastIndex index;
-    if (broadcast) {
-      ASSIGN_OR_RETURN(index, IndexOf(a, b, shape));
-    }
-    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DType::kBool, shape));
-    return Launched(
-        LaunchCompare(kOp, type, a.raw_data(), b.raw_data(), static_cast<bool*>(out->raw_data()),
-                      shape.num_elements(), broadcast ? &index : nullptr, stream),
-        "a comparison");
+    ASSIGN_OR_RETURN(BinaryLaunch l, PrepareBinary(ctx, a, b, shape, DType::kBool));
+    return Launched(LaunchCompare(kOp, l.type, a.raw_data(), b.raw_data(),
+                                  static_cast<bool*>(l.out->raw_data()), shape.num_elements(),
+                                  l.index_or_null(), l.stream),
+                    "a comparison");
   }
 };
 
 // Select(c, a, b): a where c, else b, the three broadcast together; any dtype of 1, 2, 4 or 8
 // bytes.
-class SelectKernel : public OpKernel {
+class SelectKernel : public common::SelectBase<SelectKernel> {
  public:
-  explicit SelectKernel(const KernelInit&) {}
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& c = ctx.input(0);
-    const Tensor& a = ctx.input(1);
-    const Tensor& b = ctx.input(2);
-    ASSIGN_OR_RETURN(Shape ab, BroadcastShape(a.shape(), b.shape()));
-    ASSIGN_OR_RETURN(Shape shape, BroadcastShape(c.shape(), ab));
+  using SelectBase::SelectBase;
+  Status Run(KernelContext& ctx, const Tensor& c, const Tensor& a, const Tensor& b,
+             const Shape& shape) {
     if (shape.rank() > kMaxRank) {
       return InvalidArgument("GPU Select takes rank {} at most, not {}", kMaxRank, shape.rank());
     }

@@ -41,15 +41,19 @@ ReduceIndex MakeReduceIndex(const Shape& in, const std::vector<bool>& reduced) {
   return index;
 }
 
-// Sums (or averages) `x` over `reduced` into output 0 of shape `out_shape`.
+// Sums, averages or takes the maximum of `x` over `reduced` into output 0 of shape `out_shape`
+// (the maximum of nothing is InvalidArgument, as on the CPU).
 Status LaunchReduction(KernelContext& ctx, const Tensor& x, const std::vector<bool>& reduced,
                        const Shape& out_shape, ReduceMode mode) {
   RETURN_IF_ERROR(CheckRank(x.shape()));
+  const ReduceIndex index = MakeReduceIndex(x.shape(), reduced);
+  if (mode == ReduceMode::kMax && index.count == 0) {
+    return InvalidArgument("ReduceMax over no elements of {}", x.shape());
+  }
   ASSIGN_OR_RETURN(ElemType type, TypeOf(x));
   ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
   ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), out_shape));
-  return Launched(LaunchReduce(mode, type, x.raw_data(), out->raw_data(),
-                               MakeReduceIndex(x.shape(), reduced), stream),
+  return Launched(LaunchReduce(mode, type, x.raw_data(), out->raw_data(), index, stream),
                   "a reduction");
 }
 
@@ -59,9 +63,6 @@ class ReduceKernel : public common::ReduceBase<ReduceKernel<kMode>> {
   using common::ReduceBase<ReduceKernel>::ReduceBase;
   Status Run(KernelContext& ctx, const Tensor& x, const std::vector<bool>& reduced,
              const Shape& out) {
-    if (kMode == ReduceMode::kMax && MakeReduceIndex(x.shape(), reduced).count == 0) {
-      return InvalidArgument("ReduceMax over no elements of {}", x.shape());
-    }
     return LaunchReduction(ctx, x, reduced, out, kMode);
   }
 };

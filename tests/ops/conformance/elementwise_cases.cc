@@ -34,6 +34,18 @@ Tensor BroadcastRef(const Tensor& a, const Tensor& b, BinaryFn f,
   return FromDoubles(out_dtype == DType::kInvalid ? a.dtype() : out_dtype, s, v);
 }
 
+// Select(c, a, b) over the three inputs' broadcast shape.
+Tensor SelectRef(const std::vector<Tensor>& in) {
+  Shape s = Broadcast(Broadcast(in[0].shape(), in[1].shape()), in[2].shape());
+  std::vector<double> v(s.num_elements());
+  for (int64_t i = 0; i < s.num_elements(); ++i) {
+    v[i] = ElementAsDouble(in[0], BroadcastIndex(in[0].shape(), s, i)) != 0
+               ? ElementAsDouble(in[1], BroadcastIndex(in[1].shape(), s, i))
+               : ElementAsDouble(in[2], BroadcastIndex(in[2].shape(), s, i));
+  }
+  return FromDoubles(in[1].dtype(), s, v);
+}
+
 Tensor MapRef(const Tensor& x, UnaryFn f, DType out_dtype = DType::kInvalid) {
   std::vector<double> v = ToDoubles(x);
   for (auto& e : v) e = f(e);
@@ -150,23 +162,13 @@ void AddSelectAndBiasAdd(CaseRng& rng, std::vector<OpCase>& cases) {
       {DType::kI32, Shape{2, 3}, Shape{3}, Shape{2, 1}},
   };
   for (const auto& t : triples) {
-    cases.push_back(
-        OpCase{.op = "Select",
-               .inputs = {rng.Bools(t.cond), rng.Uniform(t.dt, t.a, -50, 50),
-                          rng.Uniform(t.dt, t.b, -50, 50)},
-               .build = One([](const Scope& s, const std::vector<Output>& in) {
-                 return ops::Select(s, in[0], in[1], in[2]);
-               }),
-               .reference = One([](const std::vector<Tensor>& in) {
-                 Shape s = Broadcast(Broadcast(in[0].shape(), in[1].shape()), in[2].shape());
-                 std::vector<double> v(s.num_elements());
-                 for (int64_t i = 0; i < s.num_elements(); ++i) {
-                   v[i] = ElementAsDouble(in[0], BroadcastIndex(in[0].shape(), s, i)) != 0
-                              ? ElementAsDouble(in[1], BroadcastIndex(in[1].shape(), s, i))
-                              : ElementAsDouble(in[2], BroadcastIndex(in[2].shape(), s, i));
-                 }
-                 return FromDoubles(in[1].dtype(), s, v);
-               })});
+    cases.push_back(OpCase{.op = "Select",
+                           .inputs = {rng.Bools(t.cond), rng.Uniform(t.dt, t.a, -50, 50),
+                                      rng.Uniform(t.dt, t.b, -50, 50)},
+                           .build = One([](const Scope& s, const std::vector<Output>& in) {
+                             return ops::Select(s, in[0], in[1], in[2]);
+                           }),
+                           .reference = One(SelectRef)});
   }
   const std::vector<std::pair<DType, ShapePair>> bias = {
       {DType::kF32, {Shape{4, 3}, Shape{3}}},   {DType::kF32, {Shape{2, 3, 7}, Shape{7}}},
@@ -414,24 +416,14 @@ void AddRandomShapeCases(CaseRng& rng, std::vector<OpCase>& cases) {
   // Select over three random shapes that broadcast together: the pair's and the output's.
   for (const ShapePair& p : pairs) {
     const Shape out = Broadcast(p.a, p.b);
-    cases.push_back(
-        OpCase{.op = "Select",
-               .tag = "rand",
-               .inputs = {rng.Bools(p.a), rng.Uniform(DType::kF32, p.b, -50, 50),
-                          rng.Uniform(DType::kF32, out, -50, 50)},
-               .build = One([](const Scope& s, const std::vector<Output>& in) {
-                 return ops::Select(s, in[0], in[1], in[2]);
-               }),
-               .reference = One([](const std::vector<Tensor>& in) {
-                 Shape s = Broadcast(Broadcast(in[0].shape(), in[1].shape()), in[2].shape());
-                 std::vector<double> v(s.num_elements());
-                 for (int64_t i = 0; i < s.num_elements(); ++i) {
-                   v[i] = ElementAsDouble(in[0], BroadcastIndex(in[0].shape(), s, i)) != 0
-                              ? ElementAsDouble(in[1], BroadcastIndex(in[1].shape(), s, i))
-                              : ElementAsDouble(in[2], BroadcastIndex(in[2].shape(), s, i));
-                 }
-                 return FromDoubles(in[1].dtype(), s, v);
-               })});
+    cases.push_back(OpCase{.op = "Select",
+                           .tag = "rand",
+                           .inputs = {rng.Bools(p.a), rng.Uniform(DType::kF32, p.b, -50, 50),
+                                      rng.Uniform(DType::kF32, out, -50, 50)},
+                           .build = One([](const Scope& s, const std::vector<Output>& in) {
+                             return ops::Select(s, in[0], in[1], in[2]);
+                           }),
+                           .reference = One(SelectRef)});
   }
   // Unary ops on the pairs' output shapes.
   const std::vector<std::pair<const char*, std::pair<UnaryOp, UnaryFn>>> unary = {
