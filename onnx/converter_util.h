@@ -65,5 +65,7 @@ inline Result<std::vector<int64_t>> AllAxesIfEmpty(std::vector<int64_t> axes, co
 
 // Adds the converters of the ONNX ops made of other dflow ops (composite_ops.cc) to `table`.
 void AddCompositeConverters(std::map<std::string, Converter>& table);
+// Adds the converters of the indexing ops and the losses built on them (gather_ops.cc).
+void AddGatherConverters(std::map<std::string, Converter>& table);
 
 }  // namespace dflow::onnx

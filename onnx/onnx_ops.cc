@@ -692,6 +692,7 @@ const std::map<std::string, Converter>& Converters() {
         {"Where", Where},
     };
     AddCompositeConverters(table);
+    AddGatherConverters(table);
     return table;
   }();
   return converters;

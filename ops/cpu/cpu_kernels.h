@@ -17,6 +17,7 @@ Status RegisterRandomKernels();
 Status RegisterConvKernels();
 Status RegisterPoolKernels();
 Status RegisterManipKernels();
+Status RegisterIndexKernels();
 Status RegisterBatchNormKernels();
 Status RegisterFusedUpdateKernels();
 

@@ -18,6 +18,7 @@ Status RegisterGradOps(OpRegistry& registry);
 Status RegisterRandomOps(OpRegistry& registry);
 Status RegisterConvOps(OpRegistry& registry);
 Status RegisterManipOps(OpRegistry& registry);
+Status RegisterIndexOps(OpRegistry& registry);
 Status RegisterBatchNormOps(OpRegistry& registry);
 // After the math and convolution ops: the fused ops copy their definitions.
 Status RegisterFusedOps(OpRegistry& registry);

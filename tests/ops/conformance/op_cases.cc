@@ -53,6 +53,7 @@ const std::vector<OpCase>& AllOpCases() {
     AddArrayCases(rng, *all);
     AddNnCases(rng, *all);
     AddStateCases(rng, *all);
+    AddIndexCases(rng, *all);
     CaseRng random_shapes(20261127);
     AddRandomShapeCases(random_shapes, *all);
     std::set<std::string> seen;
@@ -97,6 +98,10 @@ const std::map<std::string, std::map<std::string, std::string>>& NotOnDevice() {
   const std::string kArray =
       "array manipulation has no GPU kernel yet: graphs that need it on a GPU are refused naming "
       "the node (the examples, ResNet-50 and the MLP/CNN steps do not)";
+  const std::string kIndex =
+      "the indexing ops have no GPU kernel yet: they come with imported ONNX models (losses, "
+      "embeddings), which run on the CPU; a graph that needs one on a GPU is refused naming "
+      "the node";
   const std::string kFused =
       "a CPU-only fusion: the fusion rewrite forms it only where the CPU kernel exists; on the "
       "GPU the unfused ops run";
@@ -113,6 +118,10 @@ const std::map<std::string, std::map<std::string, std::string>>& NotOnDevice() {
            {"Pad", kArray},
            {"Transpose", kArray},
            {"OneHot", kArray},
+           {"Gather", kIndex},
+           {"GatherGrad", kIndex},
+           {"GatherElements", kIndex},
+           {"ScatterElements", kIndex},
            {"WriteRows",
             "the row-by-row assembly of the all-reduce and parameter servers runs on host memory"},
            {"_WriteRowsSum",
