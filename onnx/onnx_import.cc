@@ -11,6 +11,7 @@
 #include "onnx/tensor_proto.h"
 #include "ops/array_ops.h"
 #include "ops/register.h"
+#include "runtime/session.h"
 #include "serialization/file_util.h"
 
 namespace dflow::onnx {
@@ -195,6 +196,64 @@ Status CheckImportable(const ::onnx::ModelProto& model, const std::string& name,
   return Status::OK();
 }
 
+// The largest output a node folded at import may have; larger ones stay computed at run time.
+constexpr size_t kMaxFoldedBytes = size_t{64} << 20;
+
+// Constant folding: a node whose inputs are all known at import (initializers, Constants,
+// shapes, the results of nodes folded before it) is converted into a graph of its own and run
+// there on the CPU, and its outputs become known values, so that shape arithmetic (Shape,
+// Gather, Concat into a Reshape, as exporters write it) gives the constant inputs the converters
+// need. Returns false when the node is not folded (an input not known, or the node refused,
+// failed or gave too large a result: the normal conversion then reports what is wrong).
+bool FoldConstantNode(Values& values, const ::onnx::NodeProto& node, Converter convert,
+                      int64_t opset) {
+  bool any_input = false;
+  for (const auto& in : node.input()) {
+    if (in.empty()) continue;
+    if (values.Constant(in) == nullptr) return false;
+    any_input = true;
+  }
+  if (!any_input) return false;
+  Scope root = Scope::NewRootScope();
+  Values local(root);
+  for (const auto& in : node.input()) {
+    if (!in.empty()) local.SetConstant(in, *values.Constant(in));
+  }
+  NodeContext ctx(local, node, root.WithNameScope("fold"), opset);
+  if (!convert(ctx).ok() || !root.ok()) return false;
+  std::vector<std::string> fetch;
+  std::vector<int> computed;  // the outputs fetched, by index
+  for (int o = 0; o < node.output_size(); ++o) {
+    const std::string& name = node.output(o);
+    if (name.empty() || local.Constant(name) != nullptr) continue;
+    auto value = local.Get(name);
+    if (!value.ok()) return false;
+    fetch.push_back(value->name());
+    computed.push_back(o);
+  }
+  std::vector<Tensor> results;
+  if (!fetch.empty()) {
+    auto session = Session::Create(root);
+    if (!session.ok()) return false;
+    auto out = (*session)->Run({}, fetch);
+    if (!out.ok()) return false;
+    results = std::move(*out);
+  }
+  for (const Tensor& t : results) {
+    if (t.num_bytes() > kMaxFoldedBytes) return false;
+  }
+  for (int o = 0; o < node.output_size(); ++o) {
+    const std::string& name = node.output(o);
+    if (const Tensor* t = name.empty() ? nullptr : local.Constant(name)) {
+      values.SetConstant(name, *t);
+    }
+  }
+  for (size_t k = 0; k < computed.size(); ++k) {
+    values.SetConstant(node.output(computed[k]), std::move(results[k]));
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<ImportedModel> ImportModelBytes(std::string_view bytes, const std::string& name,
@@ -250,6 +309,7 @@ Result<ImportedModel> ImportModelBytes(std::string_view bytes, const std::string
     const auto& node = g.node(i);
     const std::string label = NodeLabel(name, node, out.opset);
     const Converter convert = converters.at(node.op_type());  // CheckImportable made sure
+    if (FoldConstantNode(values, node, convert, out.opset)) continue;
     std::string scope_name = DflowName(node.name());
     if (scope_name.empty()) scope_name = fmt::format("{}_{}", node.op_type(), i);
     NodeContext ctx(values, node, root.WithNameScope(scope_name), out.opset);

@@ -4,11 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include "onnx/onnx_headers.h"
 #include "onnx/tensor_proto.h"
+#include "runtime/session.h"
 #include "serialization/npy.h"
 #include "status_matchers.h"
 #include "tools/run_tool.h"
@@ -76,6 +78,75 @@ TEST_F(OnnxImportTest, ErrorsNameTheFileTheNodeTheOpAndTheOpset) {
   auto bad = ImportModelBytes(m.SerializeAsString(), "made.onnx", dir);
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageHas(bad.status(), {"made.onnx", "ONNX's checker"})) << bad.status().ToString();
+}
+
+// Shape arithmetic as exporters write it (PyTorch's x.view(x.size(0), -1)): Shape, Gather,
+// Unsqueeze and Concat into Reshape's shape input. The importer folds the nodes whose inputs are
+// all known, so the Reshape gets its constant shape and the graph keeps none of that arithmetic.
+TEST_F(OnnxImportTest, ShapeArithmeticIsFoldedAtImport) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("view");
+  auto value_info = [](::onnx::ValueInfoProto* v, const std::string& name,
+                       std::vector<int64_t> dims) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(::onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  value_info(g->add_input(), "x", {2, 3, 4});
+  value_info(g->add_output(), "y", {2, 12});
+  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::INT64);
+    if (v.size() != 1 || name != "zero") t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+  };
+  ints("zero", {0});  // a scalar index
+  ints("axes", {0});
+  ints("minus_one", {-1});
+  auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(out);
+    for (const auto& i : in) n->add_input(i);
+    n->add_output(out);
+    return n;
+  };
+  node("Relu", {"x"}, "r");
+  node("Shape", {"r"}, "shape");
+  node("Gather", {"shape", "zero"}, "batch");
+  node("Unsqueeze", {"batch", "axes"}, "batch1");
+  node("Concat", {"batch1", "minus_one"}, "target")->add_attribute()->CopyFrom([] {
+    ::onnx::AttributeProto a;
+    a.set_name("axis");
+    a.set_type(::onnx::AttributeProto::INT);
+    a.set_i(0);
+    return a;
+  }());
+  node("Reshape", {"r", "target"}, "y");
+  auto model = ImportModelBytes(m.SerializeAsString(), "view.onnx", ::testing::TempDir());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  std::vector<std::string> ops;
+  for (int i = 0; i < model->graph.num_nodes(); ++i) ops.push_back(model->graph.node(i).op());
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Gather"), 0)
+      << fmt::format("{}", fmt::join(ops, ","));
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Concat"), 0)
+      << fmt::format("{}", fmt::join(ops, ","));
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Relu"), 1);
+  std::vector<float> xv(24);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i) - 10;
+  auto session = Session::Create(model->graph);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto out =
+      (*session)->Run({{"x", Tensor::FromVector<float>(xv, Shape{2, 3, 4})}}, model->outputs);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->at(0).shape(), Shape({2, 12}));
+  std::vector<float> y = out->at(0).ToVector<float>();
+  for (size_t i = 0; i < xv.size(); ++i) EXPECT_EQ(y[i], std::max(xv[i], 0.0f)) << i;
 }
 
 // External data is read only from the model's own folder, bounded by the size the dims declare.
