@@ -16,12 +16,6 @@
 namespace dflow::onnx {
 namespace {
 
-Status Abs(NodeContext& c) {
-  ASSIGN_OR_RETURN(Output x, c.input(0));
-  c.set_output(0, AbsOf(c.scope(), x));
-  return Status::OK();
-}
-
 // The reductions ONNX has beyond sum, mean and max, from those: f(x) reduced by g, then h.
 enum class Derived { kMin, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
 
@@ -259,7 +253,6 @@ Status Expand(NodeContext& c) {
 
 void AddCompositeConverters(std::map<std::string, Converter>& table) {
   const std::map<std::string, Converter> composite = {
-      {"Abs", Abs},
       {"And", LogicOp<Logic::kAnd>},
       {"CastLike", CastLike},
       {"Celu", ActivationOp<Activation::kCelu>},

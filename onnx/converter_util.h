@@ -51,8 +51,8 @@ inline Output ScalarLike(const Scope& s, Output like, double v) {
   }
 }
 
-// |x| from the kernels there are (dflow has no Abs kernel); NaN stays NaN.
-inline Output AbsOf(const Scope& s, Output x) { return ops::Maximum(s, x, ops::Neg(s, x)); }
+// |x|; NaN stays NaN.
+inline Output AbsOf(const Scope& s, Output x) { return ops::Abs(s, x); }
 
 // The axes of the reductions: all of them when none are given.
 inline Result<std::vector<int64_t>> AllAxesIfEmpty(std::vector<int64_t> axes, const Shape& shape) {

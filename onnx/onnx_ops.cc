@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <limits>
 #include <numeric>
 
 #include "onnx/converter_util.h"
@@ -55,6 +56,32 @@ Status Variadic(NodeContext& c) {
 Status Identity(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
   c.set_output(0, ops::Identity(c.scope(), x));
+  return Status::OK();
+}
+
+// x != x holds for NaN only.
+Status IsNaN(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  c.set_output(0, ops::NotEqual(c.scope(), x, x));
+  return Status::OK();
+}
+
+// x equal to +inf (detect_positive) or -inf (detect_negative), both by default.
+Status IsInf(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  const bool pos = c.attr_int("detect_positive", 1) != 0;
+  const bool neg = c.attr_int("detect_negative", 1) != 0;
+  const Scope& s = c.scope();
+  const double inf = std::numeric_limits<double>::infinity();
+  Output y;
+  if (pos && neg) {
+    y = ops::Equal(s, ops::Abs(s, x), ScalarLike(s, x, inf));
+  } else if (pos || neg) {
+    y = ops::Equal(s, x, ScalarLike(s, x, pos ? inf : -inf));
+  } else {
+    y = ops::Less(s, x, x);  // false everywhere
+  }
+  c.set_output(0, y);
   return Status::OK();
 }
 
@@ -635,21 +662,33 @@ Status Dropout(NodeContext& c) {
 const std::map<std::string, Converter>& Converters() {
   static const std::map<std::string, Converter> converters = [] {
     std::map<std::string, Converter> table = {
+        {"Abs", Unary<ops::Abs>},
+        {"Acos", Unary<ops::Acos>},
+        {"Acosh", Unary<ops::Acosh>},
         {"Add", Binary<ops::Add>},
         {"ArgMax", ArgExtreme<false>},
         {"ArgMin", ArgExtreme<true>},
+        {"Asin", Unary<ops::Asin>},
+        {"Asinh", Unary<ops::Asinh>},
+        {"Atan", Unary<ops::Atan>},
+        {"Atanh", Unary<ops::Atanh>},
         {"AveragePool", Pool<false>},
         {"BatchNormalization", BatchNormalization},
         {"Cast", Cast},
+        {"Ceil", Unary<ops::Ceil>},
         {"Clip", Clip},
         {"Concat", Concat},
         {"Constant", ConstantOp},
         {"Conv", Conv},
+        {"Cos", Unary<ops::Cos>},
+        {"Cosh", Unary<ops::Cosh>},
         {"Div", Binary<ops::Div>},
         {"Dropout", Dropout},
         {"Equal", Binary<ops::Equal>},
+        {"Erf", Unary<ops::Erf>},
         {"Exp", Unary<ops::Exp>},
         {"Flatten", Flatten},
+        {"Floor", Unary<ops::Floor>},
         {"Gemm", Gemm},
         {"GlobalAveragePool", GlobalAveragePool},
         {"GlobalMaxPool", GlobalMaxPool},
@@ -657,6 +696,8 @@ const std::map<std::string, Converter>& Converters() {
         {"GreaterOrEqual", Binary<ops::GreaterEqual>},
         {"Hardmax", Hardmax},
         {"Identity", Identity},
+        {"IsInf", IsInf},
+        {"IsNaN", IsNaN},
         {"LeakyRelu", LeakyRelu},
         {"Less", Binary<ops::Less>},
         {"LessOrEqual", Binary<ops::LessEqual>},
@@ -677,8 +718,12 @@ const std::map<std::string, Converter>& Converters() {
         {"ReduceSum", Reduce<ops::ReduceSum, true>},
         {"Relu", Unary<ops::Relu>},
         {"Reshape", Reshape},
+        {"Round", Unary<ops::Round>},
         {"Shape", ShapeOp},
         {"Sigmoid", Unary<ops::Sigmoid>},
+        {"Sign", Unary<ops::Sign>},
+        {"Sin", Unary<ops::Sin>},
+        {"Sinh", Unary<ops::Sinh>},
         {"Slice", Slice},
         {"Softmax", SoftmaxOp<false>},
         {"Split", Split},
@@ -686,6 +731,7 @@ const std::map<std::string, Converter>& Converters() {
         {"Squeeze", SqueezeOp<true>},
         {"Sub", Binary<ops::Sub>},
         {"Sum", Variadic<ops::Add>},
+        {"Tan", Unary<ops::Tan>},
         {"Tanh", Unary<ops::Tanh>},
         {"Transpose", Transpose},
         {"Unsqueeze", SqueezeOp<false>},

@@ -20,6 +20,23 @@ Output Square(const Scope& s, Output x) { return UnaryOp("Square", s, x); }
 Output Sigmoid(const Scope& s, Output x) { return UnaryOp("Sigmoid", s, x); }
 Output Tanh(const Scope& s, Output x) { return UnaryOp("Tanh", s, x); }
 Output Gelu(const Scope& s, Output x) { return UnaryOp("Gelu", s, x); }
+Output Abs(const Scope& s, Output x) { return UnaryOp("Abs", s, x); }
+Output Sign(const Scope& s, Output x) { return UnaryOp("Sign", s, x); }
+Output Floor(const Scope& s, Output x) { return UnaryOp("Floor", s, x); }
+Output Ceil(const Scope& s, Output x) { return UnaryOp("Ceil", s, x); }
+Output Round(const Scope& s, Output x) { return UnaryOp("Round", s, x); }
+Output Sin(const Scope& s, Output x) { return UnaryOp("Sin", s, x); }
+Output Cos(const Scope& s, Output x) { return UnaryOp("Cos", s, x); }
+Output Tan(const Scope& s, Output x) { return UnaryOp("Tan", s, x); }
+Output Asin(const Scope& s, Output x) { return UnaryOp("Asin", s, x); }
+Output Acos(const Scope& s, Output x) { return UnaryOp("Acos", s, x); }
+Output Atan(const Scope& s, Output x) { return UnaryOp("Atan", s, x); }
+Output Sinh(const Scope& s, Output x) { return UnaryOp("Sinh", s, x); }
+Output Cosh(const Scope& s, Output x) { return UnaryOp("Cosh", s, x); }
+Output Asinh(const Scope& s, Output x) { return UnaryOp("Asinh", s, x); }
+Output Acosh(const Scope& s, Output x) { return UnaryOp("Acosh", s, x); }
+Output Atanh(const Scope& s, Output x) { return UnaryOp("Atanh", s, x); }
+Output Erf(const Scope& s, Output x) { return UnaryOp("Erf", s, x); }
 Output LeakyRelu(const Scope& s, Output x, double alpha) {
   return UnaryOp("LeakyRelu", s, x, {{"alpha", alpha}});
 }

@@ -1,6 +1,6 @@
 // CPU kernels of the element-wise unary ops, Cast, and the activation gradients. Each writes in
 // place when it is the last reader of an unshared input. f32 unary ops run on oneDNN's eltwise
-// primitive; f64 and integers run on loops.
+// primitive where it has them; f64, integers and the rest run on loops.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -80,6 +80,108 @@ struct GeluF {
   template <typename T>
   T operator()(T x) const {
     return static_cast<T>(0.5 * x * (1 + std::erf(x * kSqrtHalf)));
+  }
+};
+struct AbsF {
+  template <typename T>
+  T operator()(T x) const {
+    return x < T(0) ? T(-x) : x;
+  }
+};
+struct SignF {
+  template <typename T>
+  T operator()(T x) const {
+    return x != x ? x : static_cast<T>((T(0) < x) - (x < T(0)));
+  }
+};
+struct FloorF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::floor(x);
+  }
+};
+struct CeilF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::ceil(x);
+  }
+};
+struct RoundF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::nearbyint(x);
+  }
+};
+struct SinF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::sin(x);
+  }
+};
+struct CosF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::cos(x);
+  }
+};
+struct TanF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::tan(x);
+  }
+};
+struct AsinF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::asin(x);
+  }
+};
+struct AcosF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::acos(x);
+  }
+};
+struct AtanF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::atan(x);
+  }
+};
+struct SinhF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::sinh(x);
+  }
+};
+struct CoshF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::cosh(x);
+  }
+};
+struct AsinhF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::asinh(x);
+  }
+};
+struct AcoshF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::acosh(x);
+  }
+};
+struct AtanhF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::atanh(x);
+  }
+};
+struct ErfF {
+  template <typename T>
+  T operator()(T x) const {
+    return std::erf(x);
   }
 };
 struct LeakyReluF {
@@ -336,6 +438,23 @@ Status RegisterUnaryKernels() {
   RETURN_IF_ERROR(RegisterKernel<UnaryKernel<TanhF>>("Tanh", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<UnaryKernel<GeluF>>("Gelu", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<UnaryKernel<LeakyReluF>>("LeakyRelu", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<AbsF>>("Abs", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<SignF>>("Sign", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<FloorF>>("Floor", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<CeilF>>("Ceil", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<RoundF>>("Round", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<SinF>>("Sin", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<CosF>>("Cos", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<TanF>>("Tan", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<AsinF>>("Asin", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<AcosF>>("Acos", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<AtanF>>("Atan", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<SinhF>>("Sinh", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<CoshF>>("Cosh", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<AsinhF>>("Asinh", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<AcoshF>>("Acosh", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<AtanhF>>("Atanh", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<ErfF>>("Erf", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ActivationGradKernel<ReluGradF>>("ReluGrad", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ActivationGradKernel<LeakyReluGradF>>("LeakyReluGrad", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ActivationGradKernel<GeluGradF>>("GeluGrad", "CPU"));

@@ -41,6 +41,23 @@ __device__ __forceinline__ T ApplyUnary(T x, double alpha) {
   if constexpr (kOp == UnaryOp::kGelu) {
     return static_cast<T>(R(0.5) * r * (R(1) + erf(r * static_cast<R>(kSqrtHalf))));
   }
+  if constexpr (kOp == UnaryOp::kAbs) return x < T(0) ? T(-x) : x;
+  if constexpr (kOp == UnaryOp::kSign) return x != x ? x : static_cast<T>((T(0) < x) - (x < T(0)));
+  if constexpr (kOp == UnaryOp::kFloor) return static_cast<T>(floor(r));
+  if constexpr (kOp == UnaryOp::kCeil) return static_cast<T>(ceil(r));
+  if constexpr (kOp == UnaryOp::kRound) return static_cast<T>(rint(r));
+  if constexpr (kOp == UnaryOp::kSin) return static_cast<T>(sin(r));
+  if constexpr (kOp == UnaryOp::kCos) return static_cast<T>(cos(r));
+  if constexpr (kOp == UnaryOp::kTan) return static_cast<T>(tan(r));
+  if constexpr (kOp == UnaryOp::kAsin) return static_cast<T>(asin(r));
+  if constexpr (kOp == UnaryOp::kAcos) return static_cast<T>(acos(r));
+  if constexpr (kOp == UnaryOp::kAtan) return static_cast<T>(atan(r));
+  if constexpr (kOp == UnaryOp::kSinh) return static_cast<T>(sinh(r));
+  if constexpr (kOp == UnaryOp::kCosh) return static_cast<T>(cosh(r));
+  if constexpr (kOp == UnaryOp::kAsinh) return static_cast<T>(asinh(r));
+  if constexpr (kOp == UnaryOp::kAcosh) return static_cast<T>(acosh(r));
+  if constexpr (kOp == UnaryOp::kAtanh) return static_cast<T>(atanh(r));
+  if constexpr (kOp == UnaryOp::kErf) return static_cast<T>(erf(r));
   return x;  // not reached: every op returns above
 }
 
@@ -233,6 +250,40 @@ int LaunchUnary(UnaryOp op, ElemType type, const void* x, void* y, int64_t n, do
       return LaunchUnaryOp<UnaryOp::kTanh>(type, x, y, n, alpha, s);
     case UnaryOp::kGelu:
       return LaunchUnaryOp<UnaryOp::kGelu>(type, x, y, n, alpha, s);
+    case UnaryOp::kAbs:
+      return LaunchUnaryOp<UnaryOp::kAbs>(type, x, y, n, alpha, s);
+    case UnaryOp::kSign:
+      return LaunchUnaryOp<UnaryOp::kSign>(type, x, y, n, alpha, s);
+    case UnaryOp::kFloor:
+      return LaunchUnaryOp<UnaryOp::kFloor>(type, x, y, n, alpha, s);
+    case UnaryOp::kCeil:
+      return LaunchUnaryOp<UnaryOp::kCeil>(type, x, y, n, alpha, s);
+    case UnaryOp::kRound:
+      return LaunchUnaryOp<UnaryOp::kRound>(type, x, y, n, alpha, s);
+    case UnaryOp::kSin:
+      return LaunchUnaryOp<UnaryOp::kSin>(type, x, y, n, alpha, s);
+    case UnaryOp::kCos:
+      return LaunchUnaryOp<UnaryOp::kCos>(type, x, y, n, alpha, s);
+    case UnaryOp::kTan:
+      return LaunchUnaryOp<UnaryOp::kTan>(type, x, y, n, alpha, s);
+    case UnaryOp::kAsin:
+      return LaunchUnaryOp<UnaryOp::kAsin>(type, x, y, n, alpha, s);
+    case UnaryOp::kAcos:
+      return LaunchUnaryOp<UnaryOp::kAcos>(type, x, y, n, alpha, s);
+    case UnaryOp::kAtan:
+      return LaunchUnaryOp<UnaryOp::kAtan>(type, x, y, n, alpha, s);
+    case UnaryOp::kSinh:
+      return LaunchUnaryOp<UnaryOp::kSinh>(type, x, y, n, alpha, s);
+    case UnaryOp::kCosh:
+      return LaunchUnaryOp<UnaryOp::kCosh>(type, x, y, n, alpha, s);
+    case UnaryOp::kAsinh:
+      return LaunchUnaryOp<UnaryOp::kAsinh>(type, x, y, n, alpha, s);
+    case UnaryOp::kAcosh:
+      return LaunchUnaryOp<UnaryOp::kAcosh>(type, x, y, n, alpha, s);
+    case UnaryOp::kAtanh:
+      return LaunchUnaryOp<UnaryOp::kAtanh>(type, x, y, n, alpha, s);
+    case UnaryOp::kErf:
+      return LaunchUnaryOp<UnaryOp::kErf>(type, x, y, n, alpha, s);
   }
   return Invalid();
 }

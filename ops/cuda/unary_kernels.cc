@@ -1,6 +1,7 @@
 // GPU kernels of the unary ops: Neg, Exp, Log, Sqrt, Rsqrt, Square, Relu, LeakyRelu, Sigmoid,
-// Tanh, Gelu (f32, f64, i32, i64), the activation gradients, and Cast between any two of f32,
-// f64, f16, bf16, i32, i64, u8 and bool (rounding to nearest even), with the CPU's checks.
+// Tanh, Gelu, Abs, Sign, Floor, Ceil, Round, the trigonometric and hyperbolic functions and
+// their inverses, Erf (f32, f64, i32, i64), the activation gradients, and Cast between any two of
+// f32, f64, f16, bf16, i32, i64, u8 and bool (rounding to nearest even), with the CPU's checks.
 #include <optional>
 
 #include "ops/common/elementwise_kernels.h"
@@ -111,6 +112,23 @@ Status RegisterUnaryKernels() {
   RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kSigmoid>>("Sigmoid", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kTanh>>("Tanh", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kGelu>>("Gelu", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kAbs>>("Abs", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kSign>>("Sign", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kFloor>>("Floor", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kCeil>>("Ceil", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kRound>>("Round", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kSin>>("Sin", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kCos>>("Cos", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kTan>>("Tan", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kAsin>>("Asin", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kAcos>>("Acos", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kAtan>>("Atan", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kSinh>>("Sinh", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kCosh>>("Cosh", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kAsinh>>("Asinh", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kAcosh>>("Acosh", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kAtanh>>("Atanh", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<UnaryKernel<UnaryOp::kErf>>("Erf", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ActivationGradKernel<GradOp::kRelu>>("ReluGrad", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ActivationGradKernel<GradOp::kLeakyRelu>>("LeakyReluGrad", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ActivationGradKernel<GradOp::kGelu>>("GeluGrad", "GPU"));

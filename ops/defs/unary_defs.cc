@@ -1,4 +1,5 @@
 // The definitions (shape, cost, properties) and gradients of the element-wise unary ops.
+#include "ops/array_ops.h"
 #include "ops/defs/grad_util.h"
 #include "ops/defs/op_defs.h"
 #include "ops/math_ops.h"
@@ -49,6 +50,54 @@ Status TanhGrad(GradContext& c) {  // g (1 - y^2)
   c.set_input_grad(0, Mul(s, c.grad(0), Sub(s, ScalarLike(c, y, 1), Square(s, y))));
   return Status::OK();
 }
+// Piecewise constant (Sign, Floor, Ceil, Round): zero wherever the derivative exists.
+Status ZeroGrad(GradContext& c) {
+  c.set_input_grad(0, ZerosLike(c.scope(), c.input(0)));
+  return Status::OK();
+}
+Status AbsGrad(GradContext& c) {  // g sign(x)
+  c.set_input_grad(0, Mul(c.scope(), c.grad(0), Sign(c.scope(), c.input(0))));
+  return Status::OK();
+}
+// g f'(x) for the functions whose derivative is d(x) below.
+template <Output (*kDerivative)(const GradContext&, const Scope&, Output x, Output y)>
+Status ChainGrad(GradContext& c) {
+  const Scope& s = c.scope();
+  c.set_input_grad(0, Mul(s, c.grad(0), kDerivative(c, s, c.input(0), c.output(0))));
+  return Status::OK();
+}
+// 1 - x^2, x^2 + 1 and x^2 - 1, the radicands and denominators of the inverse functions.
+Output OneMinusSquare(const GradContext& c, const Scope& s, Output x) {
+  return Sub(s, ScalarLike(c, x, 1), Square(s, x));
+}
+Output SinD(const GradContext&, const Scope& s, Output x, Output) { return Cos(s, x); }
+Output CosD(const GradContext&, const Scope& s, Output x, Output) { return Neg(s, Sin(s, x)); }
+Output TanD(const GradContext& c, const Scope& s, Output, Output y) {
+  return Add(s, ScalarLike(c, y, 1), Square(s, y));
+}
+Output AsinD(const GradContext& c, const Scope& s, Output x, Output) {
+  return Rsqrt(s, OneMinusSquare(c, s, x));
+}
+Output AcosD(const GradContext& c, const Scope& s, Output x, Output) {
+  return Neg(s, Rsqrt(s, OneMinusSquare(c, s, x)));
+}
+Output AtanD(const GradContext& c, const Scope& s, Output x, Output) {
+  return Div(s, ScalarLike(c, x, 1), Add(s, ScalarLike(c, x, 1), Square(s, x)));
+}
+Output SinhD(const GradContext&, const Scope& s, Output x, Output) { return Cosh(s, x); }
+Output CoshD(const GradContext&, const Scope& s, Output x, Output) { return Sinh(s, x); }
+Output AsinhD(const GradContext& c, const Scope& s, Output x, Output) {
+  return Rsqrt(s, Add(s, Square(s, x), ScalarLike(c, x, 1)));
+}
+Output AcoshD(const GradContext& c, const Scope& s, Output x, Output) {
+  return Rsqrt(s, Sub(s, Square(s, x), ScalarLike(c, x, 1)));
+}
+Output AtanhD(const GradContext& c, const Scope& s, Output x, Output) {
+  return Div(s, ScalarLike(c, x, 1), OneMinusSquare(c, s, x));
+}
+Output ErfD(const GradContext& c, const Scope& s, Output x, Output) {  // 2/sqrt(pi) e^(-x^2)
+  return Mul(s, ScalarLike(c, x, 1.12837916709551257390), Exp(s, Neg(s, Square(s, x))));
+}
 Status LeakyReluGradFn(GradContext& c) {
   ASSIGN_OR_RETURN(double alpha, c.node().GetAttr<double>("alpha"));
   c.set_input_grad(0, LeakyReluGrad(c.scope(), c.grad(0), c.input(0), alpha));
@@ -91,6 +140,23 @@ Status RegisterUnaryOps(OpRegistry& r) {
   RETURN_IF_ERROR(r.Register(Unary("Sigmoid", kFloatTypes, 10, SigmoidGrad)));
   RETURN_IF_ERROR(r.Register(Unary("Tanh", kFloatTypes, 10, TanhGrad)));
   RETURN_IF_ERROR(r.Register(Unary("Gelu", kFloatTypes, 12, GeluGradFn)));
+  RETURN_IF_ERROR(r.Register(Unary("Abs", kNumericTypes, 1, AbsGrad)));
+  RETURN_IF_ERROR(r.Register(Unary("Sign", kNumericTypes, 1, ZeroGrad)));
+  RETURN_IF_ERROR(r.Register(Unary("Floor", kFloatTypes, 1, ZeroGrad)));
+  RETURN_IF_ERROR(r.Register(Unary("Ceil", kFloatTypes, 1, ZeroGrad)));
+  RETURN_IF_ERROR(r.Register(Unary("Round", kFloatTypes, 1, ZeroGrad)));
+  RETURN_IF_ERROR(r.Register(Unary("Sin", kFloatTypes, 8, ChainGrad<SinD>)));
+  RETURN_IF_ERROR(r.Register(Unary("Cos", kFloatTypes, 8, ChainGrad<CosD>)));
+  RETURN_IF_ERROR(r.Register(Unary("Tan", kFloatTypes, 8, ChainGrad<TanD>)));
+  RETURN_IF_ERROR(r.Register(Unary("Asin", kFloatTypes, 8, ChainGrad<AsinD>)));
+  RETURN_IF_ERROR(r.Register(Unary("Acos", kFloatTypes, 8, ChainGrad<AcosD>)));
+  RETURN_IF_ERROR(r.Register(Unary("Atan", kFloatTypes, 8, ChainGrad<AtanD>)));
+  RETURN_IF_ERROR(r.Register(Unary("Sinh", kFloatTypes, 8, ChainGrad<SinhD>)));
+  RETURN_IF_ERROR(r.Register(Unary("Cosh", kFloatTypes, 8, ChainGrad<CoshD>)));
+  RETURN_IF_ERROR(r.Register(Unary("Asinh", kFloatTypes, 8, ChainGrad<AsinhD>)));
+  RETURN_IF_ERROR(r.Register(Unary("Acosh", kFloatTypes, 8, ChainGrad<AcoshD>)));
+  RETURN_IF_ERROR(r.Register(Unary("Atanh", kFloatTypes, 8, ChainGrad<AtanhD>)));
+  RETURN_IF_ERROR(r.Register(Unary("Erf", kFloatTypes, 10, ChainGrad<ErfD>)));
   OpDef leaky = Unary("LeakyRelu", kFloatTypes, 2, LeakyReluGradFn);
   leaky.attrs.push_back({"alpha", AttrType::kFloat, 0.2});
   RETURN_IF_ERROR(r.Register(std::move(leaky)));

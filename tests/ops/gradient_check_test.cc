@@ -154,6 +154,11 @@ TEST(GradientCheckTest, UnaryOps) {
       {Random(s, 12)});
   CheckGradient("Softmax", Unary(ops::Softmax), {Random(s, 13)});
   CheckGradient("LogSoftmax", Unary(ops::LogSoftmax), {Random(s, 14)});
+  // Piecewise constant: zero gradient, checked between the steps (Round's are at the halves).
+  CheckGradient("Floor", Unary(ops::Floor), {Random(s, 15, 0.2, 0.8)});
+  CheckGradient("Ceil", Unary(ops::Ceil), {Random(s, 16, 0.2, 0.8)});
+  CheckGradient("Round", Unary(ops::Round), {Random(s, 17, -0.4, 0.4)});
+  CheckGradient("Sign", Unary(ops::Sign), {Random(s, 18)});
 }
 
 TEST(GradientCheckTest, MatMulAllTransposes) {

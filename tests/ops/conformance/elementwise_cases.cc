@@ -198,7 +198,12 @@ void AddUnary(CaseRng& rng, std::vector<OpCase>& cases) {
     UnaryFn ref;
     double lo, hi;
     bool integers;
+    // Non-empty: the gradient is not checked here, for this reason.
+    const char* no_gradient = "";
   };
+  // Finite differences jump where these are discontinuous; their zero gradient is checked in
+  // gradient_check_test.cc.
+  constexpr char kSteps[] = "piecewise constant (gradient_check_test.cc checks its zero gradient)";
   const std::vector<Spec> specs = {
       {"Neg", ops::Neg, [](double x) { return -x; }, -3, 3, true},
       {"Exp", ops::Exp, [](double x) { return std::exp(x); }, -3, 3, false},
@@ -210,6 +215,23 @@ void AddUnary(CaseRng& rng, std::vector<OpCase>& cases) {
       {"Sigmoid", ops::Sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, -3, 3, false},
       {"Tanh", ops::Tanh, [](double x) { return std::tanh(x); }, -3, 3, false},
       {"Gelu", ops::Gelu, [](double x) { return x * Phi(x); }, -3, 3, false},
+      {"Abs", ops::Abs, [](double x) { return std::fabs(x); }, -3, 3, true},
+      {"Sign", ops::Sign, [](double x) { return double((0 < x) - (x < 0)); }, -3, 3, true, kSteps},
+      {"Floor", ops::Floor, [](double x) { return std::floor(x); }, -3, 3, false, kSteps},
+      {"Ceil", ops::Ceil, [](double x) { return std::ceil(x); }, -3, 3, false, kSteps},
+      {"Round", ops::Round, [](double x) { return std::nearbyint(x); }, -3, 3, false, kSteps},
+      {"Sin", ops::Sin, [](double x) { return std::sin(x); }, -3, 3, false},
+      {"Cos", ops::Cos, [](double x) { return std::cos(x); }, -3, 3, false},
+      {"Tan", ops::Tan, [](double x) { return std::tan(x); }, -1.2, 1.2, false},
+      {"Asin", ops::Asin, [](double x) { return std::asin(x); }, -0.9, 0.9, false},
+      {"Acos", ops::Acos, [](double x) { return std::acos(x); }, -0.9, 0.9, false},
+      {"Atan", ops::Atan, [](double x) { return std::atan(x); }, -3, 3, false},
+      {"Sinh", ops::Sinh, [](double x) { return std::sinh(x); }, -3, 3, false},
+      {"Cosh", ops::Cosh, [](double x) { return std::cosh(x); }, -3, 3, false},
+      {"Asinh", ops::Asinh, [](double x) { return std::asinh(x); }, -3, 3, false},
+      {"Acosh", ops::Acosh, [](double x) { return std::acosh(x); }, 1.2, 3, false},
+      {"Atanh", ops::Atanh, [](double x) { return std::atanh(x); }, -0.9, 0.9, false},
+      {"Erf", ops::Erf, [](double x) { return std::erf(x); }, -2, 2, false},
   };
   const std::vector<std::pair<DType, Shape>> shapes = {
       {DType::kF32, Shape{257}},  {DType::kF32, Shape{3, 7}}, {DType::kF32, Shape{}},
@@ -227,7 +249,8 @@ void AddUnary(CaseRng& rng, std::vector<OpCase>& cases) {
                                    : rng.Uniform(dt, s, spec.lo, spec.hi)},
           .build =
               One([b](const Scope& sc, const std::vector<Output>& in) { return b(sc, in[0]); }),
-          .reference = One([f](const std::vector<Tensor>& in) { return MapRef(in[0], f); })});
+          .reference = One([f](const std::vector<Tensor>& in) { return MapRef(in[0], f); }),
+          .no_gradient = spec.no_gradient});
     }
   }
   for (double alpha : {0.2, 0.01}) {

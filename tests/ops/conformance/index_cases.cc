@@ -2,6 +2,8 @@
 // and ScatterElements, on random indices (negative ones too) against plain loops over the
 // row-major coordinates.
 #include <algorithm>
+#include <map>
+#include <numeric>
 
 #include "op_cases.h"
 #include "ops/index_ops.h"
@@ -63,14 +65,17 @@ Tensor ScatterElementsRef(const Tensor& x, const Tensor& idx, const Tensor& u, i
 // prefix of 0..dim-1 (no position twice), half of them written as negative indices.
 Tensor DistinctIndices(CaseRng& rng, DType dt, const Shape& shape, int64_t axis, int64_t dim) {
   std::vector<double> v(shape.num_elements());
-  std::vector<int64_t> perm(dim);
+  std::map<std::vector<int64_t>, std::vector<int64_t>> lines;  // a permutation per line
   for (int64_t i = 0; i < shape.num_elements(); ++i) {
     std::vector<int64_t> c = Unravel(shape, i);
-    if (c[axis] == 0) {
-      for (int64_t k = 0; k < dim; ++k) perm[k] = k;
-      std::shuffle(perm.begin(), perm.end(), rng.gen());
+    const int64_t along = c[axis];
+    c[axis] = 0;
+    auto [it, fresh] = lines.try_emplace(c, std::vector<int64_t>(dim));
+    if (fresh) {
+      std::iota(it->second.begin(), it->second.end(), 0);
+      std::shuffle(it->second.begin(), it->second.end(), rng.gen());
     }
-    int64_t k = perm[c[axis]];
+    const int64_t k = it->second[along];
     v[i] = (i % 2 == 1) ? static_cast<double>(k - dim) : static_cast<double>(k);
   }
   return FromDoubles(dt, shape, v);
