@@ -14,6 +14,7 @@
 #include "ops/batch_norm_ops.h"
 #include "ops/conv_ops.h"
 #include "ops/grad_ops.h"
+#include "ops/index_ops.h"
 #include "ops/logic_ops.h"
 #include "ops/manip_ops.h"
 #include "ops/math_ops.h"
@@ -495,9 +496,19 @@ Status Reduce(NodeContext& c) {
 template <bool kMin>
 Status ArgExtreme(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
-  if (c.attr_int("select_last_index", 0) != 0) return Unimplemented("select_last_index 1");
   ASSIGN_OR_RETURN(int64_t axis, Axis(c.attr_int("axis", 0), x.shape().rank()));
-  Output y = ops::ArgMax(c.scope(), kMin ? ops::Neg(c.scope(), x) : x, axis);
+  const Scope& s = c.scope();
+  const bool last = c.attr_int("select_last_index", 0) != 0;
+  const int64_t dim = x.shape()[static_cast<int>(axis)];
+  Output v = kMin ? ops::Neg(s, x) : x;
+  if (last) {  // the first extreme of x reversed along the axis is the last one of x
+    if (dim < 0) return Unimplemented("select_last_index along an axis of unknown size");
+    std::vector<int64_t> reversed(dim);
+    for (int64_t i = 0; i < dim; ++i) reversed[i] = dim - 1 - i;
+    v = ops::Gather(s, v, ops::Const(s, reversed, Shape{dim}), axis);
+  }
+  Output y = ops::ArgMax(s, v, axis);
+  if (last) y = ops::Sub(s, ScalarLike(s, y, static_cast<double>(dim - 1)), y);
   if (c.attr_int("keepdims", 1) != 0) {
     std::vector<int64_t> dims = x.shape().dim_vector();
     dims[axis] = 1;
