@@ -13,7 +13,9 @@
 #include "graph/status.h"
 #include "onnx/node_context.h"
 #include "ops/array_ops.h"
+#include "ops/manip_ops.h"
 #include "ops/math_ops.h"
+#include "ops/shape_ops.h"
 #include "ops/unary_ops.h"
 
 namespace dflow::onnx {
@@ -35,6 +37,25 @@ inline Result<std::vector<int64_t>> ReshapeTarget(const std::vector<int64_t>& di
                          Shape(std::span<const int64_t>(dims)));
   }
   return dims;
+}
+
+// x reshaped to `dims`, where a dimension unknown at import (-1) is dimension from[i] of
+// `source` (x when not given) at run time (from[i] < 0: inferred from the element count). At
+// most one unknown: a Reshape; more: the shape is assembled as the graph runs (Shape, Slice,
+// Concat into ReshapeTo).
+inline Output ReshapeKeeping(const Scope& s, Output x, const std::vector<int64_t>& dims,
+                             const std::vector<int>& from_x, Output source = Output()) {
+  if (std::count(dims.begin(), dims.end(), -1) <= 1) return ops::Reshape(s, x, dims);
+  Output shape = ops::ShapeOf(s, source.valid() ? source : x);
+  std::vector<Output> parts;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0 && from_x[i] >= 0) {
+      parts.push_back(ops::Slice(s, shape, {from_x[i]}, {1}));
+    } else {
+      parts.push_back(ops::Const(s, std::vector<int64_t>{dims[i]}, Shape{1}));
+    }
+  }
+  return ops::ReshapeTo(s, x, ops::Concat(s, parts, 0), /*allow_zero=*/true, dims);
 }
 
 // A scalar constant of like's dtype (f32 for any other).

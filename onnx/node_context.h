@@ -29,11 +29,21 @@ class Values {
   Result<dflow::Output> Get(const std::string& name);
   // The value when it is known at import; nullptr otherwise.
   const Tensor* Constant(const std::string& name) const;
+  // The dimensions ONNX's shape inference gave a value (-1 where unknown or symbolic); nullptr
+  // when it gave none.
+  void SetInferred(const std::string& name, std::vector<int64_t> dims) {
+    inferred_[name] = std::move(dims);
+  }
+  const std::vector<int64_t>* Inferred(const std::string& name) const {
+    auto it = inferred_.find(name);
+    return it == inferred_.end() ? nullptr : &it->second;
+  }
 
  private:
   Scope root_;
   std::map<std::string, dflow::Output> outputs_;
   std::map<std::string, Tensor> constants_;
+  std::map<std::string, std::vector<int64_t>> inferred_;
 };
 
 class NodeContext {
@@ -59,6 +69,12 @@ class NodeContext {
   float attr_float(const std::string& name, float fallback) const;
   std::string attr_string(const std::string& name, const std::string& fallback) const;
   std::optional<std::vector<int64_t>> attr_ints(const std::string& name) const;
+
+  // The dimensions ONNX's shape inference gave output i (-1 where unknown); empty when none.
+  std::vector<int64_t> inferred_output_dims(int i) const {
+    const auto* d = i < node_.output_size() ? values_.Inferred(node_.output(i)) : nullptr;
+    return d ? *d : std::vector<int64_t>{};
+  }
 
   int num_outputs() const { return node_.output_size(); }
   bool wants_output(int i) const { return i < node_.output_size() && !node_.output(i).empty(); }

@@ -282,7 +282,10 @@ Result<ImportedModel> ImportModelBytes(std::string_view bytes, const std::string
     return InvalidArgument("model '{}' fails ONNX's checker: {}", name, e.what());
   }
   try {
-    ::onnx::shape_inference::InferShapes(model);
+    // With data propagation: the shapes computed by Shape, Gather, Concat, ... are followed
+    // into the Reshapes they feed, so their outputs keep the dimensions known at import.
+    ::onnx::shape_inference::InferShapes(model, ::onnx::OpSchemaRegistry::Instance(),
+                                         ::onnx::ShapeInferenceOptions(false, 0, true));
   } catch (const std::exception& e) {
     return InvalidArgument("model '{}' fails ONNX's shape inference: {}", name, e.what());
   }
@@ -290,6 +293,14 @@ Result<ImportedModel> ImportModelBytes(std::string_view bytes, const std::string
   Scope root = Scope::NewRootScope();
   Values values(root);
   const ::onnx::GraphProto& g = model.graph();
+  for (const auto& info : g.value_info()) {
+    if (!info.type().has_tensor_type() || !info.type().tensor_type().has_shape()) continue;
+    std::vector<int64_t> dims;
+    for (const auto& d : info.type().tensor_type().shape().dim()) {
+      dims.push_back(d.has_dim_value() && d.dim_value() >= 0 ? d.dim_value() : -1);
+    }
+    if (dims.size() <= Shape::kMaxRank) values.SetInferred(info.name(), std::move(dims));
+  }
   for (const auto& init : g.initializer()) {
     auto t = FromTensorProto(init, dir, "initializer '" + init.name() + "'");
     if (!t.ok()) return t.status().WithPrefix("model '" + name + "': ");

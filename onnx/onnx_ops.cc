@@ -147,14 +147,16 @@ Status MatMul(NodeContext& c) {
   if (sa.rank() > 2 && sb.rank() == 2) {  // [..., M, K] x [K, N]: one product of the rows
     std::vector<int64_t> out = sa.dim_vector();
     out.back() = sb[1];
-    ASSIGN_OR_RETURN(std::vector<int64_t> target, ReshapeTarget(out));
+    std::vector<int> from(out.size());
+    std::iota(from.begin(), from.end(), 0);
     Output rows = ops::Reshape(c.scope(), a, {-1, sa[sa.rank() - 1]});
-    c.set_output(0, ops::Reshape(c.scope(), ops::MatMul(c.scope(), rows, b), target));
+    c.set_output(0, ReshapeKeeping(c.scope(), ops::MatMul(c.scope(), rows, b), out, from, a));
     return Status::OK();
   }
   if (sa.rank() == sb.rank() && sa.rank() > 2) {
     for (int d = 0; d + 2 < sa.rank(); ++d) {
-      if (sa[d] != sb[d] || sa[d] < 0) {
+      // Unknown at import: BatchMatMul checks at run time that they agree.
+      if (sa[d] != sb[d] && sa[d] >= 0 && sb[d] >= 0) {
         return Unimplemented("MatMul with broadcast batch dimensions ({} x {})", sa, sb);
       }
     }
@@ -321,10 +323,18 @@ Status SoftmaxOp(NodeContext& c) {
 
 // ---- shapes -----------------------------------------------------------------------------------
 
+// A shape known at import becomes a Reshape (0 copies resolved, at most one dimension left
+// unknown); otherwise ReshapeTo resolves the shape as the graph runs.
 Status Reshape(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
-  ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ints_input(1));
   const bool allow_zero = c.attr_int("allowzero", 0) != 0;
+  auto known = c.ints_input(1);
+  if (!known.ok()) {
+    ASSIGN_OR_RETURN(Output shape, c.input(1));
+    c.set_output(0, ops::ReshapeTo(c.scope(), x, shape, allow_zero, c.inferred_output_dims(0)));
+    return Status::OK();
+  }
+  std::vector<int64_t> shape = *known;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0 && !allow_zero) {
       if (x.shape().unknown_rank() || static_cast<int>(i) >= x.shape().rank()) {
@@ -334,7 +344,13 @@ Status Reshape(NodeContext& c) {
       shape[i] = x.shape()[static_cast<int>(i)];
     }
   }
-  ASSIGN_OR_RETURN(shape, ReshapeTarget(shape));
+  if (std::count(shape.begin(), shape.end(), -1) > 1) {  // dimensions copied at run time
+    c.set_output(
+        0, ops::ReshapeTo(c.scope(), x,
+                          ops::Const(c.scope(), *known, Shape{static_cast<int64_t>(known->size())}),
+                          allow_zero, shape));
+    return Status::OK();
+  }
   c.set_output(0, ops::Reshape(c.scope(), x, shape));
   return Status::OK();
 }
@@ -398,6 +414,7 @@ Status SqueezeOp(NodeContext& c) {
     axes = c.attr_ints("axes").value_or(std::vector<int64_t>{});
   }
   std::vector<int64_t> dims = s.dim_vector();
+  std::vector<int> from_x;  // the dimension of x each output dimension is (-1: inserted)
   if (kSqueeze) {
     std::vector<bool> drop(dims.size(), axes.empty());
     for (int64_t a : axes) {
@@ -408,9 +425,11 @@ Status SqueezeOp(NodeContext& c) {
     for (size_t d = 0; d < dims.size(); ++d) {
       if (drop[d] && dims[d] == 1) continue;
       if (drop[d] && !axes.empty()) {
-        return InvalidArgument("dimension {} of {} is not 1", d, s);
+        if (dims[d] >= 0) return InvalidArgument("dimension {} of {} is not 1", d, s);
+        continue;  // unknown at import: 1 at run time, or the reshape there fails
       }
       out.push_back(dims[d]);
+      from_x.push_back(static_cast<int>(d));
     }
     dims = out;
   } else {
@@ -422,20 +441,19 @@ Status SqueezeOp(NodeContext& c) {
     }
     std::vector<int64_t> out;
     size_t next = 0;
-    for (int d = 0; d < out_rank; ++d) out.push_back(inserted[d] ? 1 : dims[next++]);
+    for (int d = 0; d < out_rank; ++d) {
+      from_x.push_back(inserted[d] ? -1 : static_cast<int>(next));
+      out.push_back(inserted[d] ? 1 : dims[next++]);
+    }
     dims = out;
   }
-  ASSIGN_OR_RETURN(dims, ReshapeTarget(dims));
-  c.set_output(0, ops::Reshape(c.scope(), x, dims));
+  c.set_output(0, ReshapeKeeping(c.scope(), x, dims, from_x));
   return Status::OK();
 }
 
 Status ShapeOp(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
-  if (!x.shape().fully_defined()) {
-    return Unimplemented("Shape of {}: dflow knows shapes at import only when fully defined",
-                         x.shape());
-  }
+  if (x.shape().unknown_rank()) return Unimplemented("Shape of an input of unknown rank");
   std::vector<int64_t> dims = x.shape().dim_vector();
   const int64_t rank = static_cast<int64_t>(dims.size());
   int64_t start = c.attr_int("start", 0), end = c.attr_int("end", rank);
@@ -444,8 +462,22 @@ Status ShapeOp(NodeContext& c) {
   start = std::clamp<int64_t>(start, 0, rank);
   end = std::clamp<int64_t>(end, start, rank);
   std::vector<int64_t> part(dims.begin() + start, dims.begin() + end);
+  if (std::count(part.begin(), part.end(), -1) > 0) {  // known as the graph runs
+    Output shape = ops::ShapeOf(c.scope(), x);
+    if (start > 0 || end < rank) shape = ops::Slice(c.scope(), shape, {start}, {end - start});
+    c.set_output(0, shape);
+    return Status::OK();
+  }
   c.set_constant_output(
       0, Tensor::FromVector<int64_t>(part, Shape{static_cast<int64_t>(part.size())}));
+  return Status::OK();
+}
+
+Status Range(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output start, c.input(0));
+  ASSIGN_OR_RETURN(Output limit, c.input(1));
+  ASSIGN_OR_RETURN(Output delta, c.input(2));
+  c.set_output(0, ops::Range(c.scope(), start, limit, delta));
   return Status::OK();
 }
 
@@ -723,6 +755,7 @@ const std::map<std::string, Converter>& Converters() {
         {"Neg", Unary<ops::Neg>},
         {"Pad", Pad},
         {"Pow", Binary<ops::Pow>},
+        {"Range", Range},
         {"Reciprocal", Reciprocal},
         {"ReduceMax", Reduce<ops::ReduceMax, false>},
         {"ReduceMean", Reduce<ops::ReduceMean, false>},

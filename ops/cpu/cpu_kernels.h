@@ -18,6 +18,7 @@ Status RegisterConvKernels();
 Status RegisterPoolKernels();
 Status RegisterManipKernels();
 Status RegisterIndexKernels();
+Status RegisterShapeKernels();
 Status RegisterBatchNormKernels();
 Status RegisterFusedUpdateKernels();
 

@@ -54,6 +54,7 @@ const std::vector<OpCase>& AllOpCases() {
     AddNnCases(rng, *all);
     AddStateCases(rng, *all);
     AddIndexCases(rng, *all);
+    AddShapeCases(rng, *all);
     CaseRng random_shapes(20261127);
     AddRandomShapeCases(random_shapes, *all);
     std::set<std::string> seen;
@@ -102,6 +103,9 @@ const std::map<std::string, std::map<std::string, std::string>>& NotOnDevice() {
       "the indexing ops have no GPU kernel yet: they come with imported ONNX models (losses, "
       "embeddings), which run on the CPU; a graph that needs one on a GPU is refused naming "
       "the node";
+  const std::string kHostShape =
+      "reads its shape operands on the host: CPU only (the shapes of a model with dimensions "
+      "known at run time are computed there)";
   const std::string kFused =
       "a CPU-only fusion: the fusion rewrite forms it only where the CPU kernel exists; on the "
       "GPU the unfused ops run";
@@ -122,6 +126,9 @@ const std::map<std::string, std::map<std::string, std::string>>& NotOnDevice() {
            {"GatherGrad", kIndex},
            {"GatherElements", kIndex},
            {"ScatterElements", kIndex},
+           {"Shape", kHostShape},
+           {"ReshapeTo", kHostShape},
+           {"Range", kHostShape},
            {"WriteRows",
             "the row-by-row assembly of the all-reduce and parameter servers runs on host memory"},
            {"_WriteRowsSum",

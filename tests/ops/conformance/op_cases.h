@@ -67,6 +67,7 @@ void AddArrayCases(CaseRng& rng, std::vector<OpCase>& cases);
 void AddNnCases(CaseRng& rng, std::vector<OpCase>& cases);
 void AddStateCases(CaseRng& rng, std::vector<OpCase>& cases);
 void AddIndexCases(CaseRng& rng, std::vector<OpCase>& cases);
+void AddShapeCases(CaseRng& rng, std::vector<OpCase>& cases);
 
 // Shorthands for single-output cases.
 using SingleBuild = std::function<Output(const Scope&, const std::vector<Output>&)>;

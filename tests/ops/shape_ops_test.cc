@@ -1,0 +1,70 @@
+// Shape, ReshapeTo and Range in a graph whose dimensions are known only at run time, and their
+// run-time errors naming the node (the conformance table checks their values).
+#include "ops/shape_ops.h"
+
+#include <gtest/gtest.h>
+
+#include "ops/array_ops.h"
+#include "test_util.h"
+
+namespace dflow {
+namespace {
+using testing::MessageHas;
+
+TEST(ShapeOpsTest, ReshapesByAShapeComputedAtRunTime) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, -1, 4});
+  // [d0 * d1 as -1, 4] from x's own shape: flattens the leading dimensions whatever they are.
+  auto shape = ops::ShapeOf(root, x);
+  EXPECT_EQ(shape.shape(), Shape({3}));
+  auto y = ops::ReshapeTo(root.WithOpName("y"), x,
+                          ops::Const(root, std::vector<int64_t>{-1, 4}, Shape{2}));
+  EXPECT_EQ(y.shape(), Shape({-1, -1}));
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  for (int64_t rows : {1, 5}) {
+    std::vector<float> v(rows * 2 * 4);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+    auto out = (*session)->Run({{"x", Tensor::FromVector<float>(v, Shape{rows, 2, 4})}},
+                               {shape.name(), y.name()});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_EQ(out->at(0).ToVector<int64_t>(), (std::vector<int64_t>{rows, 2, 4}));
+    EXPECT_EQ(out->at(1).shape(), Shape({rows * 2, 4}));
+    EXPECT_EQ(out->at(1).ToVector<float>(), v);
+  }
+}
+
+TEST(ShapeOpsTest, BadShapesAndRangesFailTheRunNamingTheNode) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Const(root, std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{2, 3});
+  auto to = ops::Placeholder(root.WithOpName("to"), DType::kI64, Shape{-1});
+  auto y = ops::ReshapeTo(root.WithOpName("reshape"), x, to);
+  auto d = ops::Placeholder(root.WithOpName("d"), DType::kI32, Shape{});
+  auto r = ops::Range(root.WithOpName("range"), ops::Const(root, int32_t{0}),
+                      ops::Const(root, int32_t{5}), d);
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  struct Bad {
+    std::vector<int64_t> to;
+    const char* words;
+  };
+  for (const auto& [shape, words] : std::vector<Bad>{{{4, -1}, "cannot reshape [2,3] (6 elements)"},
+                                                     {{-1, -1}, "more than one -1"},
+                                                     {{0, 0, 0}, "copies dimension 2"},
+                                                     {{-2, 3}, "negative dimension"}}) {
+    auto out = (*session)->Run(
+        {{"to", Tensor::FromVector<int64_t>(shape, Shape{static_cast<int64_t>(shape.size())})}},
+        {y.name()});
+    EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_TRUE(MessageHas(out.status(), {"'reshape'", words})) << out.status().ToString();
+  }
+  auto zero = (*session)->Run({{"d", Tensor::Scalar<int32_t>(0)}}, {r.name()});
+  EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(zero.status(), {"'range'", "delta is 0"})) << zero.status().ToString();
+  auto ok = (*session)->Run({{"d", Tensor::Scalar<int32_t>(2)}}, {r.name()});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->at(0).ToVector<int32_t>(), (std::vector<int32_t>{0, 2, 4}));
+}
+
+}  // namespace
+}  // namespace dflow
