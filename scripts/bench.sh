@@ -4,7 +4,7 @@
 #   bench <name>: <metric>=<value><unit> [<peer>=<value><unit> ratio=<ours/peer>]
 # Peers are installed here when missing (PyTorch from Debian's python3-torch with
 # libopenblas0-pthread; ONNX Runtime from npm's onnxruntime-node, installed with --ignore-scripts
-# under the build folder); a benchmark whose peer cannot be had prints our figure alone.
+# by scripts/setup.sh); a benchmark whose peer cannot be had prints our figure alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh >/dev/null
@@ -12,7 +12,7 @@ build=${DFLOW_BENCH_BUILD:-build-release}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFLOW_BUILD_TESTS=OFF \
   -DDFLOW_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build "$build" --target executor_bench models_bench placer_bench serialization_bench \
-  >/dev/null
+  dflow-run >/dev/null
 # The distributed benchmarks need UCX (built when found) and dflow-worker.
 if cmake --build "$build" --target help 2>/dev/null | grep -q "^distributed_bench:"; then
   cmake --build "$build" --target distributed_bench dflow-worker >/dev/null
@@ -105,7 +105,7 @@ if "$py" -c "import torch" 2>/dev/null; then
 fi
 
 # ONNX Runtime peer: the same MLP exported from PyTorch, run by onnxruntime-node.
-ort_dir="$build/peers/ort"
+ort_dir="${DFLOW_PEERS_DIR:-/opt/dflow-peers}/ort"
 if [ ! -d "$ort_dir/node_modules/onnxruntime-node" ] && command -v npm >/dev/null; then
   mkdir -p "$ort_dir"
   (cd "$ort_dir" && npm install --ignore-scripts --no-audit --no-fund onnxruntime-node \
@@ -302,3 +302,46 @@ for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_peak_memory_b128", "t
         line += " pytorch=not-found"
     print(line)
 PY
+
+# Imported models: ResNet-50 and MobileNetV2 at batch 1 and 32, the BERT-base-shaped encoder at
+# batch 8 x sequence 128, exported from PyTorch (bench/peers/export_models_onnx.py); dflow-run's
+# median step against ONNX Runtime's (best of 1 and 2 threads) on the same input in this run, and
+# the outputs compared (a line on stderr when they differ by more than 1e-4 of their scale).
+if [ -d "$ort_dir/node_modules/onnxruntime-node" ] && "$py" -c "import torchvision" 2>/dev/null; then
+  for spec in resnet50:1:20 resnet50:32:5 mobilenet_v2:1:50 mobilenet_v2:32:10 encoder:8:5; do
+    IFS=: read -r model batch runs <<< "$spec"
+    dir="$out/onnx_${model}_b$batch"
+    "$py" bench/peers/export_models_onnx.py "$dir" --models "$model" --batch "$batch" --seq 128 \
+      >/dev/null 2>&1 || { echo "bench onnx_${model}_b$batch: export failed" >&2; continue; }
+    feeds=()
+    for f in "$dir/$model".*.npy; do
+      name=$(basename "$f" .npy); name=${name#"$model".}
+      [ "$name" = torch ] || feeds+=("$name=$f")
+    done
+    ours=$("$build/bin/dflow-run" "$dir/$model.onnx" "${feeds[@]/#/--feed=}" \
+      --fetch "y=$dir/dflow.npy" --steps "$runs" 2>&1 | sed -n 's/.* steps: median \([0-9.]*\) ms.*/\1/p')
+    ort=$(DFLOW_ORT_DIR="$ort_dir" node bench/peers/ort_models.mjs "$dir/$model.onnx" \
+      "$dir/ort.npy" "$runs" "${feeds[@]}" 2>/dev/null || true)
+    name="onnx_${model}_b$batch"
+    [ "$model" = encoder ] && name="onnx_encoder_b${batch}_s128"
+    "$py" - "$name" "${ours:-nan}" "$ort" "$dir" <<'PY'
+import json, os, sys
+import numpy as np
+name, ours, ort, d = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
+line = f"bench {name}: step={ours:.2f}ms"
+if ort:
+    r = json.loads(ort)
+    t = min((1, 2), key=lambda t: r[f"ms_{t}t"])
+    line += f" onnxruntime{r['version']}_{t}t={r[f'ms_{t}t']:.2f}ms ratio={ours / r[f'ms_{t}t']:.2f}"
+    a, b = np.load(os.path.join(d, "dflow.npy")), np.load(os.path.join(d, "ort.npy"))
+    worst = float(np.abs(a - b).max() / np.abs(b).max())
+    if not worst <= 1e-4:
+        print(f"bench {name}: dflow's output differs from ONNX Runtime's by {worst:.2g} of its "
+              f"scale", file=sys.stderr)
+else:
+    line += " onnxruntime=not-found"
+print(line)
+PY
+    rm -rf "$dir"
+  done
+fi

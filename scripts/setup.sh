@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs every Debian package dflow needs to build, test and benchmark.
+# Installs every Debian package dflow needs to build, test and benchmark, and the ONNX Runtime
+# peer (npm's onnxruntime-node, without its install scripts) in $DFLOW_PEERS_DIR/ort (default
+# /opt/dflow-peers/ort), which the ONNX model tests and the benchmarks compare with.
 # Idempotent: when everything is present it only checks and returns in about a second.
 set -euo pipefail
 
@@ -15,7 +17,10 @@ packages=(
   libonnx-dev libprotobuf-dev libonnx-testdata
   graphviz
   dataset-fashion-mnist
+  python3-torch python3-torchvision python3-numpy
 )
+# node and npm: Debian's, unless a node is already there (it brings its own npm).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -24,15 +29,24 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#packages[@]} packages present"
-  exit 0
-fi
-
-echo "setup: installing ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+else
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+ort_version=1.30.0
+ort_dir="${DFLOW_PEERS_DIR:-/opt/dflow-peers}/ort"
+if [ ! -f "$ort_dir/node_modules/onnxruntime-node/package.json" ] ||
+  ! grep -q "\"version\": \"$ort_version\"" "$ort_dir/node_modules/onnxruntime-node/package.json"; then
+  echo "setup: installing onnxruntime-node $ort_version in $ort_dir"
+  $SUDO mkdir -p "$ort_dir"
+  (cd "$ort_dir" && $SUDO npm install --ignore-scripts --no-audit --no-fund --loglevel=error \
+    "onnxruntime-node@$ort_version" >/dev/null)
+fi
 echo "setup: done"
