@@ -340,9 +340,14 @@ int main(int argc, char** argv) {
   const int interrupted = g_signal.load();
   if (steps > 1 && done > 0) {
     if (tty) std::fprintf(stderr, "\n");
-    std::printf("%d steps: median %.3f ms, p90 %.3f ms, min %.3f ms (placer predicted %.3f ms)\n",
-                done, Percentile(step_ms, 0.5), Percentile(step_ms, 0.9), Percentile(step_ms, 0.0),
-                (*session)->placement().predicted_step_s * 1e3);
+    // One device and no --devices: nothing was placed, so there is no prediction to show.
+    const double predicted_ms = (*session)->placement().predicted_step_s * 1e3;
+    const std::string predicted = predicted_ms > 0
+                                      ? fmt::format("placer predicted {:.3f} ms", predicted_ms)
+                                      : std::string("one device, no placement to predict");
+    std::printf("%d steps: median %.3f ms, p90 %.3f ms, min %.3f ms (%s)\n", done,
+                Percentile(step_ms, 0.5), Percentile(step_ms, 0.9), Percentile(step_ms, 0.0),
+                predicted.c_str());
   }
   // Interrupted before a step finished: nothing new to write.
   const bool write = interrupted == 0 || done > 0;

@@ -1,7 +1,7 @@
 // Issue 31: every shell session the docs show runs as written. Each ```console block of
 // README.md and docs/*.md is a session: "$ " starts a command (a trailing "\" continues it),
 // the lines after it are what it prints. The sessions of one file run in order in a scratch
-// folder where `build` is this build and `tests` the source's tests, as a user runs them from
+// folder where `build` is this build and `tests` and `bench` the source's, as a user runs them from
 // the source folder. A command must exit 0, unless a line it is shown printing starts with
 // "error:" (then it must fail and print that line). Every line shown is checked to be
 // printed exactly, except lines holding "..." (timings, losses). A command ending in "&" runs in
@@ -128,6 +128,7 @@ TEST_P(DocSessionsTest, RunAsWritten) {
   fs::create_directories(scratch);
   fs::create_directory_symlink(DFLOW_BUILD_DIR, scratch / "build");
   fs::create_directory_symlink(std::string(DFLOW_SOURCE_DIR) + "/tests", scratch / "tests");
+  fs::create_directory_symlink(std::string(DFLOW_SOURCE_DIR) + "/bench", scratch / "bench");
   const fs::path script = scratch / ".doc_session.sh";
   std::ofstream(script) << Script(file, commands);
   auto ran = tools::RunProgram(

@@ -96,8 +96,8 @@ TEST_F(OnnxModelsTest, ImportedModelsGiveOnnxRuntimesOutputs) {
     ASSERT_GT(scale, 1e-3f) << "ONNX Runtime's output is about zero: nothing to compare";
     float worst = 0;
     for (size_t i = 0; i < w.size(); ++i) worst = std::max(worst, std::fabs(g[i] - w[i]));
-    EXPECT_LE(worst, 1e-4f * scale) << "largest difference " << worst << " at output scale "
-                                    << scale;
+    EXPECT_LE(worst, 1e-4f * scale)
+        << "largest difference " << worst << " at output scale " << scale;
     std::printf("%s: %s, largest difference from ONNX Runtime %.3g (%.2g of the output's scale)\n",
                 m.name.c_str(), fmt::format("{}", got->at(0).shape()).c_str(), worst,
                 worst / scale);

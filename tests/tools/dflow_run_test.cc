@@ -94,7 +94,13 @@ TEST(DflowRunTest, FetchedNpyEqualsTheCppApi) {
   EXPECT_NE(p.output.find(fmt::format("{}", expected->at(0).data<float>()[0])), std::string::npos)
       << p.output;
   EXPECT_NE(p.output.find("3 steps: median"), std::string::npos) << p.output;
-  EXPECT_NE(p.output.find("(placer predicted "), std::string::npos) << p.output;
+  // One device: nothing placed, so no prediction (it used to print "predicted 0.000 ms").
+  EXPECT_NE(p.output.find("(one device, no placement to predict)"), std::string::npos) << p.output;
+  Ran two = RunTool(saved.path + " --restore " + Temp("w.dfckpt") + " --feed x=" + Temp("x.npy") +
+                    " --fetch y --steps 2 --devices cpu:0,cpu:1 --fixed-costs");
+  ASSERT_EQ(two.code, 0) << two.output;
+  EXPECT_NE(two.output.find("(placer predicted "), std::string::npos) << two.output;
+  EXPECT_EQ(two.output.find("predicted 0.000 ms"), std::string::npos) << two.output;
 
   // --save-costs: each node's measured seconds, which the next run's placer loads.
   const std::string costs = Temp("costs.json");
