@@ -10,6 +10,7 @@
 #include "onnx/tensor_proto.h"
 #include "ops/array_ops.h"
 #include "ops/logic_ops.h"
+#include "ops/manip_ops.h"
 #include "ops/math_ops.h"
 #include "ops/unary_ops.h"
 
@@ -115,29 +116,123 @@ Status CastLike(NodeContext& c) {
 }
 
 // Trilu: the upper (or lower) triangle of the last two dimensions, from the k-th diagonal; the
-// rest 0. The mask is made at import, so those two dimensions and k must be known.
+// rest 0: x where (column - row) >= k (<= k for the lower), the differences a constant made at
+// import (so those two dimensions must be known), k known at import or fed as the graph runs.
 Status Trilu(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
   const Shape& sh = x.shape();
   if (sh.rank() < 2 || sh[sh.rank() - 1] < 0 || sh[sh.rank() - 2] < 0) {
     return Unimplemented("Trilu of {}: the last two dimensions must be known at import", sh);
   }
-  int64_t k = 0;
+  const Scope& s = c.scope();
+  const int64_t rows = sh[sh.rank() - 2], cols = sh[sh.rank() - 1];
+  std::vector<int64_t> diff(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) diff[i * cols + j] = j - i;
+  }
+  Output d = ops::Const(s, diff, Shape{rows, cols});
+  Output k = ops::Const(s, int64_t{0});
   if (c.has_input(1)) {
-    ASSIGN_OR_RETURN(std::vector<int64_t> kv, c.ints_input(1));
-    if (kv.size() != 1) return InvalidArgument("k of {} values", kv.size());
-    k = kv[0];
+    ASSIGN_OR_RETURN(k, c.input(1));
+    if (k.dtype() != DType::kI64) return InvalidArgument("k is {}, not int64", k.dtype());
+    if (k.shape().num_elements() > 1) return InvalidArgument("k of shape {}", k.shape());
+    if (k.shape().rank() > 0) k = ops::Reshape(s, k, {});
   }
   const bool upper = c.attr_int("upper", 1) != 0;
-  const int64_t rows = sh[sh.rank() - 2], cols = sh[sh.rank() - 1];
-  std::vector<uint8_t> keep(static_cast<size_t>(rows * cols));
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < cols; ++j) keep[i * cols + j] = upper ? j - i >= k : j - i <= k;
+  Output keep = upper ? ops::GreaterEqual(s, d, k) : ops::LessEqual(s, d, k);
+  c.set_output(0, ops::Select(s, keep, x, ops::ZerosLike(s, x)));
+  return Status::OK();
+}
+
+// EyeLike: ones on the k-th diagonal of a matrix of x's (known) shape, of `dtype` or x's.
+Status EyeLike(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  const Shape& sh = x.shape();
+  if (sh.rank() != 2 || !sh.fully_defined()) {
+    return Unimplemented("EyeLike of {}: a matrix whose shape is known at import", sh);
   }
-  Tensor mask(DType::kBool, Shape{rows, cols});
-  std::memcpy(mask.raw_data(), keep.data(), keep.size());
+  DType dtype = x.dtype();
+  if (const auto* a = c.attr("dtype")) {
+    ASSIGN_OR_RETURN(dtype, DTypeOfOnnx(static_cast<int>(a->i())));
+  }
+  const int64_t k = c.attr_int("k", 0);
+  Tensor eye(dtype, sh);
+  const size_t size = DTypeSize(dtype);
+  std::memset(eye.raw_data(), 0, eye.num_bytes());
+  auto set_one = [&](int64_t i) -> Status {
+    void* p = static_cast<char*>(eye.raw_data()) + i * size;
+    switch (dtype) {
+      case DType::kF32:
+        *static_cast<float*>(p) = 1;
+        return Status::OK();
+      case DType::kF64:
+        *static_cast<double*>(p) = 1;
+        return Status::OK();
+      case DType::kI32:
+        *static_cast<int32_t*>(p) = 1;
+        return Status::OK();
+      case DType::kI64:
+        *static_cast<int64_t*>(p) = 1;
+        return Status::OK();
+      case DType::kU8:
+      case DType::kBool:
+        *static_cast<uint8_t*>(p) = 1;
+        return Status::OK();
+      default:
+        return Unimplemented("EyeLike of dtype {}", dtype);
+    }
+  };
+  for (int64_t i = 0; i < sh[0]; ++i) {
+    if (i + k >= 0 && i + k < sh[1]) RETURN_IF_ERROR(set_one(i * sh[1] + i + k));
+  }
+  c.set_constant_output(0, std::move(eye));
+  return Status::OK();
+}
+
+// Shrink: x - bias where x > lambd, x + bias where x < -lambd, 0 between.
+Status Shrink(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
   const Scope& s = c.scope();
-  c.set_output(0, ops::Select(s, ops::Const(s, mask), x, ops::ZerosLike(s, x)));
+  const double lambd = c.attr_float("lambd", 0.5f), bias = c.attr_float("bias", 0.0f);
+  auto k = [&](double v) { return ScalarLike(s, x, v); };
+  Output y = ops::Select(s, ops::Less(s, x, k(-lambd)), ops::Add(s, x, k(bias)), k(0));
+  c.set_output(0, ops::Select(s, ops::Greater(s, x, k(lambd)), ops::Sub(s, x, k(bias)), y));
+  return Status::OK();
+}
+
+// DepthToSpace and SpaceToDepth on [N, C, H, W] of known C, H, W: a reshape to six dimensions,
+// a transpose and a reshape back.
+template <bool kToSpace>
+Status DepthSpace(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  const Shape& sh = x.shape();
+  if (sh.rank() != 4 || sh[1] < 0 || sh[2] < 0 || sh[3] < 0) {
+    return Unimplemented("{} of {}: [N, C, H, W] with C, H and W known at import",
+                         kToSpace ? "DepthToSpace" : "SpaceToDepth", sh);
+  }
+  const int64_t b = c.attr_int("blocksize", 0);
+  if (b <= 0) return InvalidArgument("blocksize {}", b);
+  const int64_t ch = sh[1], h = sh[2], w = sh[3];
+  const Scope& s = c.scope();
+  Output y;
+  if (kToSpace) {
+    if (ch % (b * b) != 0) return InvalidArgument("{} channels for blocksize {}", ch, b);
+    const int64_t oc = ch / (b * b);
+    const bool dcr = c.attr_string("mode", "DCR") == "DCR";
+    Output six = ops::Reshape(
+        s, x,
+        dcr ? std::vector<int64_t>{-1, b, b, oc, h, w} : std::vector<int64_t>{-1, oc, b, b, h, w});
+    Output t = ops::Transpose(
+        s, six,
+        dcr ? std::vector<int64_t>{0, 3, 4, 1, 5, 2} : std::vector<int64_t>{0, 1, 4, 2, 5, 3});
+    y = ops::Reshape(s, t, {-1, oc, h * b, w * b});
+  } else {
+    if (h % b != 0 || w % b != 0) return InvalidArgument("{} for blocksize {}", sh, b);
+    Output six = ops::Reshape(s, x, {-1, ch, h / b, b, w / b, b});
+    Output t = ops::Transpose(s, six, {0, 3, 5, 1, 2, 4});
+    y = ops::Reshape(s, t, {-1, ch * b * b, h / b, w / b});
+  }
+  c.set_output(0, y);
   return Status::OK();
 }
 
@@ -278,6 +373,10 @@ void AddCompositeConverters(std::map<std::string, Converter>& table) {
       {"Softsign", ActivationOp<Activation::kSoftsign>},
       {"ThresholdedRelu", ActivationOp<Activation::kThresholdedRelu>},
       {"Trilu", Trilu},
+      {"DepthToSpace", DepthSpace<true>},
+      {"EyeLike", EyeLike},
+      {"Shrink", Shrink},
+      {"SpaceToDepth", DepthSpace<false>},
       {"Xor", LogicOp<Logic::kXor>},
   };
   table.insert(composite.begin(), composite.end());

@@ -689,7 +689,6 @@ Status Split(NodeContext& c) {
 }
 
 Status Dropout(NodeContext& c) {
-  if (c.wants_output(1)) return Unimplemented("Dropout's mask output");
   // Inference (the default) is the identity; training mode draws a random mask.
   bool training = c.opset() < 7 && c.attr_int("is_test", 0) == 0;
   if (c.opset() >= 12 && c.has_input(2)) {
@@ -697,7 +696,12 @@ Status Dropout(NodeContext& c) {
     training = mode.dtype() == DType::kBool && mode.num_elements() == 1 && mode.data<bool>()[0];
   }
   if (training) return Unimplemented("Dropout in training mode (a random mask) is not imported");
-  return Identity(c);
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  c.set_output(0, ops::Identity(c.scope(), x));
+  // The mask keeps every element.
+  if (c.wants_output(1))
+    c.set_output(1, ops::Cast(c.scope(), ops::OnesLike(c.scope(), x), DType::kBool));
+  return Status::OK();
 }
 
 }  // namespace
