@@ -34,8 +34,13 @@ class Output {
   const std::string& node_name() const { return node().name(); }
   // "name:index", the form Session::Run takes for fetches.
   std::string name() const { return node_name() + ":" + std::to_string(index_); }
-  DType dtype() const { return node().output_dtype(index_); }
-  const Shape& shape() const { return node().output_shape(index_); }
+  // kInvalid and an unknown shape for an invalid output (so code that builds on after an error,
+  // which the scope records, reads no freed or null node).
+  DType dtype() const { return valid() ? node().output_dtype(index_) : DType::kInvalid; }
+  const Shape& shape() const {
+    static const Shape unknown = Shape::Unknown();
+    return valid() ? node().output_shape(index_) : unknown;
+  }
 
  private:
   const Graph* graph_ = nullptr;

@@ -144,6 +144,34 @@ Status Trilu(NodeContext& c) {
   return Status::OK();
 }
 
+// Mod: the remainder of a / b with the divisor's sign (fmod 0, integers only) or the dividend's
+// (fmod 1, C's fmod), from the truncated quotient: a - trunc(a / b) * b, then + b where the
+// signs differ for fmod 0.
+Status Mod(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output a, c.input(0));
+  ASSIGN_OR_RETURN(Output b, c.input(1));
+  const bool fmod = c.attr_int("fmod", 0) != 0;
+  const bool floating = IsFloatingPoint(a.dtype());
+  if (floating && !fmod)
+    return InvalidArgument("fmod 0 on {} (ONNX allows it for integers only)", a.dtype());
+  const Scope& s = c.scope();
+  Output q = ops::Div(s, a, b);
+  if (floating) {  // trunc: toward zero
+    q = ops::Select(s, ops::Less(s, q, ScalarLike(s, q, 0)), ops::Ceil(s, q), ops::Floor(s, q));
+  }
+  Output r = ops::Sub(s, a, ops::Mul(s, q, b));
+  if (!fmod) {
+    Output zero = ScalarLike(s, r, 0);
+    auto negative = [&](Output v) { return ops::Cast(s, ops::Less(s, v, zero), DType::kI32); };
+    Output differ = ops::NotEqual(s, negative(r), negative(b));
+    // r != 0 and the signs differ (r != r: false everywhere, for integers).
+    Output fix = ops::Select(s, ops::NotEqual(s, r, zero), differ, ops::NotEqual(s, r, r));
+    r = ops::Select(s, fix, ops::Add(s, r, b), r);
+  }
+  c.set_output(0, r);
+  return Status::OK();
+}
+
 // EyeLike: ones on the k-th diagonal of a matrix of x's (known) shape, of `dtype` or x's.
 Status EyeLike(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
@@ -373,6 +401,7 @@ void AddCompositeConverters(std::map<std::string, Converter>& table) {
       {"Softsign", ActivationOp<Activation::kSoftsign>},
       {"ThresholdedRelu", ActivationOp<Activation::kThresholdedRelu>},
       {"Trilu", Trilu},
+      {"Mod", Mod},
       {"DepthToSpace", DepthSpace<true>},
       {"EyeLike", EyeLike},
       {"Shrink", Shrink},

@@ -473,6 +473,14 @@ Status ShapeOp(NodeContext& c) {
   return Status::OK();
 }
 
+Status CumSum(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  ASSIGN_OR_RETURN(Output axis, c.input(1));
+  c.set_output(0, ops::CumSum(c.scope(), x, axis, c.attr_int("exclusive", 0) != 0,
+                              c.attr_int("reverse", 0) != 0));
+  return Status::OK();
+}
+
 Status Range(NodeContext& c) {
   ASSIGN_OR_RETURN(Output start, c.input(0));
   ASSIGN_OR_RETURN(Output limit, c.input(1));
@@ -725,6 +733,7 @@ const std::map<std::string, Converter>& Converters() {
         {"Ceil", Unary<ops::Ceil>},
         {"Clip", Clip},
         {"Concat", Concat},
+        {"CumSum", CumSum},
         {"Constant", ConstantOp},
         {"Conv", Conv},
         {"Cos", Unary<ops::Cos>},
@@ -763,6 +772,7 @@ const std::map<std::string, Converter>& Converters() {
         {"Reciprocal", Reciprocal},
         {"ReduceMax", Reduce<ops::ReduceMax, false>},
         {"ReduceMean", Reduce<ops::ReduceMean, false>},
+        {"ReduceProd", Reduce<ops::ReduceProd, false>},
         {"ReduceSum", Reduce<ops::ReduceSum, true>},
         {"Relu", Unary<ops::Relu>},
         {"Reshape", Reshape},

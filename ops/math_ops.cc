@@ -51,6 +51,17 @@ Output ReduceSum(const Scope& scope, Output x, const std::vector<int64_t>& axes,
       scope.AddNode("ReduceSum", {x}, {{"axes", axes}, {"keep_dims", attrs.keep_dims}}));
 }
 
+Output CumSum(const Scope& scope, Output x, Output axis, bool exclusive, bool reverse) {
+  internal::RegisterOpDefinitions();
+  return scope.OutputOf(scope.AddNode(
+      "CumSum", {x, axis}, {{"exclusive", int64_t{exclusive}}, {"reverse", int64_t{reverse}}}));
+}
+Output ReduceProd(const Scope& scope, Output x, const std::vector<int64_t>& axes,
+                  const ReduceAttrs& attrs) {
+  internal::RegisterOpDefinitions();
+  return scope.OutputOf(
+      scope.AddNode("ReduceProd", {x}, {{"axes", axes}, {"keep_dims", attrs.keep_dims}}));
+}
 Output ReduceMax(const Scope& scope, Output x, const std::vector<int64_t>& axes,
                  const ReduceAttrs& attrs) {
   internal::RegisterOpDefinitions();

@@ -43,6 +43,14 @@ Output ReduceMean(const Scope& scope, Output x, const std::vector<int64_t>& axes
 // The gradient is shared equally among the elements that reach the maximum.
 Output ReduceMax(const Scope& scope, Output x, const std::vector<int64_t>& axes = {},
                  const ReduceAttrs& attrs = {});
+// The product over `axes` (1 over none); no gradient yet.
+Output ReduceProd(const Scope& scope, Output x, const std::vector<int64_t>& axes = {},
+                  const ReduceAttrs& attrs = {});
+// Running sums along the axis given by the scalar `axis` (i32 or i64, read on the host when the
+// graph runs; negative counts from the end): y[i] = x[0] + ... + x[i], or without x[i]
+// (`exclusive`), or from the end (`reverse`).
+Output CumSum(const Scope& scope, Output x, Output axis, bool exclusive = false,
+              bool reverse = false);
 // Index (i64) of the largest element along `axis`, the first on ties; no gradient.
 Output ArgMax(const Scope& scope, Output x, int64_t axis);
 

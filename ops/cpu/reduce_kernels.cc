@@ -84,7 +84,7 @@ void SumInto(const Reduction& r, const T* px, Acc* acc) {
   });
 }
 
-enum class Mode { kSum, kMean, kMax };
+enum class Mode { kSum, kMean, kMax, kProd };
 
 template <Mode kMode>
 class ReduceKernel : public common::ReduceBase<ReduceKernel<kMode>> {
@@ -109,6 +109,15 @@ class ReduceKernel : public common::ReduceBase<ReduceKernel<kMode>> {
         return Status::OK();
       }
       using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+      if constexpr (kMode == Mode::kProd) {  // the product of nothing is 1
+        std::vector<Acc> acc(r.out_elements, Acc(1));
+        r.ForEachRow([&](int64_t i, int64_t o, int64_t len, int64_t step) {
+          for (int64_t k = 0; k < len; ++k) acc[o + k * step] *= px[i + k];
+        });
+        T* po = out->data<T>();
+        for (size_t j = 0; j < acc.size(); ++j) po[j] = static_cast<T>(acc[j]);
+        return Status::OK();
+      }
       std::vector<Acc> acc(r.out_elements, Acc(0));
       SumInto(r, px, acc.data());
       T* po = out->data<T>();
@@ -211,12 +220,61 @@ class ArgMaxKernel : public OpKernel {
   int64_t axis_;
 };
 
+// Running sums along an axis read from input 1 (a host scalar).
+class CumSumKernel : public OpKernel {
+ public:
+  explicit CumSumKernel(const KernelInit& init)
+      : exclusive_(*init.node.GetAttr<int64_t>("exclusive") != 0),
+        reverse_(*init.node.GetAttr<int64_t>("reverse") != 0) {}
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& a = ctx.input(1);
+    if (a.num_elements() != 1) return InvalidArgument("axis must be a scalar, got {}", a.shape());
+    const int rank = x.shape().rank();
+    int64_t axis = a.dtype() == DType::kI32 ? a.data<int32_t>()[0] : a.data<int64_t>()[0];
+    if (axis < -rank || axis >= rank || rank == 0) {
+      return InvalidArgument("axis {} is out of range for {}", axis, x.shape());
+    }
+    if (axis < 0) axis += rank;
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= x.shape()[d];
+    for (int d = static_cast<int>(axis) + 1; d < rank; ++d) inner *= x.shape()[d];
+    const int64_t dim = x.shape()[static_cast<int>(axis)];
+    return DispatchNumeric(x.dtype(), [&]<typename T>() -> Status {
+      ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), x.shape()));
+      const T* px = x.data<T>();
+      T* py = out->data<T>();
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t q = 0; q < inner; ++q) {
+          T sum = 0;
+          for (int64_t k = 0; k < dim; ++k) {
+            const int64_t at = (o * dim + (reverse_ ? dim - 1 - k : k)) * inner + q;
+            if (exclusive_) {
+              py[at] = sum;
+              sum += px[at];
+            } else {
+              sum += px[at];
+              py[at] = sum;
+            }
+          }
+        }
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  bool exclusive_, reverse_;
+};
+
 }  // namespace
 
 Status RegisterReduceKernels() {
   RETURN_IF_ERROR(RegisterKernel<ReduceKernel<Mode::kSum>>("ReduceSum", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ReduceKernel<Mode::kMean>>("ReduceMean", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ReduceKernel<Mode::kMax>>("ReduceMax", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ReduceKernel<Mode::kProd>>("ReduceProd", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<CumSumKernel>("CumSum", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ArgMaxKernel>("ArgMax", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<SumToShapeOfKernel>("SumToShapeOf", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ReduceGradKernel>("ReduceGrad", "CPU"));

@@ -300,6 +300,23 @@ OpDef MatMulDef(const std::string& name, ShapeFn shape, GradFn grad) {
           .grad_fn = std::move(grad)};
 }
 
+Status CumSumShape(InferenceContext& c) {
+  const Shape& axis = c.input_shape(1);
+  if (!axis.unknown_rank() && axis.num_elements() > 1) {
+    return c.Error("axis must be a scalar, got {}", axis);
+  }
+  c.set_output(0, c.input_shape(0));
+  return Status::OK();
+}
+
+// The running sums' gradient runs the other way: the sum of the gradients of every later one.
+Status CumSumGrad(GradContext& c) {
+  ASSIGN_OR_RETURN(int64_t exclusive, c.node().GetAttr<int64_t>("exclusive"));
+  ASSIGN_OR_RETURN(int64_t reverse, c.node().GetAttr<int64_t>("reverse"));
+  c.set_input_grad(0, CumSum(c.scope(), c.grad(0), c.input(1), exclusive != 0, reverse == 0));
+  return Status::OK();
+}
+
 OpDef Reduce(const std::string& name, GradFn grad) {
   return {.name = name,
           .inputs = {{.name = "input", .type_attr = "T", .allowed = kNumericTypes}},
@@ -358,6 +375,20 @@ Status RegisterMathOps(OpRegistry& r) {
   RETURN_IF_ERROR(r.Register(Reduce("ReduceSum", ReduceGradFn<false>)));
   RETURN_IF_ERROR(r.Register(Reduce("ReduceMean", ReduceGradFn<true>)));
   RETURN_IF_ERROR(r.Register(Reduce("ReduceMax", ReduceMaxGrad)));
+  RETURN_IF_ERROR(r.Register(
+      {.name = "CumSum",
+       .inputs = {{.name = "x", .type_attr = "T", .allowed = kNumericTypes},
+                  {.name = "axis", .type_attr = "TA", .allowed = {DType::kI32, DType::kI64}}},
+       .outputs = {{.name = "y", .type_attr = "T"}},
+       .attrs = {{"T", AttrType::kDType, std::nullopt},
+                 {"TA", AttrType::kDType, std::nullopt},
+                 {"exclusive", AttrType::kInt, int64_t{0}},
+                 {"reverse", AttrType::kInt, int64_t{0}}},
+       .shape_fn = CumSumShape,
+       .cost_fn = ElementwiseCostFn(1),
+       .grad_fn = CumSumGrad}));
+  // No gradient yet: the product of the other elements (y / x fails where x is 0).
+  RETURN_IF_ERROR(r.Register(Reduce("ReduceProd", nullptr)));
   RETURN_IF_ERROR(r.Register(
       {.name = "ArgMax",
        .inputs = {{.name = "x", .type_attr = "T", .allowed = kNumericTypes}},

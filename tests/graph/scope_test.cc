@@ -51,6 +51,9 @@ TEST(ScopeTest, ShapeErrorAtBuildTimeNamesNodeAndIsKept) {
   EXPECT_FALSE(later.valid());
   EXPECT_NE(root.status().message().find("bad_mm"), std::string::npos);
   EXPECT_FALSE(root.graph().FindNode("bad_mm").has_value());
+  // An invalid output answers kInvalid and an unknown shape (reading them crashed before).
+  EXPECT_EQ(bad.dtype(), DType::kInvalid);
+  EXPECT_TRUE(bad.shape().unknown_rank());
 }
 
 TEST(ScopeTest, BadDeviceAndDuplicateName) {

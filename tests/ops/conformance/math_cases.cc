@@ -173,16 +173,18 @@ Reduction Reduce(const Shape& s, std::vector<int64_t> axes, bool keep) {
   return r;
 }
 
-enum class Mode { kSum, kMean, kMax };
+enum class Mode { kSum, kMean, kMax, kProd };
 
 Tensor ReduceRef(const Tensor& x, const std::vector<int64_t>& axes, bool keep, Mode mode) {
   Reduction r = Reduce(x.shape(), axes, keep);
-  double init = mode == Mode::kMax ? -std::numeric_limits<double>::infinity() : 0;
+  double init = mode == Mode::kMax    ? -std::numeric_limits<double>::infinity()
+                : mode == Mode::kProd ? 1
+                                      : 0;
   std::vector<double> acc(r.out.num_elements(), init);
   for (int64_t i = 0; i < x.num_elements(); ++i) {
     double v = ElementAsDouble(x, i);
     double& a = acc[r.target[i]];
-    a = mode == Mode::kMax ? std::max(a, v) : a + v;
+    a = mode == Mode::kMax ? std::max(a, v) : mode == Mode::kProd ? a * v : a + v;
   }
   if (mode == Mode::kMean) {
     for (auto& a : acc) {
@@ -218,8 +220,9 @@ void AddReductions(CaseRng& rng, std::vector<OpCase>& cases) {
       {DType::kF64, Shape{2, 3, 4, 5}, {-1, 1}, false},
       {DType::kF32, Shape{2, 33, 2}, {0, 2}, true},
   };
-  for (auto [op, mode] : {std::pair{"ReduceSum", Mode::kSum}, std::pair{"ReduceMean", Mode::kMean},
-                          std::pair{"ReduceMax", Mode::kMax}}) {
+  for (auto [op, mode] :
+       {std::pair{"ReduceSum", Mode::kSum}, std::pair{"ReduceMean", Mode::kMean},
+        std::pair{"ReduceMax", Mode::kMax}, std::pair{"ReduceProd", Mode::kProd}}) {
     std::vector<ReduceSpec> specs = common;
     specs.push_back({DType::kI32, Shape{6, 7}, {0}, false});
     specs.push_back({DType::kI64, Shape{6, 7}, {1}, true});
@@ -229,9 +232,12 @@ void AddReductions(CaseRng& rng, std::vector<OpCase>& cases) {
       auto axes = spec.axes;
       bool keep = spec.keep;
       Mode m = mode;
-      Tensor x = IsInteger(spec.dt)   ? rng.Ints(spec.dt, spec.shape, -50, 50)
-                 : mode == Mode::kMax ? rng.Distinct(spec.dt, spec.shape)
-                                      : rng.Uniform(spec.dt, spec.shape);
+      // Products of integers in [-3, 3] fit 32 bits; of floats near 1 in magnitude, a double.
+      Tensor x = IsInteger(spec.dt) ? rng.Ints(spec.dt, spec.shape, mode == Mode::kProd ? -3 : -50,
+                                               mode == Mode::kProd ? 3 : 50)
+                 : mode == Mode::kMax  ? rng.Distinct(spec.dt, spec.shape)
+                 : mode == Mode::kProd ? rng.Uniform(spec.dt, spec.shape, 0.7, 1.4)
+                                       : rng.Uniform(spec.dt, spec.shape);
       cases.push_back(
           OpCase{.op = name,
                  .tag = AxesTag(axes, keep),
@@ -240,12 +246,14 @@ void AddReductions(CaseRng& rng, std::vector<OpCase>& cases) {
                    ops::ReduceAttrs a{.keep_dims = keep};
                    if (name == "ReduceSum") return ops::ReduceSum(s, in[0], axes, a);
                    if (name == "ReduceMean") return ops::ReduceMean(s, in[0], axes, a);
+                   if (name == "ReduceProd") return ops::ReduceProd(s, in[0], axes, a);
                    return ops::ReduceMax(s, in[0], axes, a);
                  }),
                  .reference = One([axes, keep, m](const std::vector<Tensor>& in) {
                    return ReduceRef(in[0], axes, keep, m);
                  }),
-                 .tolerance = 2});
+                 .tolerance = 2,
+                 .no_gradient = m == Mode::kProd ? "ReduceProd has no gradient yet" : ""});
     }
   }
   struct ArgSpec {
@@ -368,10 +376,56 @@ void AddGradHelpers(CaseRng& rng, std::vector<OpCase>& cases) {
 
 }  // namespace
 
+// CumSum along an axis fed as a scalar tensor, every combination of exclusive and reverse.
+void AddCumSum(CaseRng& rng, std::vector<OpCase>& cases) {
+  struct Spec {
+    DType dt;
+    Shape shape;
+    int64_t axis;
+  };
+  for (const auto& [dt, shape, axis] : std::vector<Spec>{{DType::kF32, Shape{3, 5}, 1},
+                                                         {DType::kF64, Shape{4, 2, 3}, -3},
+                                                         {DType::kI32, Shape{7}, 0},
+                                                         {DType::kF32, Shape{2, 0, 3}, 2}}) {
+    for (int flags = 0; flags < 4; ++flags) {
+      const bool exclusive = flags & 1, reverse = flags & 2;
+      cases.push_back(
+          OpCase{.op = "CumSum",
+                 .tag = fmt::format("axis{}{}{}{}", axis < 0 ? "m" : "", std::abs(axis),
+                                    exclusive ? "_exclusive" : "", reverse ? "_reverse" : ""),
+                 .inputs = {IsInteger(dt) ? rng.Ints(dt, shape, -20, 20) : rng.Uniform(dt, shape),
+                            Tensor::Scalar<int64_t>(axis)},
+                 .build = One([exclusive, reverse](const Scope& s, const std::vector<Output>& in) {
+                   return ops::CumSum(s, in[0], in[1], exclusive, reverse);
+                 }),
+                 .reference = One([exclusive, reverse](const std::vector<Tensor>& in) {
+                   const Shape& xs = in[0].shape();
+                   const int64_t a = static_cast<int64_t>(ElementAsDouble(in[1], 0));
+                   const int d = static_cast<int>(a < 0 ? a + xs.rank() : a);
+                   std::vector<double> v(xs.num_elements(), 0);
+                   for (int64_t i = 0; i < xs.num_elements(); ++i) {
+                     std::vector<int64_t> c = Unravel(xs, i);
+                     const int64_t at = c[d];
+                     for (int64_t k = 0; k < xs[d]; ++k) {
+                       const bool before = reverse ? k > at : k < at;
+                       if (before || (!exclusive && k == at)) {
+                         c[d] = k;
+                         v[i] += ElementAsDouble(in[0], Ravel(xs, c));
+                       }
+                     }
+                   }
+                   return FromDoubles(in[0].dtype(), xs, v);
+                 }),
+                 .grad_inputs = {0}});
+    }
+  }
+}
+
 void AddMathCases(CaseRng& rng, std::vector<OpCase>& cases) {
   AddMatMul(rng, cases);
   AddReductions(rng, cases);
   AddGradHelpers(rng, cases);
+  AddCumSum(rng, cases);
 }
 
 }  // namespace dflow::conformance

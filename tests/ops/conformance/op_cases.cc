@@ -129,6 +129,8 @@ const std::map<std::string, std::map<std::string, std::string>>& NotOnDevice() {
            {"Shape", kHostShape},
            {"ReshapeTo", kHostShape},
            {"Range", kHostShape},
+           {"CumSum", "reads its axis on the host: CPU only (ONNX models feed it as a tensor)"},
+           {"ReduceProd", "no GPU kernel yet: the GPU reductions sum, average and take maxima"},
            {"WriteRows",
             "the row-by-row assembly of the all-reduce and parameter servers runs on host memory"},
            {"_WriteRowsSum",
