@@ -233,7 +233,10 @@ bool FoldConstantNode(Values& values, const ::onnx::NodeProto& node, Converter c
   }
   std::vector<Tensor> results;
   if (!fetch.empty()) {
-    auto session = Session::Create(root);
+    // Bounded: a hostile file's constant Range or Expand must not take the machine's memory.
+    SessionOptions options;
+    options.device_memory_bytes = 4.0 * kMaxFoldedBytes;
+    auto session = Session::Create(root, options);
     if (!session.ok()) return false;
     auto out = (*session)->Run({}, fetch);
     if (!out.ok()) return false;

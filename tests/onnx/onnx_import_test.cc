@@ -149,6 +149,39 @@ TEST_F(OnnxImportTest, ShapeArithmeticIsFoldedAtImport) {
   for (size_t i = 0; i < xv.size(); ++i) EXPECT_EQ(y[i], std::max(xv[i], 0.0f)) << i;
 }
 
+// Folding is bounded: a constant Range of three billion elements (24 GB) is not computed at
+// import; the node stays in the graph, where running it is the user's choice.
+TEST_F(OnnxImportTest, FoldingAHugeConstantIsBounded) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("huge");
+  auto scalar = [&](const std::string& name, int64_t v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::INT64);
+    t->add_int64_data(v);
+  };
+  scalar("start", 0);
+  scalar("limit", 3'000'000'000);
+  scalar("delta", 1);
+  auto* n = g->add_node();
+  n->set_op_type("Range");
+  n->set_name("range");
+  for (const char* in : {"start", "limit", "delta"}) n->add_input(in);
+  n->add_output("y");
+  auto* out = g->add_output();
+  out->set_name("y");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::INT64);
+  out->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param("n");
+  auto model = ImportModelBytes(m.SerializeAsString(), "huge.onnx", ::testing::TempDir());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  bool kept = false;
+  for (int i = 0; i < model->graph.num_nodes(); ++i) kept |= model->graph.node(i).op() == "Range";
+  EXPECT_TRUE(kept);
+}
+
 // External data is read only from the model's own folder, bounded by the size the dims declare.
 TEST_F(OnnxImportTest, ExternalDataStaysInTheModelsFolder) {
   const std::string dir = ::testing::TempDir() + "/onnx_external";
