@@ -4,20 +4,10 @@
 // Usage: node ort_mlp.mjs MODEL  (with onnxruntime-node resolvable from NODE_PATH)
 import { createRequire } from "module";
 
+import { medianMs } from "./ort_timing.mjs";
+
 const require = createRequire(process.cwd() + "/");
 const ort = require("onnxruntime-node");
-
-async function medianMs(session, feeds, warmup = 30, runs = 300) {
-  for (let i = 0; i < warmup; i++) await session.run(feeds);
-  const times = [];
-  for (let i = 0; i < runs; i++) {
-    const t0 = process.hrtime.bigint();
-    await session.run(feeds);
-    times.push(Number(process.hrtime.bigint() - t0) / 1e6);
-  }
-  times.sort((a, b) => a - b);
-  return times[Math.floor(times.length / 2)];
-}
 
 const model = process.argv[2];
 const x = new Float32Array(128 * 784).map(() => Math.random());
@@ -29,6 +19,6 @@ for (const threads of [1, 2]) {
     interOpNumThreads: 1,
     graphOptimizationLevel: "all",
   });
-  result[`infer_ms_${threads}t`] = await medianMs(session, feeds);
+  result[`infer_ms_${threads}t`] = await medianMs(session, feeds, 30, 300);
 }
 console.log(JSON.stringify(result));

@@ -7,6 +7,8 @@
 import { createRequire } from "module";
 import { readFileSync, writeFileSync } from "fs";
 
+import { medianMs } from "./ort_timing.mjs";
+
 const require = createRequire((process.env.DFLOW_ORT_DIR ?? process.cwd()) + "/");
 const ort = require("onnxruntime-node");
 
@@ -41,18 +43,6 @@ function writeNpy(path, tensor) {
   writeFileSync(path, Buffer.concat([head, Buffer.from(header, "latin1"), data]));
 }
 
-async function medianMs(session, feeds, runs) {
-  for (let i = 0; i < Math.max(2, runs / 10); i++) await session.run(feeds);
-  const times = [];
-  for (let i = 0; i < runs; i++) {
-    const t0 = process.hrtime.bigint();
-    await session.run(feeds);
-    times.push(Number(process.hrtime.bigint() - t0) / 1e6);
-  }
-  times.sort((a, b) => a - b);
-  return times[Math.floor(times.length / 2)];
-}
-
 const [model, out, runs, ...inputs] = process.argv.slice(2);
 const feeds = {};
 for (const arg of inputs) {
@@ -70,6 +60,6 @@ for (const threads of [1, 2]) {
     const y = await session.run(feeds);
     writeNpy(out, y[session.outputNames[0]]);
   }
-  result[`ms_${threads}t`] = await medianMs(session, feeds, Number(runs));
+  result[`ms_${threads}t`] = await medianMs(session, feeds, Math.max(2, runs / 10), Number(runs));
 }
 console.log(JSON.stringify(result));

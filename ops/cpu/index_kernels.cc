@@ -48,6 +48,16 @@ Status DispatchBytes(DType dtype, F&& f) {
   }
 }
 
+// x seen by Gather along `axis`: `outer` blocks of `dim` slices of `inner` elements.
+struct AxisSplit {
+  int64_t axis, outer, dim, inner;
+  AxisSplit(const Shape& xs, int64_t attr_axis)
+      : axis(attr_axis < 0 ? attr_axis + xs.rank() : attr_axis),
+        outer(Product(xs, 0, static_cast<int>(axis))),
+        dim(xs[static_cast<int>(axis)]),
+        inner(Product(xs, static_cast<int>(axis) + 1, xs.rank())) {}
+};
+
 class GatherKernel : public OpKernel {
  public:
   explicit GatherKernel(const KernelInit& init) : axis_(*AxisAttr(init)) {}
@@ -55,13 +65,12 @@ class GatherKernel : public OpKernel {
     const Tensor& x = ctx.input(0);
     const Tensor& idx = ctx.input(1);
     const Shape& xs = x.shape();
-    const int64_t axis = axis_ < 0 ? axis_ + xs.rank() : axis_;
+    const auto [axis, outer, dim, inner_elements] = AxisSplit(xs, axis_);
     std::vector<int64_t> dims(xs.dims().begin(), xs.dims().begin() + axis);
     dims.insert(dims.end(), idx.shape().dims().begin(), idx.shape().dims().end());
     dims.insert(dims.end(), xs.dims().begin() + axis + 1, xs.dims().end());
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), Shape(dims)));
-    const int64_t outer = Product(xs, 0, static_cast<int>(axis)), dim = xs[static_cast<int>(axis)];
-    const size_t inner = Product(xs, static_cast<int>(axis) + 1, xs.rank()) * DTypeSize(x.dtype());
+    const size_t inner = inner_elements * DTypeSize(x.dtype());
     const int64_t n = idx.num_elements();
     const auto* src = static_cast<const char*>(x.raw_data());
     auto* dst = static_cast<char*>(out->raw_data());
@@ -86,9 +95,7 @@ class GatherGradKernel : public OpKernel {
     const Tensor& idx = ctx.input(1);
     const Tensor& g = ctx.input(2);
     const Shape& xs = like.shape();
-    const int64_t axis = axis_ < 0 ? axis_ + xs.rank() : axis_;
-    const int64_t outer = Product(xs, 0, static_cast<int>(axis)), dim = xs[static_cast<int>(axis)];
-    const int64_t inner = Product(xs, static_cast<int>(axis) + 1, xs.rank());
+    const auto [axis, outer, dim, inner] = AxisSplit(xs, axis_);
     const int64_t n = idx.num_elements();
     if (g.num_elements() != outer * n * inner) {
       return InvalidArgument("the gradient {} does not match the input {} gathered by indices {}",
