@@ -95,7 +95,9 @@ class GatherGradKernel : public OpKernel {
     const Tensor& idx = ctx.input(1);
     const Tensor& g = ctx.input(2);
     const Shape& xs = like.shape();
-    const auto [axis, outer, dim, inner] = AxisSplit(xs, axis_);
+    const AxisSplit split(xs, axis_);
+    // Plain copies: the lambda below cannot capture structured bindings on clang 14.
+    const int64_t axis = split.axis, outer = split.outer, dim = split.dim, inner = split.inner;
     const int64_t n = idx.num_elements();
     if (g.num_elements() != outer * n * inner) {
       return InvalidArgument("the gradient {} does not match the input {} gathered by indices {}",
