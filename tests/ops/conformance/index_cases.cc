@@ -192,10 +192,11 @@ void AddScatterElements(CaseRng& rng, std::vector<OpCase>& cases) {
     // "none" writes each position at most once (which write wins is otherwise unspecified).
     Tensor idx = r == "none" ? DistinctIndices(rng, DType::kI64, is, axis, dim)
                              : rng.Ints(DType::kI32, is, -dim, dim - 1);
-    auto values = [&](const Shape& s) {
-      return dt == DType::kU8 ? rng.Ints(dt, s, 0, 200)
-             : IsInteger(dt)  ? rng.Ints(dt, s, -50, 50)
-                              : rng.Uniform(dt, s);
+    const DType type = dt;  // a plain copy: lambdas cannot capture bindings on clang 14
+    auto values = [&rng, type](const Shape& s) {
+      return type == DType::kU8 ? rng.Ints(type, s, 0, 200)
+             : IsInteger(type)  ? rng.Ints(type, s, -50, 50)
+                                : rng.Uniform(type, s);
     };
     Tensor x = values(xs);
     Tensor u = values(is);
