@@ -247,7 +247,6 @@ Status Pool(NodeContext& c) {
   if (c.attr_int("ceil_mode", 0) != 0) return Unimplemented("ceil_mode 1");
   if (kMax && c.attr_int("storage_order", 0) != 0) return Unimplemented("storage_order 1");
   if (kMax && c.wants_output(1)) return Unimplemented("MaxPool's Indices output");
-  if (!kMax && c.attr_int("count_include_pad", 0) != 0) return Unimplemented("count_include_pad 1");
   auto dil = c.attr_ints("dilations").value_or(std::vector<int64_t>{1, 1});
   if (dil != std::vector<int64_t>{1, 1})
     return Unimplemented("pooling dilations {}", fmt::join(dil, ","));
@@ -255,6 +254,12 @@ Status Pool(NodeContext& c) {
   if (!kernel || kernel->size() != 2) return InvalidArgument("kernel_shape of 2 values needed");
   std::vector<int64_t> strides = c.attr_ints("strides").value_or(std::vector<int64_t>{1, 1});
   ASSIGN_OR_RETURN(std::vector<int64_t> pads, WindowPads(c, x.shape(), *kernel, strides, dil));
+  if (!kMax && c.attr_int("count_include_pad", 0) != 0 &&
+      std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p > 0; })) {
+    // The padding's zeros count in the average: pad explicitly, then pool without padding.
+    x = ops::Pad(c.scope(), x, {0, 0, 0, 0, pads[0], pads[2], pads[1], pads[3]}, 0);
+    pads = {0, 0, 0, 0};
+  }
   ops::PoolAttrs attrs{.ksize = *kernel, .strides = strides, .pads = pads};
   c.set_output(0, kMax ? ops::MaxPool(c.scope(), x, attrs) : ops::AvgPool(c.scope(), x, attrs));
   return Status::OK();
