@@ -19,19 +19,13 @@
 namespace dflow::onnx {
 namespace {
 
-Status Gather(NodeContext& c) {
+// Gather and GatherElements: the dflow op of the same name along `axis`.
+template <Output (*F)(const Scope&, Output, Output, int64_t)>
+Status GatherOp(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
   ASSIGN_OR_RETURN(Output indices, c.input(1));
   ASSIGN_OR_RETURN(int64_t axis, Axis(c.attr_int("axis", 0), x.shape().rank()));
-  c.set_output(0, ops::Gather(c.scope(), x, indices, axis));
-  return Status::OK();
-}
-
-Status GatherElements(NodeContext& c) {
-  ASSIGN_OR_RETURN(Output x, c.input(0));
-  ASSIGN_OR_RETURN(Output indices, c.input(1));
-  ASSIGN_OR_RETURN(int64_t axis, Axis(c.attr_int("axis", 0), x.shape().rank()));
-  c.set_output(0, ops::GatherElements(c.scope(), x, indices, axis));
+  c.set_output(0, F(c.scope(), x, indices, axis));
   return Status::OK();
 }
 
@@ -147,8 +141,8 @@ Status SoftmaxCrossEntropyLoss(NodeContext& c) {
 
 void AddGatherConverters(std::map<std::string, Converter>& table) {
   table.insert({
-      {"Gather", Gather},
-      {"GatherElements", GatherElements},
+      {"Gather", GatherOp<ops::Gather>},
+      {"GatherElements", GatherOp<ops::GatherElements>},
       {"NegativeLogLikelihoodLoss", NegativeLogLikelihoodLoss},
       {"Scatter", ScatterElements},
       {"ScatterElements", ScatterElements},

@@ -59,8 +59,6 @@ Status ReshapeShape(InferenceContext& c) {
   return Status::OK();
 }
 
-OpCost Free(const CostContext&) { return {}; }
-
 Status FillShape(InferenceContext& c) {
   ASSIGN_OR_RETURN(Shape s, c.GetAttr<Shape>("shape"));
   if (!s.fully_defined()) return c.Error("shape must be fully defined, got {}", s);
@@ -108,8 +106,6 @@ Status AddNGrad(GradContext& c) {
   for (int i = 0; i < c.num_inputs(); ++i) c.set_input_grad(i, c.grad(0));
   return Status::OK();
 }
-// ZerosLike, OnesLike and ElementCount do not depend on their input's values.
-Status NoGradient(GradContext&) { return Status::OK(); }
 
 }  // namespace
 
@@ -158,7 +154,7 @@ Status RegisterArrayOps(OpRegistry& r) {
                                 .attrs = {{"T", AttrType::kDType, std::nullopt}},
                                 .shape_fn = IdentityShape,
                                 .cost_fn = ElementwiseCostFn(0),
-                                .grad_fn = NoGradient}));
+                                .grad_fn = NoGradient}));  // values do not matter
   }
   // The number of x's elements along `axes` (all of them when empty), as a scalar of x's dtype:
   // what a mean divides by when the shape is known only at run time (batch norm's unbiased

@@ -8,8 +8,6 @@
 namespace dflow::ops::internal {
 namespace {
 
-const std::vector<DType> kIndexTypes = {DType::kI32, DType::kI64};
-
 // `axis` of the node, checked against a rank (unknown: -1) and made non-negative.
 Result<int64_t> AxisOf(InferenceContext& c, int rank) {
   ASSIGN_OR_RETURN(int64_t axis, c.GetAttr<int64_t>("axis"));

@@ -8,9 +8,6 @@
 namespace dflow::ops::internal {
 namespace {
 
-// Comparisons pass no gradient: a path through one contributes zero.
-Status NoGradient(GradContext&) { return Status::OK(); }
-
 Status SelectShape(InferenceContext& c) {
   auto ab = BroadcastShape(c.input_shape(1), c.input_shape(2));
   if (!ab.ok()) return c.Error("{}", ab.status().message());
@@ -42,7 +39,7 @@ Status RegisterLogicOps(OpRegistry& r) {
          .commutative = std::string_view(name) == "Equal" || std::string_view(name) == "NotEqual",
          .shape_fn = BroadcastShapeFn,
          .cost_fn = ElementwiseCostFn(1),
-         .grad_fn = NoGradient}));
+         .grad_fn = NoGradient}));  // a path through a comparison contributes zero
   }
   RETURN_IF_ERROR(r.Register({.name = "Select",
                               .inputs = {{.name = "cond", .fixed = DType::kBool},

@@ -375,18 +375,18 @@ Status RegisterMathOps(OpRegistry& r) {
   RETURN_IF_ERROR(r.Register(Reduce("ReduceSum", ReduceGradFn<false>)));
   RETURN_IF_ERROR(r.Register(Reduce("ReduceMean", ReduceGradFn<true>)));
   RETURN_IF_ERROR(r.Register(Reduce("ReduceMax", ReduceMaxGrad)));
-  RETURN_IF_ERROR(r.Register(
-      {.name = "CumSum",
-       .inputs = {{.name = "x", .type_attr = "T", .allowed = kNumericTypes},
-                  {.name = "axis", .type_attr = "TA", .allowed = {DType::kI32, DType::kI64}}},
-       .outputs = {{.name = "y", .type_attr = "T"}},
-       .attrs = {{"T", AttrType::kDType, std::nullopt},
-                 {"TA", AttrType::kDType, std::nullopt},
-                 {"exclusive", AttrType::kInt, int64_t{0}},
-                 {"reverse", AttrType::kInt, int64_t{0}}},
-       .shape_fn = CumSumShape,
-       .cost_fn = ElementwiseCostFn(1),
-       .grad_fn = CumSumGrad}));
+  RETURN_IF_ERROR(
+      r.Register({.name = "CumSum",
+                  .inputs = {{.name = "x", .type_attr = "T", .allowed = kNumericTypes},
+                             {.name = "axis", .type_attr = "TA", .allowed = kIndexTypes}},
+                  .outputs = {{.name = "y", .type_attr = "T"}},
+                  .attrs = {{"T", AttrType::kDType, std::nullopt},
+                            {"TA", AttrType::kDType, std::nullopt},
+                            {"exclusive", AttrType::kInt, int64_t{0}},
+                            {"reverse", AttrType::kInt, int64_t{0}}},
+                  .shape_fn = CumSumShape,
+                  .cost_fn = ElementwiseCostFn(1),
+                  .grad_fn = CumSumGrad}));
   // No gradient yet: the product of the other elements (y / x fails where x is 0).
   RETURN_IF_ERROR(r.Register(Reduce("ReduceProd", nullptr)));
   RETURN_IF_ERROR(r.Register(

@@ -38,6 +38,14 @@ inline const std::vector<DType> kConvertTypes = {DType::kF32,  DType::kF64, DTyp
                                                  DType::kBF16, DType::kI32, DType::kI64,
                                                  DType::kU8,   DType::kBool};
 
+// Index and axis operands: i32 or i64.
+inline const std::vector<DType> kIndexTypes = {DType::kI32, DType::kI64};
+
+// Cost of ops that only relabel a buffer or read shapes.
+inline OpCost Free(const CostContext&) { return {}; }
+// Gradient of ops whose output does not depend on their inputs' values: none flows back.
+inline Status NoGradient(GradContext&) { return Status::OK(); }
+
 // Shape function of ops whose output has the shape of input 0.
 Status SameShapeAsInput0(InferenceContext& c);
 // Shape function of element-wise binary ops: the broadcast shape of inputs 0 and 1.

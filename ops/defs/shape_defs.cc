@@ -7,10 +7,6 @@
 namespace dflow::ops::internal {
 namespace {
 
-const std::vector<DType> kIndexTypes = {DType::kI32, DType::kI64};
-
-OpCost Free(const CostContext&) { return {}; }
-
 Status ShapeShape(InferenceContext& c) {
   const Shape& x = c.input_shape(0);
   c.set_output(0, Shape{x.unknown_rank() ? -1 : static_cast<int64_t>(x.rank())});
@@ -62,8 +58,6 @@ Status ReshapeToGrad(GradContext& c) {
   c.set_input_grad(0, ReshapeLike(c.scope(), c.grad(0), c.input(0)));
   return Status::OK();
 }
-
-Status NoGradient(GradContext&) { return Status::OK(); }
 
 }  // namespace
 

@@ -1,10 +1,9 @@
 // RegisterOpDefinitions (ops/op_definitions.h): every family's definitions, in order, once.
-#include "ops/op_definitions.h"
-
 #include <cstdio>
 #include <mutex>
 
 #include "ops/defs/op_defs.h"
+#include "ops/op_definitions.h"
 
 namespace dflow::ops::internal {
 
