@@ -1,6 +1,8 @@
 # ctest script: the example writes its graph with --save, dflow-dot draws it, and for a training
 # graph (INIT=1) dflow-run runs its "init" target from the file.
-#   cmake -DEXAMPLE=... -DDOT=... -DRUN=... -DOUT=dir -DINIT=0|1 -P save_and_check.cmake
+#   cmake -DEXAMPLE=... [-DEXAMPLE_ARGS=a;b] -DDOT=... -DRUN=... -DOUT=dir -DINIT=0|1
+#         -P save_and_check.cmake
+# EXAMPLE_ARGS go before --save (an example's positional arguments).
 get_filename_component(name ${EXAMPLE} NAME)
 set(graph ${OUT}/${name}_saved.dfg)
 file(REMOVE ${graph})
@@ -11,7 +13,7 @@ function(check)
   endif()
   message(STATUS "${out}")
 endfunction()
-check(${EXAMPLE} --save ${graph})
+check(${EXAMPLE} ${EXAMPLE_ARGS} --save ${graph})
 if(NOT EXISTS ${graph})
   message(FATAL_ERROR "${name} --save did not write ${graph}")
 endif()

@@ -10,6 +10,12 @@ Scope Scope::NewRootScope() {
   return Scope(std::move(state));
 }
 
+Scope Scope::ExtendGraph(Graph graph) {
+  auto state = std::make_shared<State>();
+  state->graph = std::make_shared<Graph>(std::move(graph));
+  return Scope(std::move(state));
+}
+
 Scope Scope::WithDevice(const std::string& device) const {
   Scope s = *this;
   auto parsed = DeviceName::Parse(device);
@@ -107,6 +113,18 @@ int Scope::AddNode(const std::string& op, const std::vector<Output>& inputs, Att
 Output Scope::OutputOf(int id, int index) const {
   if (id < 0) return Output();
   return Output(state_->graph.get(), id, index);
+}
+
+Result<Output> Scope::FindOutput(std::string_view tensor) const {
+  ASSIGN_OR_RETURN(InputRef ref, ParseInputRef(tensor));
+  auto id = state_->graph->FindNode(ref.node);
+  if (!id) return NotFound("the graph has no node '{}' (for '{}')", ref.node, tensor);
+  const Node& node = state_->graph->node(*id);
+  if (ref.index >= node.num_outputs()) {
+    return NotFound("node '{}' ({}) has {} outputs, so no '{}'", ref.node, node.op(),
+                    node.num_outputs(), tensor);
+  }
+  return Output(state_->graph.get(), *id, ref.index);
 }
 
 }  // namespace dflow

@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -52,6 +53,10 @@ class Scope {
  public:
   // A scope on a new, empty graph, using the global op registry.
   static Scope NewRootScope();
+  // A root scope that goes on building a copy of `graph` (an imported model, a graph loaded
+  // from a file): its nodes keep their names (new ones avoid them), and OutputOf(id) of a node
+  // found with graph().FindNode gives an input for the nodes added.
+  static Scope ExtendGraph(Graph graph);
 
   // Copies of this scope with one setting changed.
   Scope WithDevice(const std::string& device) const;   // "cpu:1", "/job:w/task:0/device:GPU:0"
@@ -76,6 +81,9 @@ class Scope {
   int AddNode(const std::string& op, const std::vector<Output>& inputs, AttrMap attrs) const;
   // Output `index` of node `id`, invalid when id is -1.
   Output OutputOf(int id, int index = 0) const;
+  // The output "NODE:INDEX" (or "NODE", output 0) names in the graph: NotFound naming it when
+  // there is no such node or output. For building on a graph made elsewhere (ExtendGraph).
+  Result<Output> FindOutput(std::string_view tensor) const;
   // True when every output is valid and belongs to this scope's graph (records an error if not).
   bool CheckInputs(const std::string& op, const std::vector<Output>& inputs) const;
 

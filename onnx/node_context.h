@@ -25,10 +25,21 @@ class Values {
   bool Has(const std::string& name) const { return outputs_.count(name) || constants_.count(name); }
   void SetOutput(const std::string& name, dflow::Output o) { outputs_[name] = o; }
   void SetConstant(const std::string& name, Tensor t) { constants_[name] = std::move(t); }
-  // The value as a graph output; a constant gets its Const node on first use.
+  // The value as a graph output; a constant gets its Const node on first use, a trainable one
+  // its Variable (named `node_name`, or that with "_var" while taken) and the Assign of its
+  // initial value.
   Result<dflow::Output> Get(const std::string& name);
-  // The value when it is known at import; nullptr otherwise.
+  // The value when it is known at import; nullptr otherwise. A trainable value is known too (an
+  // op that needs it at import, a Clip bound, keeps its initial value) but is never folded.
   const Tensor* Constant(const std::string& name) const;
+  // Marks the constant `name` (an initializer) as a parameter to train.
+  void SetTrainable(const std::string& name, std::string node_name) {
+    trainable_[name] = std::move(node_name);
+  }
+  bool IsTrainable(const std::string& name) const { return trainable_.count(name) > 0; }
+  // The Variables made of trainable values so far, and their initializing Assigns.
+  const std::vector<dflow::Output>& variables() const { return variables_; }
+  const std::vector<dflow::Output>& assigns() const { return assigns_; }
   // The dimensions ONNX's shape inference gave a value (-1 where unknown or symbolic); nullptr
   // when it gave none.
   void SetInferred(const std::string& name, std::vector<int64_t> dims) {
@@ -44,6 +55,8 @@ class Values {
   std::map<std::string, dflow::Output> outputs_;
   std::map<std::string, Tensor> constants_;
   std::map<std::string, std::vector<int64_t>> inferred_;
+  std::map<std::string, std::string> trainable_;  // value name to its Variable's node name
+  std::vector<dflow::Output> variables_, assigns_;
 };
 
 class NodeContext {

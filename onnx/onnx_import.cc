@@ -11,6 +11,7 @@
 #include "onnx/tensor_proto.h"
 #include "ops/array_ops.h"
 #include "ops/register.h"
+#include "ops/state_ops.h"
 #include "runtime/session.h"
 #include "serialization/file_util.h"
 
@@ -20,7 +21,21 @@ namespace dflow::onnx {
 
 Result<Output> Values::Get(const std::string& name) {
   if (auto it = outputs_.find(name); it != outputs_.end()) return it->second;
-  if (auto it = constants_.find(name); it != constants_.end()) {
+  auto it = constants_.find(name);
+  if (it != constants_.end() && IsTrainable(name)) {
+    std::string var_name = trainable_.at(name);
+    while (root_.graph().FindNode(var_name)) var_name += "_var";
+    Output var = ops::Variable(root_.WithOpName(var_name), it->second.shape(), it->second.dtype());
+    Scope under = root_.WithNameScope(var_name);
+    Output init = ops::Assign(under.WithOpName("init"), var,
+                              ops::Const(under.WithOpName("initial_value"), it->second));
+    if (!root_.ok()) return root_.status();
+    variables_.push_back(var);
+    assigns_.push_back(init);
+    outputs_[name] = var;
+    return var;
+  }
+  if (it != constants_.end()) {
     Output c = ops::Const(root_, it->second);
     if (!root_.ok()) return root_.status();
     outputs_[name] = c;
@@ -210,7 +225,7 @@ bool FoldConstantNode(Values& values, const ::onnx::NodeProto& node, Converter c
   bool any_input = false;
   for (const auto& in : node.input()) {
     if (in.empty()) continue;
-    if (values.Constant(in) == nullptr) return false;
+    if (values.Constant(in) == nullptr || values.IsTrainable(in)) return false;
     any_input = true;
   }
   if (!any_input) return false;
@@ -304,10 +319,19 @@ Result<ImportedModel> ImportModelBytes(std::string_view bytes, const std::string
     }
     if (dims.size() <= Shape::kMaxRank) values.SetInferred(info.name(), std::move(dims));
   }
+  // Statistics, not parameters: BatchNormalization's running mean and variance stay constants.
+  std::set<std::string> frozen;
+  for (const auto& node : g.node()) {
+    if (node.op_type() != "BatchNormalization") continue;
+    for (int i = 3; i < std::min(node.input_size(), 5); ++i) frozen.insert(node.input(i));
+  }
   for (const auto& init : g.initializer()) {
     auto t = FromTensorProto(init, dir, "initializer '" + init.name() + "'");
     if (!t.ok()) return t.status().WithPrefix("model '" + name + "': ");
+    const bool trainable =
+        options.trainable_initializers && t->dtype() == DType::kF32 && !frozen.count(init.name());
     values.SetConstant(init.name(), std::move(*t));
+    if (trainable) values.SetTrainable(init.name(), DflowName(init.name()));
   }
   for (const auto& in : g.input()) {
     if (values.Has(in.name())) continue;  // an initializer's default listed as an input
@@ -347,6 +371,15 @@ Result<ImportedModel> ImportModelBytes(std::string_view bytes, const std::string
     Output id = ops::Identity(root.WithOpName(out_name), *value);
     if (!root.ok()) return root.status();
     out.outputs.push_back(id.name());
+  }
+  for (const Output& v : values.variables()) out.variables.push_back(v.name());
+  for (const Output& a : values.assigns()) out.assigns.push_back(a.name());
+  if (!values.assigns().empty() && !options.init_op.empty()) {
+    std::string init_name = options.init_op;
+    while (taken.count(init_name)) init_name += "_op";
+    out.init = ops::NoOp(root.WithOpName(init_name).WithControlDependencies(values.assigns()))
+                   .node.node_name();
+    if (!root.ok()) return root.status();
   }
   out.graph = root.graph();
   if (Status s = out.graph.Validate(); !s.ok()) return s.WithPrefix("model '" + name + "': ");

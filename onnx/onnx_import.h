@@ -26,6 +26,14 @@ namespace dflow::onnx {
 struct ImportOptions {
   // Files larger than this are refused before they are read.
   size_t max_model_bytes = size_t{2} << 30;
+  // The float32 initializers (but BatchNormalization's running statistics) become Variables,
+  // initialized with their values by the NoOp `ImportedModel::init`, so the model trains with
+  // dflow's gradients and optimizers. Otherwise they are constants (and nodes computing only
+  // from constants are folded at import).
+  bool trainable_initializers = false;
+  // The name of that NoOp ("init_op" when the model has a node of this name, and so on); empty:
+  // none is added, for a program that runs ImportedModel::assigns with its own initialization.
+  std::string init_op = "init";
 };
 
 struct ImportedModel {
@@ -36,6 +44,13 @@ struct ImportedModel {
   // The tensors of the model's outputs, in order, each an Identity named after the ONNX output
   // (':' made '_'): fetch these.
   std::vector<std::string> outputs;
+  // With trainable_initializers: the Variables (outputs "NAME:0", NAME the initializer's name
+  // with ':' made '_'), those the graph reads, in the order it reads them; the Assigns of their
+  // initial values (outputs, in the same order); and the NoOp that runs them all: run it once
+  // before anything else. Empty otherwise.
+  std::vector<std::string> variables;
+  std::vector<std::string> assigns;
+  std::string init;
   int64_t opset = 0;  // of the default domain
   int64_t ir_version = 0;
 };

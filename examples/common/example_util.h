@@ -113,6 +113,9 @@ struct TrainFlags {
   std::string data_dir = kFashionMnistDir;
   std::string save_graph;  // write the training graph here and exit
   std::string save_batch;  // write a batch's feeds as .npy files into this folder and exit
+  // Not a flag: the placeholder fed with the images [N, 784] (a program whose model names its
+  // input otherwise sets it).
+  std::string images_feed = "x";
 
   explicit TrainFlags(int default_epochs) : epochs(default_epochs) {}
 
@@ -251,24 +254,25 @@ inline int TrainAndReport(Session& session, const Dataset& train, const Dataset&
                           const TrainFlags& f, const TrainTargets& t) {
   Batcher batches(train, f.batch_size, f.seed);
   double accuracy = 0;
-  Status s =
-      TrainLoop(session, batches,
-                {.epochs = f.epochs,
-                 .loss = t.loss,
-                 .train_target = t.train_target,
-                 .max_steps_per_epoch = f.steps_per_epoch},
-                [&](const EpochStats& e) -> Status {
-                  // Test batches of the training batch's size: the placement (and a
-                  // device's memory limit) was sized for it.
-                  ASSIGN_OR_RETURN(accuracy, Accuracy(session, test, "x", t.logits, f.batch_size));
-                  std::printf(
-                      "epoch %d: loss %.4f, test accuracy %.2f%%, %.1f s, "
-                      "%.0f examples/s, median step %.2f ms\n",
-                      e.epoch, e.mean_loss, 100 * accuracy, e.seconds, e.examples_per_second,
-                      e.median_step_ms);
-                  std::fflush(stdout);
-                  return Status::OK();
-                });
+  Status s = TrainLoop(
+      session, batches,
+      {.epochs = f.epochs,
+       .images_feed = f.images_feed,
+       .loss = t.loss,
+       .train_target = t.train_target,
+       .max_steps_per_epoch = f.steps_per_epoch},
+      [&](const EpochStats& e) -> Status {
+        // Test batches of the training batch's size: the placement (and a
+        // device's memory limit) was sized for it.
+        ASSIGN_OR_RETURN(accuracy, Accuracy(session, test, f.images_feed, t.logits, f.batch_size));
+        std::printf(
+            "epoch %d: loss %.4f, test accuracy %.2f%%, %.1f s, "
+            "%.0f examples/s, median step %.2f ms\n",
+            e.epoch, e.mean_loss, 100 * accuracy, e.seconds, e.examples_per_second,
+            e.median_step_ms);
+        std::fflush(stdout);
+        return Status::OK();
+      });
   if (!s.ok()) return Fail(s);
   if (accuracy < f.min_accuracy) {
     std::fprintf(stderr, "error: test accuracy %.2f%% is below the required %.2f%%\n",
@@ -279,7 +283,7 @@ inline int TrainAndReport(Session& session, const Dataset& train, const Dataset&
 }
 
 // The whole training program after the model: loads Fashion-MNIST, adds the mean cross-entropy
-// of `logits` (named "logits", fed by placeholders "x" and "labels") and Adam, creates the
+// of `logits` (fed by placeholders f.images_feed and "labels") and Adam, creates the
 // session with `options`, calls `ready` (for a summary or a check; its error ends the program),
 // prints `title` and trains with
 // TrainAndReport. Returns the exit status.
@@ -305,8 +309,8 @@ inline int TrainClassifier(const Scope& root, Params& p, Output logits, Output l
                   *nodes, step.name().c_str(), loss.name().c_str(), f.save_graph.c_str());
     }
     if (!f.save_batch.empty()) {
-      Status s = SaveSampleBatch(f, [](const Tensor& images, const Tensor& labels) {
-        return Session::Feeds{{"x", images}, {"labels", labels}};
+      Status s = SaveSampleBatch(f, [&](const Tensor& images, const Tensor& labels) {
+        return Session::Feeds{{f.images_feed, images}, {"labels", labels}};
       });
       if (!s.ok()) return Fail(s);
     }

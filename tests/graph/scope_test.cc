@@ -25,6 +25,30 @@ TEST(ScopeTest, NamesAreUniqueAndScoped) {
   EXPECT_TRUE(root.ok());
 }
 
+// A scope over a graph made elsewhere goes on building it: its nodes keep their names and are
+// found by name; new nodes avoid the names taken.
+TEST(ScopeTest, ExtendGraphBuildsOnAGraphMadeElsewhere) {
+  Scope first = Scope::NewRootScope();
+  auto a = ops::Const(first.WithOpName("a"), 2.0f);
+  ops::Relu(first, a);
+  Scope root = Scope::ExtendGraph(first.graph());
+  auto found = root.FindOutput("a:0");
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(found->node_name(), "a");
+  auto relu = ops::Relu(root, *found);
+  EXPECT_EQ(relu.node_name(), "Relu_1");
+  EXPECT_EQ(root.graph().num_nodes(), 3);
+  EXPECT_EQ(first.graph().num_nodes(), 2);  // a copy was extended
+  EXPECT_EQ(root.FindOutput("a").value().index(), 0);
+  auto missing = root.FindOutput("b:0");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("no node 'b'"), std::string::npos);
+  auto past = root.FindOutput("a:1");
+  EXPECT_EQ(past.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(past.status().message().find("node 'a' (Const) has 1 outputs"), std::string::npos);
+  EXPECT_EQ(root.FindOutput("a:x").status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(ScopeTest, DeviceColocationAndControlDependencies) {
   Scope root = Scope::NewRootScope();
   auto a = ops::Const(root.WithDevice("cpu:1"), 1.0f);

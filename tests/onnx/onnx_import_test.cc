@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "onnx/onnx_headers.h"
 #include "onnx/tensor_proto.h"
+#include "ops/math_ops.h"
+#include "ops/optimizers.h"
 #include "runtime/session.h"
 #include "serialization/npy.h"
 #include "status_matchers.h"
@@ -229,6 +232,168 @@ TEST_F(OnnxImportTest, ExternalDataStaysInTheModelsFolder) {
   EXPECT_EQ(short_file.status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageHas(short_file.status(), {"holds 12 bytes", "16 bytes needed"}))
       << short_file.status().ToString();
+}
+
+// x [N, 4] -> Gemm (W [4, 3], B [3]) -> BatchNormalization (scale, bias, mean, var) -> Reshape
+// (an int64 shape [-1, 3]) -> y, with its initializers' values.
+struct SmallModel {
+  std::vector<float> w = {0.5f, -1, 0.25f, 2, 0.125f, -0.5f, 1, 0.75f, -2, 0.3f, 0.6f, -0.9f};
+  std::vector<float> b = {0.1f, -0.2f, 0.3f}, scale = {1.5f, 0.5f, -1}, bias = {0, 1, -1};
+  std::vector<float> mean = {0.2f, -0.1f, 0.4f}, var = {1, 4, 0.25f};
+  float eps = 1e-5f;
+
+  std::string Bytes() const {
+    ::onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    auto* g = m.mutable_graph();
+    g->set_name("small");
+    auto io = [](::onnx::ValueInfoProto* v, const std::string& name) {
+      v->set_name(name);
+      auto* tt = v->mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(::onnx::TensorProto::FLOAT);
+      tt->mutable_shape()->add_dim()->set_dim_param("N");
+    };
+    io(g->add_input(), "x");
+    g->mutable_input(0)
+        ->mutable_type()
+        ->mutable_tensor_type()
+        ->mutable_shape()
+        ->add_dim()
+        ->set_dim_value(4);
+    io(g->add_output(), "y");
+    g->mutable_output(0)
+        ->mutable_type()
+        ->mutable_tensor_type()
+        ->mutable_shape()
+        ->add_dim()
+        ->set_dim_value(3);
+    auto floats = [&](const std::string& name, const std::vector<float>& v,
+                      std::vector<int64_t> dims) {
+      auto* t = g->add_initializer();
+      t->set_name(name);
+      t->set_data_type(::onnx::TensorProto::FLOAT);
+      for (int64_t d : dims) t->add_dims(d);
+      for (float x : v) t->add_float_data(x);
+    };
+    floats("W", w, {4, 3});
+    floats("B", b, {3});
+    floats("scale", scale, {3});
+    floats("bias", bias, {3});
+    floats("mean", mean, {3});
+    floats("var", var, {3});
+    auto* shape = g->add_initializer();
+    shape->set_name("shape");
+    shape->set_data_type(::onnx::TensorProto::INT64);
+    shape->add_dims(2);
+    shape->add_int64_data(-1);
+    shape->add_int64_data(3);
+    auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
+      auto* n = g->add_node();
+      n->set_op_type(op);
+      n->set_name(op);
+      for (const auto& i : in) n->add_input(i);
+      n->add_output(out);
+      return n;
+    };
+    node("Gemm", {"x", "W", "B"}, "h");
+    auto* bn = node("BatchNormalization", {"h", "scale", "bias", "mean", "var"}, "n");
+    auto* a = bn->add_attribute();
+    a->set_name("epsilon");
+    a->set_type(::onnx::AttributeProto::FLOAT);
+    a->set_f(eps);
+    node("Reshape", {"n", "shape"}, "y");
+    return m.SerializeAsString();
+  }
+};
+
+// With trainable initializers the float weights become Variables assigned by "init" (the
+// running statistics and the integer shape stay constants), the model gives the same outputs,
+// and one SGD step on sum(y) moves every parameter by the learning rate times its gradient,
+// here worked out by hand in plain loops.
+TEST_F(OnnxImportTest, TrainableInitializersBecomeVariablesThatTrain) {
+  SmallModel sm;
+  const std::string dir = ::testing::TempDir();
+  auto frozen = ImportModelBytes(sm.Bytes(), "small.onnx", dir);
+  ASSERT_TRUE(frozen.ok()) << frozen.status().ToString();
+  EXPECT_TRUE(frozen->variables.empty());
+  EXPECT_EQ(frozen->init, "");
+  auto model = ImportModelBytes(sm.Bytes(), "small.onnx", dir, {.trainable_initializers = true});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ(model->variables, (std::vector<std::string>{"W:0", "B:0", "scale:0", "bias:0"}));
+  EXPECT_EQ(model->init, "init");
+  EXPECT_EQ(model->assigns,
+            (std::vector<std::string>{"W/init:0", "B/init:0", "scale/init:0", "bias/init:0"}));
+  auto no_op = ImportModelBytes(sm.Bytes(), "small.onnx", dir,
+                                {.trainable_initializers = true, .init_op = ""});
+  ASSERT_TRUE(no_op.ok()) << no_op.status().ToString();
+  EXPECT_EQ(no_op->init, "");
+  EXPECT_FALSE(no_op->graph.FindNode("init"));
+  EXPECT_EQ(no_op->assigns.size(), 4u);
+
+  const int64_t n = 5;
+  std::vector<float> xv(n * 4);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * static_cast<float>(i) - 0.7f;
+  const Tensor x = Tensor::FromVector<float>(xv, Shape{n, 4});
+  auto reference = Session::Create(frozen->graph);
+  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
+  auto expected = (*reference)->Run({{"x", x}}, frozen->outputs);
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+
+  Scope root = Scope::ExtendGraph(model->graph);
+  auto y = root.FindOutput(model->outputs[0]);
+  ASSERT_TRUE(y.ok()) << y.status().ToString();
+  auto loss = ops::ReduceSum(root.WithOpName("loss"), *y);
+  std::vector<Output> vars;
+  for (const auto& v : model->variables) vars.push_back(root.FindOutput(v).value());
+  const float lr = 0.5f;
+  ops::SGD sgd({.learning_rate = lr});
+  auto step = sgd.Minimize(root.WithOpName("step"), loss, vars);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ASSERT_TRUE((*session)->Run({}, {}, {model->init}).ok());
+  auto before = (*session)->Run({{"x", x}}, model->outputs);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  EXPECT_EQ(before->at(0).ToVector<float>(), expected->at(0).ToVector<float>());
+  ASSERT_TRUE((*session)->Run({{"x", x}}, {}, {step.node.node_name()}).ok());
+  auto after = (*session)->Run({}, model->variables);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+
+  // d sum(y) / d h[i][j] = s[j] = scale[j] / sqrt(var[j] + eps).
+  std::vector<double> s(3), h(n * 3);
+  for (int j = 0; j < 3; ++j) s[j] = sm.scale[j] / std::sqrt(double{sm.var[j]} + sm.eps);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int j = 0; j < 3; ++j) {
+      double acc = sm.b[j];
+      for (int k = 0; k < 4; ++k) acc += double{xv[r * 4 + k]} * sm.w[k * 3 + j];
+      h[r * 3 + j] = acc;
+    }
+  }
+  auto near = [](const std::vector<float>& got, const std::vector<double>& want, const char* what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << what << i;
+  };
+  std::vector<double> w(12), b(3), scale(3), bias(3);
+  for (int k = 0; k < 4; ++k) {
+    for (int j = 0; j < 3; ++j) {
+      double g = 0;
+      for (int64_t r = 0; r < n; ++r) g += xv[r * 4 + k] * s[j];
+      w[k * 3 + j] = sm.w[k * 3 + j] - lr * g;
+    }
+  }
+  for (int j = 0; j < 3; ++j) {
+    double gs = 0;
+    for (int64_t r = 0; r < n; ++r)
+      gs += (h[r * 3 + j] - sm.mean[j]) / std::sqrt(sm.var[j] + sm.eps);
+    b[j] = sm.b[j] - lr * n * s[j];
+    scale[j] = sm.scale[j] - lr * gs;
+    bias[j] = sm.bias[j] - lr * n;
+  }
+  near(after->at(0).ToVector<float>(), w, "W");
+  near(after->at(1).ToVector<float>(), b, "B");
+  near(after->at(2).ToVector<float>(), scale, "scale");
+  near(after->at(3).ToVector<float>(), bias, "bias");
 }
 
 // dflow-run takes an ONNX model as it takes a graph file: its inputs are fed by their ONNX
