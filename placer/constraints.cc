@@ -73,6 +73,27 @@ Result<Constraints> ApplyHardConstraints(const Graph& graph, const DeviceSet& de
     }
   }
 
+  // A constant read by one node only (a layer's weights) goes where that node goes: apart, it
+  // would cross to it at every step.
+  auto consumers = graph.Consumers();
+  for (int id = 0; id < n; ++id) {
+    const Node& node = graph.node(id);
+    if (node.op() != "Const" || !node.inputs().empty() || !node.control_inputs().empty() ||
+        !node.requested_device().empty() || !node.colocation_group().empty() ||
+        options.already_placed.count(node.name())) {
+      continue;
+    }
+    int only = -1;
+    for (const auto& [to, slot] : consumers[id]) {
+      if (only >= 0 && to != only) {
+        only = -2;
+        break;
+      }
+      only = to;
+    }
+    if (only >= 0) uf.Union(id, only);
+  }
+
   Constraints out;
   out.group_of.assign(n, -1);
   std::vector<int> all(devices.size());

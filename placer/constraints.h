@@ -3,7 +3,9 @@
 // Nodes that must share a device form one group:
 //   - nodes with the same colocation group (Scope::WithColocation);
 //   - a Variable and the stateful ops that take it as an input (Assign, the optimizer updates),
-//     which write it where it lives.
+//     which write it where it lives;
+//   - a Const (no inputs, no device request, no colocation) and the one node that reads it: a
+//     layer's weights stay with the layer rather than crossing to it at every step.
 // Each group's candidate devices are those that every member allows:
 //   - a requested device (full or partial, e.g. "cpu:1" or "gpu") must match;
 //   - the member's op must have a kernel for the device's type;

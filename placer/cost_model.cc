@@ -104,7 +104,10 @@ Result<CostModel> CostModel::Build(const Graph& graph, const DeviceSet& devices,
       m.output_bytes_.push_back(Bytes(out_shapes.back(), node.output_dtype(o)));
     }
     m.first_output_[id + 1] = static_cast<int64_t>(m.output_bytes_.size());
-    if (node.role() == OpRole::kVariable) m.persistent_[id] = m.OutputBytes(id, 0);
+    // A variable's value and a constant's stay on the device for the session's life.
+    if (node.role() == OpRole::kVariable || node.op() == "Const") {
+      m.persistent_[id] = m.OutputBytes(id, 0);
+    }
     OpCost cost = node.op_def()->cost_fn(
         CostContext{node, in_dtypes, in_shapes, node.output_dtypes(), out_shapes});
     for (int d = 0; d < m.num_devices_; ++d) {

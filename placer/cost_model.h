@@ -7,9 +7,10 @@
 //                              of the Send on `from` and of the Recv on `to` (0 on one device);
 //                              on a link between processes transfers queue (the simulated step
 //                              in placer.h sends one tensor at a time per link)
-//   persistent(node) = the bytes of a Variable's value (0 for other nodes)
+//   persistent(node) = the bytes of a Variable's value or a Const's (0 for other nodes)
 //   activation(node) = the bytes of its outputs while they live, except for outputs that
-//                      are no new memory: a Variable's value (persistent), what a stateful op
+//                      are no new memory: a Variable's or Const's value (persistent), what a
+//                      stateful op
 //                      writing a variable returns (the variable itself), and values computed
 //                      only to be assigned to variables (initializers, which run in a step of
 //                      their own before training)

@@ -355,13 +355,14 @@ class Chooser {
     std::string over;
     for (int d = 0; d < devices_.size(); ++d) {
       if (need[d] <= devices_.device(d).memory_bytes) continue;
-      over +=
-          fmt::format("{}{} needs {:.0f} bytes (variables {:.0f}, activations {:.0f}) of {:.0f}",
-                      over.empty() ? "" : "; ", devices_.DisplayName(d), need[d], vars[d],
-                      need[d] - vars[d], devices_.device(d).memory_bytes);
+      over += fmt::format(
+          "{}{} needs {:.0f} bytes (variables and constants {:.0f}, activations {:.0f}) of {:.0f}",
+          over.empty() ? "" : "; ", devices_.DisplayName(d), need[d], vars[d], need[d] - vars[d],
+          devices_.device(d).memory_bytes);
     }
     return ResourceExhausted(
-        "no placement found whose variables and peak activations fit device memory; the fastest: "
+        "no placement found whose variables, constants and peak activations fit device memory; the "
+        "fastest: "
         "{}",
         over);
   }
@@ -403,8 +404,9 @@ class Chooser {
       room += fmt::format("{}{}: {:.0f} of {:.0f} bytes in use", room.empty() ? "" : "; ",
                           devices_.DisplayName(d), used[d], devices_.device(d).memory_bytes);
     }
-    return ResourceExhausted("no device has room for the {:.0f} bytes of variables of [{}] ({})",
-                             group_bytes_[k], members, room);
+    return ResourceExhausted(
+        "no device has room for the {:.0f} bytes of variables and constants of [{}] ({})",
+        group_bytes_[k], members, room);
   }
 
   const Graph& g_;
@@ -507,7 +509,7 @@ Result<PlacementReport> Place(const Graph& graph, const DeviceSet& devices,
       }
     }
     tried.push_back(simple);
-    // The fastest prediction whose variables and peak activations fit every device.
+    // The fastest prediction whose persistent bytes and peak activations fit every device.
     auto fastest_fitting = [&](int* fastest) -> const std::vector<int>* {
       std::vector<int> order(tried.size());
       std::iota(order.begin(), order.end(), 0);
@@ -570,7 +572,7 @@ std::string PlacementReport::Summary(const DeviceSet& devices) const {
                               predicted_step_s * 1e3, simple_step_s * 1e3);
   for (int d = 0; d < devices.size(); ++d) {
     int nodes = static_cast<int>(std::count(device_of.begin(), device_of.end(), d));
-    s += fmt::format("  {}: {} nodes, variables {:.2f} MiB, peak {:.2f} MiB\n",
+    s += fmt::format("  {}: {} nodes, variables and constants {:.2f} MiB, peak {:.2f} MiB\n",
                      devices.DisplayName(d), nodes, persistent_bytes[d] / (1 << 20),
                      peak_bytes[d] / (1 << 20));
   }

@@ -50,8 +50,8 @@ struct PlacementReport {
   std::vector<int> device_of;            // node id -> device index
   double predicted_step_s = 0;           // of this placement
   double simple_step_s = 0;              // of the simple placement, for comparison
-  std::vector<double> persistent_bytes;  // per device: variables
-  std::vector<double> peak_bytes;        // per device: variables plus peak live activations
+  std::vector<double> persistent_bytes;  // per device: variables and constants
+  std::vector<double> peak_bytes;        // per device: those plus peak live activations
   int cross_edges = 0;                   // Send/Recv pairs: one per (tensor, other device)
   double cross_bytes = 0;
   int groups = 0;                // groups placed: colocation groups after chain merging

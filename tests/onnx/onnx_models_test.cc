@@ -13,9 +13,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "onnx/onnx_import.h"
 #include "runtime/session.h"
+#ifdef DFLOW_WITH_DISTRIBUTED
+#include "distributed/distributed_session.h"
+#include "distributed/local_worker.h"
+#endif
 #include "serialization/npy.h"
 #include "tools/run_tool.h"
 
@@ -102,6 +107,109 @@ TEST_F(OnnxModelsTest, ImportedModelsGiveOnnxRuntimesOutputs) {
                 m.name.c_str(), fmt::format("{}", got->at(0).shape()).c_str(), worst,
                 worst / scale);
   }
+  fs::remove_all(dir);
+}
+
+// The largest difference between two outputs of the same shape, over the largest magnitude.
+double RelativeDifference(const Tensor& got, const Tensor& want) {
+  EXPECT_EQ(got.shape(), want.shape());
+  if (got.shape() != want.shape()) return 1e9;
+  std::vector<float> g = got.ToVector<float>(), w = want.ToVector<float>();
+  double scale = 1e-30, worst = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    scale = std::max(scale, double{std::fabs(w[i])});
+    worst = std::max(worst, double{std::fabs(g[i] - w[i])});
+  }
+  return worst / scale;
+}
+
+// The imported ResNet-50 (98 MiB of weights) on two devices whose 80 MiB each hold it only
+// together: one such device is refused, naming it; two split it (each holds weights, tensors
+// cross between them) and give the one device's outputs; so do two dflow-worker processes of
+// 80 MiB; and dflow-dot draws that placement.
+TEST_F(OnnxModelsTest, ImportedResNet50SplitsOverTwoMemoryLimitedDevicesAndWorkers) {
+  const std::string dir = ::testing::TempDir() + "/onnx_resnet50_split";
+  fs::remove_all(dir);
+  auto exported =
+      RunBinary(kPython, std::vector<std::string>{kScripts + "/export_models_onnx.py", dir,
+                                                  "--models", "resnet50", "--batch", "2"});
+  ASSERT_EQ(exported.code, 0) << exported.output;
+  const std::string model = dir + "/resnet50.onnx";
+  auto imported = ImportModel(model);
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  auto x = serialization::ReadNpy(dir + "/resnet50.x.npy");
+  ASSERT_TRUE(x.ok()) << x.status().ToString();
+  const Session::Feeds feeds = {{"x", *x}};
+  auto one = Session::Create(imported->graph);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  auto want = (*one)->Run(feeds, imported->outputs);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+
+  constexpr double kLimit = 80 << 20;
+  SessionOptions options;
+  options.device_memory_bytes = kLimit;
+  options.calibrate_devices = false;  // the same placement on every machine
+  options.placer.costs.unknown_dim = 2;
+  options.devices = {"cpu:0"};
+  auto alone = Session::Create(imported->graph, options);
+  EXPECT_EQ(alone.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(alone.status().message().find("cpu:0"), std::string::npos) << alone.status().ToString();
+
+  // Placed on the devices of `session`: every device holds weights, and tensors cross.
+  auto check_split = [&](Session& session, const char* what) {
+    const PlacementReport& p = session.placement();
+    ASSERT_EQ(p.persistent_bytes.size(), 2u) << what;
+    for (double bytes : p.persistent_bytes) {
+      EXPECT_GT(bytes, 8 << 20) << what << "\n" << p.Summary(session.device_set());
+      EXPECT_LE(bytes, kLimit) << what;
+    }
+    EXPECT_GT(p.cross_edges, 0) << what;
+    auto got = session.Run(feeds, imported->outputs);
+    ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+    EXPECT_LE(RelativeDifference(got->at(0), want->at(0)), 1e-5) << what;
+    std::printf("%s:\n%s\n", what, p.Summary(session.device_set()).c_str());
+  };
+  options.devices = {"cpu:0", "cpu:1"};
+  auto two = Session::Create(imported->graph, options);
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  check_split(**two, "two devices of 80 MiB");
+
+#ifdef DFLOW_WITH_DISTRIBUTED
+  {
+    const std::string token = "onnx-models-test";
+    auto token_file = distributed::WriteTokenFile(dir, token);
+    ASSERT_TRUE(token_file.ok()) << token_file.status().ToString();
+    std::vector<std::unique_ptr<distributed::LocalWorker>> workers;
+    distributed::DistributedOptions cluster{.token = token};
+    for (int i = 0; i < 2; ++i) {
+      auto w = distributed::LocalWorker::Start(
+          DFLOW_WORKER_BINARY, {"--token-file", *token_file, "--memory-limit", "80MiB", "--threads",
+                                "1", "--fixed-costs", "--release-after", "300"});
+      ASSERT_TRUE(w.ok()) << w.status().ToString();
+      cluster.cluster.jobs["worker"].push_back((*w)->address());
+      workers.push_back(std::move(w).value());
+    }
+    SessionOptions distributed_options;
+    distributed_options.device_memory_bytes = kLimit;
+    distributed_options.placer.costs.unknown_dim = 2;
+    auto session =
+        distributed::DistributedSession::Create(imported->graph, distributed_options, cluster);
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    check_split(**session, "two dflow-worker processes of 80 MiB");
+  }
+#endif
+
+  auto dot = RunBinary(DFLOW_DOT_BINARY,
+                       std::vector<std::string>{model, "--devices", "cpu:0,cpu:1", "--memory-limit",
+                                                "80MiB", "--assume-batch", "2", "--fixed-costs",
+                                                "-o", dir + "/resnet50.dot"});
+  ASSERT_EQ(dot.code, 0) << dot.output;
+  EXPECT_NE(dot.output.find("2 devices, "), std::string::npos) << dot.output;
+  EXPECT_EQ(dot.output.find(" 0 cross-device edges"), std::string::npos) << dot.output;
+  std::ifstream in(dir + "/resnet50.dot");
+  std::string drawn((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(drawn.find("cpu:0"), std::string::npos);
+  EXPECT_NE(drawn.find("cpu:1"), std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -60,7 +60,8 @@ TEST(DflowDotTest, OneClusterPerDeviceAndSendRecvEdges) {
   ASSERT_EQ(r.code, 0) << r.output;
   // The placement's summary, as dflow-run prints it.
   EXPECT_NE(r.output.find("placement on 2 devices: predicted step"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("  cpu:1: 2 nodes, variables 0.00 MiB"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  cpu:1: 2 nodes, variables and constants 0.00 MiB"), std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("2 devices, 6 nodes, 2 cross-device edges"), std::string::npos)
       << r.output;
   std::string dot = *serialization::ReadFile(Temp("pinned.dot"));
@@ -123,7 +124,8 @@ TEST(DflowDotTest, ExitCodesAndErrorLines) {
       {path + " --devices cpu:0,cpu:1 --memory-limit 12XB", 2,
        "error: InvalidArgument: --memory-limit: '12XB' is not a size"},
       {path + " --devices cpu:0,cpu:1 --memory-limit 100B", 1,
-       "error: ResourceExhausted: no placement found whose variables and peak activations fit"},
+       "error: ResourceExhausted: no placement found whose variables, constants and peak "
+       "activations fit"},
   };
   for (const Case& c : cases) {
     Ran r = RunDot(c.args);

@@ -306,10 +306,11 @@ TEST(DflowRunTest, MemoryLimitSplitsVariablesAndBadSizesAreUsageErrors) {
                       " --devices cpu:0,cpu:1 --memory-limit 1.5MiB --fixed-costs "
                       "--target init --log-placement");
   ASSERT_EQ(split.code, 0) << split.output;
-  // Summary lines "cpu:0: N nodes, variables 1.00 MiB, peak ...", one per device.
-  size_t first = split.output.find("variables 1.00 MiB");
+  // Summary lines "cpu:0: N nodes, variables and constants 1.00 MiB, peak ...", one per device.
+  size_t first = split.output.find("variables and constants 1.00 MiB");
   ASSERT_NE(first, std::string::npos) << split.output;
-  EXPECT_NE(split.output.find("variables 1.00 MiB", first + 1), std::string::npos) << split.output;
+  EXPECT_NE(split.output.find("variables and constants 1.00 MiB", first + 1), std::string::npos)
+      << split.output;
   auto device_of = [&](const std::string& node) {
     size_t at = split.output.find(node + " (Variable) -> ");
     if (at == std::string::npos) return std::string("?");
@@ -351,14 +352,14 @@ TEST(DflowRunTest, AssumedBatchSizesTheActivations) {
   Ran small =
       RunTool(graph + " --memory-limit 10MiB --assume-batch 8 --target " + w.init.node_name());
   EXPECT_EQ(small.code, 0) << small.output;
-  EXPECT_NE(small.output.find("cpu:0: 5 nodes, variables 4.00 MiB, peak 4.06 MiB"),
+  EXPECT_NE(small.output.find("cpu:0: 5 nodes, variables and constants 4.00 MiB, peak 4.06 MiB"),
             std::string::npos)
       << small.output;
   Ran large =
       RunTool(graph + " --memory-limit 10MiB --assume-batch 1024 --target " + w.init.node_name());
   EXPECT_EQ(large.code, 1) << large.output;
-  EXPECT_NE(large.output.find("error: ResourceExhausted: no placement found whose variables and "
-                              "peak activations fit"),
+  EXPECT_NE(large.output.find("error: ResourceExhausted: no placement found whose variables, "
+                              "constants and peak activations fit"),
             std::string::npos)
       << large.output;
   Ran zero = RunTool(graph + " --assume-batch 0 --target " + w.init.node_name());
