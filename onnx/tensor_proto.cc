@@ -215,4 +215,19 @@ Result<Tensor> FromTensorProto(const TensorProto& proto, const std::string& mode
   return t;
 }
 
+Result<TensorProto> ToTensorProto(const Tensor& tensor, const std::string& name) {
+  const int32_t type = OnnxTypeOf(tensor.dtype());
+  if (type == TensorProto::UNDEFINED) {
+    return InvalidArgument("'{}': dtype {} has no ONNX form here", name, DTypeName(tensor.dtype()));
+  }
+  TensorProto proto;
+  proto.set_name(name);
+  proto.set_data_type(type);
+  for (int i = 0; i < tensor.shape().rank(); ++i) proto.add_dims(tensor.shape()[i]);
+  if (tensor.num_bytes() > 0) {
+    proto.set_raw_data(static_cast<const char*>(tensor.raw_data()), tensor.num_bytes());
+  }
+  return proto;
+}
+
 }  // namespace dflow::onnx

@@ -24,4 +24,8 @@ int32_t OnnxTypeOf(DType dtype);
 Result<Tensor> FromTensorProto(const ::onnx::TensorProto& proto, const std::string& model_dir,
                                const std::string& what);
 
+// `tensor` (host memory) as a TensorProto named `name`, its values in raw_data (little-endian).
+// InvalidArgument naming `name` for a dtype ONNX is not given here.
+Result<::onnx::TensorProto> ToTensorProto(const Tensor& tensor, const std::string& name);
+
 }  // namespace dflow::onnx

@@ -170,6 +170,7 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Compile(const Graph& graph
   for (const auto& e : spec.fetches) {
     int slot = plan->nodes_[plan_id[e.node]].output_base + e.index;
     plan->fetch_slots_.push_back(slot);
+    plan->fetch_nodes_.push_back(e.node);
     ++plan->initial_uses_[slot];  // kept to the end of the run
   }
   for (int f : spec.feeds) plan->feed_slots_.push_back(plan->nodes_[plan_id[f]].output_base);
@@ -392,6 +393,19 @@ Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>*
     fetches->clear();
     fetches->reserve(fetch_slots_.size());
     for (int slot : fetch_slots_) fetches->push_back(state->values[slot]);
+    // A variable fetched before anything assigned it has no value: say so rather than hand
+    // back an empty tensor.
+    for (size_t f = 0; f < fetches->size(); ++f) {
+      const Node& src = graph_->node(fetch_nodes_[f]);
+      if (!(*fetches)[f].valid() && src.role() == OpRole::kVariable) {
+        status = FailedPrecondition(
+            "fetch of variable '{}' on {}: it is uninitialised: run an Assign to it (its "
+            "initializer) or restore a checkpoint first",
+            src.name(), device_->canonical_name());
+        fetches->clear();
+        break;
+      }
+    }
   }
   for (auto& v : state->values) v = Tensor();  // after an error some values may remain
   FinishMemory(state.get(), status.ok());

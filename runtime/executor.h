@@ -124,6 +124,7 @@ class ExecutionPlan {
   std::vector<int> roots_;
   std::vector<int> feed_slots_;
   std::vector<int> fetch_slots_;
+  std::vector<int> fetch_nodes_;  // graph ids, beside fetch_slots_
   int num_values_ = 0;
 
   bool plan_memory_ = true;

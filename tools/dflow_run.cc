@@ -10,6 +10,9 @@
 // contention between devices included). --trace writes a Chrome trace / Perfetto timeline
 // of every step (runtime/step_trace.h). Output files are checked before the first step, and
 // with --checkpoint-every N the variables are saved every N steps as well as at the end.
+// --save-graph writes the graph (an ONNX model as imported; --trainable: its initializers as
+// variables) to a .dfg file and runs nothing; --export-onnx writes what the fetches depend on,
+// with the variables' values after the steps, as an ONNX model.
 // SIGINT or SIGTERM lets the step in flight finish, then writes everything asked for (statistics,
 // fetches, checkpoint, costs, trace) for the steps done and exits 128 + the signal's number; a
 // second signal ends the program at once. Exit codes: 0 success, 1 an error while loading or
@@ -25,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "dflow/version.h"
 #include "ops/register.h"
 #include "runtime/session.h"
 #include "serialization/file_util.h"
@@ -38,6 +42,9 @@
 #include "distributed/local_worker.h"
 #endif
 #include "tools/feed_dtype.h"
+#if DFLOW_HAS_ONNX
+#include "onnx/onnx_export.h"
+#endif
 #include "tools/placement_flags.h"
 
 using namespace dflow;
@@ -144,7 +151,8 @@ double Percentile(std::vector<double> v, double p) {
 int main(int argc, char** argv) {
   CLI::App app("Runs a dflow graph file (.dfg, or its JSON form)");
   tools::Configure(app, "dflow-run");
-  std::string graph_path, cost_file, save_costs, restore, save, trace_path;
+  std::string graph_path, cost_file, save_costs, restore, save, trace_path, save_graph, export_onnx;
+  bool trainable = false;
   tools::PlacementFlags placement;
   std::vector<std::string> feed_args, fetch_args, targets;
   int steps = 1, checkpoint_every = 0;
@@ -183,6 +191,16 @@ int main(int argc, char** argv) {
                  "in ui.perfetto.dev or chrome://tracing): a track per device, a slice per node, "
                  "arrows from each Send to its Recv");
   app.add_flag("--log-placement", log_placement, "Print where every node runs");
+  app.add_flag("--trainable", trainable,
+               "An ONNX model's float initializers become variables (run --target init first), "
+               "so a loss added to the graph can train them");
+  app.add_option("--save-graph", save_graph,
+                 "Write the graph (an ONNX model as imported) to FILE.dfg (or .json) and exit "
+                 "without running it");
+  app.add_option("--export-onnx", export_onnx,
+                 "After the steps, write what the --fetch tensors depend on, with the variables' "
+                 "values then, to FILE as an ONNX model (inputs: the placeholders; outputs: the "
+                 "fetches)");
   std::string cluster_file, token_file;
   app.add_option("--cluster", cluster_file,
                  "Run across the dflow-workers of this cluster spec (JSON: {\"worker\": "
@@ -209,6 +227,31 @@ int main(int argc, char** argv) {
     if (!kv.ok()) return Fail(kv.status(), kUsageError);
     fetches_to.push_back(*kv);
   }
+  if (!save_graph.empty()) {
+    if (!fetches_to.empty() || !targets.empty() || !export_onnx.empty()) {
+      return Fail(InvalidArgument("--save-graph writes the graph and runs nothing: leave out "
+                                  "--fetch, --target and --export-onnx"),
+                  kUsageError);
+    }
+    ops::RegisterStandardOps();
+    auto graph = tools::LoadGraphFile(graph_path, nullptr, trainable);
+    if (!graph.ok()) return Fail(graph.status(), kRunError);
+    if (Status s = serialization::SaveGraph(*graph, save_graph); !s.ok()) {
+      return Fail(s.WithPrefix("--save-graph: "), kRunError);
+    }
+    std::printf("wrote %s (%d nodes)\n", save_graph.c_str(), graph->num_nodes());
+    return 0;
+  }
+  if (!export_onnx.empty() && fetches_to.empty()) {
+    return Fail(InvalidArgument("--export-onnx needs --fetch: the tensors the model computes"),
+                kUsageError);
+  }
+#if !DFLOW_HAS_ONNX
+  if (!export_onnx.empty()) {
+    return Fail(Unimplemented("--export-onnx: this dflow-run was built without ONNX (libonnx-dev)"),
+                kUsageError);
+  }
+#endif
   if (fetches_to.empty() && targets.empty()) {
     return Fail(InvalidArgument("nothing to run: give at least one --fetch or --target"),
                 kUsageError);
@@ -219,8 +262,10 @@ int main(int argc, char** argv) {
   }
   // Every file the run will write can be written: found now, not after the steps.
   {
-    std::vector<std::pair<std::string, std::string>> outputs = {
-        {"--save", save}, {"--trace", trace_path}, {"--save-costs", save_costs}};
+    std::vector<std::pair<std::string, std::string>> outputs = {{"--save", save},
+                                                                {"--trace", trace_path},
+                                                                {"--save-costs", save_costs},
+                                                                {"--export-onnx", export_onnx}};
     for (const auto& [name, file] : fetches_to) outputs.emplace_back("--fetch " + name, file);
     for (const auto& [flag, file] : outputs) {
       if (file.empty()) continue;
@@ -240,7 +285,7 @@ int main(int argc, char** argv) {
   };
 
   ops::RegisterStandardOps();
-  auto graph = tools::LoadGraphFile(graph_path);
+  auto graph = tools::LoadGraphFile(graph_path, nullptr, trainable);
   if (!graph.ok()) return Fail(graph.status(), kRunError);
   SessionOptions options;
   placement.ApplyTo(options);
@@ -367,12 +412,20 @@ int main(int argc, char** argv) {
   if (!save.empty() && write) {
     if (Status s = (*session)->SaveCheckpoint(save); !s.ok()) return Fail(s, kRunError);
   }
+#if DFLOW_HAS_ONNX
+  if (!export_onnx.empty() && write) {
+    if (Status s = onnx::ExportModel(**session, fetch_names, export_onnx); !s.ok()) {
+      return Fail(s.WithPrefix("--export-onnx: "), kRunError);
+    }
+  }
+#endif
   if (Status s = write_trace(); !s.ok()) return Fail(s, kRunError);
   if (interrupted != 0) {
     std::vector<std::string> wrote;
     if (write && !fetches_to.empty()) wrote.push_back("the fetches of the last step");
     if (write && !save.empty()) wrote.push_back("checkpoint " + save);
     if (write && !save_costs.empty()) wrote.push_back("costs " + save_costs);
+    if (write && !export_onnx.empty()) wrote.push_back("ONNX model " + export_onnx);
     if (!trace_path.empty()) wrote.push_back("trace " + trace_path);
     std::string what;
     for (size_t i = 0; i < wrote.size(); ++i) what += (i ? ", " : "; wrote ") + wrote[i];

@@ -8,13 +8,16 @@
 
 namespace dflow::tools {
 
-Result<Graph> LoadGraphFile(const std::string& path, std::vector<std::string>* assigned) {
+Result<Graph> LoadGraphFile(const std::string& path, std::vector<std::string>* assigned,
+                            bool trainable) {
   if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".onnx") == 0) {
 #if DFLOW_HAS_ONNX
-    ASSIGN_OR_RETURN(onnx::ImportedModel model, onnx::ImportModel(path));
+    ASSIGN_OR_RETURN(onnx::ImportedModel model,
+                     onnx::ImportModel(path, {.trainable_initializers = trainable}));
     if (assigned != nullptr) assigned->assign(model.graph.num_nodes(), "");
     return std::move(model.graph);
 #else
+    (void)trainable;
     return Unimplemented("'{}': this dflow was built without ONNX import (libonnx-dev)", path);
 #endif
   }

@@ -12,6 +12,9 @@
 namespace dflow::tools {
 
 // `assigned`, when given, receives each node's assigned device ("" when none; all "" for ONNX).
-Result<Graph> LoadGraphFile(const std::string& path, std::vector<std::string>* assigned = nullptr);
+// `trainable`: an ONNX model's float initializers become variables, assigned by the target
+// "init" (onnx::ImportOptions::trainable_initializers); nothing for a dflow graph file.
+Result<Graph> LoadGraphFile(const std::string& path, std::vector<std::string>* assigned = nullptr,
+                            bool trainable = false);
 
 }  // namespace dflow::tools

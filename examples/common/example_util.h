@@ -10,16 +10,21 @@
 #include <string>
 #include <vector>
 
+#include "dflow/version.h"
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
 #include "runtime/train/trainer.h"
+#include "serialization/file_util.h"
 #include "serialization/graph_file.h"
 #include "serialization/npy.h"
 #include "tools/cli.h"
 #include "tools/device_list.h"
+#if DFLOW_HAS_ONNX
+#include "onnx/onnx_export.h"
+#endif
 
 namespace dflow::examples {
 
@@ -111,8 +116,9 @@ struct TrainFlags {
   std::string devices = "cpu:0";         // as given
   std::vector<std::string> device_list;  // canonical, after Check()
   std::string data_dir = kFashionMnistDir;
-  std::string save_graph;  // write the training graph here and exit
-  std::string save_batch;  // write a batch's feeds as .npy files into this folder and exit
+  std::string save_graph;   // write the training graph here and exit
+  std::string save_batch;   // write a batch's feeds as .npy files into this folder and exit
+  std::string export_onnx;  // after training: the inference part as an ONNX model
   // Not a flag: the placeholder fed with the images [N, 784] (a program whose model names its
   // input otherwise sets it).
   std::string images_feed = "x";
@@ -145,6 +151,10 @@ struct TrainFlags {
     app.add_option("--save", save_graph,
                    "Write the training graph to FILE.dfg (or .json) for dflow-run and dflow-dot, "
                    "then exit without training");
+    app.add_option("--export-onnx", export_onnx,
+                   "After training, write the model (images -> logits) with its trained weights "
+                   "to FILE as an ONNX model, and beside it FILE.images.npy (the first 100 test "
+                   "images) and FILE.logits.npy (dflow's logits for them)");
     app.add_option("--save-batch", save_batch,
                    "Write one batch of --batch-size training images and labels, as the graph's "
                    "feeds, into the folder DIR (DIR/x.npy and DIR/labels.npy for dflow-run), "
@@ -154,6 +164,12 @@ struct TrainFlags {
 
   // After parsing: --devices made canonical. InvalidArgument naming the flag (a usage error).
   Status Check() {
+#if !DFLOW_HAS_ONNX
+    if (!export_onnx.empty()) {
+      return InvalidArgument("--export-onnx: this build has no ONNX (libonnx-dev)");
+    }
+#endif
+    if (!export_onnx.empty()) RETURN_IF_ERROR(serialization::CheckWritable(export_onnx));
     if (uses_.devices) {
       ASSIGN_OR_RETURN(device_list, tools::ParseDeviceList(devices));
     }
@@ -282,6 +298,32 @@ inline int TrainAndReport(Session& session, const Dataset& train, const Dataset&
   return 0;
 }
 
+// --export-onnx: the part of the session's graph computing `logits` from the images, with the
+// variables' values now, as an ONNX model; beside it the first 100 test images and dflow's logits
+// for them (.npy), to compare with another runtime's. Errors name the file.
+inline Status ExportClassifier(Session& session, const Dataset& test, const TrainFlags& f,
+                               const std::string& logits) {
+#if DFLOW_HAS_ONNX
+  RETURN_IF_ERROR(onnx::ExportModel(session, {logits}, f.export_onnx));
+  Batcher first(test, 100, 0, /*shuffle=*/false);
+  first.StartEpoch(0);
+  Tensor images, labels;
+  if (!first.Next(&images, &labels)) return InvalidArgument("the test set has no 100 images");
+  ASSIGN_OR_RETURN(auto out, session.Run({{f.images_feed, images}}, {logits}));
+  RETURN_IF_ERROR(serialization::WriteNpy(images, f.export_onnx + ".images.npy"));
+  RETURN_IF_ERROR(serialization::WriteNpy(out.at(0), f.export_onnx + ".logits.npy"));
+  std::printf(
+      "exported %s (the inference part, %s -> %s, trained) and dflow's logits for the "
+      "first 100 test images: %s.images.npy, %s.logits.npy\n",
+      f.export_onnx.c_str(), f.images_feed.c_str(), logits.c_str(), f.export_onnx.c_str(),
+      f.export_onnx.c_str());
+  return Status::OK();
+#else
+  (void)session, (void)test, (void)f, (void)logits;
+  return Unimplemented("--export-onnx: this build has no ONNX (libonnx-dev)");
+#endif
+}
+
 // The whole training program after the model: loads Fashion-MNIST, adds the mean cross-entropy
 // of `logits` (fed by placeholders f.images_feed and "labels") and Adam, creates the
 // session with `options`, calls `ready` (for a summary or a check; its error ends the program),
@@ -328,9 +370,12 @@ inline int TrainClassifier(const Scope& root, Params& p, Output logits, Output l
   std::printf("%s: %lld training and %lld test images, batch %lld\n", title.c_str(),
               static_cast<long long>(train->size()), static_cast<long long>(test->size()),
               static_cast<long long>(f.batch_size));
-  return TrainAndReport(
-      **session, *train, *test, f,
-      {.loss = loss.name(), .train_target = step.name(), .logits = logits.name()});
+  int code =
+      TrainAndReport(**session, *train, *test, f,
+                     {.loss = loss.name(), .train_target = step.name(), .logits = logits.name()});
+  if (code != 0 || f.export_onnx.empty()) return code;
+  if (Status s = ExportClassifier(**session, *test, f, logits.name()); !s.ok()) return Fail(s);
+  return 0;
 }
 
 }  // namespace dflow::examples

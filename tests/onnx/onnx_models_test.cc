@@ -123,6 +123,41 @@ double RelativeDifference(const Tensor& got, const Tensor& want) {
   return worst / scale;
 }
 
+#if defined(DFLOW_MLP_EXAMPLE) && defined(DFLOW_CNN_EXAMPLE)
+// The examples' MLP and CNN, trained (shortly) and exported with --export-onnx: ONNX's checker
+// accepts each file (importing it runs the checker), and ONNX Runtime gives dflow's logits on the
+// first 100 test images within 1e-5 of their largest magnitude.
+TEST_F(OnnxModelsTest, TrainedExamplesExportedToOnnxGiveDflowsOutputsInOnnxRuntime) {
+  const std::string dir = ::testing::TempDir() + "/onnx_exported_examples";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  setenv("DFLOW_ORT_DIR", OrtDir().c_str(), 1);
+  for (const auto& [name, binary] : {std::pair<std::string, std::string>{"mlp", DFLOW_MLP_EXAMPLE},
+                                     {"cnn", DFLOW_CNN_EXAMPLE}}) {
+    SCOPED_TRACE(name);
+    const std::string model = dir + "/" + name + ".onnx";
+    auto trained = RunBinary(binary, std::vector<std::string>{"--epochs", "1", "--steps-per-epoch",
+                                                              "40", "--export-onnx", model});
+    ASSERT_EQ(trained.code, 0) << trained.output;
+    ASSERT_TRUE(ImportModel(model).ok()) << ImportModel(model).status().ToString();
+    auto ort =
+        RunBinary("/usr/bin/env", std::vector<std::string>{"node", kScripts + "/ort_models.mjs",
+                                                           model, dir + "/" + name + ".ort.npy",
+                                                           "1", "x=" + model + ".images.npy"});
+    ASSERT_EQ(ort.code, 0) << ort.output;
+    auto want = serialization::ReadNpy(model + ".logits.npy");
+    auto got = serialization::ReadNpy(dir + "/" + name + ".ort.npy");
+    ASSERT_TRUE(want.ok() && got.ok());
+    ASSERT_EQ(want->shape(), Shape({100, 10}));
+    const double diff = RelativeDifference(*got, *want);
+    EXPECT_LE(diff, 1e-5);
+    std::printf("%s exported after training: ONNX Runtime's logits within %.2g of dflow's scale\n",
+                name.c_str(), diff);
+  }
+  fs::remove_all(dir);
+}
+#endif
+
 // The imported ResNet-50 (98 MiB of weights) on two devices whose 80 MiB each hold it only
 // together: one such device is refused, naming it; two split it (each holds weights, tensors
 // cross between them) and give the one device's outputs; so do two dflow-worker processes of

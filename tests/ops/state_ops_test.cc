@@ -60,6 +60,11 @@ TEST(StateOpsTest, ReadingUninitialisedVariableNamesIt) {
   auto out = (*session)->Run({}, {y.name()});
   EXPECT_EQ(out.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_TRUE(MessageHas(out.status(), {"node 'act'", "variable 'weights'", "uninitialised"}));
+  // Fetched itself, too: an error, not an empty tensor.
+  auto fetched = (*session)->Run({}, {v.name()});
+  EXPECT_EQ(fetched.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(MessageHas(fetched.status(), {"variable 'weights'", "uninitialised"}))
+      << fetched.status().ToString();
 }
 
 TEST(StateOpsTest, AssignWithoutShapeValidationTakesNewShape) {
