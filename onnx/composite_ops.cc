@@ -155,6 +155,11 @@ Status Mod(NodeContext& c) {
   if (floating && !fmod)
     return InvalidArgument("fmod 0 on {} (ONNX allows it for integers only)", a.dtype());
   const Scope& s = c.scope();
+  const DType dtype = a.dtype();
+  if (b.dtype() == dtype) {  // uint8 and float16 through a dtype the kernels take
+    a = Widened(s, a);
+    b = Widened(s, b);
+  }
   Output q = ops::Div(s, a, b);
   if (floating) {  // trunc: toward zero
     q = ops::Select(s, ops::Less(s, q, ScalarLike(s, q, 0)), ops::Ceil(s, q), ops::Floor(s, q));
@@ -168,7 +173,7 @@ Status Mod(NodeContext& c) {
     Output fix = ops::Select(s, ops::NotEqual(s, r, zero), differ, ops::NotEqual(s, r, r));
     r = ops::Select(s, fix, ops::Add(s, r, b), r);
   }
-  c.set_output(0, r);
+  c.set_output(0, Narrowed(s, r, dtype));
   return Status::OK();
 }
 

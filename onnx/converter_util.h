@@ -58,6 +58,25 @@ inline Output ReshapeKeeping(const Scope& s, Output x, const std::vector<int64_t
   return ops::ReshapeTo(s, x, ops::Concat(s, parts, 0), /*allow_zero=*/true, dims);
 }
 
+// The dtype dflow's arithmetic kernels (f32, f64, i32, i64) compute a `dtype` value in: uint8 in
+// int32, float16 and bfloat16 in float32; the others as they are.
+inline DType ComputeDType(DType dtype) {
+  if (dtype == DType::kU8) return DType::kI32;
+  if (dtype == DType::kF16 || dtype == DType::kBF16) return DType::kF32;
+  return dtype;
+}
+
+// x in ComputeDType(x's dtype) (a Cast when that differs).
+inline Output Widened(const Scope& s, Output x) {
+  const DType to = ComputeDType(x.dtype());
+  return to == x.dtype() ? x : ops::Cast(s, x, to);
+}
+
+// y, computed in a wider dtype, back in `dtype` (uint8 wraps modulo 256, as ONNX's does).
+inline Output Narrowed(const Scope& s, Output y, DType dtype) {
+  return y.dtype() == dtype || y.dtype() == DType::kBool ? y : ops::Cast(s, y, dtype);
+}
+
 // A scalar constant of like's dtype (f32 for any other).
 inline Output ScalarLike(const Scope& s, Output like, double v) {
   switch (like.dtype()) {

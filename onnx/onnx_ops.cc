@@ -6,6 +6,7 @@
 
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "onnx/converter_util.h"
 #include "onnx/node_context.h"
@@ -30,7 +31,31 @@ template <Output (*F)(const Scope&, Output, Output)>
 Status Binary(NodeContext& c) {
   ASSIGN_OR_RETURN(Output a, c.input(0));
   ASSIGN_OR_RETURN(Output b, c.input(1));
+  // uint8 and float16 operands go through a dtype dflow's kernels take, and back.
+  const DType dtype = a.dtype();
+  if (b.dtype() == dtype && ComputeDType(dtype) != dtype) {
+    const Scope& s = c.scope();
+    c.set_output(0, Narrowed(s, F(s, Widened(s, a), Widened(s, b)), dtype));
+    return Status::OK();
+  }
   c.set_output(0, F(c.scope(), a, b));
+  return Status::OK();
+}
+
+// ONNX's Pow takes an exponent of another type than the base, and integer bases; the result
+// has the base's type. dflow's Pow is floating point: the exponent is cast to the base's type,
+// and integers go through f64 (exact for every power an int32 or int64 can hold) and back.
+Status Pow(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output a, c.input(0));
+  ASSIGN_OR_RETURN(Output b, c.input(1));
+  const Scope& s = c.scope();
+  const DType out = a.dtype();
+  const bool integer = out == DType::kI32 || out == DType::kI64;
+  const DType compute = integer ? DType::kF64 : out;
+  if (a.dtype() != compute) a = ops::Cast(s, a, compute);
+  if (b.dtype() != compute) b = ops::Cast(s, b, compute);
+  Output y = ops::Pow(s, a, b);
+  c.set_output(0, integer ? ops::Cast(s, y, out) : y);
   return Status::OK();
 }
 
@@ -44,13 +69,16 @@ Status Unary(NodeContext& c) {
 // Max, Min, Sum, Mean: variadic with broadcasting.
 template <Output (*F)(const Scope&, Output, Output), bool kMean = false>
 Status Variadic(NodeContext& c) {
+  const Scope& s = c.scope();
   ASSIGN_OR_RETURN(Output acc, c.input(0));
+  const DType dtype = acc.dtype();
+  acc = Widened(s, acc);
   for (int i = 1; i < c.num_inputs(); ++i) {
     ASSIGN_OR_RETURN(Output x, c.input(i));
-    acc = F(c.scope(), acc, x);
+    acc = F(s, acc, x.dtype() == dtype ? Widened(s, x) : x);
   }
-  if (kMean) acc = ops::Div(c.scope(), acc, ScalarLike(c.scope(), acc, c.num_inputs()));
-  c.set_output(0, acc);
+  if (kMean) acc = ops::Div(s, acc, ScalarLike(s, acc, c.num_inputs()));
+  c.set_output(0, Narrowed(s, acc, dtype));
   return Status::OK();
 }
 
@@ -178,7 +206,9 @@ Status Gemm(NodeContext& c) {
   if (c.has_input(2) && beta != 0) {
     ASSIGN_OR_RETURN(Output bias, c.input(2));
     if (beta != 1) bias = ops::Mul(c.scope(), bias, ScalarLike(c.scope(), bias, beta));
-    y = bias.shape().rank() == 1 ? ops::BiasAdd(c.scope(), y, bias) : ops::Add(c.scope(), y, bias);
+    // A vector of N is a bias; anything else (a scalar, [1], [M, N]) broadcasts.
+    const bool vector = bias.shape().rank() == 1 && bias.shape()[0] != 1;
+    y = vector ? ops::BiasAdd(c.scope(), y, bias) : ops::Add(c.scope(), y, bias);
   }
   c.set_output(0, y);
   return Status::OK();
@@ -240,11 +270,61 @@ Status Conv(NodeContext& c) {
   return Status::OK();
 }
 
+// A 1-D window's attribute (kernel_shape, strides, dilations: one value; pads: two) as the 2-D
+// window of height 1 over [N, C, 1, L].
+std::optional<std::vector<int64_t>> As2D(std::optional<std::vector<int64_t>> v, int64_t one) {
+  if (!v) return v;
+  if (v->size() == 1) return std::vector<int64_t>{one, (*v)[0]};
+  if (v->size() == 2) return std::vector<int64_t>{0, (*v)[0], 0, (*v)[1]};  // pads
+  return v;
+}
+
 template <bool kMax>
 Status Pool(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
-  if (x.shape().rank() != 4) return Unimplemented("only 2-D pooling (rank-4 input) is imported");
-  if (c.attr_int("ceil_mode", 0) != 0) return Unimplemented("ceil_mode 1");
+  const Scope& s = c.scope();
+  const DType dtype = x.dtype();
+  if (x.shape().rank() == 3) {
+    // 1-D: pooled as [N, C, 1, L] with a window of height 1.
+    const int64_t channels = x.shape()[1], length = x.shape()[2];
+    if (channels < 0 || length < 0) {
+      return Unimplemented("1-D pooling needs the input's channels and length, not {}", x.shape());
+    }
+    if (c.attr_string("auto_pad", "NOTSET") != "NOTSET" &&
+        c.attr_string("auto_pad", "NOTSET") != "VALID") {
+      return Unimplemented("1-D pooling with auto_pad {}", c.attr_string("auto_pad", ""));
+    }
+    if (c.attr_int("ceil_mode", 0) != 0) return Unimplemented("ceil_mode 1");
+    if (kMax && c.wants_output(1)) return Unimplemented("MaxPool's Indices output");
+    auto kernel = As2D(c.attr_ints("kernel_shape"), 1);
+    if (!kernel || kernel->size() != 2) return InvalidArgument("kernel_shape of 1 value needed");
+    auto strides = As2D(c.attr_ints("strides"), 1).value_or(std::vector<int64_t>{1, 1});
+    auto dil = As2D(c.attr_ints("dilations"), 1).value_or(std::vector<int64_t>{1, 1});
+    if (dil != std::vector<int64_t>{1, 1}) {
+      return Unimplemented("pooling dilations {}", fmt::join(dil, ","));
+    }
+    std::vector<int64_t> pads{0, 0, 0, 0};
+    if (c.attr_string("auto_pad", "NOTSET") == "NOTSET") {
+      pads = As2D(c.attr_ints("pads"), 0).value_or(pads);
+    }
+    if (pads.size() != 4) return InvalidArgument("pads of 2 values needed");
+    Output x4 = Widened(s, ops::Reshape(s, x, {-1, channels, 1, length}));
+    if (!kMax && c.attr_int("count_include_pad", 0) != 0 && (pads[1] > 0 || pads[3] > 0)) {
+      x4 = ops::Pad(s, x4, {0, 0, 0, 0, 0, 0, pads[1], pads[3]}, 0);
+      pads = {0, 0, 0, 0};
+    }
+    ops::PoolAttrs attrs{.ksize = *kernel, .strides = strides, .pads = pads};
+    Output y = kMax ? ops::MaxPool(s, x4, attrs) : ops::AvgPool(s, x4, attrs);
+    if (!y.valid()) return s.status();
+    c.set_output(0, Narrowed(s, ops::Reshape(s, y, {-1, channels, y.shape()[3]}), dtype));
+    return Status::OK();
+  }
+  if (x.shape().rank() != 4) {
+    return Unimplemented("only 1-D and 2-D pooling (rank-3 and rank-4 input) is imported");
+  }
+  // Pooling takes floating point: uint8 goes through float32 (exactly).
+  x = dtype == DType::kU8 ? ops::Cast(s, x, DType::kF32) : Widened(s, x);
+  const bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;
   if (kMax && c.attr_int("storage_order", 0) != 0) return Unimplemented("storage_order 1");
   if (kMax && c.wants_output(1)) return Unimplemented("MaxPool's Indices output");
   auto dil = c.attr_ints("dilations").value_or(std::vector<int64_t>{1, 1});
@@ -254,6 +334,22 @@ Status Pool(NodeContext& c) {
   if (!kernel || kernel->size() != 2) return InvalidArgument("kernel_shape of 2 values needed");
   std::vector<int64_t> strides = c.attr_ints("strides").value_or(std::vector<int64_t>{1, 1});
   ASSIGN_OR_RETURN(std::vector<int64_t> pads, WindowPads(c, x.shape(), *kernel, strides, dil));
+  if (ceil_mode) {
+    // The last, partial window too: padding at the end that the pooling ignores (a max of the
+    // elements there; an average over them alone) gives the floor formula ceil's count. A
+    // window that would start past the input and its begin padding is dropped, as ONNX's.
+    for (int i = 0; i < 2; ++i) {
+      const int64_t in = x.shape()[2 + i];
+      if (in < 0) return Unimplemented("ceil_mode 1 needs the input's H and W");
+      const int64_t span = in + pads[i] + pads[2 + i] - (*kernel)[i];
+      int64_t out = (span + strides[i] - 1) / strides[i] + 1;
+      if ((out - 1) * strides[i] >= in + pads[i]) --out;
+      pads[2 + i] += std::max<int64_t>(0, (out - 1) * strides[i] - span);
+    }
+    if (!kMax && c.attr_int("count_include_pad", 0) != 0) {
+      return Unimplemented("ceil_mode 1 with count_include_pad 1");
+    }
+  }
   if (!kMax && c.attr_int("count_include_pad", 0) != 0 &&
       std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p > 0; })) {
     // The padding's zeros count in the average: pad explicitly, then pool without padding.
@@ -261,7 +357,8 @@ Status Pool(NodeContext& c) {
     pads = {0, 0, 0, 0};
   }
   ops::PoolAttrs attrs{.ksize = *kernel, .strides = strides, .pads = pads};
-  c.set_output(0, kMax ? ops::MaxPool(c.scope(), x, attrs) : ops::AvgPool(c.scope(), x, attrs));
+  Output y = kMax ? ops::MaxPool(s, x, attrs) : ops::AvgPool(s, x, attrs);
+  c.set_output(0, Narrowed(s, y, dtype));
   return Status::OK();
 }
 
@@ -772,7 +869,7 @@ const std::map<std::string, Converter>& Converters() {
         {"Mul", Binary<ops::Mul>},
         {"Neg", Unary<ops::Neg>},
         {"Pad", Pad},
-        {"Pow", Binary<ops::Pow>},
+        {"Pow", Pow},
         {"Range", Range},
         {"Reciprocal", Reciprocal},
         {"ReduceMax", Reduce<ops::ReduceMax, false>},
