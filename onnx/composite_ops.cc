@@ -3,15 +3,18 @@
 // HardSwish, Mish, ...), PRelu, Size, ConstantOfShape and Expand.
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <string>
 
 #include "onnx/converter_util.h"
 #include "onnx/node_context.h"
 #include "onnx/tensor_proto.h"
 #include "ops/array_ops.h"
+#include "ops/index_ops.h"
 #include "ops/logic_ops.h"
 #include "ops/manip_ops.h"
 #include "ops/math_ops.h"
+#include "ops/shape_ops.h"
 #include "ops/unary_ops.h"
 
 namespace dflow::onnx {
@@ -348,14 +351,44 @@ Status Size(NodeContext& c) {
 }
 
 Status ConstantOfShape(NodeContext& c) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> dims, c.ints_input(0));
-  ASSIGN_OR_RETURN(Shape shape, Shape::Make(dims));
   Tensor value = Tensor::Scalar<float>(0);
   if (const auto* v = c.attr("value")) {
     ASSIGN_OR_RETURN(value, FromTensorProto(v->t(), ".", "value"));
     if (value.num_elements() != 1)
       return InvalidArgument("value of {} elements", value.num_elements());
   }
+  if (!c.known_input(0)) {  // the shape known only at run time
+    ASSIGN_OR_RETURN(Output shape, c.input(0));
+    const Scope& s = c.scope();
+    double v = 0;
+    switch (value.dtype()) {
+      case DType::kF32:
+        v = value.data<float>()[0];
+        break;
+      case DType::kF64:
+        v = value.data<double>()[0];
+        break;
+      case DType::kI32:
+        v = value.data<int32_t>()[0];
+        break;
+      case DType::kI64:
+        v = static_cast<double>(value.data<int64_t>()[0]);
+        break;
+      case DType::kBool:
+        v = value.data<bool>()[0] ? 1 : 0;
+        break;
+      case DType::kU8:
+        v = value.data<uint8_t>()[0];
+        break;
+      default:
+        return Unimplemented("a value of {} for a shape known at run time", value.dtype());
+    }
+    if (shape.dtype() != DType::kI64) shape = ops::Cast(s, shape, DType::kI64);
+    c.set_output(0, FilledOfShape(s, shape, value.dtype(), v));
+    return Status::OK();
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, c.ints_input(0));
+  ASSIGN_OR_RETURN(Shape shape, Shape::Make(dims));
   if (shape.num_elements() > (int64_t{1} << 26)) {
     return Unimplemented("a constant of {} elements", shape.num_elements());
   }
@@ -370,6 +403,15 @@ Status ConstantOfShape(NodeContext& c) {
 
 Status Expand(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
+  if (!c.known_input(1)) {  // the shape known only at run time
+    ASSIGN_OR_RETURN(Output shape, c.input(1));
+    const Scope& s = c.scope();
+    if (x.dtype() == DType::kBool) return Unimplemented("Expand of bool to a run-time shape");
+    if (shape.dtype() != DType::kI64) shape = ops::Cast(s, shape, DType::kI64);
+    Output zeros = FilledOfShape(s, shape, x.dtype(), 0);
+    c.set_output(0, ops::Add(s, x, zeros));
+    return Status::OK();
+  }
   ASSIGN_OR_RETURN(std::vector<int64_t> dims, c.ints_input(1));
   ASSIGN_OR_RETURN(Shape shape, Shape::Make(dims));
   // Broadcasting against zeros of the shape (1s in it keep x's dimension).
@@ -378,6 +420,76 @@ Status Expand(NodeContext& c) {
 }
 
 }  // namespace
+
+Output FilledOfShape(const Scope& s, Output shape, DType dtype, double value) {
+  Output count = ops::ReduceProd(s, shape);
+  Output zeros =
+      ops::Mul(s, ops::Range(s, ops::Const(s, int64_t{0}), count, ops::Const(s, int64_t{1})),
+               ops::Const(s, int64_t{0}));
+  Output filled;
+  if (IsFloatingPoint(dtype)) {
+    filled = ops::Add(s, ops::Cast(s, zeros, dtype == DType::kF64 ? DType::kF64 : DType::kF32),
+                      ops::Const(s, Tensor::Scalar<float>(static_cast<float>(value))));
+    if (dtype == DType::kF64) {
+      filled = ops::Add(s, ops::Cast(s, zeros, DType::kF64),
+                        ops::Const(s, Tensor::Scalar<double>(value)));
+    }
+  } else {
+    filled = ops::Add(s, zeros, ops::Const(s, static_cast<int64_t>(value)));
+  }
+  if (filled.dtype() != dtype) filled = ops::Cast(s, filled, dtype);
+  return ops::ReshapeTo(s, filled, shape);
+}
+
+Result<Output> SliceAtRunTime(const Scope& s, Output x, Output starts, Output ends, Output axes,
+                              Output steps) {
+  const int rank = x.shape().rank();
+  if (rank < 0) return Unimplemented("Slice of unknown rank");
+  const Shape& ns = starts.shape();
+  if (ns.rank() != 1 || ns[0] < 0) return Unimplemented("starts of unknown length {}", ns);
+  const int64_t n = ns[0];
+  auto i64 = [&](Output v) { return v.dtype() == DType::kI64 ? v : ops::Cast(s, v, DType::kI64); };
+  auto scalar = [&](int64_t v) { return ops::Const(s, v); };
+  const Output zero = scalar(0), one = scalar(1);
+  starts = i64(starts);
+  ends = i64(ends);
+  if (axes.valid()) {
+    axes = i64(axes);
+  } else {
+    std::vector<int64_t> all(n);
+    std::iota(all.begin(), all.end(), 0);
+    axes = ops::Const(s, all, Shape{n});
+  }
+  steps = steps.valid() ? i64(steps) : ops::Const(s, std::vector<int64_t>(n, 1), Shape{n});
+  axes = ops::Select(s, ops::Less(s, axes, zero), ops::Add(s, axes, scalar(rank)), axes);
+  const Output shape = ops::ShapeOf(s, x);
+  Output y = x;
+  for (int a = 0; a < rank; ++a) {
+    // The operands' entry for this axis, if any (the mask picks it; no entry: all of it).
+    const Output match = ops::Cast(s, ops::Equal(s, axes, scalar(a)), DType::kI64);
+    const Output has = ops::Less(s, zero, ops::ReduceSum(s, match));
+    auto pick = [&](Output v, Output otherwise) {
+      return ops::Select(s, has, ops::ReduceSum(s, ops::Mul(s, v, match)), otherwise);
+    };
+    const Output dim = ops::Gather(s, shape, scalar(a));
+    const Output step = pick(steps, one);
+    const Output backward = ops::Less(s, step, zero);
+    const Output dim_less_one = ops::Sub(s, dim, one);
+    // Far out of range first (no overflow below), then from the end, then ONNX's clamps.
+    auto bounded = [&](Output v) {
+      v = ops::Maximum(s, ops::Minimum(s, v, dim), ops::Sub(s, ops::Neg(s, dim), one));
+      return ops::Select(s, ops::Less(s, v, zero), ops::Add(s, v, dim), v);
+    };
+    Output start = bounded(pick(starts, zero));
+    Output end = bounded(pick(ends, dim));
+    const Output top = ops::Select(s, backward, dim_less_one, dim);
+    start = ops::Maximum(s, zero, ops::Minimum(s, start, top));
+    end = ops::Maximum(s, ops::Select(s, backward, ops::Neg(s, one), zero),
+                       ops::Minimum(s, end, top));
+    y = ops::Gather(s, y, ops::Range(s, start, end, step), a);
+  }
+  return y;
+}
 
 void AddCompositeConverters(std::map<std::string, Converter>& table) {
   const std::map<std::string, Converter> composite = {

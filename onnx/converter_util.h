@@ -77,6 +77,17 @@ inline Output Narrowed(const Scope& s, Output y, DType dtype) {
   return y.dtype() == dtype || y.dtype() == DType::kBool ? y : ops::Cast(s, y, dtype);
 }
 
+// A tensor of `dtype` and the shape held in `shape` (an i64 vector, known at run time), every
+// element `value`: a Range as long as the shape's element count, made `value`, reshaped.
+Output FilledOfShape(const Scope& s, Output shape, DType dtype, double value);
+
+// x sliced along its axes by ONNX Slice's operands held in tensors (starts, ends, and axes and
+// steps when valid; of one known length), with ONNX's clamping: one Gather of a Range of
+// indices per dimension of x, its start, end and step picked from the operands as the graph
+// runs. For operands known only at run time.
+Result<Output> SliceAtRunTime(const Scope& s, Output x, Output starts, Output ends, Output axes,
+                              Output steps);
+
 // A scalar constant of like's dtype (f32 for any other).
 inline Output ScalarLike(const Scope& s, Output like, double v) {
   switch (like.dtype()) {

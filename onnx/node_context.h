@@ -72,6 +72,10 @@ class NodeContext {
   // Input i is given (optional inputs may be absent or "").
   bool has_input(int i) const { return i < node_.input_size() && !node_.input(i).empty(); }
   Result<Output> input(int i);
+  // Input i is given and its value known at import.
+  bool known_input(int i) const {
+    return has_input(i) && values_.Constant(node_.input(i)) != nullptr;
+  }
   // Input i's value when known at import: InvalidArgument saying it must be a constant.
   Result<Tensor> constant_input(int i) const;
   // An integer constant input (int64 or int32) as numbers.

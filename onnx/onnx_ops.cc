@@ -20,6 +20,7 @@
 #include "ops/manip_ops.h"
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
+#include "ops/shape_ops.h"
 #include "ops/unary_ops.h"
 
 namespace dflow::onnx {
@@ -505,6 +506,15 @@ Status Concat(NodeContext& c) {
 template <bool kSqueeze>
 Status SqueezeOp(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
+  if (c.opset() >= 13 && c.has_input(1) && !c.known_input(1)) {
+    // Axes known only at run time: the shape computed there.
+    ASSIGN_OR_RETURN(Output axes, c.input(1));
+    const Scope& sc = c.scope();
+    Output shape =
+        ops::AxesShape(sc, ops::ShapeOf(sc, x), axes, kSqueeze ? "squeeze" : "unsqueeze");
+    c.set_output(0, ops::ReshapeTo(sc, x, shape));
+    return Status::OK();
+  }
   const Shape& s = x.shape();
   if (s.unknown_rank()) return Unimplemented("of unknown rank");
   std::vector<int64_t> axes;
@@ -619,6 +629,14 @@ Status Reduce(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
   std::vector<int64_t> axes;
   if (kAxesInput && c.opset() >= 13) {
+    if (c.has_input(1) && !c.known_input(1)) {
+      // Axes known only at run time (ReduceSum's, the one reduction taking them as an input
+      // before opset 18).
+      ASSIGN_OR_RETURN(Output axes_value, c.input(1));
+      c.set_output(0, ops::ReduceSumAxes(c.scope(), x, axes_value, c.attr_int("keepdims", 1) != 0,
+                                         c.attr_int("noop_with_empty_axes", 0) != 0));
+      return Status::OK();
+    }
     if (c.has_input(1)) {
       ASSIGN_OR_RETURN(axes, c.ints_input(1));
     }
@@ -730,6 +748,19 @@ Status Slice(NodeContext& c) {
   if (s.unknown_rank()) return Unimplemented("Slice of unknown rank");
   std::vector<int64_t> starts, ends, axes, steps;
   if (c.opset() >= 10) {
+    bool at_run_time = !c.known_input(1) || !c.known_input(2);
+    for (int i : {3, 4}) at_run_time |= c.has_input(i) && !c.known_input(i);
+    if (at_run_time) {
+      std::vector<Output> in(5);
+      for (int i = 1; i < 5; ++i) {
+        if (c.has_input(i)) {
+          ASSIGN_OR_RETURN(in[i], c.input(i));
+        }
+      }
+      ASSIGN_OR_RETURN(Output y, SliceAtRunTime(c.scope(), x, in[1], in[2], in[3], in[4]));
+      c.set_output(0, y);
+      return Status::OK();
+    }
     ASSIGN_OR_RETURN(starts, c.ints_input(1));
     ASSIGN_OR_RETURN(ends, c.ints_input(2));
     if (c.has_input(3)) {
@@ -775,6 +806,21 @@ Status Split(NodeContext& c) {
   const int64_t dim = s[static_cast<int>(axis)];
   if (dim < 0) return Unimplemented("splitting dimension {} of {}, unknown at import", axis, s);
   std::vector<int64_t> sizes;
+  if (c.opset() >= 13 && c.has_input(1) && !c.known_input(1)) {
+    // Sizes known only at run time: each part a Gather of its Range of indices.
+    const Scope& sc = c.scope();
+    ASSIGN_OR_RETURN(Output split, c.input(1));
+    if (split.dtype() != DType::kI64) split = ops::Cast(sc, split, DType::kI64);
+    const Output offsets = ops::CumSum(sc, split, ops::Const(sc, int64_t{0}), /*exclusive=*/true);
+    for (int i = 0; i < c.num_outputs(); ++i) {
+      const Output at = ops::Const(sc, int64_t{i});
+      const Output start = ops::Gather(sc, offsets, at);
+      const Output end = ops::Add(sc, start, ops::Gather(sc, split, at));
+      c.set_output(
+          i, ops::Gather(sc, x, ops::Range(sc, start, end, ops::Const(sc, int64_t{1})), axis));
+    }
+    return Status::OK();
+  }
   if (c.opset() >= 13 && c.has_input(1)) {
     ASSIGN_OR_RETURN(sizes, c.ints_input(1));
   } else if (auto a = c.attr_ints("split")) {

@@ -19,4 +19,19 @@ Output Range(const Scope& scope, Output start, Output limit, Output delta) {
   return scope.OutputOf(scope.AddNode("Range", {start, limit, delta}, {}));
 }
 
+Output AxesShape(const Scope& scope, Output shape, Output axes, const std::string& mode,
+                 bool noop_with_empty_axes) {
+  internal::RegisterOpDefinitions();
+  return scope.OutputOf(
+      scope.AddNode("AxesShape", {shape, axes},
+                    {{"mode", mode}, {"noop_with_empty_axes", int64_t{noop_with_empty_axes}}}));
+}
+Output ReduceSumAxes(const Scope& scope, Output x, Output axes, bool keep_dims,
+                     bool noop_with_empty_axes) {
+  internal::RegisterOpDefinitions();
+  return scope.OutputOf(scope.AddNode("ReduceSumAxes", {x, axes},
+                                      {{"keep_dims", int64_t{keep_dims}},
+                                       {"noop_with_empty_axes", int64_t{noop_with_empty_axes}}}));
+}
+
 }  // namespace dflow::ops
