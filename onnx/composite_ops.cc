@@ -1,6 +1,7 @@
 // The converters of the ONNX ops that dflow computes from other ops: the reductions beyond sum,
 // mean and max, LayerNormalization, the logic ops, CastLike, Trilu, the activations (Elu, Selu,
 // HardSwish, Mish, ...), PRelu, Size, ConstantOfShape and Expand.
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <numeric>
@@ -77,6 +78,124 @@ Status LayerNormalization(NodeContext& c) {
   c.set_output(0, y);
   c.set_output(1, mean);     // Mean, reduced axes kept as 1
   c.set_output(2, inv_std);  // InvStdDev
+  return Status::OK();
+}
+
+// InstanceNormalization: each (sample, channel) plane normalized over its spatial axes, then
+// scaled and shifted per channel.
+Status InstanceNormalization(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  ASSIGN_OR_RETURN(Output scale, c.input(1));
+  ASSIGN_OR_RETURN(Output bias, c.input(2));
+  const int rank = x.shape().rank();
+  if (rank < 3) return Unimplemented("InstanceNormalization of rank {} (3 or more)", rank);
+  std::vector<int64_t> axes, per_channel{-1};
+  for (int d = 2; d < rank; ++d) {
+    axes.push_back(d);
+    per_channel.push_back(1);
+  }
+  const Scope& s = c.scope();
+  Output mean = ops::ReduceMean(s, x, axes, {.keep_dims = true});
+  Output d = ops::Sub(s, x, mean);
+  Output var = ops::ReduceMean(s, ops::Square(s, d), axes, {.keep_dims = true});
+  Output inv_std =
+      ops::Rsqrt(s, ops::Add(s, var, ScalarLike(s, x, c.attr_float("epsilon", 1e-5f))));
+  Output y = ops::Mul(s, ops::Mul(s, d, inv_std), ops::Reshape(s, scale, per_channel));
+  c.set_output(0, ops::Add(s, y, ops::Reshape(s, bias, per_channel)));
+  return Status::OK();
+}
+
+// MeanVarianceNormalization, as ONNX's function body computes it: (x - E[x]) over
+// sqrt(E[x^2] - E[x]^2) + 1e-9, the means over `axes` (default 0, 2, 3).
+Status MeanVarianceNormalization(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  std::vector<int64_t> axes = c.attr_ints("axes").value_or(std::vector<int64_t>{0, 2, 3});
+  for (int64_t& a : axes) {
+    ASSIGN_OR_RETURN(a, Axis(a, x.shape().rank()));
+  }
+  const Scope& s = c.scope();
+  Output mean = ops::ReduceMean(s, x, axes, {.keep_dims = true});
+  Output mean_of_squares = ops::ReduceMean(s, ops::Square(s, x), axes, {.keep_dims = true});
+  Output std = ops::Sqrt(s, ops::Sub(s, mean_of_squares, ops::Square(s, mean)));
+  c.set_output(0, ops::Div(s, ops::Sub(s, x, mean), ops::Add(s, std, ScalarLike(s, x, 1e-9))));
+  return Status::OK();
+}
+
+// OneHot: `on` where the index equals the position along the new axis, `off` elsewhere; an
+// index below 0 counts from the end of depth, one out of range gives a row of `off`. Indices and
+// depth of any numeric type (as integers); depth may be known only at run time.
+Status OneHot(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output indices, c.input(0));
+  ASSIGN_OR_RETURN(Output depth, c.input(1));
+  ASSIGN_OR_RETURN(Output values, c.input(2));
+  const int rank = indices.shape().rank();
+  if (rank < 0) return Unimplemented("OneHot of indices of unknown rank");
+  ASSIGN_OR_RETURN(int64_t axis, Axis(c.attr_int("axis", -1), rank + 1));
+  const Scope& s = c.scope();
+  auto i64 = [&](Output v) { return v.dtype() == DType::kI64 ? v : ops::Cast(s, v, DType::kI64); };
+  depth = ops::Reshape(s, i64(depth), {});
+  indices = i64(indices);
+  const Output zero = ops::Const(s, int64_t{0});
+  indices = ops::Select(s, ops::Less(s, indices, zero), ops::Add(s, indices, depth), indices);
+  // The indices with a 1 inserted at `axis`; the positions 0 .. depth-1 along it.
+  std::vector<int64_t> along(rank + 1, 1);
+  along[axis] = -1;
+  Output expanded = ops::ReshapeTo(
+      s, indices,
+      ops::AxesShape(s, ops::ShapeOf(s, indices),
+                     ops::Const(s, std::vector<int64_t>{axis}, Shape{1}), "unsqueeze"));
+  Output positions = ops::Reshape(s, ops::Range(s, zero, depth, ops::Const(s, int64_t{1})), along);
+  Output hot = ops::Cast(s, ops::Equal(s, expanded, positions), ComputeDType(values.dtype()));
+  Output wide = Widened(s, values);
+  Output off = ops::Gather(s, wide, ops::Const(s, int64_t{0}));
+  Output on = ops::Gather(s, wide, ops::Const(s, int64_t{1}));
+  c.set_output(
+      0, Narrowed(s, ops::Add(s, off, ops::Mul(s, hot, ops::Sub(s, on, off))), values.dtype()));
+  return Status::OK();
+}
+
+// Tile: along each axis, a Gather of the indices 0 .. dim*repeats - 1 modulo dim, the repeats
+// read as the graph runs.
+Status Tile(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  ASSIGN_OR_RETURN(Output repeats, c.input(1));
+  const int rank = x.shape().rank();
+  if (rank < 0) return Unimplemented("Tile of unknown rank");
+  const Scope& s = c.scope();
+  if (repeats.dtype() != DType::kI64) repeats = ops::Cast(s, repeats, DType::kI64);
+  const Output shape = ops::ShapeOf(s, x), zero = ops::Const(s, int64_t{0}),
+               one = ops::Const(s, int64_t{1});
+  Output y = x;
+  for (int a = 0; a < rank; ++a) {
+    const Output at = ops::Const(s, int64_t{a});
+    const Output dim = ops::Gather(s, shape, at);
+    const Output i = ops::Range(s, zero, ops::Mul(s, dim, ops::Gather(s, repeats, at)), one);
+    y = ops::Gather(s, y, ops::Sub(s, i, ops::Mul(s, ops::Div(s, i, dim), dim)), a);
+  }
+  c.set_output(0, y);
+  return Status::OK();
+}
+
+// HannWindow, HammingWindow, BlackmanWindow: a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N) for
+// n = 0 .. size-1, N = size (periodic) or size - 1 (symmetric), computed in double; the size
+// may be known only at run time.
+template <int kWindow>
+Status CosineWindow(NodeContext& c) {
+  static constexpr double kA[3][3] = {
+      {0.5, 0.5, 0}, {25.0 / 46.0, 21.0 / 46.0, 0}, {0.42, 0.5, 0.08}};  // Hann, Hamming, Blackman
+  ASSIGN_OR_RETURN(Output size, c.input(0));
+  const Scope& s = c.scope();
+  ASSIGN_OR_RETURN(DType out, DTypeOfOnnx(static_cast<int32_t>(c.attr_int("output_datatype", 1))));
+  size = ops::Cast(s, ops::Reshape(s, size, {}), DType::kF64);
+  auto f64 = [&](double v) { return ops::Const(s, Tensor::Scalar<double>(v)); };
+  const Output n = ops::Range(s, f64(0), size, f64(1));
+  const Output period = c.attr_int("periodic", 1) != 0 ? size : ops::Sub(s, size, f64(1));
+  const Output angle = ops::Div(s, ops::Mul(s, n, f64(2 * M_PI)), period);
+  Output w = ops::Sub(s, f64(kA[kWindow][0]), ops::Mul(s, f64(kA[kWindow][1]), ops::Cos(s, angle)));
+  if (kA[kWindow][2] != 0) {
+    w = ops::Add(s, w, ops::Mul(s, f64(kA[kWindow][2]), ops::Cos(s, ops::Mul(s, angle, f64(2)))));
+  }
+  c.set_output(0, ops::Cast(s, w, out));
   return Status::OK();
 }
 
@@ -496,7 +615,14 @@ void AddCompositeConverters(std::map<std::string, Converter>& table) {
       {"And", LogicOp<Logic::kAnd>},
       {"CastLike", CastLike},
       {"Celu", ActivationOp<Activation::kCelu>},
+      {"BlackmanWindow", CosineWindow<2>},
       {"ConstantOfShape", ConstantOfShape},
+      {"HammingWindow", CosineWindow<1>},
+      {"HannWindow", CosineWindow<0>},
+      {"InstanceNormalization", InstanceNormalization},
+      {"MeanVarianceNormalization", MeanVarianceNormalization},
+      {"OneHot", OneHot},
+      {"Tile", Tile},
       {"Elu", ActivationOp<Activation::kElu>},
       {"Expand", Expand},
       {"HardSigmoid", ActivationOp<Activation::kHardSigmoid>},
