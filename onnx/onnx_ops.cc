@@ -377,9 +377,45 @@ Status GlobalMaxPool(NodeContext& c) {
   return Status::OK();
 }
 
+// BatchNormalization in training mode: normalized by the batch's mean and (biased) variance
+// per channel; the running statistics out are momentum * running + (1 - momentum) * batch's.
+Status BatchNormalizationTraining(NodeContext& c) {
+  std::vector<Output> in;
+  for (int i = 0; i < 5; ++i) {
+    ASSIGN_OR_RETURN(Output v, c.input(i));
+    in.push_back(v);
+  }
+  const Output x = in[0];
+  const int rank = x.shape().rank();
+  if (rank < 2) return Unimplemented("BatchNormalization of rank {} (2 or more)", rank);
+  std::vector<int64_t> axes{0}, per_channel{1, -1};
+  for (int d = 2; d < rank; ++d) {
+    axes.push_back(d);
+    per_channel.push_back(1);
+  }
+  const Scope& s = c.scope();
+  auto channels = [&](Output v) { return ops::Reshape(s, v, per_channel); };
+  const Output mean = ops::ReduceMean(s, x, axes);
+  const Output centered = ops::Sub(s, x, channels(mean));
+  const Output var = ops::ReduceMean(s, ops::Square(s, centered), axes);
+  const Output inv_std =
+      ops::Rsqrt(s, ops::Add(s, var, ScalarLike(s, var, c.attr_float("epsilon", 1e-5f))));
+  c.set_output(0, ops::Add(s, ops::Mul(s, centered, channels(ops::Mul(s, inv_std, in[1]))),
+                           channels(in[2])));
+  const float momentum = c.attr_float("momentum", 0.9f);
+  auto running = [&](Output old, Output batch) {
+    return ops::Add(s, ops::Mul(s, old, ScalarLike(s, old, momentum)),
+                    ops::Mul(s, batch, ScalarLike(s, batch, 1 - momentum)));
+  };
+  c.set_output(1, running(in[3], mean));
+  c.set_output(2, running(in[4], var));
+  return Status::OK();
+}
+
 Status BatchNormalization(NodeContext& c) {
-  if (c.attr_int("training_mode", 0) != 0 || c.wants_output(1) || c.wants_output(2)) {
-    return Unimplemented("BatchNormalization in training mode (running statistics out)");
+  if (c.attr_int("training_mode", 0) != 0) return BatchNormalizationTraining(c);
+  if (c.wants_output(1) || c.wants_output(2)) {
+    return Unimplemented("BatchNormalization's running statistics out without training_mode");
   }
   std::vector<Output> in;
   for (int i = 0; i < 5; ++i) {
@@ -705,10 +741,90 @@ Status Hardmax(NodeContext& c) {
 
 // ---- slicing and padding ----------------------------------------------------------------------
 
+// Pad's edge and reflect modes: along each padded axis, a Gather of the source index of every
+// output position (the nearest edge element; the mirror image without repeating the edge).
+Result<Output> PadByGather(const Scope& s, Output x, const std::vector<int64_t>& pads,
+                           bool reflect) {
+  const int rank = x.shape().rank();
+  for (int d = 0; d < rank; ++d) {
+    const int64_t begin = pads[d], end = pads[d + rank], dim = x.shape()[d];
+    if (begin == 0 && end == 0) continue;
+    if (dim < 0)
+      return Unimplemented("padding dimension {} of {}, unknown at import", d, x.shape());
+    if (dim == 0 || (reflect && (begin >= dim || end >= dim))) {
+      return InvalidArgument("{} pads {} and {} on a dimension of {}", reflect ? "reflect" : "edge",
+                             begin, end, dim);
+    }
+    std::vector<int64_t> from;
+    for (int64_t o = -begin; o < dim + end; ++o) {
+      int64_t i = o;
+      if (!reflect) {
+        i = std::clamp<int64_t>(i, 0, dim - 1);
+      } else if (dim > 1) {
+        if (i < 0) i = -i;
+        if (i >= dim) i = 2 * (dim - 1) - i;
+      } else {
+        i = 0;
+      }
+      from.push_back(i);
+    }
+    x = ops::Gather(s, x, ops::Const(s, from, Shape{static_cast<int64_t>(from.size())}), d);
+  }
+  return x;
+}
+
+// Pad with pads (or the constant) known only at run time: along each axis, the output
+// positions as source indices (a Range from -begin; negative pads crop), gathered clamped
+// (edge), mirrored (reflect), or clamped and replaced by the constant outside (constant).
+Result<Output> PadAtRunTime(const Scope& s, Output x, Output pads, Output value,
+                            const std::string& mode) {
+  const int rank = x.shape().rank();
+  if (rank < 0) return Unimplemented("Pad of unknown rank");
+  if (pads.dtype() != DType::kI64) pads = ops::Cast(s, pads, DType::kI64);
+  auto i64 = [&](int64_t v) { return ops::Const(s, v); };
+  const Output shape = ops::ShapeOf(s, x), zero = i64(0), one = i64(1);
+  if (mode == "constant") {
+    value = value.valid() ? ops::Reshape(s, value, {}) : ScalarLike(s, x, 0);
+  }
+  Output y = x;
+  for (int a = 0; a < rank; ++a) {
+    const Output begin = ops::Gather(s, pads, i64(a)), end = ops::Gather(s, pads, i64(a + rank));
+    const Output dim = ops::Gather(s, shape, i64(a)), last = ops::Sub(s, dim, one);
+    const Output o = ops::Range(s, ops::Neg(s, begin), ops::Add(s, dim, end), one);
+    Output from = ops::Maximum(s, zero, ops::Minimum(s, o, last));
+    if (mode == "reflect") {
+      const Output mirrored = ops::Abs(s, o);
+      from = ops::Select(s, ops::Less(s, mirrored, dim), mirrored,
+                         ops::Sub(s, ops::Add(s, last, last), mirrored));
+    }
+    Output gathered = ops::Gather(s, y, from, a);
+    if (mode == "constant") {
+      std::vector<int64_t> along(rank, 1);
+      along[a] = -1;
+      const Output inside = ops::Reshape(s, ops::Equal(s, o, from), along);
+      gathered = ops::Select(s, inside, gathered, value);
+    }
+    y = gathered;
+  }
+  return y;
+}
+
 Status Pad(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
-  if (c.attr_string("mode", "constant") != "constant") {
-    return Unimplemented("mode '{}' (constant only)", c.attr_string("mode", ""));
+  const std::string mode = c.attr_string("mode", "constant");
+  if (mode != "constant" && mode != "edge" && mode != "reflect") {
+    return InvalidArgument("mode '{}' (constant, edge or reflect)", mode);
+  }
+  if (c.opset() >= 11 && !c.has_input(3) &&
+      (!c.known_input(1) || (c.has_input(2) && !c.known_input(2)))) {
+    ASSIGN_OR_RETURN(Output pads, c.input(1));
+    Output value;
+    if (c.has_input(2)) {
+      ASSIGN_OR_RETURN(value, c.input(2));
+    }
+    ASSIGN_OR_RETURN(Output y, PadAtRunTime(c.scope(), x, pads, value, mode));
+    c.set_output(0, y);
+    return Status::OK();
   }
   std::vector<int64_t> pads;
   double value = 0;
@@ -737,6 +853,11 @@ Status Pad(NodeContext& c) {
     if (pads[d] < 0 || pads[d + rank] < 0) return Unimplemented("negative pads (cropping)");
     paddings.push_back(pads[d]);
     paddings.push_back(pads[d + rank]);
+  }
+  if (mode != "constant") {
+    ASSIGN_OR_RETURN(Output y, PadByGather(c.scope(), x, pads, mode == "reflect"));
+    c.set_output(0, y);
+    return Status::OK();
   }
   c.set_output(0, ops::Pad(c.scope(), x, paddings, value));
   return Status::OK();
@@ -847,6 +968,11 @@ Status Split(NodeContext& c) {
 Status Dropout(NodeContext& c) {
   // Inference (the default) is the identity; training mode draws a random mask.
   bool training = c.opset() < 7 && c.attr_int("is_test", 0) == 0;
+  if (c.opset() >= 12 && c.has_input(2) && !c.known_input(2)) {
+    return Unimplemented(
+        "Dropout whose training_mode comes at run time: training mode draws a random mask, "
+        "which is not imported (its draws could not match another runtime's anyway)");
+  }
   if (c.opset() >= 12 && c.has_input(2)) {
     ASSIGN_OR_RETURN(Tensor mode, c.constant_input(2));
     training = mode.dtype() == DType::kBool && mode.num_elements() == 1 && mode.data<bool>()[0];

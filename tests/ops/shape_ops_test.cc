@@ -66,5 +66,41 @@ TEST(ShapeOpsTest, BadShapesAndRangesFailTheRunNamingTheNode) {
   EXPECT_EQ(ok->at(0).ToVector<int32_t>(), (std::vector<int32_t>{0, 2, 4}));
 }
 
+// Axes fed at run time: one out of range, given twice, or (squeeze) of a dimension that is not
+// 1 fails the run naming the node, the axis and the shape.
+TEST(ShapeOpsTest, BadAxesFailTheRunNamingTheNode) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, -1});
+  auto axes = ops::Placeholder(root.WithOpName("axes"), DType::kI64, Shape{-1});
+  auto squeezed =
+      ops::AxesShape(root.WithOpName("squeeze_shape"), ops::ShapeOf(root, x), axes, "squeeze");
+  auto unsqueezed =
+      ops::AxesShape(root.WithOpName("unsqueeze_shape"), ops::ShapeOf(root, x), axes, "unsqueeze");
+  auto sum = ops::ReduceSumAxes(root.WithOpName("sum"), x, axes, /*keep_dims=*/false);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  const Tensor xv = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, Shape{2, 3});
+  auto run = [&](const std::vector<int64_t>& a, const Output& out) {
+    return (*session)->Run(
+        {{"x", xv},
+         {"axes", Tensor::FromVector<int64_t>(a, Shape{static_cast<int64_t>(a.size())})}},
+        {out.name()});
+  };
+  auto good = run({-1}, sum);
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ(good->at(0).ToVector<float>(), (std::vector<float>{6, 15}));
+  auto out_of_range = run({2}, sum);
+  EXPECT_EQ(out_of_range.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(out_of_range.status(), {"node 'sum'", "axis 2 is outside [-2, 2)"}))
+      << out_of_range.status().ToString();
+  auto twice = run({1, -3}, unsqueezed);  // -3 of the result's rank 4 is 1
+  EXPECT_TRUE(MessageHas(twice.status(), {"node 'unsqueeze_shape'", "given twice"}))
+      << twice.status().ToString();
+  auto not_one = run({0}, squeezed);
+  EXPECT_TRUE(MessageHas(not_one.status(), {"node 'squeeze_shape'", "axis 0 of [2,3] is 2, not 1"}))
+      << not_one.status().ToString();
+}
+
 }  // namespace
 }  // namespace dflow
