@@ -179,9 +179,10 @@ Status CheckImportable(const ::onnx::ModelProto& model, const std::string& name,
     // The windowed ops: the input and the weights (when their ranks are declared) and the
     // window's attributes must agree on the number of spatial dimensions.
     const std::string& op = node.op_type();
-    if (op == "Conv" || op == "MaxPool" || op == "AveragePool") {
+    const bool weighted = op == "Conv" || op == "ConvTranspose";
+    if (weighted || op == "MaxPool" || op == "AveragePool") {
       int spatial = -1;
-      for (int k = 0; k < std::min(node.input_size(), op == "Conv" ? 2 : 1); ++k) {
+      for (int k = 0; k < std::min(node.input_size(), weighted ? 2 : 1); ++k) {
         auto it = ranks.find(node.input(k));
         if (it == ranks.end()) continue;
         if (it->second < 3) {
@@ -194,7 +195,10 @@ Status CheckImportable(const ::onnx::ModelProto& model, const std::string& name,
       }
       for (const auto& a : node.attribute()) {
         const std::string& n = a.name();
-        if (n != "kernel_shape" && n != "strides" && n != "dilations" && n != "pads") continue;
+        if (n != "kernel_shape" && n != "strides" && n != "dilations" && n != "pads" &&
+            n != "output_padding") {
+          continue;
+        }
         const int want = spatial < 0 ? -1 : (n == "pads" ? 2 * spatial : spatial);
         if (want >= 0 && a.ints_size() != want) {
           return InvalidArgument("{}attribute {} has {} values for {} spatial dimensions", label, n,

@@ -280,6 +280,110 @@ std::optional<std::vector<int64_t>> As2D(std::optional<std::vector<int64_t>> v, 
   return v;
 }
 
+// ConvTranspose, as the gradient of a convolution with respect to its input (oneDNN's
+// backward-data primitive): ONNX's weights [C_in, C_out / group, kH, kW] are that
+// convolution's. The output's spatial size is stride * (in - 1) + output_padding +
+// (k - 1) * dilation + 1 - pads, or output_shape (or in * stride for auto_pad SAME_*) with the
+// pads it implies. 1-D runs as 2-D of height 1; 3-D is not imported.
+Status ConvTranspose(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  ASSIGN_OR_RETURN(Output w, c.input(1));
+  const Scope& s = c.scope();
+  const int rank = x.shape().rank();
+  if (rank != 3 && rank != 4) {
+    return Unimplemented("only 1-D and 2-D ConvTranspose (rank-3 and rank-4 input), not {}",
+                         x.shape());
+  }
+  if (w.shape().rank() != rank) {
+    return InvalidArgument("weights of shape {} for an input of {}", w.shape(), x.shape());
+  }
+  const bool one_d = rank == 3;
+  // Attributes over the spatial axes, as 2-D: a 1-D one gets height 1 (pads: 0 above and below).
+  auto spatial = [&](const char* name, int64_t fill) -> std::vector<int64_t> {
+    auto v = c.attr_ints(name);
+    if (!v) return {};
+    if (!one_d) return *v;
+    if (std::string(name) == "pads") return {0, (*v)[0], 0, v->size() > 1 ? (*v)[1] : 0};
+    return {fill, (*v)[0]};
+  };
+  if (one_d) {
+    const int64_t cin = x.shape()[1], len = x.shape()[2];
+    if (cin < 0 || len < 0 || !w.shape().fully_defined()) {
+      return Unimplemented("1-D ConvTranspose needs the input's channels and length, not {}",
+                           x.shape());
+    }
+    x = ops::Reshape(s, x, {-1, cin, 1, len});
+    w = ops::Reshape(s, w, {w.shape()[0], w.shape()[1], 1, w.shape()[2]});
+  }
+  const Shape& xs = x.shape();
+  const Shape& ws = w.shape();
+  if (xs[2] < 0 || xs[3] < 0 || !ws.fully_defined()) {
+    return Unimplemented(
+        "ConvTranspose needs the input's spatial size and the weights' shape, "
+        "not {} and {}",
+        xs, ws);
+  }
+  const int64_t group = c.attr_int("group", 1);
+  const std::vector<int64_t> kernel{ws[2], ws[3]};
+  if (auto k = spatial("kernel_shape", 1); !k.empty() && k != kernel) {
+    return InvalidArgument("kernel_shape {} for weights of {}", fmt::join(k, ","), ws);
+  }
+  std::vector<int64_t> strides = spatial("strides", 1), dil = spatial("dilations", 1),
+                       out_pad = spatial("output_padding", 0), pads = spatial("pads", 0);
+  if (strides.empty()) strides = {1, 1};
+  if (dil.empty()) dil = {1, 1};
+  if (out_pad.empty()) out_pad = {0, 0};
+  if (pads.empty()) pads = {0, 0, 0, 0};
+  std::vector<int64_t> out_shape = spatial("output_shape", 1);
+  if (out_shape.size() > 2) out_shape.erase(out_shape.begin(), out_shape.end() - 2);  // N, C given
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  if (out_shape.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")) {
+    out_shape = {xs[2] * strides[0], xs[3] * strides[1]};
+  }
+  std::vector<int64_t> out(2);
+  for (int i = 0; i < 2; ++i) {
+    const int64_t full = strides[i] * (xs[2 + i] - 1) + out_pad[i] + (kernel[i] - 1) * dil[i] + 1;
+    if (!out_shape.empty()) {
+      // Cropped by the pads output_shape implies; one beyond the full output has zeros after
+      // it (rows no input reaches).
+      const int64_t total = std::max<int64_t>(0, full - out_shape[i]);
+      const int64_t half = total / 2;
+      pads[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+      pads[2 + i] = total - pads[i];
+      out[i] = out_shape[i];
+    } else {
+      out[i] = full - pads[i] - pads[2 + i];
+    }
+    if (out_pad[i] >= strides[i] && out_pad[i] >= dil[i]) {
+      return InvalidArgument("output_padding {} not below the stride {} or dilation {}", out_pad[i],
+                             strides[i], dil[i]);
+    }
+  }
+  const int64_t cout = ws[1] * group;
+  // Only the shape of the convolution's input is read: an uninitialized tensor of it, or zeros
+  // of a shape assembled at run time when the batch is known only then.
+  Output like;
+  if (xs[0] >= 0) {
+    like = ops::Empty(s, Shape{xs[0], cout, out[0], out[1]}, x.dtype());
+  } else {
+    Output shape =
+        ops::Concat(s,
+                    {ops::Slice(s, ops::ShapeOf(s, x), {0}, {1}),
+                     ops::Const(s, std::vector<int64_t>{cout, out[0], out[1]}, Shape{3})},
+                    0);
+    like = FilledOfShape(s, shape, x.dtype(), 0);
+  }
+  Output y = ops::Conv2DBackpropInput(
+      s, x, w, like, {.strides = strides, .pads = pads, .dilations = dil, .groups = group});
+  if (c.has_input(2)) {
+    ASSIGN_OR_RETURN(Output b, c.input(2));
+    y = ops::Add(s, y, ops::Reshape(s, b, {-1, 1, 1}));
+  }
+  if (one_d) y = ops::Reshape(s, y, {-1, cout, out[1]});
+  c.set_output(0, y);
+  return Status::OK();
+}
+
 template <bool kMax>
 Status Pool(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
@@ -1010,6 +1114,7 @@ const std::map<std::string, Converter>& Converters() {
         {"CumSum", CumSum},
         {"Constant", ConstantOp},
         {"Conv", Conv},
+        {"ConvTranspose", ConvTranspose},
         {"Cos", Unary<ops::Cos>},
         {"Cosh", Unary<ops::Cosh>},
         {"Div", Binary<ops::Div>},
