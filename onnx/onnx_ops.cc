@@ -15,6 +15,7 @@
 #include "ops/batch_norm_ops.h"
 #include "ops/conv_ops.h"
 #include "ops/grad_ops.h"
+#include "ops/image_ops.h"
 #include "ops/index_ops.h"
 #include "ops/logic_ops.h"
 #include "ops/manip_ops.h"
@@ -381,6 +382,40 @@ Status ConvTranspose(NodeContext& c) {
   }
   if (one_d) y = ops::Reshape(s, y, {-1, cout, out[1]});
   c.set_output(0, y);
+  return Status::OK();
+}
+
+// Resize (opset 11 on: roi, scales, sizes inputs, each of which may be absent or empty) and
+// Upsample (scales; asymmetric coordinates, nearest rounding down): dflow's Resize, whose
+// operands are read as the graph runs; the output dimensions ONNX's shape inference knows are
+// kept (and checked at run time).
+Status ResizeOp(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  const Scope& s = c.scope();
+  if (!IsFloatingPoint(x.dtype()) || ComputeDType(x.dtype()) != x.dtype()) {
+    return Unimplemented("Resize of {} (f32 and f64)", DTypeName(x.dtype()));
+  }
+  const bool upsample = c.node().op_type() == "Upsample" || c.opset() < 11;
+  auto operand = [&](int i, DType dtype) -> Result<Output> {
+    if (i < 0 || !c.has_input(i)) return ops::Const(s, Tensor(dtype, Shape{0}));
+    ASSIGN_OR_RETURN(Output v, c.input(i));
+    return v.dtype() == dtype ? v : ops::Cast(s, v, dtype);
+  };
+  ASSIGN_OR_RETURN(Output roi, operand(upsample ? -1 : 1, DType::kF32));
+  ASSIGN_OR_RETURN(Output scales, operand(upsample ? 1 : 2, DType::kF32));
+  ASSIGN_OR_RETURN(Output sizes, operand(upsample ? -1 : 3, DType::kI64));
+  ops::ResizeAttrs attrs{
+      .mode = c.attr_string("mode", "nearest"),
+      .coordinate_transformation_mode =
+          upsample ? "asymmetric" : c.attr_string("coordinate_transformation_mode", "half_pixel"),
+      .nearest_mode = upsample ? "floor" : c.attr_string("nearest_mode", "round_prefer_floor"),
+      .cubic_coeff_a = c.attr_float("cubic_coeff_a", -0.75f),
+      .exclude_outside = c.attr_int("exclude_outside", 0) != 0,
+      .extrapolation_value = c.attr_float("extrapolation_value", 0),
+      .known = c.inferred_output_dims(0)};
+  if (attrs.mode == "bilinear") attrs.mode = "linear";  // Upsample's older name
+  if (static_cast<int>(attrs.known.size()) != x.shape().rank()) attrs.known.clear();
+  c.set_output(0, ops::Resize(s, x, roi, scales, sizes, attrs));
   return Status::OK();
 }
 
@@ -1114,6 +1149,8 @@ const std::map<std::string, Converter>& Converters() {
         {"CumSum", CumSum},
         {"Constant", ConstantOp},
         {"Conv", Conv},
+        {"Resize", ResizeOp},
+        {"Upsample", ResizeOp},
         {"ConvTranspose", ConvTranspose},
         {"Cos", Unary<ops::Cos>},
         {"Cosh", Unary<ops::Cosh>},

@@ -21,6 +21,7 @@ Status RegisterCpuKernels() {
   RETURN_IF_ERROR(RegisterManipKernels());
   RETURN_IF_ERROR(RegisterIndexKernels());
   RETURN_IF_ERROR(RegisterShapeKernels());
+  RETURN_IF_ERROR(RegisterImageKernels());
   RETURN_IF_ERROR(RegisterBatchNormKernels());
   RETURN_IF_ERROR(RegisterFusedUpdateKernels());
   RETURN_IF_ERROR(common::RegisterCommonKernels("CPU"));

@@ -19,6 +19,7 @@ Status RegisterPoolKernels();
 Status RegisterManipKernels();
 Status RegisterIndexKernels();
 Status RegisterShapeKernels();
+Status RegisterImageKernels();
 Status RegisterBatchNormKernels();
 Status RegisterFusedUpdateKernels();
 

@@ -20,6 +20,7 @@ Status RegisterConvOps(OpRegistry& registry);
 Status RegisterManipOps(OpRegistry& registry);
 Status RegisterIndexOps(OpRegistry& registry);
 Status RegisterShapeOps(OpRegistry& registry);
+Status RegisterImageOps(OpRegistry& registry);
 Status RegisterBatchNormOps(OpRegistry& registry);
 // After the math and convolution ops: the fused ops copy their definitions.
 Status RegisterFusedOps(OpRegistry& registry);

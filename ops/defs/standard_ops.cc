@@ -24,6 +24,7 @@ void RegisterOpDefinitions() {
     if (s.ok()) s = RegisterManipOps(r);
     if (s.ok()) s = RegisterIndexOps(r);
     if (s.ok()) s = RegisterShapeOps(r);
+    if (s.ok()) s = RegisterImageOps(r);
     if (s.ok()) s = RegisterBatchNormOps(r);
     if (s.ok()) s = RegisterFusedOps(r);
     if (s.ok()) s = RegisterSendRecvOps(r);

@@ -85,6 +85,8 @@ const std::map<std::string, std::string>& NotCoveredOps() {
       {"Empty",
        "its contents are unspecified; the WriteRows chain cases fill one row by row, and the "
        "all-reduce tests (ops_tests) compare what such chains assemble"},
+      {"ResizeGrad",
+       "Resize's gradient: the Resize cases check it against finite differences of Resize"},
       {"_Send",
        "moves tensors between devices through a rendezvous: the rendezvous conformance suite "
        "and the multi-device tests in runtime_tests"},
@@ -130,6 +132,10 @@ const std::map<std::string, std::map<std::string, std::string>>& NotOnDevice() {
            {"ReshapeTo", kHostShape},
            {"Range", kHostShape},
            {"AxesShape", kHostShape},
+           {"Resize",
+            "reads its scales and sizes on the host: CPU only for now (ONNX models "
+            "feed them as tensors)"},
+           {"ResizeGrad", "Resize's gradient: CPU only, as Resize"},
            {"ReduceSumAxes",
             "reads its axes on the host: CPU only (ONNX's ReduceSum takes them as a tensor)"},
            {"CumSum", "reads its axis on the host: CPU only (ONNX models feed it as a tensor)"},

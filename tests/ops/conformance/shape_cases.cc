@@ -1,12 +1,15 @@
 // Conformance cases of the ops whose output shape comes from tensor values at run time: Shape,
-// ReshapeTo (with the 0 and -1 of ONNX's Reshape), Range, AxesShape and ReduceSumAxes, against
-// plain loops.
+// ReshapeTo (with the 0 and -1 of ONNX's Reshape), Range, AxesShape, ReduceSumAxes and Resize,
+// against plain loops.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 
 #include "op_cases.h"
+#include "ops/image_ops.h"
 #include "ops/shape_ops.h"
 
 namespace dflow::conformance {
@@ -120,8 +123,8 @@ void AddShapeCases(CaseRng& rng, std::vector<OpCase>& cases) {
        std::vector<ReduceSpec>{{DType::kF32, Shape{2, 3, 4}, {0, 2}, true, false},
                                {DType::kF64, Shape{2, 3, 4}, {-2}, false, false},
                                {DType::kI32, Shape{3, 5}, {1}, false, false},
-                               {DType::kI64, Shape{3, 5}, {}, true, false},   // every axis
-                               {DType::kF32, Shape{3, 5}, {}, false, true},   // none: x
+                               {DType::kI64, Shape{3, 5}, {}, true, false},       // every axis
+                               {DType::kF32, Shape{3, 5}, {}, false, true},       // none: x
                                {DType::kF32, Shape{0, 4}, {0}, false, false}}) {  // empty sums
     const bool k = keep, no = noop;
     const std::vector<int64_t> ax = axes;
@@ -165,6 +168,105 @@ void AddShapeCases(CaseRng& rng, std::vector<OpCase>& cases) {
         .grad_inputs = {0},
         .no_gradient = IsFloatingPoint(dt) ? "" : "integers: checked on the float cases"});
   }
+  // Resize against direct formulas over the whole output (not axis by axis, as the kernel
+  // works): nearest, bilinear, cubic (the Keys kernel by distance) and a crop that extrapolates.
+  auto f32 = [](std::vector<float> v) {
+    return Tensor::FromVector<float>(v, Shape{static_cast<int64_t>(v.size())});
+  };
+  auto i64 = [](std::vector<int64_t> v) {
+    return Tensor::FromVector<int64_t>(v, Shape{static_cast<int64_t>(v.size())});
+  };
+  auto resize_case = [&](const std::string& tag, Tensor x, Tensor roi, Tensor scales, Tensor sizes,
+                         ops::ResizeAttrs attrs,
+                         std::function<double(const std::vector<double>&, const Shape&,
+                                              const std::vector<int64_t>&)>
+                             at,
+                         Shape out) {
+    cases.push_back(
+        OpCase{.op = "Resize",
+               .tag = tag,
+               .inputs = {std::move(x), std::move(roi), std::move(scales), std::move(sizes)},
+               .build = One([attrs](const Scope& sc, const std::vector<Output>& in) {
+                 return ops::Resize(sc, in[0], in[1], in[2], in[3], attrs);
+               }),
+               .reference = One([at, out](const std::vector<Tensor>& in) {
+                 const std::vector<double> v = ToDoubles(in[0]);
+                 std::vector<double> y;
+                 std::vector<int64_t> index(out.rank(), 0);
+                 for (int64_t k = 0; k < out.num_elements(); ++k) {
+                   int64_t rest = k;
+                   for (int d = out.rank() - 1; d >= 0; --d) {
+                     index[d] = rest % out[d];
+                     rest /= out[d];
+                   }
+                   y.push_back(at(v, in[0].shape(), index));
+                 }
+                 return FromDoubles(in[0].dtype(), out, y);
+               }),
+               .tolerance = 4,
+               .grad_inputs = {0}});
+  };
+  auto elem = [](const std::vector<double>& v, const Shape& s, int64_t i, int64_t j) {
+    return v[i * s[1] + j];
+  };
+  // Nearest, asymmetric, rounding down: y[i][j] = x[floor(i / 2)][floor(j / 1.5)].
+  resize_case(
+      "nearest_floor", rng.Uniform(DType::kF32, Shape{2, 4}), f32({}), f32({2, 1.5f}), i64({}),
+      {.mode = "nearest", .coordinate_transformation_mode = "asymmetric", .nearest_mode = "floor"},
+      [&](const std::vector<double>& v, const Shape& s, const std::vector<int64_t>& o) {
+        return elem(v, s, o[0] / 2, static_cast<int64_t>(std::floor(o[1] / 1.5)));
+      },
+      Shape{4, 6});
+  // Bilinear, half_pixel, to sizes [5, 7] from [3, 4]: the four corners around each sample
+  // point, the edges repeated beyond the input.
+  resize_case(
+      "bilinear", rng.Uniform(DType::kF32, Shape{3, 4}), f32({}), f32({}), i64({5, 7}),
+      {.mode = "linear"},
+      [&](const std::vector<double>& v, const Shape& s, const std::vector<int64_t>& o) {
+        const double yi = (o[0] + 0.5) * 3 / 5 - 0.5, xj = (o[1] + 0.5) * 4 / 7 - 0.5;
+        const double fy = std::floor(yi), fx = std::floor(xj);
+        auto at = [&](double i, double j) {
+          return elem(v, s, std::clamp<int64_t>(static_cast<int64_t>(i), 0, 2),
+                      std::clamp<int64_t>(static_cast<int64_t>(j), 0, 3));
+        };
+        const double ry = yi - fy, rx = xj - fx;
+        return (1 - ry) * ((1 - rx) * at(fy, fx) + rx * at(fy, fx + 1)) +
+               ry * ((1 - rx) * at(fy + 1, fx) + rx * at(fy + 1, fx + 1));
+      },
+      Shape{5, 7});
+  // Cubic, align_corners, [1, 5] to [1, 8]: weights from the Keys kernel of each tap's distance.
+  resize_case(
+      "cubic_align_corners", rng.Uniform(DType::kF32, Shape{1, 5}), f32({}), f32({}), i64({1, 8}),
+      {.mode = "cubic", .coordinate_transformation_mode = "align_corners"},
+      [&](const std::vector<double>& v, const Shape& s, const std::vector<int64_t>& o) {
+        const double a = -0.75, xj = o[1] * 4.0 / 7.0;
+        double sum = 0;
+        for (int64_t t = static_cast<int64_t>(std::floor(xj)) - 1;
+             t <= static_cast<int64_t>(std::floor(xj)) + 2; ++t) {
+          const double d = std::abs(xj - t);
+          const double w = d <= 1  ? ((a + 2) * d - (a + 3)) * d * d + 1
+                           : d < 2 ? ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+                                   : 0;
+          sum += w * elem(v, s, 0, std::clamp<int64_t>(t, 0, 4));
+        }
+        return sum;
+      },
+      Shape{1, 8});
+  // A crop reaching past the input: linear inside, the extrapolation value outside.
+  resize_case(
+      "crop_extrapolate", rng.Uniform(DType::kF32, Shape{1, 4}), f32({0, -0.5f, 1, 1.5f}), f32({}),
+      i64({1, 5}),
+      {.mode = "linear",
+       .coordinate_transformation_mode = "tf_crop_and_resize",
+       .extrapolation_value = 10},
+      [&](const std::vector<double>& v, const Shape& s, const std::vector<int64_t>& o) {
+        const double xj = -0.5 * 3 + o[1] * 2.0 * 3 / 4;
+        if (xj < 0 || xj > 3) return 10.0;
+        const double f = std::floor(xj), r = xj - f;
+        const auto i = static_cast<int64_t>(f);
+        return (1 - r) * elem(v, s, 0, i) + r * elem(v, s, 0, std::min<int64_t>(i + 1, 3));
+      },
+      Shape{1, 5});
 }
 
 }  // namespace dflow::conformance
