@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -419,11 +420,163 @@ Status ResizeOp(NodeContext& c) {
   return Status::OK();
 }
 
+// Pooling of any spatial rank, dilations and MaxPool's Indices output, where dflow's pooling
+// kernels (2-D, no dilation, no indices) do not reach: one Gather per spatial axis picks each
+// offset of the window for every output position, and the offsets are combined (a running max,
+// with the flat index of the first maximum; or a sum over the count of positions inside the
+// input). Needs the spatial dimensions and (for indices) the channels known at import.
+template <bool kMax>
+Status PoolByWindows(NodeContext& c, Output x) {
+  const Scope& s = c.scope();
+  const Shape& xs = x.shape();
+  const int k = xs.rank() - 2;
+  std::vector<int64_t> in(k);
+  for (int i = 0; i < k; ++i) {
+    in[i] = xs[2 + i];
+    if (in[i] < 0) return Unimplemented("pooling needs the spatial dimensions, not {}", xs);
+  }
+  auto list = [&](const char* name, int64_t fill, size_t n) {
+    return c.attr_ints(name).value_or(std::vector<int64_t>(n, fill));
+  };
+  const std::vector<int64_t> kernel = list("kernel_shape", 1, k), strides = list("strides", 1, k),
+                             dil = list("dilations", 1, k);
+  std::vector<int64_t> pads = list("pads", 0, 2 * k);
+  if (kernel.size() != static_cast<size_t>(k) || strides.size() != static_cast<size_t>(k) ||
+      dil.size() != static_cast<size_t>(k) || pads.size() != static_cast<size_t>(2 * k)) {
+    return InvalidArgument("window attributes for {} spatial dimensions", k);
+  }
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID") {
+    return Unimplemented("auto_pad {} with this pooling", auto_pad);
+  }
+  if (auto_pad == "VALID") pads.assign(2 * k, 0);
+  const bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;
+  const bool include_pad = !kMax && c.attr_int("count_include_pad", 0) != 0;
+  std::vector<int64_t> out(k), span(k);
+  for (int i = 0; i < k; ++i) {
+    span[i] = (kernel[i] - 1) * dil[i] + 1;
+    const int64_t room = in[i] + pads[i] + pads[k + i] - span[i];
+    if (room < 0) return InvalidArgument("a window of {} over {} (padded)", span[i], in[i]);
+    out[i] = (ceil_mode ? (room + strides[i] - 1) / strides[i] : room / strides[i]) + 1;
+    if (ceil_mode && (out[i] - 1) * strides[i] >= in[i] + pads[i]) --out[i];
+  }
+  const int64_t positions =
+      std::accumulate(kernel.begin(), kernel.end(), int64_t{1}, std::multiplies<>());
+  if (positions > 4096) return Unimplemented("a window of {} positions", positions);
+  const Output wide = Widened(s, x);
+  // Every offset of the window, as a multi-index.
+  std::vector<int64_t> offset(k, 0);
+  Output acc, best_index;
+  std::vector<double> count;  // per output position (average): inside positions
+  int64_t out_size = std::accumulate(out.begin(), out.end(), int64_t{1}, std::multiplies<>());
+  count.assign(out_size, 0);
+  const int storage_order = kMax ? static_cast<int>(c.attr_int("storage_order", 0)) : 0;
+  for (int64_t w = 0; w < positions; ++w) {
+    // The input position of each output position along each axis (may lie in the padding).
+    std::vector<std::vector<int64_t>> at(k);
+    for (int i = 0; i < k; ++i) {
+      for (int64_t o = 0; o < out[i]; ++o)
+        at[i].push_back(o * strides[i] + offset[i] * dil[i] - pads[i]);
+    }
+    // Inside mask and flat spatial index, per output position.
+    std::vector<uint8_t> inside(out_size);
+    std::vector<int64_t> flat(out_size);
+    for (int64_t p = 0; p < out_size; ++p) {
+      int64_t rest = p, index = 0, col = 0, col_stride = 1;
+      bool ok = true;
+      std::vector<int64_t> pos(k);
+      for (int i = k - 1; i >= 0; --i) {
+        pos[i] = at[i][rest % out[i]];
+        rest /= out[i];
+        ok = ok && pos[i] >= 0 && pos[i] < in[i];
+      }
+      for (int i = 0; i < k; ++i) index = index * in[i] + pos[i];
+      for (int i = 0; i < k; ++i) {  // column-major (storage_order 1)
+        col += pos[i] * col_stride;
+        col_stride *= in[i];
+      }
+      inside[p] = ok;
+      flat[p] = storage_order == 1 ? col : index;
+      if (ok || include_pad) count[p] += 1;
+    }
+    // The values at those positions: clamped into the input, then masked.
+    Output v = wide;
+    for (int i = 0; i < k; ++i) {
+      std::vector<int64_t> clamped;
+      for (int64_t a : at[i]) clamped.push_back(std::clamp<int64_t>(a, 0, in[i] - 1));
+      v = ops::Gather(s, v, ops::Const(s, clamped, Shape{out[i]}), 2 + i);
+    }
+    std::vector<int64_t> spatial_shape{1, 1};
+    spatial_shape.insert(spatial_shape.end(), out.begin(), out.end());
+    std::vector<bool> mask_values(inside.begin(), inside.end());
+    Output mask = ops::Const(s, Tensor::FromVector<bool>(mask_values, Shape(spatial_shape)));
+    const double fill = kMax ? -std::numeric_limits<double>::infinity() : 0;
+    v = ops::Select(s, mask, v, ScalarLike(s, v, fill));
+    if (!acc.valid()) {
+      acc = v;
+      if (kMax) best_index = ops::Const(s, Tensor::FromVector<int64_t>(flat, Shape(spatial_shape)));
+    } else if (kMax) {
+      Output better = ops::Greater(s, v, acc);
+      if (c.wants_output(1)) {
+        best_index = ops::Select(
+            s, better, ops::Const(s, Tensor::FromVector<int64_t>(flat, Shape(spatial_shape))),
+            best_index);
+      }
+      acc = ops::Maximum(s, acc, v);
+    } else {
+      acc = ops::Add(s, acc, v);
+    }
+    for (int i = k - 1; i >= 0; --i) {  // the next offset
+      if (++offset[i] < kernel[i]) break;
+      offset[i] = 0;
+    }
+  }
+  std::vector<int64_t> spatial_shape{1, 1};
+  spatial_shape.insert(spatial_shape.end(), out.begin(), out.end());
+  if (!kMax) {
+    acc = ops::Div(
+        s, acc,
+        ops::Cast(s, ops::Const(s, Tensor::FromVector<double>(count, Shape(spatial_shape))),
+                  acc.dtype()));
+  }
+  c.set_output(0, Narrowed(s, acc, x.dtype()));
+  if (kMax && c.wants_output(1)) {
+    // The flat index over the whole tensor: (n * C + c) * spatial size + the spatial index.
+    const int64_t channels = xs[1];
+    if (channels < 0) return Unimplemented("MaxPool's Indices need the channels, not {}", xs);
+    const int64_t size = std::accumulate(in.begin(), in.end(), int64_t{1}, std::multiplies<>());
+    const Output batch = ops::Gather(s, ops::ShapeOf(s, x), ops::Const(s, int64_t{0}));
+    std::vector<int64_t> along_n(k + 2, 1), along_c(k + 2, 1);
+    along_n[0] = -1;
+    along_c[1] = channels;
+    std::vector<int64_t> per_channel(channels);
+    for (int64_t ch = 0; ch < channels; ++ch) per_channel[ch] = ch * size;
+    const Output n_part = ops::Reshape(
+        s,
+        ops::Mul(s, ops::Range(s, ops::Const(s, int64_t{0}), batch, ops::Const(s, int64_t{1})),
+                 ops::Const(s, channels * size)),
+        along_n);
+    const Output c_part = ops::Const(s, Tensor::FromVector<int64_t>(per_channel, Shape(along_c)));
+    c.set_output(1, ops::Add(s, ops::Add(s, best_index, c_part), n_part));
+  }
+  return Status::OK();
+}
+
 template <bool kMax>
 Status Pool(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
   const Scope& s = c.scope();
   const DType dtype = x.dtype();
+  {
+    // What dflow's pooling kernels do not cover: other spatial ranks, dilations, indices.
+    const auto dil = c.attr_ints("dilations");
+    const bool dilated =
+        dil && std::any_of(dil->begin(), dil->end(), [](int64_t d) { return d != 1; });
+    const int rank = x.shape().rank();
+    if (rank >= 3 && (rank > 4 || dilated || (kMax && c.wants_output(1)))) {
+      return PoolByWindows<kMax>(c, x);
+    }
+  }
   if (x.shape().rank() == 3) {
     // 1-D: pooled as [N, C, 1, L] with a window of height 1.
     const int64_t channels = x.shape()[1], length = x.shape()[2];
