@@ -137,7 +137,7 @@ TEST_F(OnnxModelsTest, TrainedExamplesExportedToOnnxGiveDflowsOutputsInOnnxRunti
     SCOPED_TRACE(name);
     const std::string model = dir + "/" + name + ".onnx";
     auto trained = RunBinary(binary, std::vector<std::string>{"--epochs", "1", "--steps-per-epoch",
-                                                              "40", "--export-onnx", model});
+                                                              "10", "--export-onnx", model});
     ASSERT_EQ(trained.code, 0) << trained.output;
     ASSERT_TRUE(ImportModel(model).ok()) << ImportModel(model).status().ToString();
     auto ort =
