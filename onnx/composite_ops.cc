@@ -56,6 +56,19 @@ Status DerivedReduce(NodeContext& c) {
   return Status::OK();
 }
 
+// x normalized over `axes`: (x - mean) / sqrt(var + eps), with the mean and 1 / sqrt(var + eps)
+// (the axes kept as dimensions of 1).
+struct Normalized {
+  Output y, mean, inv_std;
+};
+Normalized NormalizeOver(const Scope& s, Output x, const std::vector<int64_t>& axes, float eps) {
+  Output mean = ops::ReduceMean(s, x, axes, {.keep_dims = true});
+  Output d = ops::Sub(s, x, mean);
+  Output var = ops::ReduceMean(s, ops::Square(s, d), axes, {.keep_dims = true});
+  Output inv_std = ops::Rsqrt(s, ops::Add(s, var, ScalarLike(s, x, eps)));
+  return {ops::Mul(s, d, inv_std), mean, inv_std};
+}
+
 Status LayerNormalization(NodeContext& c) {
   ASSIGN_OR_RETURN(Output x, c.input(0));
   ASSIGN_OR_RETURN(Output scale, c.input(1));
@@ -65,12 +78,9 @@ Status LayerNormalization(NodeContext& c) {
   std::vector<int64_t> axes;
   for (int64_t d = axis; d < rank; ++d) axes.push_back(d);
   const Scope& s = c.scope();
-  Output mean = ops::ReduceMean(s, x, axes, {.keep_dims = true});
-  Output d = ops::Sub(s, x, mean);
-  Output var = ops::ReduceMean(s, ops::Square(s, d), axes, {.keep_dims = true});
-  Output eps = ScalarLike(s, x, c.attr_float("epsilon", 1e-5f));
-  Output inv_std = ops::Rsqrt(s, ops::Add(s, var, eps));
-  Output y = ops::Mul(s, ops::Mul(s, d, inv_std), scale);
+  const auto [normalized, mean, inv_std] =
+      NormalizeOver(s, x, axes, c.attr_float("epsilon", 1e-5f));
+  Output y = ops::Mul(s, normalized, scale);
   if (c.has_input(2)) {
     ASSIGN_OR_RETURN(Output bias, c.input(2));
     y = ops::Add(s, y, bias);
@@ -95,12 +105,8 @@ Status InstanceNormalization(NodeContext& c) {
     per_channel.push_back(1);
   }
   const Scope& s = c.scope();
-  Output mean = ops::ReduceMean(s, x, axes, {.keep_dims = true});
-  Output d = ops::Sub(s, x, mean);
-  Output var = ops::ReduceMean(s, ops::Square(s, d), axes, {.keep_dims = true});
-  Output inv_std =
-      ops::Rsqrt(s, ops::Add(s, var, ScalarLike(s, x, c.attr_float("epsilon", 1e-5f))));
-  Output y = ops::Mul(s, ops::Mul(s, d, inv_std), ops::Reshape(s, scale, per_channel));
+  const Output normalized = NormalizeOver(s, x, axes, c.attr_float("epsilon", 1e-5f)).y;
+  Output y = ops::Mul(s, normalized, ops::Reshape(s, scale, per_channel));
   c.set_output(0, ops::Add(s, y, ops::Reshape(s, bias, per_channel)));
   return Status::OK();
 }

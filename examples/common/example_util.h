@@ -264,6 +264,22 @@ struct TrainTargets {
   std::string loss, train_target, logits;
 };
 
+// The line an example prints after every epoch.
+inline void PrintEpoch(const EpochStats& e, double accuracy) {
+  std::printf(
+      "epoch %d: loss %.4f, test accuracy %.2f%%, %.1f s, %.0f examples/s, median step %.2f ms\n",
+      e.epoch, e.mean_loss, 100 * accuracy, e.seconds, e.examples_per_second, e.median_step_ms);
+  std::fflush(stdout);
+}
+
+// The exit status for the final test accuracy: 1, saying so, below --min-accuracy.
+inline int CheckMinAccuracy(double accuracy, const TrainFlags& f) {
+  if (accuracy >= f.min_accuracy) return 0;
+  std::fprintf(stderr, "error: test accuracy %.2f%% is below the required %.2f%%\n", 100 * accuracy,
+               100 * f.min_accuracy);
+  return 1;
+}
+
 // Trains on `train`, printing loss, test accuracy and speed after every epoch; returns the exit
 // status: 1 on an error or when the final test accuracy is below f.min_accuracy.
 inline int TrainAndReport(Session& session, const Dataset& train, const Dataset& test,
@@ -281,21 +297,11 @@ inline int TrainAndReport(Session& session, const Dataset& train, const Dataset&
         // Test batches of the training batch's size: the placement (and a
         // device's memory limit) was sized for it.
         ASSIGN_OR_RETURN(accuracy, Accuracy(session, test, f.images_feed, t.logits, f.batch_size));
-        std::printf(
-            "epoch %d: loss %.4f, test accuracy %.2f%%, %.1f s, "
-            "%.0f examples/s, median step %.2f ms\n",
-            e.epoch, e.mean_loss, 100 * accuracy, e.seconds, e.examples_per_second,
-            e.median_step_ms);
-        std::fflush(stdout);
+        PrintEpoch(e, accuracy);
         return Status::OK();
       });
   if (!s.ok()) return Fail(s);
-  if (accuracy < f.min_accuracy) {
-    std::fprintf(stderr, "error: test accuracy %.2f%% is below the required %.2f%%\n",
-                 100 * accuracy, 100 * f.min_accuracy);
-    return 1;
-  }
-  return 0;
+  return CheckMinAccuracy(accuracy, f);
 }
 
 // --export-onnx: the part of the session's graph computing `logits` from the images, with the

@@ -139,21 +139,11 @@ int TrainDataParallel(const std::string& path, examples::TrainFlags& flags,
                   std::filesystem::remove(ckpt);
                   RETURN_IF_ERROR(restored);
                   ASSIGN_OR_RETURN(accuracy, Accuracy(**eval, *test, m.images, m.logits.name()));
-                  std::printf(
-                      "epoch %d: loss %.4f, test accuracy %.2f%%, %.1f s, "
-                      "%.0f examples/s, median step %.2f ms\n",
-                      e.epoch, e.mean_loss, 100 * accuracy, e.seconds, e.examples_per_second,
-                      e.median_step_ms);
-                  std::fflush(stdout);
+                  examples::PrintEpoch(e, accuracy);
                   return Status::OK();
                 });
   if (!trained.ok()) return Fail(trained);
-  if (accuracy < flags.min_accuracy) {
-    std::fprintf(stderr, "error: test accuracy %.2f%% is below the required %.2f%%\n",
-                 100 * accuracy, 100 * flags.min_accuracy);
-    return 1;
-  }
-  return 0;
+  return examples::CheckMinAccuracy(accuracy, flags);
 }
 #endif
 
