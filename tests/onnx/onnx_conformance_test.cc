@@ -2,7 +2,9 @@
 // test_data_set_0/input_N.pb and output_N.pb) imported and run on dflow's CPU, the outputs
 // compared with the expected ones at the ONNX runner's tolerances (rtol 1e-3, atol 1e-7). Prints
 // how many cases pass, fail and are refused, the refusals grouped by reason; fails on any case
-// that ran and gave a wrong answer or an error.
+// that ran and gave a wrong answer or an error. Every case that passes on the CPU runs again on
+// each other device type here (the GPU where there is one) when that type has a kernel for
+// every node of it, held to the same expected outputs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "framework/device_factory.h"
+#include "framework/kernel.h"
 #include "onnx/onnx_import.h"
 #include "runtime/session.h"
 
@@ -97,6 +101,12 @@ TEST(OnnxConformanceTest, BackendNodeTests) {
   int passed = 0, refused = 0;
   std::map<std::string, std::vector<std::string>> refusals;
   std::vector<std::string> failures;
+  // The other device types with a device here, and per type: cases run, cases passed.
+  std::vector<std::string> others;
+  for (const std::string& type : DeviceFactory::Global().types()) {
+    if (type != "CPU") others.push_back(type);
+  }
+  std::map<std::string, std::pair<int, int>> on_other;
   for (const fs::path& dir : cases) {
     const std::string name = dir.filename().string();
     const std::string model_path = (dir / "model.onnx").string();
@@ -144,12 +154,41 @@ TEST(OnnxConformanceTest, BackendNodeTests) {
     }
     if (!problem.empty()) {
       failures.push_back(name + ": " + problem);
-    } else {
-      ++passed;
+      continue;
+    }
+    ++passed;
+    for (const std::string& type : others) {
+      bool has_kernels = true;
+      for (int v = 0; v < model->graph.num_nodes() && has_kernels; ++v) {
+        const auto types = KernelRegistry::Global().DeviceTypesFor(model->graph.node(v).op());
+        has_kernels = std::find(types.begin(), types.end(), type) != types.end();
+      }
+      if (!has_kernels) continue;
+      SessionOptions options;
+      options.device = fmt::format("{}:0", type == "GPU" ? "gpu" : type);
+      auto there = Session::Create(model->graph, options);
+      Result<std::vector<Tensor>> got = there.ok() ? (*there)->Run(feeds, model->outputs)
+                                                   : Result<std::vector<Tensor>>(there.status());
+      std::string wrong = got.ok() ? "" : got.status().ToString();
+      for (size_t i = 0; got.ok() && i < expected.size() && wrong.empty(); ++i) {
+        std::string diff = Compare(got->at(i), expected[i]);
+        if (!diff.empty()) wrong = fmt::format("output {}: {}", i, diff);
+      }
+      ++on_other[type].first;
+      if (wrong.empty()) {
+        ++on_other[type].second;
+      } else {
+        failures.push_back(fmt::format("{} on {}: {}", name, type, wrong));
+      }
     }
   }
   std::printf("ONNX backend node tests: %zu cases, %d pass, %zu fail, %d refused\n", cases.size(),
               passed, failures.size(), refused);
+  if (others.empty()) std::printf("  other device types: none here (the CPU only)\n");
+  for (const std::string& type : others) {
+    std::printf("  on %s: %d of the passing cases have every kernel there, %d pass\n", type.c_str(),
+                on_other[type].first, on_other[type].second);
+  }
   std::vector<std::pair<std::string, std::vector<std::string>>> grouped(refusals.begin(),
                                                                         refusals.end());
   std::sort(grouped.begin(), grouped.end(),
