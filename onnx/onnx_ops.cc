@@ -282,91 +282,16 @@ std::optional<std::vector<int64_t>> As2D(std::optional<std::vector<int64_t>> v, 
   return v;
 }
 
-// ConvTranspose, as the gradient of a convolution with respect to its input (oneDNN's
-// backward-data primitive): ONNX's weights [C_in, C_out / group, kH, kW] are that
-// convolution's. The output's spatial size is stride * (in - 1) + output_padding +
-// (k - 1) * dilation + 1 - pads, or output_shape (or in * stride for auto_pad SAME_*) with the
-// pads it implies. 1-D runs as 2-D of height 1; 3-D is not imported.
-Status ConvTranspose(NodeContext& c) {
-  ASSIGN_OR_RETURN(Output x, c.input(0));
-  ASSIGN_OR_RETURN(Output w, c.input(1));
-  const Scope& s = c.scope();
-  const int rank = x.shape().rank();
-  if (rank != 3 && rank != 4) {
-    return Unimplemented("only 1-D and 2-D ConvTranspose (rank-3 and rank-4 input), not {}",
-                         x.shape());
-  }
-  if (w.shape().rank() != rank) {
-    return InvalidArgument("weights of shape {} for an input of {}", w.shape(), x.shape());
-  }
-  const bool one_d = rank == 3;
-  // Attributes over the spatial axes, as 2-D: a 1-D one gets height 1 (pads: 0 above and below).
-  auto spatial = [&](const char* name, int64_t fill) -> std::vector<int64_t> {
-    auto v = c.attr_ints(name);
-    if (!v) return {};
-    if (!one_d) return *v;
-    if (std::string(name) == "pads") return {0, (*v)[0], 0, v->size() > 1 ? (*v)[1] : 0};
-    return {fill, (*v)[0]};
-  };
-  if (one_d) {
-    const int64_t cin = x.shape()[1], len = x.shape()[2];
-    if (cin < 0 || len < 0 || !w.shape().fully_defined()) {
-      return Unimplemented("1-D ConvTranspose needs the input's channels and length, not {}",
-                           x.shape());
-    }
-    x = ops::Reshape(s, x, {-1, cin, 1, len});
-    w = ops::Reshape(s, w, {w.shape()[0], w.shape()[1], 1, w.shape()[2]});
-  }
-  const Shape& xs = x.shape();
-  const Shape& ws = w.shape();
-  if (xs[2] < 0 || xs[3] < 0 || !ws.fully_defined()) {
-    return Unimplemented(
-        "ConvTranspose needs the input's spatial size and the weights' shape, "
-        "not {} and {}",
-        xs, ws);
-  }
-  const int64_t group = c.attr_int("group", 1);
-  const std::vector<int64_t> kernel{ws[2], ws[3]};
-  if (auto k = spatial("kernel_shape", 1); !k.empty() && k != kernel) {
-    return InvalidArgument("kernel_shape {} for weights of {}", fmt::join(k, ","), ws);
-  }
-  std::vector<int64_t> strides = spatial("strides", 1), dil = spatial("dilations", 1),
-                       out_pad = spatial("output_padding", 0), pads = spatial("pads", 0);
-  if (strides.empty()) strides = {1, 1};
-  if (dil.empty()) dil = {1, 1};
-  if (out_pad.empty()) out_pad = {0, 0};
-  if (pads.empty()) pads = {0, 0, 0, 0};
-  std::vector<int64_t> out_shape = spatial("output_shape", 1);
-  if (out_shape.size() > 2) out_shape.erase(out_shape.begin(), out_shape.end() - 2);  // N, C given
-  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
-  if (out_shape.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")) {
-    out_shape = {xs[2] * strides[0], xs[3] * strides[1]};
-  }
-  std::vector<int64_t> out(2);
-  for (int i = 0; i < 2; ++i) {
-    const int64_t full = strides[i] * (xs[2 + i] - 1) + out_pad[i] + (kernel[i] - 1) * dil[i] + 1;
-    if (!out_shape.empty()) {
-      // Cropped by the pads output_shape implies; one beyond the full output has zeros after
-      // it (rows no input reaches).
-      const int64_t total = std::max<int64_t>(0, full - out_shape[i]);
-      const int64_t half = total / 2;
-      pads[i] = auto_pad == "SAME_UPPER" ? half : total - half;
-      pads[2 + i] = total - pads[i];
-      out[i] = out_shape[i];
-    } else {
-      out[i] = full - pads[i] - pads[2 + i];
-    }
-    if (out_pad[i] >= strides[i] && out_pad[i] >= dil[i]) {
-      return InvalidArgument("output_padding {} not below the stride {} or dilation {}", out_pad[i],
-                             strides[i], dil[i]);
-    }
-  }
-  const int64_t cout = ws[1] * group;
-  // Only the shape of the convolution's input is read: an uninitialized tensor of it, or zeros
-  // of a shape assembled at run time when the batch is known only then.
+// The 2-D transposed convolution of x [N, C_in, H, W] by w [C_in, C_out / groups, kH, kW] to
+// [N, cout, out[0], out[1]]: the input gradient of the convolution it transposes (oneDNN's
+// backward-data primitive), which reads only the shape of that convolution's input: an
+// uninitialized tensor of it, or zeros of a shape assembled at run time when the batch is known
+// only then.
+Output TransposedConv2D(const Scope& s, Output x, Output w, int64_t cout,
+                        const std::vector<int64_t>& out, const ops::Conv2DAttrs& attrs) {
   Output like;
-  if (xs[0] >= 0) {
-    like = ops::Empty(s, Shape{xs[0], cout, out[0], out[1]}, x.dtype());
+  if (x.shape()[0] >= 0) {
+    like = ops::Empty(s, Shape{x.shape()[0], cout, out[0], out[1]}, x.dtype());
   } else {
     Output shape =
         ops::Concat(s,
@@ -375,13 +300,135 @@ Status ConvTranspose(NodeContext& c) {
                     0);
     like = FilledOfShape(s, shape, x.dtype(), 0);
   }
-  Output y = ops::Conv2DBackpropInput(
-      s, x, w, like, {.strides = strides, .pads = pads, .dilations = dil, .groups = group});
+  return ops::Conv2DBackpropInput(s, x, w, like, attrs);
+}
+
+// ConvTranspose: ONNX's weights [C_in, C_out / group, k...] are those of the convolution it
+// transposes. Each spatial output size is stride * (in - 1) + output_padding + (k - 1) *
+// dilation + 1 - pads, or output_shape (or in * stride for auto_pad SAME_*) with the pads it
+// implies. 1-D runs as 2-D of height 1; 3-D as one 2-D transposed convolution per kernel depth
+// over the depth slices (as a batch), each placed at its output depths by a Gather and summed.
+Status ConvTranspose(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  ASSIGN_OR_RETURN(Output w, c.input(1));
+  const Scope& s = c.scope();
+  const int rank = x.shape().rank();
+  if (rank < 3 || rank > 5) {
+    return Unimplemented("only 1-D, 2-D and 3-D ConvTranspose (rank 3 to 5), not {}", x.shape());
+  }
+  if (w.shape().rank() != rank) {
+    return InvalidArgument("weights of shape {} for an input of {}", w.shape(), x.shape());
+  }
+  const int k = rank - 2;
+  const Shape& xs = x.shape();
+  const Shape& ws = w.shape();
+  bool known = ws.fully_defined() && xs[1] >= 0;
+  for (int i = 0; i < k; ++i) known = known && xs[2 + i] >= 0;
+  if (!known) {
+    return Unimplemented(
+        "ConvTranspose needs the input's channels and spatial size and the "
+        "weights' shape, not {} and {}",
+        xs, ws);
+  }
+  auto list = [&](const char* name, int64_t fill, int n) -> Result<std::vector<int64_t>> {
+    auto v = c.attr_ints(name).value_or(std::vector<int64_t>(n, fill));
+    if (static_cast<int>(v.size()) != n) {
+      return InvalidArgument("{} of {} values for {} spatial dimensions", name, v.size(), k);
+    }
+    return v;
+  };
+  const int64_t group = c.attr_int("group", 1);
+  const std::vector<int64_t> w_dims = ws.dim_vector();
+  const std::vector<int64_t> kernel(w_dims.begin() + 2, w_dims.end());
+  if (auto given = c.attr_ints("kernel_shape"); given && *given != kernel) {
+    return InvalidArgument("kernel_shape {} for weights of {}", fmt::join(*given, ","), ws);
+  }
+  ASSIGN_OR_RETURN(auto strides, list("strides", 1, k));
+  ASSIGN_OR_RETURN(auto dil, list("dilations", 1, k));
+  ASSIGN_OR_RETURN(auto out_pad, list("output_padding", 0, k));
+  ASSIGN_OR_RETURN(auto pads, list("pads", 0, 2 * k));
+  std::vector<int64_t> out_shape = c.attr_ints("output_shape").value_or(std::vector<int64_t>{});
+  if (static_cast<int>(out_shape.size()) > k) {  // N and C given too
+    out_shape.erase(out_shape.begin(), out_shape.end() - k);
+  }
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  if (out_shape.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")) {
+    for (int i = 0; i < k; ++i) out_shape.push_back(xs[2 + i] * strides[i]);
+  }
+  if (!out_shape.empty() && static_cast<int>(out_shape.size()) != k) {
+    return InvalidArgument("output_shape of {} values for {} spatial dimensions", out_shape.size(),
+                           k);
+  }
+  std::vector<int64_t> out(k);
+  for (int i = 0; i < k; ++i) {
+    const int64_t full = strides[i] * (xs[2 + i] - 1) + out_pad[i] + (kernel[i] - 1) * dil[i] + 1;
+    if (!out_shape.empty()) {
+      // Cropped by the pads output_shape implies; one beyond the full output has zeros after
+      // it (positions no input reaches).
+      const int64_t total = std::max<int64_t>(0, full - out_shape[i]);
+      const int64_t half = total / 2;
+      pads[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+      pads[k + i] = total - pads[i];
+      out[i] = out_shape[i];
+    } else {
+      out[i] = full - pads[i] - pads[k + i];
+    }
+    if (out_pad[i] >= strides[i] && out_pad[i] >= dil[i]) {
+      return InvalidArgument("output_padding {} not below the stride {} or dilation {}", out_pad[i],
+                             strides[i], dil[i]);
+    }
+    if (out[i] <= 0) return InvalidArgument("an output of {} along spatial axis {}", out[i], i);
+  }
+  const int64_t cin = xs[1], cout = ws[1] * group;
+  Output y;
+  if (k == 1) {
+    const Output x4 = ops::Reshape(s, x, {-1, cin, 1, xs[2]});
+    const Output w4 = ops::Reshape(s, w, {ws[0], ws[1], 1, ws[2]});
+    y = TransposedConv2D(s, x4, w4, cout, {1, out[0]},
+                         {.strides = {1, strides[0]},
+                          .pads = {0, pads[0], 0, pads[1]},
+                          .dilations = {1, dil[0]},
+                          .groups = group});
+    y = ops::Reshape(s, y, {-1, cout, out[0]});
+  } else if (k == 2) {
+    y = TransposedConv2D(s, x, w, cout, out,
+                         {.strides = strides, .pads = pads, .dilations = dil, .groups = group});
+  } else {
+    const int64_t depth = xs[2];
+    const Output slices =
+        ops::Reshape(s, ops::Transpose(s, x, {0, 2, 1, 3, 4}), {-1, cin, xs[3], xs[4]});
+    for (int64_t kd = 0; kd < kernel[0]; ++kd) {
+      const Output wk = ops::Reshape(s, ops::Slice(s, w, {0, 0, kd, 0, 0}, {-1, -1, 1, -1, -1}),
+                                     {ws[0], ws[1], ws[3], ws[4]});
+      Output z = TransposedConv2D(s, slices, wk, cout, {out[1], out[2]},
+                                  {.strides = {strides[1], strides[2]},
+                                   .pads = {pads[1], pads[2], pads[4], pads[5]},
+                                   .dilations = {dil[1], dil[2]},
+                                   .groups = group});
+      z = ops::Reshape(s, z, {-1, depth, cout, out[1], out[2]});
+      // Input depth d lands at output depth d * stride + kd * dilation - pad.
+      std::vector<int64_t> from(out[0], 0);
+      std::vector<bool> lands(out[0], false);
+      for (int64_t d = 0; d < depth; ++d) {
+        const int64_t o = d * strides[0] + kd * dil[0] - pads[0];
+        if (o >= 0 && o < out[0]) {
+          from[o] = d;
+          lands[o] = true;
+        }
+      }
+      Output placed = ops::Select(
+          s, ops::Const(s, Tensor::FromVector<bool>(lands, Shape{1, out[0], 1, 1, 1})),
+          ops::Gather(s, z, ops::Const(s, from, Shape{out[0]}), 1), ScalarLike(s, z, 0));
+      y = y.valid() ? ops::Add(s, y, placed) : placed;
+    }
+    y = ops::Transpose(s, y, {0, 2, 1, 3, 4});
+  }
   if (c.has_input(2)) {
     ASSIGN_OR_RETURN(Output b, c.input(2));
-    y = ops::Add(s, y, ops::Reshape(s, b, {-1, 1, 1}));
+    std::vector<int64_t> per_channel(k + 1, 1);
+    per_channel[0] = -1;
+    y = ops::Add(s, y, ops::Reshape(s, b, per_channel));
   }
-  if (one_d) y = ops::Reshape(s, y, {-1, cout, out[1]});
   c.set_output(0, y);
   return Status::OK();
 }

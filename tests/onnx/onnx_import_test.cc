@@ -419,5 +419,79 @@ TEST_F(OnnxImportTest, DflowRunRunsAnOnnxModel) {
   for (size_t i = 0; i < e.size(); ++i) EXPECT_NEAR(g[i], e[i], 1e-4f) << i;
 }
 
+// ConvTranspose with the batch known only at run time (as exporters write it): the shape of the
+// convolution it transposes is assembled as the graph runs. Against a plain loop that scatters
+// every input element through the kernel.
+TEST_F(OnnxImportTest, ConvTransposeWithARunTimeBatchMatchesAPlainLoop) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("deconv");
+  const int64_t ci = 2, co = 3, h = 3, w = 4, k = 3, stride = 2, pad = 1, out_pad = 1;
+  const int64_t oh = stride * (h - 1) + out_pad + k - 2 * pad,
+                ow = stride * (w - 1) + out_pad + k - 2 * pad;
+  auto io = [](::onnx::ValueInfoProto* v, const std::string& name, std::vector<int64_t> dims) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(::onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_param("N");
+    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  io(g->add_input(), "x", {ci, h, w});
+  io(g->add_output(), "y", {co, oh, ow});
+  std::vector<float> wv(ci * co * k * k);
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = 0.05f * static_cast<float>((i * 7) % 11) - 0.2f;
+  auto* wt = g->add_initializer();
+  wt->set_name("W");
+  wt->set_data_type(::onnx::TensorProto::FLOAT);
+  for (int64_t d : {ci, co, k, k}) wt->add_dims(d);
+  for (float v : wv) wt->add_float_data(v);
+  auto* n = g->add_node();
+  n->set_op_type("ConvTranspose");
+  n->set_name("deconv");
+  n->add_input("x");
+  n->add_input("W");
+  n->add_output("y");
+  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  };
+  ints("strides", {stride, stride});
+  ints("pads", {pad, pad, pad, pad});
+  ints("output_padding", {out_pad, out_pad});
+  auto model = ImportModelBytes(m.SerializeAsString(), "deconv.onnx", ::testing::TempDir());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto session = Session::Create(model->graph);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  for (int64_t batch : {1, 3}) {
+    std::vector<float> xv(batch * ci * h * w);
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * static_cast<float>((i * 5) % 13) - 0.6f;
+    auto out = (*session)->Run({{"x", Tensor::FromVector<float>(xv, Shape{batch, ci, h, w})}},
+                               model->outputs);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ASSERT_EQ(out->at(0).shape(), Shape({batch, co, oh, ow}));
+    std::vector<double> want(batch * co * oh * ow, 0.0);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t c = 0; c < ci; ++c)
+        for (int64_t i = 0; i < h; ++i)
+          for (int64_t j = 0; j < w; ++j)
+            for (int64_t o = 0; o < co; ++o)
+              for (int64_t a = 0; a < k; ++a)
+                for (int64_t e = 0; e < k; ++e) {
+                  const int64_t y = i * stride + a - pad, x = j * stride + e - pad;
+                  if (y < 0 || y >= oh || x < 0 || x >= ow) continue;
+                  want[((b * co + o) * oh + y) * ow + x] +=
+                      double{xv[((b * ci + c) * h + i) * w + j]} *
+                      wv[((c * co + o) * k + a) * k + e];
+                }
+    std::vector<float> got = out->at(0).ToVector<float>();
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-5) << batch << " " << i;
+  }
+}
+
 }  // namespace
 }  // namespace dflow::onnx
