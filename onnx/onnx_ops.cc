@@ -8,6 +8,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <random>
 
 #include "onnx/converter_util.h"
 #include "onnx/node_context.h"
@@ -22,6 +23,7 @@
 #include "ops/manip_ops.h"
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
+#include "ops/random_ops.h"
 #include "ops/shape_ops.h"
 #include "ops/unary_ops.h"
 
@@ -1304,19 +1306,46 @@ Status Split(NodeContext& c) {
   return Status::OK();
 }
 
+// Dropout in training mode (opset 12 on, training_mode and ratio possibly known only at run
+// time): y = x * mask / (1 - ratio), mask = u >= ratio for u uniform in [0, 1) from the node's
+// seed in NumPy's stream (ops::UniformLike), as ONNX's reference draws it; with training_mode
+// false, x and a mask of ones.
+Status TrainingDropout(NodeContext& c) {
+  ASSIGN_OR_RETURN(Output x, c.input(0));
+  ASSIGN_OR_RETURN(Output training, c.input(2));
+  const Scope& s = c.scope();
+  if (!IsFloatingPoint(x.dtype())) return Unimplemented("Dropout of {}", DTypeName(x.dtype()));
+  Output ratio = ops::Const(s, 0.5);
+  if (c.has_input(1)) {
+    ASSIGN_OR_RETURN(ratio, c.input(1));
+  }
+  ratio = ops::Reshape(s, ops::Cast(s, ratio, DType::kF64), {});
+  training = ops::Reshape(s, training, {});
+  const uint64_t seed = c.attr("seed") != nullptr ? static_cast<uint64_t>(c.attr_int("seed", 0))
+                                                  : static_cast<uint64_t>(std::random_device{}());
+  const Output u = ops::UniformLike(s, x, seed);
+  const Output keep = ops::GreaterEqual(s, u, ratio);
+  const Output scale = ops::Cast(
+      s, ops::Div(s, ops::Const(s, 1.0), ops::Sub(s, ops::Const(s, 1.0), ratio)), x.dtype());
+  const Output dropped = ops::Mul(s, ops::Mul(s, x, ops::Cast(s, keep, x.dtype())), scale);
+  c.set_output(0, ops::Select(s, training, dropped, x));
+  if (c.wants_output(1)) {
+    const Output all = ops::GreaterEqual(s, u, ops::Const(s, 0.0));  // u >= 0: every element
+    c.set_output(1, ops::Select(s, training, keep, all));
+  }
+  return Status::OK();
+}
+
 Status Dropout(NodeContext& c) {
   // Inference (the default) is the identity; training mode draws a random mask.
   bool training = c.opset() < 7 && c.attr_int("is_test", 0) == 0;
-  if (c.opset() >= 12 && c.has_input(2) && !c.known_input(2)) {
-    return Unimplemented(
-        "Dropout whose training_mode comes at run time: training mode draws a random mask, "
-        "which is not imported (its draws could not match another runtime's anyway)");
-  }
+  if (c.opset() >= 12 && c.has_input(2) && !c.known_input(2)) return TrainingDropout(c);
   if (c.opset() >= 12 && c.has_input(2)) {
     ASSIGN_OR_RETURN(Tensor mode, c.constant_input(2));
     training = mode.dtype() == DType::kBool && mode.num_elements() == 1 && mode.data<bool>()[0];
   }
-  if (training) return Unimplemented("Dropout in training mode (a random mask) is not imported");
+  if (training && c.opset() >= 12) return TrainingDropout(c);
+  if (training) return Unimplemented("Dropout in training mode before opset 12 (is_test 0)");
   ASSIGN_OR_RETURN(Output x, c.input(0));
   c.set_output(0, ops::Identity(c.scope(), x));
   // The mask keeps every element.

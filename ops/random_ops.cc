@@ -26,4 +26,10 @@ Output RandomNormal(const Scope& scope, const Shape& shape, double mean, double 
                                        {"stddev", stddev}}));
 }
 
+Output UniformLike(const Scope& scope, Output x, uint64_t seed, DType dtype) {
+  internal::RegisterOpDefinitions();
+  return scope.OutputOf(
+      scope.AddNode("UniformLike", {x}, {{"dtype", dtype}, {"seed", static_cast<int64_t>(seed)}}));
+}
+
 }  // namespace dflow::ops

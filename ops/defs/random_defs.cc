@@ -28,6 +28,20 @@ OpDef Random(const std::string& name, const char* a, const char* b) {
 Status RegisterRandomOps(OpRegistry& r) {
   RETURN_IF_ERROR(r.Register(Random("RandomUniform", "minval", "maxval")));
   RETURN_IF_ERROR(r.Register(Random("RandomNormal", "mean", "stddev")));
+  RETURN_IF_ERROR(
+      r.Register({.name = "UniformLike",
+                  .inputs = {{.name = "x", .type_attr = "T"}},
+                  .outputs = {{.name = "y", .type_attr = "dtype", .allowed = kFloatTypes}},
+                  .attrs = {{"T", AttrType::kDType, std::nullopt},
+                            {"dtype", AttrType::kDType, DType::kF64},
+                            {"seed", AttrType::kInt, int64_t{0}}},
+                  .stateful = true,
+                  .shape_fn = [](InferenceContext& c) -> Status {
+                    c.set_output(0, c.input_shape(0));
+                    return Status::OK();
+                  },
+                  .cost_fn = ElementwiseCostFn(20),
+                  .grad_fn = NoGradient}));
   return Status::OK();
 }
 

@@ -10,6 +10,7 @@
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
+#include "ops/random_ops.h"
 #include "ops/state_ops.h"
 #include "ops/unary_ops.h"
 #include "test_util.h"
@@ -196,6 +197,38 @@ TEST(OptimizerTest, MinimizeRefusesNonVariables) {
   ops::SGD opt({});
   opt.Minimize(root, loss, {x});
   EXPECT_TRUE(MessageHas(root.status(), {"'x' is not a Variable"}));
+}
+
+// UniformLike gives NumPy's stream: np.random.seed(0); np.random.uniform(0, 1, 6) is
+// 0.5488135039273248, 0.7151893663724195, 0.6027633760716439, 0.5448831829968969,
+// 0.4236547993389047, 0.6458941130666561 (NumPy's documented first draws). The next run goes on
+// of the same step goes on with the stream (np.random.uniform's next six).
+TEST(InitializerTest, UniformLikeIsNumPysStream) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 3});
+  auto u = ops::UniformLike(root.WithOpName("u"), x, 0);
+  auto f = ops::UniformLike(root.WithOpName("f"), x, 0, DType::kF32);
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  const Tensor shape_only(DType::kF32, Shape{2, 3});
+  auto first = (*session)->Run({{"x", shape_only}}, {u.name(), f.name()});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const std::vector<double> numpy = {0.5488135039273248, 0.7151893663724195, 0.6027633760716439,
+                                     0.5448831829968969, 0.4236547993389047, 0.6458941130666561};
+  EXPECT_EQ(first->at(0).shape(), Shape({2, 3}));
+  std::vector<double> got = first->at(0).ToVector<double>();
+  std::vector<float> got_f32 = first->at(1).ToVector<float>();
+  for (size_t i = 0; i < numpy.size(); ++i) {
+    EXPECT_NEAR(got[i], numpy[i], 1e-15) << i;
+    EXPECT_EQ(got_f32[i], static_cast<float>(numpy[i])) << i;
+  }
+  auto next = (*session)->Run({{"x", shape_only}}, {u.name(), f.name()});  // the same step
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  // np.random.uniform(0, 1, 12)[6:] after np.random.seed(0).
+  const std::vector<double> after = {0.4375872112626925, 0.8917730007820798, 0.9636627605010293,
+                                     0.3834415188257777, 0.7917250380826646, 0.5288949197529045};
+  got = next->at(0).ToVector<double>();
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_NEAR(got[i], after[i], 1e-15) << i;
 }
 
 TEST(InitializerTest, DistributionsAndSeeds) {

@@ -85,6 +85,9 @@ const std::map<std::string, std::string>& NotCoveredOps() {
       {"Empty",
        "its contents are unspecified; the WriteRows chain cases fill one row by row, and the "
        "all-reduce tests (ops_tests) compare what such chains assemble"},
+      {"UniformLike",
+       "values from NumPy's MT19937 stream, not a loop: checked against NumPy's documented "
+       "draws for seed 0 (InitializerTest.UniformLikeIsNumPysStream in ops_tests)"},
       {"ResizeGrad",
        "Resize's gradient: the Resize cases check it against finite differences of Resize"},
       {"_Send",
@@ -132,6 +135,9 @@ const std::map<std::string, std::map<std::string, std::string>>& NotOnDevice() {
            {"ReshapeTo", kHostShape},
            {"Range", kHostShape},
            {"AxesShape", kHostShape},
+           {"UniformLike",
+            "draws NumPy's stream on the host: CPU only (imported training-mode "
+            "Dropout)"},
            {"Resize",
             "reads its scales and sizes on the host: CPU only for now (ONNX models "
             "feed them as tensors)"},
