@@ -380,6 +380,9 @@ Status ConvTranspose(NodeContext& c) {
                              strides[i], dil[i]);
     }
     if (out[i] <= 0) return InvalidArgument("an output of {} along spatial axis {}", out[i], i);
+    if (out[i] > (int64_t{1} << 24)) {  // index constants of this size are built at import
+      return Unimplemented("an output of {} along spatial axis {} (at most 2^24)", out[i], i);
+    }
   }
   const int64_t cin = xs[1], cout = ws[1] * group;
   Output y;
@@ -517,7 +520,16 @@ Status PoolByWindows(NodeContext& c, Output x) {
   std::vector<int64_t> offset(k, 0);
   Output acc, best_index;
   std::vector<double> count;  // per output position (average): inside positions
-  int64_t out_size = std::accumulate(out.begin(), out.end(), int64_t{1}, std::multiplies<>());
+  // The masks and indices below are constants of the output's spatial size, built here: bounded
+  // (a file's dimensions are untrusted).
+  int64_t out_size = 1;
+  for (int64_t o : out) {
+    if (o > (int64_t{1} << 24) / out_size) {
+      return Unimplemented("pooling by window offsets to {} positions (at most 2^24)",
+                           fmt::join(out, "x"));
+    }
+    out_size *= o;
+  }
   count.assign(out_size, 0);
   const int storage_order = kMax ? static_cast<int>(c.attr_int("storage_order", 0)) : 0;
   for (int64_t w = 0; w < positions; ++w) {
@@ -1095,6 +1107,10 @@ Result<Output> PadByGather(const Scope& s, Output x, const std::vector<int64_t>&
     if (dim == 0 || (reflect && (begin >= dim || end >= dim))) {
       return InvalidArgument("{} pads {} and {} on a dimension of {}", reflect ? "reflect" : "edge",
                              begin, end, dim);
+    }
+    if (dim + begin + end > (int64_t{1} << 24)) {  // an index constant of this size
+      return Unimplemented("{} padding to {} along axis {} (at most 2^24)",
+                           reflect ? "reflect" : "edge", dim + begin + end, d);
     }
     std::vector<int64_t> from;
     for (int64_t o = -begin; o < dim + end; ++o) {

@@ -199,6 +199,9 @@ std::vector<int64_t> ApplyAxis(const AxisTaps& t, size_t d, const std::vector<in
   return next;
 }
 
+// The most elements an intermediate of the axis-by-axis resampling may hold (doubles).
+constexpr int64_t kMaxResizeElements = int64_t{1} << 28;
+
 // Resize (backward: its gradient) of `x` whose dims are `in_dims` (the forward input's).
 Status Run(KernelContext& ctx, const ResizeConfig& c, const Tensor& x,
            const std::vector<int64_t>& in_dims, int first_operand, bool backward,
@@ -207,6 +210,15 @@ Status Run(KernelContext& ctx, const ResizeConfig& c, const Tensor& x,
                                       ctx.input(first_operand + 1), ctx.input(first_operand + 2)));
   std::vector<int64_t> out_dims;
   for (const auto& t : taps) out_dims.push_back(t.out);
+  // Every intermediate (axes 0..d resized, the rest not) within bounds before anything is made.
+  for (size_t d = 0; d <= taps.size(); ++d) {
+    double elements = 1;
+    for (size_t i = 0; i < taps.size(); ++i) elements *= i < d ? out_dims[i] : in_dims[i];
+    if (elements > static_cast<double>(kMaxResizeElements)) {
+      return InvalidArgument("resizing {} to {} takes {:.0f} elements on the way (at most {})",
+                             Shape(in_dims), Shape(out_dims), elements, kMaxResizeElements);
+    }
+  }
   if (backward && x.shape().dim_vector() != out_dims) {
     return InvalidArgument("the gradient is {}, the resized output {}", x.shape(), Shape(out_dims));
   }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "ops/array_ops.h"
+#include "ops/image_ops.h"
 #include "test_util.h"
 
 namespace dflow {
@@ -100,6 +101,35 @@ TEST(ShapeOpsTest, BadAxesFailTheRunNamingTheNode) {
   auto not_one = run({0}, squeezed);
   EXPECT_TRUE(MessageHas(not_one.status(), {"node 'squeeze_shape'", "axis 0 of [2,3] is 2, not 1"}))
       << not_one.status().ToString();
+}
+
+// Resize's scales and sizes come at run time: a size that would make a huge tensor, or the wrong
+// number of them, fails the run naming the node before anything is allocated.
+TEST(ShapeOpsTest, BadResizeOperandsFailTheRunNamingTheNode) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, -1});
+  auto sizes = ops::Placeholder(root.WithOpName("sizes"), DType::kI64, Shape{-1});
+  auto none = ops::Const(root, Tensor(DType::kF32, Shape{0}));
+  auto y = ops::Resize(root.WithOpName("resize"), x, none, none, sizes, {.mode = "linear"});
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  const Tensor xv = Tensor::FromVector<float>({1, 2, 3, 4}, Shape{2, 2});
+  auto run = [&](std::vector<int64_t> s) {
+    return (*session)->Run(
+        {{"x", xv},
+         {"sizes", Tensor::FromVector<int64_t>(s, Shape{static_cast<int64_t>(s.size())})}},
+        {y.name()});
+  };
+  auto good = run({3, 1});
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ(good->at(0).shape(), Shape({3, 1}));
+  auto huge = run({100000, 100000});
+  EXPECT_EQ(huge.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(huge.status(), {"node 'resize'", "elements on the way"}))
+      << huge.status().ToString();
+  auto short_sizes = run({3});
+  EXPECT_TRUE(MessageHas(short_sizes.status(), {"node 'resize'", "1 sizes for an input of rank 2"}))
+      << short_sizes.status().ToString();
 }
 
 }  // namespace
