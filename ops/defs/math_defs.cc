@@ -128,6 +128,27 @@ Status ReduceMaxGrad(GradContext& c) {
   return Status::OK();
 }
 
+// d prod / d x_i is the product of the group's other elements, found without dividing by a zero:
+// with no zero in the group, prod / x_i; with one, the product of the rest at that zero and 0
+// elsewhere; with more, 0 everywhere.
+Status ReduceProdGrad(GradContext& c) {
+  ASSIGN_OR_RETURN(auto axes, c.node().GetAttr<std::vector<int64_t>>("axes"));
+  ASSIGN_OR_RETURN(bool keep, c.node().GetAttr<bool>("keep_dims"));
+  const Scope& s = c.scope();
+  Output x = c.input(0);
+  const Output zero = ScalarConst(s, x.dtype(), 0), one = ScalarConst(s, x.dtype(), 1);
+  auto back = [&](Output v) { return ReduceGrad(s, v, x, axes, keep, false); };
+  const Output is_zero = Equal(s, x, zero);
+  const Output nonzero = Select(s, is_zero, one, x);
+  const Output zeros = back(ReduceSum(s, Cast(s, is_zero, x.dtype()), axes, {.keep_dims = keep}));
+  const Output rest = back(ReduceProd(s, nonzero, axes, {.keep_dims = keep}));
+  const Output others =
+      Select(s, Equal(s, zeros, zero), Div(s, rest, nonzero),
+             Select(s, Equal(s, zeros, one), Select(s, is_zero, rest, zero), zero));
+  c.set_input_grad(0, Mul(s, back(c.grad(0)), others));
+  return Status::OK();
+}
+
 Status ArgMaxShape(InferenceContext& c) {
   ASSIGN_OR_RETURN(int64_t axis, c.GetAttr<int64_t>("axis"));
   const Shape& x = c.input_shape(0);
@@ -387,8 +408,7 @@ Status RegisterMathOps(OpRegistry& r) {
                   .shape_fn = CumSumShape,
                   .cost_fn = ElementwiseCostFn(1),
                   .grad_fn = CumSumGrad}));
-  // No gradient yet: the product of the other elements (y / x fails where x is 0).
-  RETURN_IF_ERROR(r.Register(Reduce("ReduceProd", nullptr)));
+  RETURN_IF_ERROR(r.Register(Reduce("ReduceProd", ReduceProdGrad)));
   RETURN_IF_ERROR(r.Register(
       {.name = "ArgMax",
        .inputs = {{.name = "x", .type_attr = "T", .allowed = kNumericTypes}},

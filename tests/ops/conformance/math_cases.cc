@@ -252,10 +252,21 @@ void AddReductions(CaseRng& rng, std::vector<OpCase>& cases) {
                  .reference = One([axes, keep, m](const std::vector<Tensor>& in) {
                    return ReduceRef(in[0], axes, keep, m);
                  }),
-                 .tolerance = 2,
-                 .no_gradient = m == Mode::kProd ? "ReduceProd has no gradient yet" : ""});
+                 .tolerance = 2});
     }
   }
+  // ReduceProd's gradient where a group holds one zero (the product of the rest flows to it) or
+  // two (nothing flows): checked, as every case, against finite differences.
+  cases.push_back(
+      OpCase{.op = "ReduceProd",
+             .tag = "zeros",
+             .inputs = {Tensor::FromVector<double>({0, 2, 3, 0, 0, 4, 1, 2, 3}, Shape{3, 3})},
+             .build = One([](const Scope& s, const std::vector<Output>& in) {
+               return ops::ReduceProd(s, in[0], {1}, {});
+             }),
+             .reference = One([](const std::vector<Tensor>& in) {
+               return ReduceRef(in[0], {1}, false, Mode::kProd);
+             })});
   struct ArgSpec {
     Tensor x;
     int64_t axis;
