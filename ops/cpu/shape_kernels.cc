@@ -153,8 +153,8 @@ class AxesShapeKernel : public OpKernel {
         noop_(*init.node.GetAttr<int64_t>("noop_with_empty_axes") != 0) {}
   Status Compute(KernelContext& ctx) override {
     if (ctx.input(0).shape().rank() != 1 || ctx.input(1).shape().rank() != 1) {
-      return InvalidArgument("shape and axes must be vectors, got {} and {}",
-                             ctx.input(0).shape(), ctx.input(1).shape());
+      return InvalidArgument("shape and axes must be vectors, got {} and {}", ctx.input(0).shape(),
+                             ctx.input(1).shape());
     }
     const std::vector<int64_t> dims = Ints(ctx.input(0)), axes = Ints(ctx.input(1));
     const auto rank = static_cast<int64_t>(dims.size());
@@ -189,8 +189,8 @@ class AxesShapeKernel : public OpKernel {
       }
       for (int64_t i = 0; i < rank; ++i) out.push_back(mask[i] ? 1 : dims[i]);
     }
-    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DType::kI64,
-                                                     Shape{static_cast<int64_t>(out.size())}));
+    ASSIGN_OR_RETURN(Tensor * y,
+                     ctx.AllocateOutput(0, DType::kI64, Shape{static_cast<int64_t>(out.size())}));
     std::copy(out.begin(), out.end(), y->data<int64_t>());
     return Status::OK();
   }

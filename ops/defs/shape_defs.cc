@@ -1,8 +1,8 @@
 // The definitions (shape, cost, properties) and gradients of Shape, ReshapeTo, Range, AxesShape
 // and ReduceSumAxes: ops whose output shape comes from tensor values at run time.
+#include "ops/array_ops.h"
 #include "ops/defs/grad_util.h"
 #include "ops/defs/op_defs.h"
-#include "ops/array_ops.h"
 #include "ops/math_ops.h"
 #include "ops/shape_ops.h"
 
@@ -61,7 +61,8 @@ Status AxesShapeShape(InferenceContext& c) {
   const Shape& a = c.input_shape(1);
   for (int i = 0; i < 2; ++i) {
     const Shape& v = c.input_shape(i);
-    if (!v.unknown_rank() && v.rank() != 1) return c.Error("input {} must be a vector, got {}", i, v);
+    if (!v.unknown_rank() && v.rank() != 1)
+      return c.Error("input {} must be a vector, got {}", i, v);
   }
   ASSIGN_OR_RETURN(auto mode, c.GetAttr<std::string>("mode"));
   const bool known = !s.unknown_rank() && s[0] >= 0;
