@@ -118,5 +118,7 @@ inline Result<std::vector<int64_t>> AllAxesIfEmpty(std::vector<int64_t> axes, co
 void AddCompositeConverters(std::map<std::string, Converter>& table);
 // Adds the converters of the indexing ops and the losses built on them (gather_ops.cc).
 void AddGatherConverters(std::map<std::string, Converter>& table);
+// Adds the converters of convolution, pooling, resizing and batch norm (window_ops.cc).
+void AddWindowConverters(std::map<std::string, Converter>& table);
 
 }  // namespace dflow::onnx
