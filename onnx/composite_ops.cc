@@ -551,14 +551,13 @@ Output FilledOfShape(const Scope& s, Output shape, DType dtype, double value) {
   Output zeros =
       ops::Mul(s, ops::Range(s, ops::Const(s, int64_t{0}), count, ops::Const(s, int64_t{1})),
                ops::Const(s, int64_t{0}));
+  // Filled in i64, f32 or f64 (what the arithmetic kernels take), then cast to `dtype`.
   Output filled;
-  if (IsFloatingPoint(dtype)) {
-    filled = ops::Add(s, ops::Cast(s, zeros, dtype == DType::kF64 ? DType::kF64 : DType::kF32),
-                      ops::Const(s, Tensor::Scalar<float>(static_cast<float>(value))));
-    if (dtype == DType::kF64) {
-      filled = ops::Add(s, ops::Cast(s, zeros, DType::kF64),
-                        ops::Const(s, Tensor::Scalar<double>(value)));
-    }
+  if (dtype == DType::kF64) {
+    filled = ops::Add(s, ops::Cast(s, zeros, DType::kF64), ops::Const(s, value));
+  } else if (IsFloatingPoint(dtype)) {
+    filled =
+        ops::Add(s, ops::Cast(s, zeros, DType::kF32), ops::Const(s, static_cast<float>(value)));
   } else {
     filled = ops::Add(s, zeros, ops::Const(s, static_cast<int64_t>(value)));
   }

@@ -493,5 +493,55 @@ TEST_F(OnnxImportTest, ConvTransposeWithARunTimeBatchMatchesAPlainLoop) {
   }
 }
 
+// ConstantOfShape to a shape fed at run time, of each kind of value: the tensor is made as the
+// graph runs (a float64 value once failed to import, its fill built from float32).
+TEST_F(OnnxImportTest, ConstantOfShapeAtRunTimeKeepsTheValuesDtype) {
+  for (const auto& [type, dtype] :
+       std::vector<std::pair<int, DType>>{{::onnx::TensorProto::DOUBLE, DType::kF64},
+                                          {::onnx::TensorProto::FLOAT, DType::kF32},
+                                          {::onnx::TensorProto::INT64, DType::kI64}}) {
+    ::onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    auto* g = m.mutable_graph();
+    g->set_name("fill");
+    auto* in = g->add_input();
+    in->set_name("shape");
+    in->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::INT64);
+    in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(2);
+    auto* out = g->add_output();
+    out->set_name("y");
+    out->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+    for (const char* d : {"rows", "columns"}) {
+      out->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param(d);
+    }
+    auto* n = g->add_node();
+    n->set_op_type("ConstantOfShape");
+    n->set_name("fill");
+    n->add_input("shape");
+    n->add_output("y");
+    auto* a = n->add_attribute();
+    a->set_name("value");
+    a->set_type(::onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(type);
+    a->mutable_t()->add_dims(1);
+    if (type == ::onnx::TensorProto::DOUBLE) a->mutable_t()->add_double_data(2.5);
+    if (type == ::onnx::TensorProto::FLOAT) a->mutable_t()->add_float_data(2.5f);
+    if (type == ::onnx::TensorProto::INT64) a->mutable_t()->add_int64_data(7);
+    auto model = ImportModelBytes(m.SerializeAsString(), "fill.onnx", ::testing::TempDir());
+    ASSERT_TRUE(model.ok()) << DTypeName(dtype) << ": " << model.status().ToString();
+    auto session = Session::Create(model->graph);
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    auto y =
+        (*session)->Run({{"shape", Tensor::FromVector<int64_t>({2, 3}, Shape{2})}}, model->outputs);
+    ASSERT_TRUE(y.ok()) << y.status().ToString();
+    EXPECT_EQ(y->at(0).dtype(), dtype);
+    EXPECT_EQ(y->at(0).shape(), Shape({2, 3}));
+    if (dtype == DType::kF64) EXPECT_EQ(y->at(0).ToVector<double>(), std::vector<double>(6, 2.5));
+    if (dtype == DType::kF32) EXPECT_EQ(y->at(0).ToVector<float>(), std::vector<float>(6, 2.5f));
+    if (dtype == DType::kI64) EXPECT_EQ(y->at(0).ToVector<int64_t>(), std::vector<int64_t>(6, 7));
+  }
+}
+
 }  // namespace
 }  // namespace dflow::onnx
