@@ -15,6 +15,9 @@ using flatbuffers::Offset;
 // The most entries any list of a message may hold (a signature's partitions, a step's feeds, a
 // trace's nodes): beyond the sizes dflow makes, far below what exhausts memory.
 constexpr uint32_t kMaxEntries = 1u << 22;
+// An address or a launcher's name in a Register request, and the devices one worker may list.
+constexpr size_t kMaxNameBytes = 1024;
+constexpr size_t kMaxWorkerDevices = 4096;
 
 // A message is size-prefixed, so a truncated one, or one with bytes after it, is refused.
 template <typename T>
@@ -383,6 +386,58 @@ Result<MeasureLinksReply> DecodeMeasureLinksReply(std::string_view bytes) {
   for (uint32_t i = 0; i < n; ++i) {
     const fb::MeasuredLink* l = r->links()->Get(i);
     out.links.push_back({l->task()->str(), l->latency_s(), l->bandwidth()});
+  }
+  return out;
+}
+
+std::string Encode(const RegisterRequest& m) {
+  FlatBufferBuilder b;
+  return Finish(b, fb::CreateRegisterRequest(b, m.rank, m.world_size, b.CreateString(m.address),
+                                             PutStrings(b, m.devices),
+                                             b.CreateString(m.launcher)));
+}
+
+Result<RegisterRequest> DecodeRegisterRequest(std::string_view bytes) {
+  constexpr std::string_view kWhat = "Register request";
+  std::string storage;
+  ASSIGN_OR_RETURN(const fb::RegisterRequest* r, Root<fb::RegisterRequest>(bytes, storage, kWhat));
+  RegisterRequest out;
+  out.rank = r->rank();
+  out.world_size = r->world_size();
+  out.address = Str(r->address());
+  out.launcher = Str(r->launcher());
+  if (out.rank < -1 || out.world_size < 0 || (out.world_size > 0 && out.rank >= out.world_size)) {
+    return InvalidArgument("{}: rank {} of world size {} is out of range", kWhat, out.rank,
+                           out.world_size);
+  }
+  if (out.address.empty() || out.address.size() > kMaxNameBytes) {
+    return InvalidArgument("{}: field 'address' has {} bytes (1 to {})", kWhat,
+                           out.address.size(), kMaxNameBytes);
+  }
+  if (out.launcher.size() > kMaxNameBytes) {
+    return InvalidArgument("{}: field 'launcher' has {} bytes, over {}", kWhat,
+                           out.launcher.size(), kMaxNameBytes);
+  }
+  ASSIGN_OR_RETURN(out.devices, GetStrings(r->devices(), kWhat, "devices"));
+  if (out.devices.empty() || out.devices.size() > kMaxWorkerDevices) {
+    return InvalidArgument("{}: {} devices (1 to {})", kWhat, out.devices.size(),
+                           kMaxWorkerDevices);
+  }
+  return out;
+}
+
+std::string Encode(const RegisterReply& m) {
+  FlatBufferBuilder b;
+  return Finish(b, fb::CreateRegisterReply(b, b.CreateString(m.task), m.world_size));
+}
+
+Result<RegisterReply> DecodeRegisterReply(std::string_view bytes) {
+  constexpr std::string_view kWhat = "Register reply";
+  std::string storage;
+  ASSIGN_OR_RETURN(const fb::RegisterReply* r, Root<fb::RegisterReply>(bytes, storage, kWhat));
+  RegisterReply out{Str(r->task()), r->world_size()};
+  if (out.world_size < 1) {
+    return InvalidArgument("{}: world size {} is not positive", kWhat, out.world_size);
   }
   return out;
 }

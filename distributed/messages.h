@@ -17,6 +17,7 @@
 //   kWriteVariables VariableValues          (empty)
 //   kMeasureLinks   MeasureLinksRequest     MeasureLinksReply
 //   kEcho           any bytes               (empty)
+//   kRegister       RegisterRequest         RegisterReply   (worker -> master's rendezvous)
 #pragma once
 
 #include <cstdint>
@@ -43,8 +44,9 @@ enum class Method : uint16_t {
   kWriteVariables = 7,  // sets named variables of named devices (restoring a checkpoint)
   kMeasureLinks = 8,    // measures the links to named tasks -> latency and bandwidth of each
   kEcho = 9,            // answers at once with nothing (what kMeasureLinks times)
+  kRegister = 10,       // a worker joins its master's rendezvous (distributed/rendezvous.h)
 };
-inline constexpr uint16_t kMaxMethod = 9;
+inline constexpr uint16_t kMaxMethod = 10;
 
 // One device of a worker with the figures the placer plans with.
 struct DeviceInfo {
@@ -136,6 +138,21 @@ struct MeasureLinksReply {
   std::vector<MeasuredLinkInfo> links;
 };
 
+// A worker joining its master: where it listens and what it has. Answered once every expected
+// worker has joined, with the task name it is to take.
+struct RegisterRequest {
+  int rank = -1;       // from its launcher or --rank; -1: numbered in arrival order
+  int world_size = 0;  // from its launcher; 0: not known
+  std::string address;               // where it listens, "HOST:PORT"
+  std::vector<std::string> devices;  // "cpu:0", ...
+  std::string launcher;              // "Slurm", "Open MPI", ... ; empty: none
+};
+
+struct RegisterReply {
+  std::string task;  // "/job:worker/task:RANK"
+  int world_size = 0;
+};
+
 // Encoders take what the decoders accept (tensors valid and in host memory).
 std::string Encode(const GetDevicesReply& m);
 std::string Encode(const CompileRequest& m);
@@ -147,6 +164,8 @@ std::string Encode(const VariablesRequest& m);
 std::string Encode(const VariableValues& m);
 std::string Encode(const MeasureLinksRequest& m);
 std::string Encode(const MeasureLinksReply& m);
+std::string Encode(const RegisterRequest& m);
+std::string Encode(const RegisterReply& m);
 
 // `what` names the message in errors: "ReadVariables reply", "WriteVariables request".
 Result<GetDevicesReply> DecodeGetDevicesReply(std::string_view bytes);
@@ -159,5 +178,7 @@ Result<VariablesRequest> DecodeVariablesRequest(std::string_view bytes);
 Result<VariableValues> DecodeVariableValues(std::string_view bytes, std::string_view what);
 Result<MeasureLinksRequest> DecodeMeasureLinksRequest(std::string_view bytes);
 Result<MeasureLinksReply> DecodeMeasureLinksReply(std::string_view bytes);
+Result<RegisterRequest> DecodeRegisterRequest(std::string_view bytes);
+Result<RegisterReply> DecodeRegisterReply(std::string_view bytes);
 
 }  // namespace dflow::distributed

@@ -133,6 +133,8 @@ void WorkerService::Handle(const transport::Transport::CallInfo& call, std::stri
     case Method::kEcho:
       reply(std::string());
       return;
+    case Method::kRegister:
+      break;  // a master's rendezvous takes it, not a worker
   }
   reply(Unimplemented("worker {} has no method {}", transport_->task(), call.method));
 }

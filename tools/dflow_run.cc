@@ -40,6 +40,7 @@
 #ifdef DFLOW_WITH_DISTRIBUTED
 #include "distributed/distributed_session.h"
 #include "distributed/local_worker.h"
+#include "distributed/rendezvous.h"
 #endif
 #include "tools/feed_dtype.h"
 #if DFLOW_HAS_ONNX
@@ -205,14 +206,30 @@ int main(int argc, char** argv) {
   app.add_option("--cluster", cluster_file,
                  "Run across the dflow-workers of this cluster spec (JSON: {\"worker\": "
                  "[\"HOST:PORT\", ...]}); their devices replace --devices");
-  app.add_option("--token-file", token_file, "The cluster token (with --cluster)");
+  std::string rendezvous;
+  int expect_workers = 0;
+  double rendezvous_timeout = 120;
+  app.add_option("--rendezvous", rendezvous,
+                 "Listen at HOST:PORT for dflow-workers started with --master (by srun, mpirun, "
+                 "...) and run across them, ordered by rank; their devices replace --devices")
+      ->excludes("--cluster");
+  app.add_option("--workers", expect_workers,
+                 "With --rendezvous: how many workers to wait for (default: the world size their "
+                 "launcher gives them)")
+      ->check(tools::AtLeast(1));
+  app.add_option("--rendezvous-timeout", rendezvous_timeout,
+                 "With --rendezvous: seconds to wait for all the workers (default 120)")
+      ->check(tools::NonNegative());
+  app.add_option("--token-file", token_file, "The cluster token (with --cluster or --rendezvous)");
   if (auto code = tools::Parse(app, argc, argv)) return *code;
   if (Status s = placement.Check(); !s.ok()) return Fail(s, kUsageError);
-  if (cluster_file.empty() != token_file.empty()) {
-    return Fail(InvalidArgument("--cluster and --token-file go together"), kUsageError);
+  const bool on_cluster = !cluster_file.empty() || !rendezvous.empty();
+  if (on_cluster != !token_file.empty()) {
+    return Fail(InvalidArgument("--token-file goes with --cluster or --rendezvous"), kUsageError);
   }
-  if (!cluster_file.empty() && !placement.devices.empty()) {
-    return Fail(InvalidArgument("--devices and --cluster: the cluster's workers are the devices"),
+  if (on_cluster && !placement.devices.empty()) {
+    return Fail(InvalidArgument("--devices and --cluster or --rendezvous: the cluster's workers "
+                                "are the devices"),
                 kUsageError);
   }
 
@@ -289,7 +306,7 @@ int main(int argc, char** argv) {
   if (!graph.ok()) return Fail(graph.status(), kRunError);
   SessionOptions options;
   placement.ApplyTo(options);
-  if (placement.devices.empty() && cluster_file.empty()) {
+  if (placement.devices.empty() && !on_cluster) {
     // Without --devices, the devices the graph's nodes request (a graph saved with devices
     // pinned runs as it was built); one CPU when none are requested. The placer's flags need
     // a placed session, also on one device.
@@ -313,17 +330,31 @@ int main(int argc, char** argv) {
     feeds.emplace_back(name, std::move(*matched));
   }
   Result<std::unique_ptr<Session>> session = Internal("no session");
-  if (cluster_file.empty()) {
+#ifdef DFLOW_WITH_DISTRIBUTED
+  std::unique_ptr<distributed::RendezvousServer> workers_joined;  // the workers stay while it does
+#endif
+  if (!on_cluster) {
     session = Session::Create(std::move(*graph), options);
   } else {
 #ifdef DFLOW_WITH_DISTRIBUTED
     distributed::DistributedOptions cluster;
-    auto spec = distributed::ClusterSpec::Load(cluster_file);
-    if (!spec.ok()) return Fail(spec.status(), kRunError);
-    cluster.cluster = *spec;
     auto token = distributed::ReadTokenFile(token_file);
     if (!token.ok()) return Fail(token.status().WithPrefix("--token-file: "), kRunError);
     cluster.token = *token;
+    if (!rendezvous.empty()) {
+      distributed::RendezvousOptions r;
+      r.listen = rendezvous;
+      r.token = *token;
+      r.expected_workers = expect_workers;
+      r.timeout = std::chrono::milliseconds(static_cast<int64_t>(rendezvous_timeout * 1000));
+      auto spec = distributed::GatherWorkers(std::move(r), &workers_joined);
+      if (!spec.ok()) return Fail(spec.status(), kRunError);
+      cluster.cluster = *spec;
+    } else {
+      auto spec = distributed::ClusterSpec::Load(cluster_file);
+      if (!spec.ok()) return Fail(spec.status(), kRunError);
+      cluster.cluster = *spec;
+    }
     auto made = distributed::DistributedSession::Create(std::move(*graph), options, cluster);
     if (made.ok()) {
       for (const auto& l : (*made)->links()) {
@@ -335,11 +366,12 @@ int main(int argc, char** argv) {
       session = made.status();
     }
 #else
-    return Fail(Unimplemented("--cluster: this dflow-run was built without UCX"), kRunError);
+    return Fail(Unimplemented("--cluster and --rendezvous: this dflow-run was built without UCX"),
+                kRunError);
 #endif
   }
   if (!session.ok()) return Fail(session.status(), kRunError);
-  if ((!options.devices.empty() || !cluster_file.empty()) && !log_placement) {
+  if ((!options.devices.empty() || on_cluster) && !log_placement) {
     std::fprintf(stderr, "%s\n", tools::PlacementSummary(**session).c_str());
   }
   if (!restore.empty()) {

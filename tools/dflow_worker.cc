@@ -2,15 +2,21 @@
 //
 //   dflow-worker --listen 127.0.0.1:7001 --devices cpu:0,cpu:1 --token-file FILE
 //                [--memory-limit SIZE] [--threads N] [--release-after SECONDS] [--fixed-costs]
+//   dflow-worker --master HOST[:PORT]|auto --token-file FILE [--rank N] ...
 //
-// Port 0 picks a free port; under mpirun, srun or another PMIx launcher the port is offset by
-// the rank (OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMIX_RANK). Once ready it prints exactly one
-// line on stdout,
-// "listening on HOST:PORT", and serves until SIGTERM or SIGINT (a clean exit, status 0). The
-// first master to connect names it (/job:worker/task:N). When no master has been connected for
-// --release-after seconds (default 300; 0: never), it drops its compiled graphs and variables.
-// It measures its CPU when a master first asks for its devices and registers those figures
-// (--fixed-costs: the cost model's defaults instead).
+// Port 0 picks a free port; under a launcher (mpirun, srun, PMIx, torchrun-style variables) the
+// port is offset by the rank on this host (tools/launch_rank.h). Once ready it prints exactly one
+// line on stdout, "listening on HOST:PORT", and serves until SIGTERM or SIGINT (a clean exit,
+// status 0). The first master to connect names it (/job:worker/task:N). When no master has been
+// connected for --release-after seconds (default 300; 0: never), it drops its compiled graphs
+// and variables. It measures its CPU when a master first asks for its devices and registers
+// those figures (--fixed-costs: the cost model's defaults instead).
+//
+// With a master (--master, or MASTER_ADDR set) it joins the master's rendezvous
+// (distributed/rendezvous.h) with its rank (--rank, else its launcher's), world size and devices,
+// listening by default on this host's address toward the master; it exits (status 0) when that
+// master has gone, which ends a launcher's step. `--master auto` finds the master from the
+// launcher: MASTER_ADDR and MASTER_PORT, else the first host of the Slurm step at --master-port.
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -18,9 +24,12 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <thread>
 
 #include "distributed/local_worker.h"
+#include "distributed/rendezvous.h"
 #include "distributed/worker_service.h"
 #include "ops/register.h"
 #include "tools/cli.h"
@@ -49,9 +58,27 @@ int main(int argc, char** argv) {
   double release_after = 300;
   int threads = 0;
   bool fixed_costs = false;
-  app.add_option("--listen", listen,
-                 "HOST:PORT to listen on (port 0: any free port); under mpirun, srun or another "
-                 "PMIx launcher, PORT plus the process's rank");
+  std::string master;
+  int master_port = dflow::tools::kDefaultMasterPort;
+  int rank_flag = -1;
+  double join_timeout = 120;
+  auto* listen_flag = app.add_option(
+      "--listen", listen,
+      "HOST:PORT to listen on (port 0: any free port); under a launcher, PORT plus the "
+      "process's rank on this host (default 127.0.0.1:0; with a master, this host's address "
+      "toward it, port 0)");
+  app.add_option("--master", master,
+                 "join this master's rendezvous: HOST:PORT, HOST (at --master-port), or 'auto' "
+                 "(MASTER_ADDR and MASTER_PORT, else the first host of the Slurm step); "
+                 "default: MASTER_ADDR when set, else none (wait to be connected to)");
+  app.add_option("--master-port", master_port,
+                 "the master's port when only its host is known (default 29500)")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--rank", rank_flag, "this worker's rank with --master (default: the launcher's)")
+      ->check(dflow::tools::AtLeast(0));
+  app.add_option("--join-timeout", join_timeout,
+                 "seconds to reach the master and for all its workers to join (default 120)")
+      ->check(dflow::tools::NonNegative());
   app.add_option("--devices", devices,
                  "this worker's devices: cpu:0,cpu:1,gpu:0,... (any type this process has)");
   app.add_option("--token-file", token_file, "file holding the cluster token")->required();
@@ -73,15 +100,39 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
-  // Under mpirun, srun or another PMIx launcher: the port plus the rank.
-  auto rank = dflow::tools::LaunchRankFromEnvironment();
-  if (!rank.ok()) return Fail(rank.status());
-  if (rank->has_value()) {
-    auto offset = dflow::tools::PortForRank(listen, (*rank)->rank);
+  // The master: given, or from the launcher's variables.
+  auto launch = dflow::tools::LaunchRankFromEnvironment();
+  if (!launch.ok()) return Fail(launch.status());
+  std::string master_source = "--master";
+  if (master.empty() && std::getenv("MASTER_ADDR") != nullptr) master = "auto";
+  if (master == "auto") {
+    auto found = dflow::tools::MasterFromEnvironment(master_port);
+    if (!found.ok()) return Fail(found.status());
+    if (!found->has_value()) {
+      return Fail(dflow::InvalidArgument("--master auto: neither MASTER_ADDR nor a Slurm step's "
+                                         "SLURM_STEP_NODELIST is set"),
+                  dflow::tools::kUsageError);
+    }
+    master = (*found)->address;
+    master_source = (*found)->source;
+  } else if (!master.empty() && master.back() != ']' &&
+             (master.find(':') == std::string::npos || master.front() == '[')) {
+    master += ":" + std::to_string(master_port);  // a host alone
+  }
+  if (!master.empty() && listen_flag->count() == 0) {
+    auto host = dflow::tools::LocalHostToward(master);
+    if (!host.ok()) return Fail(host.status().WithPrefix("--master: "));
+    listen = *host + ":0";
+  }
+  // Under a launcher: the port plus the rank on this host (or the rank, when it does not say).
+  if (launch->has_value()) {
+    const dflow::tools::LaunchRank& r = **launch;
+    auto offset = dflow::tools::PortForRank(listen, r.local_rank >= 0 ? r.local_rank : r.rank);
     if (!offset.ok()) return Fail(offset.status());
     listen = *offset;
-    std::fprintf(stderr, "dflow-worker: rank %d of %d (%s)\n", (*rank)->rank, (*rank)->world_size,
-                 (*rank)->source.c_str());
+    std::fprintf(stderr, "dflow-worker: rank %d of %s (%s%s)\n", r.rank,
+                 r.world_size > 0 ? std::to_string(r.world_size).c_str() : "?", r.source.c_str(),
+                 r.job_id.empty() ? "" : (" job " + r.job_id).c_str());
   }
   auto token = dflow::distributed::ReadTokenFile(token_file);
   if (!token.ok()) return Fail(token.status());
@@ -109,9 +160,10 @@ int main(int argc, char** argv) {
   dflow::transport::TransportOptions t;
   t.token = *token;
   t.listen_address = listen;
-  t.log = [](std::string_view line) {
+  auto t_log = [](std::string_view line) {
     std::fprintf(stderr, "dflow-worker: %.*s\n", static_cast<int>(line.size()), line.data());
   };
+  t.log = t_log;
   auto transport = dflow::transport::TransportRegistry::Global().Create("ucx", std::move(t));
   if (!transport.ok()) return Fail(transport.status());
   auto service = dflow::distributed::WorkerService::Create(transport->get(), options);
@@ -120,13 +172,56 @@ int main(int argc, char** argv) {
   std::printf("listening on %s\n", (*transport)->listen_address().c_str());
   std::fflush(stdout);
 
+  std::unique_ptr<dflow::distributed::Registration> registration;
+  if (!master.empty()) {
+    dflow::distributed::RegisterOptions join;
+    join.master = master;
+    join.token = *token;
+    join.timeout = std::chrono::milliseconds(static_cast<int64_t>(join_timeout * 1000));
+    join.log = t_log;
+    join.request.rank = rank_flag >= 0 ? rank_flag : (launch->has_value() ? (*launch)->rank : -1);
+    join.request.world_size = launch->has_value() ? (*launch)->world_size : 0;
+    join.request.address = (*transport)->listen_address();
+    join.request.devices = *device_list;
+    join.request.launcher = launch->has_value() ? (*launch)->source : "";
+    if (join.request.world_size > 0 && join.request.rank >= join.request.world_size) {
+      return Fail(dflow::InvalidArgument("--rank {} is past the launcher's world size {}",
+                                         join.request.rank, join.request.world_size),
+                  dflow::tools::kUsageError);
+    }
+    std::fprintf(stderr, "dflow-worker: joining the master at %s (from %s)\n", master.c_str(),
+                 master_source.c_str());
+    auto joined = dflow::distributed::Registration::Join(std::move(join));
+    if (!joined.ok()) return Fail(joined.status());
+    registration = std::move(joined).value();
+    std::fprintf(stderr, "dflow-worker: joined the master at %s as %s (%d workers)\n",
+                 master.c_str(), registration->reply().task.c_str(),
+                 registration->reply().world_size);
+  }
+
   int sig = 0;
-  sigwait(&stop, &sig);
+  if (registration == nullptr) {
+    sigwait(&stop, &sig);
+  } else {
+    while (true) {
+      // A look every quarter second whether the master is still there.
+      timespec quarter{0, 250'000'000};
+      if (int got = sigtimedwait(&stop, nullptr, &quarter); got > 0) {
+        sig = got;
+        break;
+      }
+      if (registration->master_gone()) {
+        std::fprintf(stderr, "dflow-worker: the master at %s has gone; exiting\n",
+                     master.c_str());
+        break;
+      }
+    }
+  }
   const dflow::transport::TransportStats stats = (*transport)->stats();
   std::fprintf(stderr,
                "dflow-worker: %s, stopping; tensors sent %llu (by reference %llu, mapped %llu), "
                "received %llu (by reference %llu, mapped %llu); polls by step threads %llu\n",
-               sig == SIGTERM ? "SIGTERM" : "SIGINT",
+               sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "its master gone",
                static_cast<unsigned long long>(stats.tensors_sent),
                static_cast<unsigned long long>(stats.tensors_sent_by_reference),
                static_cast<unsigned long long>(stats.tensors_sent_mapped),
@@ -134,6 +229,7 @@ int main(int argc, char** argv) {
                static_cast<unsigned long long>(stats.tensors_received_by_reference),
                static_cast<unsigned long long>(stats.tensors_received_mapped),
                static_cast<unsigned long long>(stats.step_thread_polls));
+  registration.reset();
   service->reset();
   transport->reset();
   return 0;

@@ -1,6 +1,6 @@
 // The cluster an example trains across (builds with UCX only): --local-workers N dflow-workers
-// started here, next to the example's binary, or the workers of --cluster FILE with
-// --token-file FILE.
+// started here, next to the example's binary, the workers of --cluster FILE, or those that join
+// at --rendezvous HOST:PORT (examples/common/cluster_flags.h).
 #pragma once
 
 #include <cstdio>
@@ -11,11 +11,14 @@
 #include "distributed/cluster_spec.h"
 #include "distributed/distributed_session.h"
 #include "distributed/local_worker.h"
+#include "distributed/rendezvous.h"
+#include "examples/common/cluster_flags.h"
 
 namespace dflow::examples {
 
 struct LocalCluster {
   std::vector<std::unique_ptr<distributed::LocalWorker>> workers;  // stopped with it
+  std::unique_ptr<distributed::RendezvousServer> rendezvous;  // its workers leave when it goes
   distributed::DistributedOptions options;
 
   // The first CPU of every task, by job name then index: "/job:worker/task:0/device:CPU:0", ...
@@ -30,13 +33,14 @@ struct LocalCluster {
   }
 };
 
-// `local_workers` > 0: starts them with `worker_flags` (and a token file made here and removed
-// once they read it), printing each address; otherwise loads `cluster_file` and the token.
-inline Result<LocalCluster> StartCluster(const std::string& argv0, int local_workers,
-                                         const std::string& cluster_file,
-                                         const std::string& token_file, const std::string& token,
+// `flags.local_workers` > 0: starts them with `worker_flags` (and `token` in a file made here and
+// removed once they read it), printing each address; otherwise reads the token file and loads
+// the cluster file or waits at the rendezvous.
+inline Result<LocalCluster> StartCluster(const std::string& argv0, const ClusterFlags& flags,
+                                         const std::string& token,
                                          const std::vector<std::string>& worker_flags) {
   LocalCluster c;
+  const int local_workers = flags.local_workers;
   if (local_workers > 0) {
     c.options.token = token;
     ASSIGN_OR_RETURN(std::string file, distributed::WriteTokenFile("/tmp", token));
@@ -56,10 +60,22 @@ inline Result<LocalCluster> StartCluster(const std::string& argv0, int local_wor
     std::remove(file.c_str());
     return c;
   }
-  ASSIGN_OR_RETURN(c.options.cluster, distributed::ClusterSpec::Load(cluster_file));
-  auto read = distributed::ReadTokenFile(token_file);
+  if (flags.token_file.empty()) {
+    return InvalidArgument("--cluster and --rendezvous need the cluster's --token-file");
+  }
+  auto read = distributed::ReadTokenFile(flags.token_file);
   if (!read.ok()) return read.status().WithPrefix("--token-file: ");
   c.options.token = *read;
+  if (!flags.rendezvous.empty()) {
+    distributed::RendezvousOptions r;
+    r.listen = flags.rendezvous;
+    r.token = *read;
+    r.expected_workers = flags.workers;
+    r.timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.rendezvous_timeout * 1000));
+    ASSIGN_OR_RETURN(c.options.cluster, distributed::GatherWorkers(std::move(r), &c.rendezvous));
+    return c;
+  }
+  ASSIGN_OR_RETURN(c.options.cluster, distributed::ClusterSpec::Load(flags.cluster_file));
   return c;
 }
 

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "examples/common/cluster_flags.h"
 #include "examples/common/example_util.h"
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
@@ -63,33 +64,32 @@ int main(int argc, char** argv) {
   flags.lr = 0.1;
   int64_t steps = 200;
   double tolerance = 1e-2;
-  int replicas = 2, local_workers = 0;
-  std::string cluster_file, token_file;
+  int replicas = 2;
+  examples::ClusterFlags cluster_flags;
   flags.AddTo(app, {.epochs = false, .devices = false, .accuracy = false});
   app.add_option("--steps", steps, "Training steps")->check(tools::AtLeast(1));
   app.add_option("--tolerance", tolerance, "Largest relative loss difference allowed");
   app.add_option("--replicas", replicas, "Replicas on in-process devices cpu:0 .. cpu:N-1")
       ->check(CLI::Range(1, 16));
-  app.add_option("--local-workers", local_workers,
+  app.add_option("--local-workers", cluster_flags.local_workers,
                  "Start N dflow-worker processes here, a replica on each (0: none)")
       ->check(CLI::Range(0, 8));
-  app.add_option("--cluster", cluster_file, "A replica on each worker of this cluster spec");
-  app.add_option("--token-file", token_file, "The cluster token (with --cluster)");
+  cluster_flags.AddTo(app, "A replica on each worker of this cluster spec");
   if (auto code = examples::Parse(app, argc, argv, flags)) return *code;
 
   // The replicas' devices.
   std::vector<std::string> devices;
 #ifdef DFLOW_WITH_DISTRIBUTED
   examples::LocalCluster cluster;
-  if (local_workers > 0 || !cluster_file.empty()) {
-    auto started = examples::StartCluster(argv[0], local_workers, cluster_file, token_file,
-                                          "data-parallel-mlp", {"--threads", "1"});
+  if (cluster_flags.any()) {
+    auto started =
+        examples::StartCluster(argv[0], cluster_flags, "data-parallel-mlp", {"--threads", "1"});
     if (!started.ok()) return Fail(started.status());
     cluster = std::move(started).value();
   }
   devices = cluster.CpuDevices();
 #else
-  if (local_workers > 0 || !cluster_file.empty()) {
+  if (cluster_flags.any()) {
     return Fail(Unimplemented("this build has no UCX, so no workers"));
   }
 #endif

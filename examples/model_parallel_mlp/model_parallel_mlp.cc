@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "examples/common/cluster_flags.h"
 #include "examples/common/example_util.h"
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
@@ -48,13 +49,11 @@ int main(int argc, char** argv) {
   app.add_flag("--log-placement", log_placement, "Print the device of every node");
   app.add_flag("--check-split", check_split,
                "Exit with status 1 unless every device holds nodes (the model was split)");
-  int local_workers = 0;
-  std::string cluster_file, token_file;
-  app.add_option("--local-workers", local_workers,
+  examples::ClusterFlags cluster_flags;
+  app.add_option("--local-workers", cluster_flags.local_workers,
                  "Start N dflow-worker processes here and train across them (0: none)")
       ->check(CLI::Range(0, 8));
-  app.add_option("--cluster", cluster_file, "Train across the workers of this cluster spec");
-  app.add_option("--token-file", token_file, "The cluster token (with --cluster)");
+  cluster_flags.AddTo(app, "Train across the workers of this cluster spec");
   if (auto code = examples::Parse(app, argc, argv, flags)) return *code;
   if (Status s = placement.Check(); !s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
@@ -89,12 +88,11 @@ int main(int argc, char** argv) {
   examples::SessionMaker make;
 #ifdef DFLOW_WITH_DISTRIBUTED
   examples::LocalCluster cluster;
-  if (local_workers > 0 || !cluster_file.empty()) {
+  if (cluster_flags.any()) {
     std::vector<std::string> flags = {"--threads", "1", "--memory-limit",
                                       std::to_string(static_cast<int64_t>(2 * memory_mib)) + "MiB"};
     if (placement.fixed_costs) flags.push_back("--fixed-costs");  // they register the defaults
-    auto started = examples::StartCluster(argv[0], local_workers, cluster_file, token_file,
-                                          "model-parallel-mlp", flags);
+    auto started = examples::StartCluster(argv[0], cluster_flags, "model-parallel-mlp", flags);
     if (!started.ok()) return Fail(started.status());
     cluster = std::move(started).value();
     make = [&](const Scope& scope, const SessionOptions& o) -> Result<std::unique_ptr<Session>> {
@@ -104,7 +102,7 @@ int main(int argc, char** argv) {
     };
   }
 #else
-  if (local_workers > 0 || !cluster_file.empty()) {
+  if (cluster_flags.any()) {
     return Fail(Unimplemented("this build has no UCX, so no workers"));
   }
 #endif

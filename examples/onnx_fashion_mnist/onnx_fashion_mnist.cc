@@ -171,7 +171,9 @@ int main(int argc, char** argv) {
                                   "--local-workers"),
                   tools::kUsageError);
     }
-    auto cluster = examples::StartCluster(argv[0], local_workers, "", "", "onnx-fashion-mnist",
+    examples::ClusterFlags started_here;
+    started_here.local_workers = local_workers;
+    auto cluster = examples::StartCluster(argv[0], started_here, "onnx-fashion-mnist",
                                           {"--threads", "1"});
     if (!cluster.ok()) return Fail(cluster.status());
     return TrainDataParallel(model, flags, *cluster);

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "examples/common/cluster_flags.h"
 #include "examples/common/example_util.h"
 #include "rewrite/replicate.h"
 #ifdef DFLOW_WITH_DISTRIBUTED
@@ -67,8 +68,8 @@ int main(int argc, char** argv) {
   examples::TrainFlags flags(10);
   std::string mode = "async";
   int replicas = 2, servers = 1, staleness = 2, backup_workers = 0;
-  int local_workers = 0;
-  std::string cluster_file, token_file;
+  examples::ClusterFlags cluster_flags;
+  int& local_workers = cluster_flags.local_workers;
   flags.AddTo(app, {.devices = false});
   app.add_option("--mode", mode, "How updates reach the servers")
       ->check(CLI::IsMember({"sync", "async", "staleness"}));
@@ -86,9 +87,8 @@ int main(int argc, char** argv) {
                                "replicas, the rest the parameter servers (N = replicas + "
                                "parameter-servers; 0: none)")
                     ->check(CLI::Range(0, 24));
-  app.add_option("--cluster", cluster_file, "Replicas and servers on this cluster spec's workers")
-      ->excludes(local);
-  app.add_option("--token-file", token_file, "The cluster token (with --cluster)");
+  cluster_flags.AddTo(app, "Replicas and servers on this cluster spec's workers");
+  local->excludes("--cluster")->excludes("--rendezvous");
   if (auto code = examples::Parse(app, argc, argv, flags)) return *code;
   if (local_workers > 0 && local_workers != replicas + servers) {
     std::fprintf(stderr,
@@ -101,15 +101,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> devices;
 #ifdef DFLOW_WITH_DISTRIBUTED
   examples::LocalCluster cluster;
-  if (local_workers > 0 || !cluster_file.empty()) {
-    auto started = examples::StartCluster(argv[0], local_workers, cluster_file, token_file,
-                                          "ps-mlp", {"--threads", "1"});
+  if (cluster_flags.any()) {
+    auto started = examples::StartCluster(argv[0], cluster_flags, "ps-mlp", {"--threads", "1"});
     if (!started.ok()) return Fail(started.status());
     cluster = std::move(started).value();
   }
   devices = cluster.CpuDevices();
 #else
-  if (local_workers > 0 || !cluster_file.empty()) {
+  if (cluster_flags.any()) {
     return Fail(Unimplemented("this build has no UCX, so no workers"));
   }
 #endif
