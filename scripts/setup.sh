@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs every Debian package dflow needs to build, test and benchmark, and the ONNX Runtime
-# peer (npm's onnxruntime-node, without its install scripts) in $DFLOW_PEERS_DIR/ort (default
-# /opt/dflow-peers/ort), which the ONNX model tests and the benchmarks compare with.
+# Installs every Debian package dflow needs to build, test and benchmark (Slurm, munge and Open
+# MPI for the launch tests, which start daemons of their own: none is started here), and the ONNX
+# Runtime peer (npm's onnxruntime-node, without its install scripts) in $DFLOW_PEERS_DIR/ort
+# (default /opt/dflow-peers/ort), which the ONNX model tests and the benchmarks compare with.
 # Idempotent: when everything is present it only checks and returns in about a second.
 set -euo pipefail
 
@@ -18,6 +19,7 @@ packages=(
   graphviz
   dataset-fashion-mnist
   python3-torch python3-torchvision python3-numpy
+  slurmd slurmctld slurm-client munge openmpi-bin
 )
 # node and npm: Debian's, unless a node is already there (it brings its own npm).
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then packages+=(nodejs npm); fi

@@ -98,6 +98,34 @@ TEST(MessagesTest, EveryMessageRoundTripsWithItsValues) {
       DecodeMeasureLinksReply(Encode(MeasureLinksReply{{{"/job:worker/task:1", 2e-5, 5e9}}}));
   ASSERT_TRUE(links.ok());
   EXPECT_EQ(links->links[0].bandwidth, 5e9);
+  auto join = DecodeRegisterRequest(
+      Encode(RegisterRequest{3, 4, "10.0.0.7:7001", {"cpu:0", "gpu:1"}, "Slurm"}));
+  ASSERT_TRUE(join.ok()) << join.status().ToString();
+  EXPECT_EQ(join->rank, 3);
+  EXPECT_EQ(join->world_size, 4);
+  EXPECT_EQ(join->address, "10.0.0.7:7001");
+  EXPECT_EQ(join->devices, (std::vector<std::string>{"cpu:0", "gpu:1"}));
+  EXPECT_EQ(join->launcher, "Slurm");
+  auto named = DecodeRegisterReply(Encode(RegisterReply{"/job:worker/task:3", 4}));
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(named->task, "/job:worker/task:3");
+  EXPECT_EQ(named->world_size, 4);
+}
+
+TEST(MessagesTest, RegisterRequestsOutOfRangeAreRefused) {
+  for (const RegisterRequest& bad : {
+           RegisterRequest{4, 4, "h:1", {"cpu:0"}, ""},        // rank past the world
+           RegisterRequest{-2, 0, "h:1", {"cpu:0"}, ""},       // not a rank
+           RegisterRequest{0, 1, "", {"cpu:0"}, ""},           // no address
+           RegisterRequest{0, 1, std::string(2000, 'h'), {"cpu:0"}, ""},
+           RegisterRequest{0, 1, "h:1", {}, ""},               // no device
+       }) {
+    auto d = DecodeRegisterRequest(Encode(bad));
+    EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument) << bad.address.size();
+    EXPECT_TRUE(MessageHas(d.status(), {"Register request"})) << d.status().ToString();
+  }
+  EXPECT_TRUE(MessageHas(DecodeRegisterReply(Encode(RegisterReply{"/job:worker/task:0", 0})).status(),
+                         {"Register reply", "world size 0"}));
 }
 
 TEST(MessagesTest, TruncatedOrForeignBytesAreRefusedNamingTheMessage) {

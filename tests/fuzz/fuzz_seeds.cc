@@ -185,7 +185,9 @@ Status WriteSeeds(const std::filesystem::path& dir) {
       Encode(VariablesRequest{{{"/job:worker/task:0/device:CPU:0", "w"}}}),
       Encode(VariableValues{{{"/job:worker/task:0/device:CPU:0", "w"}}, {values}}),
       Encode(MeasureLinksRequest{{"/job:worker/task:1"}}),
-      Encode(MeasureLinksReply{{{"/job:worker/task:1", 1e-5, 1e9}}})};
+      Encode(MeasureLinksReply{{{"/job:worker/task:1", 1e-5, 1e9}}}),
+      Encode(RegisterRequest{1, 2, "10.0.0.2:7001", {"cpu:0", "gpu:0"}, "Slurm"}),
+      Encode(RegisterReply{"/job:worker/task:1", 2})};
   for (size_t i = 0; i < control.size(); ++i) {
     RETURN_IF_ERROR(Write(dir / "wire" / ("control" + std::to_string(i)),
                           std::string{7, static_cast<char>(i)} + control[i]));

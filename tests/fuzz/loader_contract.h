@@ -98,7 +98,7 @@ std::string ControlRoundTrip(std::string_view bytes, const Decode& decode,
   return "";
 }
 
-inline constexpr int kControlMessages = 10;
+inline constexpr int kControlMessages = 12;
 inline std::string ControlProblem(std::string_view bytes) {
   if (bytes.empty()) return "";
   using namespace distributed;
@@ -129,9 +129,13 @@ inline std::string ControlProblem(std::string_view bytes) {
     case 8:
       return ControlRoundTrip<MeasureLinksRequest>(bytes, DecodeMeasureLinksRequest,
                                                    "MeasureLinks request");
-    default:
+    case 9:
       return ControlRoundTrip<MeasureLinksReply>(bytes, DecodeMeasureLinksReply,
                                                  "MeasureLinks reply");
+    case 10:
+      return ControlRoundTrip<RegisterRequest>(bytes, DecodeRegisterRequest, "Register request");
+    default:
+      return ControlRoundTrip<RegisterReply>(bytes, DecodeRegisterReply, "Register reply");
   }
 }
 
