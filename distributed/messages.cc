@@ -393,8 +393,7 @@ Result<MeasureLinksReply> DecodeMeasureLinksReply(std::string_view bytes) {
 std::string Encode(const RegisterRequest& m) {
   FlatBufferBuilder b;
   return Finish(b, fb::CreateRegisterRequest(b, m.rank, m.world_size, b.CreateString(m.address),
-                                             PutStrings(b, m.devices),
-                                             b.CreateString(m.launcher)));
+                                             PutStrings(b, m.devices), b.CreateString(m.launcher)));
 }
 
 Result<RegisterRequest> DecodeRegisterRequest(std::string_view bytes) {
@@ -411,12 +410,12 @@ Result<RegisterRequest> DecodeRegisterRequest(std::string_view bytes) {
                            out.world_size);
   }
   if (out.address.empty() || out.address.size() > kMaxNameBytes) {
-    return InvalidArgument("{}: field 'address' has {} bytes (1 to {})", kWhat,
-                           out.address.size(), kMaxNameBytes);
+    return InvalidArgument("{}: field 'address' has {} bytes (1 to {})", kWhat, out.address.size(),
+                           kMaxNameBytes);
   }
   if (out.launcher.size() > kMaxNameBytes) {
-    return InvalidArgument("{}: field 'launcher' has {} bytes, over {}", kWhat,
-                           out.launcher.size(), kMaxNameBytes);
+    return InvalidArgument("{}: field 'launcher' has {} bytes, over {}", kWhat, out.launcher.size(),
+                           kMaxNameBytes);
   }
   ASSIGN_OR_RETURN(out.devices, GetStrings(r->devices(), kWhat, "devices"));
   if (out.devices.empty() || out.devices.size() > kMaxWorkerDevices) {

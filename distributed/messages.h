@@ -141,8 +141,8 @@ struct MeasureLinksReply {
 // A worker joining its master: where it listens and what it has. Answered once every expected
 // worker has joined, with the task name it is to take.
 struct RegisterRequest {
-  int rank = -1;       // from its launcher or --rank; -1: numbered in arrival order
-  int world_size = 0;  // from its launcher; 0: not known
+  int rank = -1;                     // from its launcher or --rank; -1: numbered in arrival order
+  int world_size = 0;                // from its launcher; 0: not known
   std::string address;               // where it listens, "HOST:PORT"
   std::vector<std::string> devices;  // "cpu:0", ...
   std::string launcher;              // "Slurm", "Open MPI", ... ; empty: none

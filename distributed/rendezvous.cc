@@ -49,11 +49,11 @@ Result<std::unique_ptr<RendezvousServer>> RendezvousServer::Create(RendezvousOpt
     server->expected_ = server->options_.expected_workers;
   }
   RendezvousServer* self = server.get();
-  server->transport_->SetCallHandler(
-      [self](const transport::Transport::CallInfo& call, std::string payload,
-             transport::Transport::Reply reply) {
-        self->Handle(call, std::move(payload), std::move(reply));
-      });
+  server->transport_->SetCallHandler([self](const transport::Transport::CallInfo& call,
+                                            std::string payload,
+                                            transport::Transport::Reply reply) {
+    self->Handle(call, std::move(payload), std::move(reply));
+  });
   return server;
 }
 
@@ -198,8 +198,8 @@ Result<ClusterSpec> RendezvousServer::WaitForWorkers() {
       Status late = DeadlineExceeded(
           "{} of {} workers joined the rendezvous at {} within {:g} s; missing: {}{}; joined: "
           "{}",
-          joined_.size(), expected_ > 0 ? std::to_string(expected_) : std::string("?"),
-          address(), seconds, expected_ > 0 ? "rank " + missing : "the number to wait for",
+          joined_.size(), expected_ > 0 ? std::to_string(expected_) : std::string("?"), address(),
+          seconds, expected_ > 0 ? "rank " + missing : "the number to wait for",
           unranked > 0 ? fmt::format(" (of which {} may come without a rank)", unranked) : "",
           Describe());
       std::vector<transport::Transport::Reply> waiting = Fail(late);
@@ -208,11 +208,10 @@ Result<ClusterSpec> RendezvousServer::WaitForWorkers() {
       return late;
     }
     // Wakes to notice workers that left.
-    changed_.WaitUntil(mu_, std::min(deadline, now + std::chrono::milliseconds(200)),
-                       [&]() DFLOW_REQUIRES(mu_) {
-                         return !error_.ok() ||
-                                (expected_ > 0 && static_cast<int>(joined_.size()) >= expected_);
-                       });
+    changed_.WaitUntil(
+        mu_, std::min(deadline, now + std::chrono::milliseconds(200)), [&]() DFLOW_REQUIRES(mu_) {
+          return !error_.ok() || (expected_ > 0 && static_cast<int>(joined_.size()) >= expected_);
+        });
   }
   // Workers without a rank take the lowest ranks left, in the order they came.
   std::vector<Joined*> by_rank(expected_, nullptr);
@@ -230,9 +229,9 @@ Result<ClusterSpec> RendezvousServer::WaitForWorkers() {
   std::vector<std::pair<transport::Transport::Reply, RegisterReply>> answers;
   for (Joined* j : by_rank) {
     cluster.jobs["worker"].push_back(j->request.address);
-    answers.emplace_back(std::move(j->reply),
-                         RegisterReply{fmt::format("/job:worker/task:{}", j->request.rank),
-                                       expected_});
+    answers.emplace_back(
+        std::move(j->reply),
+        RegisterReply{fmt::format("/job:worker/task:{}", j->request.rank), expected_});
   }
   closed_ = true;
   joined_.clear();
@@ -274,7 +273,8 @@ Result<std::unique_ptr<Registration>> Registration::Join(RegisterOptions options
     }
     const StatusCode code = connected.status().code();
     if (code != StatusCode::kUnavailable) {
-      return connected.status().WithPrefix(fmt::format("joining the master at {}: ", options.master));
+      return connected.status().WithPrefix(
+          fmt::format("joining the master at {}: ", options.master));
     }
     if (std::chrono::steady_clock::now() + pause >= deadline) {
       return Unavailable("no master answered at {} within {} ms (last: {})", options.master,
@@ -294,8 +294,8 @@ Result<std::unique_ptr<Registration>> Registration::Join(RegisterOptions options
       r->transport_->Call(r->master_task_, static_cast<uint16_t>(Method::kRegister),
                           Encode(options.request), std::max(left, std::chrono::milliseconds(1)));
   if (!answer.ok()) {
-    return Status(answer.status().code(), fmt::format("the master at {}: {}", options.master,
-                                                      answer.status().message()));
+    return Status(answer.status().code(),
+                  fmt::format("the master at {}: {}", options.master, answer.status().message()));
   }
   ASSIGN_OR_RETURN(r->reply_, DecodeRegisterReply(*answer));
   return r;

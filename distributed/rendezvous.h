@@ -82,7 +82,7 @@ class RendezvousServer {
   CondVar changed_;
   std::vector<Joined> joined_ DFLOW_GUARDED_BY(mu_);
   int expected_ DFLOW_GUARDED_BY(mu_) = 0;
-  Status error_ DFLOW_GUARDED_BY(mu_);  // the first disagreement
+  Status error_ DFLOW_GUARDED_BY(mu_);         // the first disagreement
   bool closed_ DFLOW_GUARDED_BY(mu_) = false;  // answered (or failed): later joins are refused
 };
 

@@ -18,7 +18,7 @@ packages=(
   libonnx-dev libprotobuf-dev libonnx-testdata
   graphviz
   dataset-fashion-mnist
-  python3-torch python3-torchvision python3-numpy
+  python3-torch python3-torchvision python3-numpy python3-yaml
   slurmd slurmctld slurm-client munge openmpi-bin
 )
 # node and npm: Debian's, unless a node is already there (it brings its own npm).

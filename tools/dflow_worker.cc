@@ -211,8 +211,7 @@ int main(int argc, char** argv) {
         break;
       }
       if (registration->master_gone()) {
-        std::fprintf(stderr, "dflow-worker: the master at %s has gone; exiting\n",
-                     master.c_str());
+        std::fprintf(stderr, "dflow-worker: the master at %s has gone; exiting\n", master.c_str());
         break;
       }
     }
@@ -221,7 +220,9 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "dflow-worker: %s, stopping; tensors sent %llu (by reference %llu, mapped %llu), "
                "received %llu (by reference %llu, mapped %llu); polls by step threads %llu\n",
-               sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "its master gone",
+               sig == SIGTERM  ? "SIGTERM"
+               : sig == SIGINT ? "SIGINT"
+                               : "its master gone",
                static_cast<unsigned long long>(stats.tensors_sent),
                static_cast<unsigned long long>(stats.tensors_sent_by_reference),
                static_cast<unsigned long long>(stats.tensors_sent_mapped),

@@ -18,7 +18,7 @@ namespace dflow::examples {
 
 struct LocalCluster {
   std::vector<std::unique_ptr<distributed::LocalWorker>> workers;  // stopped with it
-  std::unique_ptr<distributed::RendezvousServer> rendezvous;  // its workers leave when it goes
+  std::unique_ptr<distributed::RendezvousServer> rendezvous;       // its workers leave when it goes
   distributed::DistributedOptions options;
 
   // The first CPU of every task, by job name then index: "/job:worker/task:0/device:CPU:0", ...

@@ -173,8 +173,8 @@ int main(int argc, char** argv) {
     }
     examples::ClusterFlags started_here;
     started_here.local_workers = local_workers;
-    auto cluster = examples::StartCluster(argv[0], started_here, "onnx-fashion-mnist",
-                                          {"--threads", "1"});
+    auto cluster =
+        examples::StartCluster(argv[0], started_here, "onnx-fashion-mnist", {"--threads", "1"});
     if (!cluster.ok()) return Fail(cluster.status());
     return TrainDataParallel(model, flags, *cluster);
 #else

@@ -114,18 +114,19 @@ TEST(MessagesTest, EveryMessageRoundTripsWithItsValues) {
 
 TEST(MessagesTest, RegisterRequestsOutOfRangeAreRefused) {
   for (const RegisterRequest& bad : {
-           RegisterRequest{4, 4, "h:1", {"cpu:0"}, ""},        // rank past the world
-           RegisterRequest{-2, 0, "h:1", {"cpu:0"}, ""},       // not a rank
-           RegisterRequest{0, 1, "", {"cpu:0"}, ""},           // no address
+           RegisterRequest{4, 4, "h:1", {"cpu:0"}, ""},   // rank past the world
+           RegisterRequest{-2, 0, "h:1", {"cpu:0"}, ""},  // not a rank
+           RegisterRequest{0, 1, "", {"cpu:0"}, ""},      // no address
            RegisterRequest{0, 1, std::string(2000, 'h'), {"cpu:0"}, ""},
-           RegisterRequest{0, 1, "h:1", {}, ""},               // no device
+           RegisterRequest{0, 1, "h:1", {}, ""},  // no device
        }) {
     auto d = DecodeRegisterRequest(Encode(bad));
     EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument) << bad.address.size();
     EXPECT_TRUE(MessageHas(d.status(), {"Register request"})) << d.status().ToString();
   }
-  EXPECT_TRUE(MessageHas(DecodeRegisterReply(Encode(RegisterReply{"/job:worker/task:0", 0})).status(),
-                         {"Register reply", "world size 0"}));
+  EXPECT_TRUE(
+      MessageHas(DecodeRegisterReply(Encode(RegisterReply{"/job:worker/task:0", 0})).status(),
+                 {"Register reply", "world size 0"}));
 }
 
 TEST(MessagesTest, TruncatedOrForeignBytesAreRefusedNamingTheMessage) {

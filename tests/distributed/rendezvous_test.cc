@@ -9,10 +9,10 @@
 #include <future>
 #include <thread>
 
+#include "distributed/worker_fixture.h"
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
 #include "test_util.h"
-#include "distributed/worker_fixture.h"
 
 namespace dflow::distributed {
 namespace {
@@ -21,7 +21,8 @@ using testing::MessageHas;
 
 constexpr char kRendezvousToken[] = "rendezvous-test-token";
 
-RendezvousOptions Server(int expected, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+RendezvousOptions Server(int expected,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
   RendezvousOptions o;
   o.listen = "127.0.0.1:0";
   o.token = kRendezvousToken;
@@ -122,8 +123,8 @@ TEST(RendezvousTest, WorkersThatDisagreeAreRefusedNamingThem) {
     auto b = JoinAsync((*server)->address(), 1, "127.0.0.1:7302");
     auto cluster = (*server)->WaitForWorkers();
     EXPECT_EQ(cluster.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_TRUE(MessageHas(cluster.status(), {"two workers say they are rank 1",
-                                              "127.0.0.1:7301", "127.0.0.1:7302"}))
+    EXPECT_TRUE(MessageHas(cluster.status(),
+                           {"two workers say they are rank 1", "127.0.0.1:7301", "127.0.0.1:7302"}))
         << cluster.status().ToString();
     EXPECT_EQ(a.get().status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(b.get().status().code(), StatusCode::kInvalidArgument);
@@ -132,8 +133,8 @@ TEST(RendezvousTest, WorkersThatDisagreeAreRefusedNamingThem) {
     auto server = RendezvousServer::Create(Server(2));
     ASSERT_TRUE(server.ok());
     auto wrong = JoinAsync((*server)->address(), 0, "127.0.0.1:7311", 4).get();
-    EXPECT_TRUE(MessageHas(wrong.status(), {"says the world has 4 workers",
-                                            "the master waits for 2"}))
+    EXPECT_TRUE(
+        MessageHas(wrong.status(), {"says the world has 4 workers", "the master waits for 2"}))
         << wrong.status().ToString();
     EXPECT_TRUE(MessageHas((*server)->WaitForWorkers().status(), {"127.0.0.1:7311"}));
   }
@@ -164,9 +165,9 @@ TEST(RendezvousTest, WrongTokenNoMasterAndALateMaster) {
   const std::string address = (*server)->address();
   server->reset();
   // Nobody listens there now.
-  auto none = JoinAsync(address, 0, "127.0.0.1:7402", 1, kRendezvousToken,
-                        std::chrono::milliseconds(1000))
-                  .get();
+  auto none =
+      JoinAsync(address, 0, "127.0.0.1:7402", 1, kRendezvousToken, std::chrono::milliseconds(1000))
+          .get();
   EXPECT_EQ(none.status().code(), StatusCode::kUnavailable);
   EXPECT_TRUE(MessageHas(none.status(), {"no master answered at " + address}))
       << none.status().ToString();
@@ -203,7 +204,7 @@ TEST(RendezvousTest, WorkerProcessesJoinServeAndLeaveWithTheirMaster) {
   {
     Scope root = Scope::NewRootScope();
     auto x = ops::Const(root.WithOpName("x").WithDevice("/job:worker/task:0/device:CPU:0"),
-                       Tensor::FromVector<float>({1.f, 2.f}, Shape{2}));
+                        Tensor::FromVector<float>({1.f, 2.f}, Shape{2}));
     auto y = ops::Mul(root.WithOpName("y").WithDevice("/job:worker/task:1/device:CPU:0"), x, x);
     (void)y;
     DistributedOptions options;

@@ -27,10 +27,10 @@ bool Required() {
   return v != nullptr && std::string(v) == "1";
 }
 
-#define SKIP_OR_FAIL(why)                                                     \
-  do {                                                                        \
-    if (Required()) FAIL() << (why) << " (DFLOW_REQUIRE_LAUNCHERS=1)";        \
-    GTEST_SKIP() << (why);                                                    \
+#define SKIP_OR_FAIL(why)                                              \
+  do {                                                                 \
+    if (Required()) FAIL() << (why) << " (DFLOW_REQUIRE_LAUNCHERS=1)"; \
+    GTEST_SKIP() << (why);                                             \
   } while (0)
 
 class LaunchTest : public ::testing::Test {
@@ -45,9 +45,15 @@ class LaunchTest : public ::testing::Test {
 
   // The master, in a thread: trains across the workers that join at `listen`.
   std::future<Result<tools::ProgramResult>> StartMaster(const std::string& listen) {
-    std::vector<std::string> argv = {DFLOW_DATA_PARALLEL_BINARY, "--rendezvous", listen,
-                                     "--token-file", token_file_, "--steps", "30",
-                                     "--rendezvous-timeout", "60"};
+    std::vector<std::string> argv = {DFLOW_DATA_PARALLEL_BINARY,
+                                     "--rendezvous",
+                                     listen,
+                                     "--token-file",
+                                     token_file_,
+                                     "--steps",
+                                     "30",
+                                     "--rendezvous-timeout",
+                                     "60"};
     return std::async(std::launch::async,
                       [argv]() { return tools::RunProgram(argv, "", /*merge_stderr=*/true); });
   }
@@ -76,12 +82,12 @@ class LaunchTest : public ::testing::Test {
   }
   static void ExpectWorkersLeft(const tools::ProgramResult& launched, const std::string& launcher) {
     EXPECT_EQ(launched.exit_code, 0) << launched.out;
-    for (const std::string& line : std::vector<std::string>{
-             "rank 0 of 2 (" + launcher, "rank 1 of 2 (" + launcher,
-             "as /job:worker/task:0 (2 workers)", "as /job:worker/task:1 (2 workers)",
-             "has gone; exiting"}) {
-      EXPECT_NE(launched.out.find(line), std::string::npos)
-          << "no '" << line << "' in\n" << launched.out;
+    for (const std::string& line :
+         std::vector<std::string>{"rank 0 of 2 (" + launcher, "rank 1 of 2 (" + launcher,
+                                  "as /job:worker/task:0 (2 workers)",
+                                  "as /job:worker/task:1 (2 workers)", "has gone; exiting"}) {
+      EXPECT_NE(launched.out.find(line), std::string::npos) << "no '" << line << "' in\n"
+                                                            << launched.out;
     }
   }
 
@@ -127,8 +133,8 @@ TEST_F(LaunchTest, TorchrunStyleVariablesLeadWorkersToTheMaster) {
                                      "MASTER_ADDR=127.0.0.1",
                                      "MASTER_PORT=" + port_};
     for (auto& f : WorkerFlags({})) argv.push_back(f);
-    workers.push_back(std::async(std::launch::async,
-                                 [argv]() { return tools::RunProgram(argv, "", true); }));
+    workers.push_back(
+        std::async(std::launch::async, [argv]() { return tools::RunProgram(argv, "", true); }));
   }
   ExpectTrained(master, "torchrun-style");
   tools::ProgramResult both;

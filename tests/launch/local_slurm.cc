@@ -60,8 +60,8 @@ int FreePort() {
 Result<std::unique_ptr<LocalSlurm>> LocalSlurm::Start() {
   if (geteuid() != 0) return FailedPrecondition("a local Slurm needs root (slurmd runs as root)");
   for (const char* program : {"munged", "slurmctld", "slurmd", "srun", "sinfo"}) {
-    if (!tools::FindProgram(program, std::string(getenv("PATH") ? getenv("PATH") : "") +
-                                         ":/usr/sbin:/sbin")) {
+    if (!tools::FindProgram(
+            program, std::string(getenv("PATH") ? getenv("PATH") : "") + ":/usr/sbin:/sbin")) {
       return FailedPrecondition("{} is not installed (scripts/setup.sh installs Slurm and munge)",
                                 program);
     }
@@ -78,11 +78,11 @@ Result<std::unique_ptr<LocalSlurm>> LocalSlurm::Start() {
     for (int i = 0; i < 1024; ++i) key.put(static_cast<char>(rd()));
   }
   fs::permissions(d + "/munge.key", fs::perms::owner_read | fs::perms::owner_write);
-  auto munged = tools::RunProgram(
-      {"/usr/sbin/munged", "--force", "--key-file=" + d + "/munge.key",
-       "--socket=" + d + "/munge.sock", "--pid-file=" + d + "/munged.pid",
-       "--log-file=" + d + "/munged.log", "--seed-file=" + d + "/munged.seed"},
-      "", true);
+  auto munged =
+      tools::RunProgram({"/usr/sbin/munged", "--force", "--key-file=" + d + "/munge.key",
+                         "--socket=" + d + "/munge.sock", "--pid-file=" + d + "/munged.pid",
+                         "--log-file=" + d + "/munged.log", "--seed-file=" + d + "/munged.seed"},
+                        "", true);
   if (!munged.ok()) return munged.status();
   if (munged->exit_code != 0) return Internal("munged did not start: {}", munged->out);
 
@@ -99,7 +99,8 @@ Result<std::unique_ptr<LocalSlurm>> LocalSlurm::Start() {
        << "SlurmctldPort=" << FreePort() << "\nSlurmdPort=" << FreePort() << "\n"
        << "StateSaveLocation=" << d << "/state\nSlurmdSpoolDir=" << d << "/spool\n"
        << "SlurmctldPidFile=" << d << "/slurmctld.pid\nSlurmdPidFile=" << d << "/slurmd.pid\n"
-       << "SlurmctldLogFile=" << d << "/slurmctld.log\nSlurmdLogFile=" << d << "/slurmd.log\n"
+       << "SlurmctldLogFile=" << d << "/slurmctld.log\nSlurmdLogFile=" << d
+       << "/slurmd.log\n"
        // No cgroups: processes tracked by their parents, no task binding.
        << "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nSwitchType=switch/none\n"
        << "MpiDefault=none\nSchedulerType=sched/builtin\n"
@@ -128,9 +129,10 @@ Result<std::unique_ptr<LocalSlurm>> LocalSlurm::Start() {
     if (info.ok() && info->out.rfind("idle", 0) == 0) return slurm;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  return Internal("the local Slurm's node is not idle after 30 s (sinfo: '{}'); slurmctld: {}; "
-                  "slurmd: {}",
-                  state, ReadAll(d + "/slurmctld.log"), ReadAll(d + "/slurmd.log"));
+  return Internal(
+      "the local Slurm's node is not idle after 30 s (sinfo: '{}'); slurmctld: {}; "
+      "slurmd: {}",
+      state, ReadAll(d + "/slurmctld.log"), ReadAll(d + "/slurmd.log"));
 }
 
 LocalSlurm::~LocalSlurm() {

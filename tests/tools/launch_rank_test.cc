@@ -67,7 +67,8 @@ TEST(LaunchRankTest, ReadsLocalRanksJobIdsTorchrunAndKubernetes) {
   EXPECT_EQ((*torchrun)->rank, 3);
   EXPECT_EQ((*torchrun)->world_size, 4);
   EXPECT_EQ((*torchrun)->local_rank, 1);
-  auto indexed = LaunchRankFromEnvironment(Env({{"JOB_COMPLETION_INDEX", "2"}, {"WORLD_SIZE", "3"}}));
+  auto indexed =
+      LaunchRankFromEnvironment(Env({{"JOB_COMPLETION_INDEX", "2"}, {"WORLD_SIZE", "3"}}));
   ASSERT_TRUE(indexed.ok() && indexed->has_value());
   EXPECT_EQ((*indexed)->source, "Kubernetes");
   EXPECT_EQ((*indexed)->rank, 2);
@@ -93,9 +94,9 @@ TEST(LaunchRankTest, MasterFromTorchrunVariablesOrTheSlurmStep) {
   auto none = MasterFromEnvironment(29500, Env({{"SLURM_PROCID", "0"}}));
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
-  auto torchrun = MasterFromEnvironment(
-      29500, Env({{"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "7777"},
-                  {"SLURM_STEP_NODELIST", "n[1-4]"}}));
+  auto torchrun = MasterFromEnvironment(29500, Env({{"MASTER_ADDR", "10.1.2.3"},
+                                                    {"MASTER_PORT", "7777"},
+                                                    {"SLURM_STEP_NODELIST", "n[1-4]"}}));
   ASSERT_TRUE(torchrun.ok() && torchrun->has_value());
   EXPECT_EQ((*torchrun)->address, "10.1.2.3:7777");
   EXPECT_EQ((*torchrun)->source, "MASTER_ADDR and MASTER_PORT");
@@ -110,9 +111,9 @@ TEST(LaunchRankTest, MasterFromTorchrunVariablesOrTheSlurmStep) {
   auto job = MasterFromEnvironment(29500, Env({{"SLURM_JOB_NODELIST", "a,b"}}));
   ASSERT_TRUE(job.ok() && job->has_value());
   EXPECT_EQ((*job)->address, "a:29500");
-  EXPECT_TRUE(MessageHas(MasterFromEnvironment(1, Env({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "0"}}))
-                             .status(),
-                         {"MASTER_PORT=0"}));
+  EXPECT_TRUE(MessageHas(
+      MasterFromEnvironment(1, Env({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "0"}})).status(),
+      {"MASTER_PORT=0"}));
   EXPECT_TRUE(MessageHas(MasterFromEnvironment(1, Env({{"SLURM_STEP_NODELIST", "n[1"}})).status(),
                          {"SLURM_STEP_NODELIST", "unbalanced"}));
 }
