@@ -23,11 +23,19 @@ namespace dflow::distributed {
 Result<std::unique_ptr<LocalWorker>> LocalWorker::Start(const std::string& binary,
                                                         const std::vector<std::string>& args,
                                                         const std::string& listen,
-                                                        const std::vector<std::string>& wrapper) {
+                                                        const std::vector<std::string>& wrapper,
+                                                        bool heartbeat) {
   int out[2];
   if (pipe(out) != 0) return Internal("cannot start {}: no pipe", binary);
+  int beat[2] = {-1, -1};
+  if (heartbeat && pipe2(beat, O_CLOEXEC) != 0) {
+    close(out[0]);
+    close(out[1]);
+    return Internal("cannot start {}: no pipe", binary);
+  }
   std::vector<std::string> all = wrapper;
   all.insert(all.end(), {binary, "--listen", listen});
+  if (heartbeat) all.insert(all.end(), {"--heartbeat-fd", "3"});
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : all) argv.push_back(a.data());
@@ -36,13 +44,20 @@ Result<std::unique_ptr<LocalWorker>> LocalWorker::Start(const std::string& binar
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
   posix_spawn_file_actions_addclose(&actions, out[0]);
+  if (heartbeat) posix_spawn_file_actions_adddup2(&actions, beat[1], 3);  // dup2 clears CLOEXEC
   auto worker = std::unique_ptr<LocalWorker>(new LocalWorker);
+  if (heartbeat) {
+    worker->heartbeat_fd_ = beat[0];
+    fcntl(beat[0], F_SETFL, O_NONBLOCK);
+    worker->last_beat_ = std::chrono::steady_clock::now();
+  }
   int rc = wrapper.empty()
                ? posix_spawn(&worker->pid_, binary.c_str(), &actions, nullptr, argv.data(), environ)
                : posix_spawnp(&worker->pid_, wrapper[0].c_str(), &actions, nullptr, argv.data(),
                               environ);
   posix_spawn_file_actions_destroy(&actions);
   close(out[1]);
+  if (heartbeat) close(beat[1]);
   if (rc != 0) {
     close(out[0]);
     worker->pid_ = -1;
@@ -67,7 +82,17 @@ Result<std::unique_ptr<LocalWorker>> LocalWorker::Start(const std::string& binar
   return worker;
 }
 
-LocalWorker::~LocalWorker() { Stop(SIGTERM); }
+LocalWorker::~LocalWorker() {
+  Stop(SIGTERM);
+  if (heartbeat_fd_ >= 0) close(heartbeat_fd_);
+}
+
+double LocalWorker::SecondsSinceHeartbeat() {
+  if (heartbeat_fd_ < 0) return 0;
+  char buf[64];
+  while (read(heartbeat_fd_, buf, sizeof(buf)) > 0) last_beat_ = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - last_beat_).count();
+}
 
 std::optional<int> LocalWorker::Exited() {
   if (pid_ <= 0) return -1;

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,10 +21,13 @@ class LocalWorker {
   // `wrapper`, when given, is the command that runs it (found on PATH), e.g. {"ip", "netns",
   // "exec", "ns1"} to start it in a network namespace. Internal naming the binary when it cannot
   // start or prints no address.
+  // `heartbeat`: the worker gets "--heartbeat-fd 3", a pipe it writes a byte to four times a
+  // second, read here by SecondsSinceHeartbeat.
   static Result<std::unique_ptr<LocalWorker>> Start(const std::string& binary,
                                                     const std::vector<std::string>& args,
                                                     const std::string& listen = "127.0.0.1:0",
-                                                    const std::vector<std::string>& wrapper = {});
+                                                    const std::vector<std::string>& wrapper = {},
+                                                    bool heartbeat = false);
   ~LocalWorker();
   LocalWorker(const LocalWorker&) = delete;
   LocalWorker& operator=(const LocalWorker&) = delete;
@@ -34,10 +38,15 @@ class LocalWorker {
   int Stop(int sig);
   // Its wait status once it has ended (reaped here), without waiting; nullopt while it runs.
   std::optional<int> Exited();
+  // Started with a heartbeat: seconds since its last beat (since the start before the first);
+  // a stopped or hung process's count grows. 0 without one.
+  double SecondsSinceHeartbeat();
 
  private:
   LocalWorker() = default;
   pid_t pid_ = -1;
+  int heartbeat_fd_ = -1;  // the pipe's read end, non-blocking
+  std::chrono::steady_clock::time_point last_beat_;
   std::string address_;
 };
 

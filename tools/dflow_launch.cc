@@ -3,19 +3,26 @@
 // TrainLoopOptions::reconnect goes on after a worker is lost.
 //
 //   dflow-launch -n 2 --token-file FILE [--host 127.0.0.1] [--base-port 7001]
-//                [--cluster-out cluster.json] [--max-restarts 10] [-- WORKER FLAGS...]
+//                [--cluster-out cluster.json] [--max-restarts 10] [--hang-timeout 10]
+//                [-- WORKER FLAGS...]
 //
-// Worker i listens on HOST:BASE_PORT+i (base port 0: free ports, kept across restarts). Once all
-// are ready it writes the cluster spec ({"worker": [...]}) to --cluster-out, atomically, and
-// prints it on stdout. Each death is reported on stderr with how the worker ended, and the worker
-// is started again at its address; a worker that dies more than --max-restarts times ends
-// dflow-launch with status 1. SIGTERM or SIGINT stops every worker and exits with status 0.
+// The workers are the dflow-worker beside dflow-launch's own executable. Worker i listens on
+// HOST:BASE_PORT+i (base port 0: free ports, kept across restarts). Once all are ready it writes
+// the cluster spec ({"worker": [...]}) to --cluster-out, atomically, and prints it on stdout.
+// Each worker beats four times a second through a pipe; one silent for --hang-timeout seconds
+// is hung and is killed (SIGKILL). Each death is reported on stderr with how the worker ended,
+// and the worker is started again at its address after a pause that doubles with each of its
+// restarts (0.5 s, 1 s, 2 s, ... at most 30 s), so a worker that cannot run does not spin; one
+// that dies more than --max-restarts times ends dflow-launch with status 1, saying so. SIGTERM
+// or SIGINT stops every worker and exits with status 0.
 #include <signal.h>
 #include <sys/wait.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "distributed/local_worker.h"
@@ -45,6 +52,7 @@ int main(int argc, char** argv) {
   int n = 1;
   std::string token_file, host = "127.0.0.1", cluster_out;
   int base_port = 0, max_restarts = 10;
+  double hang_timeout = 10;
   std::vector<std::string> worker_flags;
   app.add_option("-n,--workers", n, "workers to start")->check(CLI::Range(1, 64));
   app.add_option("--token-file", token_file, "file holding the cluster token")->required();
@@ -54,6 +62,10 @@ int main(int argc, char** argv) {
   app.add_option("--cluster-out", cluster_out, "write the cluster spec (JSON) to this file");
   app.add_option("--max-restarts", max_restarts, "restarts allowed per worker")
       ->check(dflow::tools::AtLeast(0));
+  app.add_option("--hang-timeout", hang_timeout,
+                 "seconds without a worker's heartbeat before it counts as hung and is killed "
+                 "and restarted (0: never)")
+      ->check(dflow::tools::NonNegative());
   app.add_option("worker_flags", worker_flags, "flags for every dflow-worker, after --");
   app.allow_extras(false);
   if (auto code = dflow::tools::Parse(app, argc, argv)) return *code;
@@ -68,8 +80,12 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
-  std::string self = argv[0];
-  const std::string binary = self.substr(0, self.rfind('/') + 1) + "dflow-worker";
+  // Beside this executable, wherever it was started from (found on PATH, a relative path).
+  std::error_code error;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return Fail(dflow::Internal("cannot find its own executable: {}", error.message()));
+  const std::string binary = (self.parent_path() / "dflow-worker").string();
+  const bool heartbeat = hang_timeout > 0;
   std::vector<std::string> args = {"--token-file", token_file};
   args.insert(args.end(), worker_flags.begin(), worker_flags.end());
   std::vector<std::unique_ptr<LocalWorker>> workers(n);
@@ -77,7 +93,7 @@ int main(int argc, char** argv) {
   std::vector<int> restarts(n, 0);
   for (int i = 0; i < n; ++i) {
     const std::string listen = host + ":" + std::to_string(base_port == 0 ? 0 : base_port + i);
-    auto w = LocalWorker::Start(binary, args, listen);
+    auto w = LocalWorker::Start(binary, args, listen, {}, heartbeat);
     if (!w.ok()) return Fail(w.status().WithPrefix(fmt::format("worker {}: ", i)));
     addresses[i] = (*w)->address();
     std::fprintf(stderr, "dflow-launch: worker %d (pid %d) at %s\n", i, (*w)->pid(),
@@ -94,7 +110,10 @@ int main(int argc, char** argv) {
   std::printf("%s", spec.c_str());
   std::fflush(stdout);
 
-  // Watch: a stop signal ends it all; a dead worker is started again at its address.
+  // Watch: a stop signal ends it all; a dead or hung worker is started again at its address
+  // after its pause.
+  using Clock = std::chrono::steady_clock;
+  std::vector<Clock::time_point> restart_at(n);
   for (;;) {
     timespec tick{0, 50'000'000};
     int sig = sigtimedwait(&stop, nullptr, &tick);
@@ -105,24 +124,46 @@ int main(int argc, char** argv) {
       return 0;
     }
     for (int i = 0; i < n; ++i) {
-      auto ended = workers[i]->Exited();
-      if (!ended) continue;
+      if (workers[i] == nullptr) {
+        if (Clock::now() < restart_at[i]) continue;
+        auto w = LocalWorker::Start(binary, args, addresses[i], {}, heartbeat);
+        if (!w.ok()) {
+          workers.clear();
+          return Fail(w.status().WithPrefix(fmt::format("restarting worker {}: ", i)));
+        }
+        std::fprintf(stderr, "dflow-launch: worker %d (pid %d) back at %s\n", i, (*w)->pid(),
+                     addresses[i].c_str());
+        workers[i] = std::move(w).value();
+        continue;
+      }
+      std::optional<int> ended = workers[i]->Exited();
+      std::string how;
+      if (ended) {
+        how = HowItEnded(*ended);
+      } else if (const double silent = workers[i]->SecondsSinceHeartbeat();
+                 heartbeat && silent > hang_timeout) {
+        std::fprintf(stderr,
+                     "dflow-launch: worker %d at %s sent no heartbeat for %.1f s (hung); "
+                     "killing it\n",
+                     i, addresses[i].c_str(), silent);
+        workers[i]->Stop(SIGKILL);
+        how = "hung";
+      } else {
+        continue;
+      }
+      workers[i].reset();
       if (restarts[i] >= max_restarts) {
         workers.clear();
-        return Fail(dflow::Unavailable("worker {} at {} {} after {} restarts; giving up", i,
-                                       addresses[i], HowItEnded(*ended), restarts[i]));
+        return Fail(dflow::Unavailable(
+            "worker {} at {} {} after {} restarts (--max-restarts {}); giving up", i, addresses[i],
+            how, restarts[i], max_restarts));
       }
       ++restarts[i];
-      std::fprintf(stderr, "dflow-launch: worker %d at %s %s; restarting it (%d of %d)\n", i,
-                   addresses[i].c_str(), HowItEnded(*ended).c_str(), restarts[i], max_restarts);
-      auto w = LocalWorker::Start(binary, args, addresses[i]);
-      if (!w.ok()) {
-        workers.clear();
-        return Fail(w.status().WithPrefix(fmt::format("restarting worker {}: ", i)));
-      }
-      std::fprintf(stderr, "dflow-launch: worker %d (pid %d) back at %s\n", i, (*w)->pid(),
-                   addresses[i].c_str());
-      workers[i] = std::move(w).value();
+      const double pause = std::min(0.5 * std::pow(2.0, restarts[i] - 1), 30.0);
+      restart_at[i] = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(pause));
+      std::fprintf(stderr, "dflow-launch: worker %d at %s %s; restarting it in %.1f s (%d of %d)\n",
+                   i, addresses[i].c_str(), how.c_str(), pause, restarts[i], max_restarts);
     }
   }
 }

@@ -17,6 +17,7 @@
 // listening by default on this host's address toward the master; it exits (status 0) when that
 // master has gone, which ends a launcher's step. `--master auto` finds the master from the
 // launcher: MASTER_ADDR and MASTER_PORT, else the first host of the Slurm step at --master-port.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   int master_port = dflow::tools::kDefaultMasterPort;
   int rank_flag = -1;
   double join_timeout = 120;
+  int heartbeat_fd = -1;
   auto* listen_flag = app.add_option(
       "--listen", listen,
       "HOST:PORT to listen on (port 0: any free port); under a launcher, PORT plus the "
@@ -91,7 +93,16 @@ int main(int argc, char** argv) {
   app.add_flag("--fixed-costs", fixed_costs,
                "register the cost model's fixed device figures instead of measuring this "
                "machine's CPU (the same placement on every run)");
+  app.add_option("--heartbeat-fd", heartbeat_fd,
+                 "write a byte to this file descriptor four times a second (dflow-launch watches "
+                 "for hung workers with it)")
+      ->check(dflow::tools::AtLeast(0));
   if (auto code = dflow::tools::Parse(app, argc, argv)) return *code;
+  if (heartbeat_fd >= 0) {
+    // A launcher gone must not kill the worker through its pipe.
+    signal(SIGPIPE, SIG_IGN);
+    fcntl(heartbeat_fd, F_SETFL, O_NONBLOCK);
+  }
 
   // Block the stop signals in every thread; the main thread waits for them below.
   sigset_t stop;
@@ -200,17 +211,18 @@ int main(int argc, char** argv) {
   }
 
   int sig = 0;
-  if (registration == nullptr) {
+  if (registration == nullptr && heartbeat_fd < 0) {
     sigwait(&stop, &sig);
   } else {
     while (true) {
-      // A look every quarter second whether the master is still there.
+      // Four times a second: a beat, and a look whether the master is still there.
+      if (heartbeat_fd >= 0) (void)!write(heartbeat_fd, "", 1);
       timespec quarter{0, 250'000'000};
       if (int got = sigtimedwait(&stop, nullptr, &quarter); got > 0) {
         sig = got;
         break;
       }
-      if (registration->master_gone()) {
+      if (registration != nullptr && registration->master_gone()) {
         std::fprintf(stderr, "dflow-worker: the master at %s has gone; exiting\n", master.c_str());
         break;
       }
