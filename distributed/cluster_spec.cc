@@ -13,6 +13,7 @@ std::vector<ClusterSpec::Task> ClusterSpec::tasks() const {
   std::vector<Task> out;
   for (const auto& [job, addresses] : jobs) {
     for (size_t i = 0; i < addresses.size(); ++i) {
+      if (addresses[i].empty()) continue;  // no task there
       out.push_back({"/job:" + job + "/task:" + std::to_string(i), addresses[i]});
     }
   }
@@ -72,7 +73,7 @@ Result<std::vector<std::string>> ReplicaHosts(const ClusterSpec& cluster,
     }
     auto job = cluster.jobs.find(*name.job);
     if (job == cluster.jobs.end() || *name.task < 0 ||
-        *name.task >= static_cast<int>(job->second.size())) {
+        *name.task >= static_cast<int>(job->second.size()) || job->second[*name.task].empty()) {
       return InvalidArgument("ReplicaHosts: the cluster has no task for device '{}'", device);
     }
     const std::string& address = job->second[*name.task];

@@ -13,13 +13,15 @@
 namespace dflow::distributed {
 
 struct ClusterSpec {
-  std::map<std::string, std::vector<std::string>> jobs;  // job -> addresses, by task index
+  // job -> addresses, by task index. An empty address: no task at that index (a sparse cluster,
+  // as ElasticReplicas makes without a lost worker, whose fellows keep their names).
+  std::map<std::string, std::vector<std::string>> jobs;
 
   struct Task {
     std::string name;  // "/job:worker/task:1"
     std::string address;
   };
-  // Every task, by job name then index.
+  // Every task, by job name then index (none for an empty address).
   std::vector<Task> tasks() const;
 
   // InvalidArgument naming `source` and the entry for: text that is not a JSON object of lists

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "ops/array_ops.h"
@@ -35,11 +36,15 @@ Result<Session*> ElasticReplicas::Start() {
 
 Result<Session*> ElasticReplicas::Build(const std::vector<std::string>& workers) {
   session_.reset();
+  // Every worker keeps its task index; those left out leave a gap.
   DistributedOptions cluster = cluster_;
-  cluster.cluster.jobs[options_.job] = workers;
+  std::vector<std::string>& sparse = cluster.cluster.jobs[options_.job];
+  sparse.assign(all_.size(), "");
   ops::ReplicateOptions replicate = replicate_;
   replicate.devices.clear();
-  for (size_t t = 0; t < workers.size(); ++t) {
+  for (size_t t = 0; t < all_.size(); ++t) {
+    if (std::find(workers.begin(), workers.end(), all_[t]) == workers.end()) continue;
+    sparse[t] = all_[t];
     replicate.devices.push_back(fmt::format("/job:{}/task:{}/device:CPU:0", options_.job, t));
   }
   ASSIGN_OR_RETURN(replicate.hosts, ReplicaHosts(cluster.cluster, replicate.devices));
@@ -50,11 +55,13 @@ Result<Session*> ElasticReplicas::Build(const std::vector<std::string>& workers)
   return session_.get();
 }
 
-bool ElasticReplicas::Answers(const std::string& address) const {
+bool ElasticReplicas::Answers(size_t index) const {
   Scope root = Scope::NewRootScope();
   ops::Const(root.WithOpName("probe"), 0.0f);
   DistributedOptions one = cluster_;
-  one.cluster.jobs = {{options_.job, {address}}};
+  std::vector<std::string> alone(index + 1, "");
+  alone[index] = all_[index];
+  one.cluster.jobs = {{options_.job, alone}};
   one.connect_timeout = options_.probe_timeout;
   return DistributedSession::Create(root.graph(), {}, one).ok();
 }
@@ -62,7 +69,7 @@ bool ElasticReplicas::Answers(const std::string& address) const {
 Result<Session*> ElasticReplicas::Reconnect() {
   session_.reset();  // a lost worker fails the old session's requests anyway
   std::vector<std::string> live, lost;
-  for (const std::string& address : all_) (Answers(address) ? live : lost).push_back(address);
+  for (size_t t = 0; t < all_.size(); ++t) (Answers(t) ? live : lost).push_back(all_[t]);
   if (lost.empty()) {
     lost_since_.reset();
     return Build(all_);

@@ -11,7 +11,9 @@
 //
 // After a failure TrainLoop asks Reconnect for a session: one on every worker as long as they
 // all answer (a worker restarted at its address comes back), and once a worker has not answered
-// for wait_seconds, one whose replicas are on the workers that do. The names a synchronous step
+// for wait_seconds, one whose replicas are on the workers that do (each keeps its task name:
+// losing worker 0 of three leaves tasks 1 and 2, ClusterSpec's sparse form). The names a
+// synchronous step
 // feeds, fetches and runs do not depend on the replica count, and every replica's variables of
 // the smaller graph are in the checkpoint TrainLoop restores, so training goes on where the
 // checkpoint was: N replicas on a batch train as one on the whole batch, so it goes on as it
@@ -60,9 +62,11 @@ class ElasticReplicas {
   Session* session() const { return session_.get(); }
 
  private:
+  // A session with a replica on each worker of `workers` (a subset of all_, in its order).
   Result<Session*> Build(const std::vector<std::string>& workers);
-  // Whether the worker at `address` answers a session's connection.
-  bool Answers(const std::string& address) const;
+  // Whether task `index` of the job (at all_[index]) answers a session's connection under its
+  // own name.
+  bool Answers(size_t index) const;
 
   const Graph single_;
   ops::ReplicateOptions replicate_;

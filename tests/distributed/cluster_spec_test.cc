@@ -35,5 +35,20 @@ TEST(ClusterSpecTest, ReplicaHostsNameADeviceTheClusterLacks) {
   EXPECT_TRUE(MessageHas(bad.status(), {"tpu:0"})) << bad.status().ToString();
 }
 
+TEST(ClusterSpecTest, ASparseClusterKeepsEachTasksIndex) {
+  ClusterSpec sparse;
+  sparse.jobs["worker"] = {"", "10.0.0.2:7001", "", "10.0.0.4:7001"};
+  const auto tasks = sparse.tasks();
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].name, "/job:worker/task:1");
+  EXPECT_EQ(tasks[1].name, "/job:worker/task:3");
+  EXPECT_EQ(tasks[1].address, "10.0.0.4:7001");
+  auto hosts = ReplicaHosts(sparse, {"/job:worker/task:3/device:CPU:0"});
+  ASSERT_TRUE(hosts.ok());
+  EXPECT_EQ(hosts->at(0), "10.0.0.4");
+  EXPECT_TRUE(MessageHas(ReplicaHosts(sparse, {"/job:worker/task:2/device:CPU:0"}).status(),
+                         {"no task for device '/job:worker/task:2/device:CPU:0'"}));
+}
+
 }  // namespace
 }  // namespace dflow::distributed

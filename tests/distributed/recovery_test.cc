@@ -89,17 +89,17 @@ struct TwoWorkers {
   }
 };
 
-// The MLP trained in this process for `epochs` over `data` (batches of 32, seed 1) without a
-// failure ends with the weights `session` holds for `model` (within 1e-4).
+// The MLP trained in this process for `epochs` over `data` (batches of `batch`, seed 1) without
+// a failure ends with the weights `session` holds for `model` (within 1e-4).
 void ExpectTheWeightsOfAnUninterruptedRun(Session& session, const Mlp& model, const Dataset& data,
-                                          int epochs) {
+                                          int epochs, int64_t batch = 32) {
   Mlp local_model("", "");
   SessionOptions one_thread;
   one_thread.threads.num_threads = 1;  // as each worker's device
   auto local = Session::Create(local_model.root, one_thread);
   ASSERT_TRUE(local.ok());
   ASSERT_TRUE((*local)->Run({}, {}, local_model.init).ok());
-  Batcher again(data, 32, 1);
+  Batcher again(data, batch, 1);
   TrainLoopOptions plain{.epochs = epochs,
                          .loss = local_model.loss.name(),
                          .train_target = local_model.step.name(),
@@ -213,6 +213,57 @@ TEST(RecoveryTest, ElasticTrainingGoesOnWithFewerReplicas) {
   ExpectTheWeightsOfAnUninterruptedRun(*elastic.session(), model, data, 30);
   std::filesystem::remove_all(dir);
 }
+
+// Elastic training over three workers, one killed for good: the first, a middle one or the last.
+// Each probe and each new session names the workers left by their own task (a worker named task:2
+// answers only as task:2), so the job goes on with the other two, keeping their names, and ends
+// with the weights of training in one process.
+class ElasticLossTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ElasticLossTest, TrainingGoesOnWithTheOtherTwo) {
+  const int lost = GetParam();
+  auto token = WriteTokenFile(::testing::TempDir(), kToken);
+  ASSERT_TRUE(token.ok());
+  const std::vector<std::string> args = {"--devices", "cpu:0",     "--token-file",
+                                         *token,      "--threads", "1"};
+  std::vector<std::unique_ptr<LocalWorker>> workers;
+  DistributedOptions cluster;
+  cluster.token = kToken;
+  for (int i = 0; i < 3; ++i) {
+    auto w = LocalWorker::Start(DFLOW_WORKER_BINARY, args);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    cluster.cluster.jobs["worker"].push_back((*w)->address());
+    workers.push_back(std::move(w).value());
+  }
+  Mlp model("", "");
+  ops::ReplicateOptions replicate;
+  replicate.averaged = {model.loss.node_name()};
+  ElasticReplicas elastic(model.root.graph(), replicate, cluster, {},
+                          {.wait_seconds = 1, .batch_size = 24});
+  auto started = elastic.Start();
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  ASSERT_EQ(elastic.replicas(), 3);
+  ASSERT_TRUE((*started)->Run({}, {}, model.init).ok());
+
+  Dataset data = RandomImages(240, 6);
+  Batcher batches(data, 24, 1);  // 10 steps an epoch, 8 a replica's share
+  const std::string dir = ::testing::TempDir() + "/elastic_loss_" + std::to_string(lost);
+  TrainLoopOptions o = RecoveringLoop(model, dir);
+  o.epochs = 4;
+  o.reconnect = [&] { return elastic.Reconnect(); };
+  KilledRun run = TrainAndKill(**started, batches, o, [&] { workers[lost]->Stop(SIGKILL); });
+  ASSERT_TRUE(run.status.ok()) << run.status.ToString();
+  ASSERT_TRUE(run.killed) << "training ended before the kill";
+  EXPECT_EQ(run.last.recoveries, 1);
+  EXPECT_EQ(elastic.replicas(), 2);
+  std::vector<std::string> left = cluster.cluster.jobs["worker"];
+  left.erase(left.begin() + lost);
+  EXPECT_EQ(elastic.workers(), left);
+  ExpectTheWeightsOfAnUninterruptedRun(*elastic.session(), model, data, 4, 24);
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(FirstMiddleLast, ElasticLossTest, ::testing::Values(0, 1, 2));
 
 TEST(RecoveryTest, ElasticReplicasAreSynchronousOnly) {
   Mlp model("", "");
