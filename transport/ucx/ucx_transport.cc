@@ -16,6 +16,7 @@
 #include <random>
 
 #include "graph/device_name.h"
+#include "transport/ucx/net_devices.h"
 #include "transport/ucx/ucx_impl.h"
 
 namespace dflow::transport {
@@ -207,6 +208,19 @@ Status UcxEngine::Start() {
     if (s != UCS_OK) {
       ucp_config_release(config);
       return UcxError("setting the eager limit (UCX_RNDV_THRESH)", s);
+    }
+  }
+  // Listen only where asked: UCX's TCP transport opens a listening socket on each network
+  // device it may use, so it may use only the one of the listen address (and RDMA ports). The
+  // user's own UCX_NET_DEVICES wins.
+  if (std::getenv("UCX_NET_DEVICES") == nullptr) {
+    auto devices = NetDevicesFor(options_.listen_address);
+    if (devices.ok() && !devices->empty())
+      s = ucp_config_modify(config, "NET_DEVICES", devices->c_str());
+    if (!devices.ok() || s != UCS_OK) {
+      ucp_config_release(config);
+      return devices.ok() ? UcxError("choosing the network devices (UCX_NET_DEVICES)", s)
+                          : devices.status();
     }
   }
   ucp_params_t params{};

@@ -1,0 +1,70 @@
+#include "transport/ucx/net_devices.h"
+
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "transport/ucx/ucx_impl.h"
+
+namespace dflow::transport::internal {
+namespace {
+
+bool SameIp(const sockaddr* a, const sockaddr_storage& b) {
+  if (a == nullptr || a->sa_family != b.ss_family) return false;
+  if (a->sa_family == AF_INET) {
+    return std::memcmp(&reinterpret_cast<const sockaddr_in*>(a)->sin_addr,
+                       &reinterpret_cast<const sockaddr_in*>(&b)->sin_addr, sizeof(in_addr)) == 0;
+  }
+  if (a->sa_family == AF_INET6) {
+    return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6*>(&b)->sin6_addr,
+                       sizeof(in6_addr)) == 0;
+  }
+  return false;
+}
+
+bool Wildcard(const sockaddr_storage& s) {
+  if (s.ss_family == AF_INET) {
+    return reinterpret_cast<const sockaddr_in*>(&s)->sin_addr.s_addr == htonl(INADDR_ANY);
+  }
+  if (s.ss_family == AF_INET6) {
+    return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(&s)->sin6_addr);
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<std::string> NetDevicesFor(const std::string& listen_address) {
+  if (listen_address.empty()) return std::string();
+  ASSIGN_OR_RETURN(SocketAddress address, ParseAddress(listen_address));
+  if (Wildcard(address.storage)) return std::string();
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return Internal("cannot list this host's interfaces");
+  std::string device;
+  for (ifaddrs* i = all; i != nullptr && device.empty(); i = i->ifa_next) {
+    if (SameIp(i->ifa_addr, address.storage)) device = i->ifa_name;
+  }
+  freeifaddrs(all);
+  // Not an address of this host: listening there fails, with its own error.
+  if (device.empty()) return std::string();
+  // RDMA ports carry no IP address of their own: keep them all.
+  std::error_code error;
+  for (const auto& hca : std::filesystem::directory_iterator("/sys/class/infiniband", error)) {
+    std::error_code port_error;
+    for (const auto& port :
+         std::filesystem::directory_iterator(hca.path() / "ports", port_error)) {
+      device += fmt::format(",{}:{}", hca.path().filename().string(),
+                            port.path().filename().string());
+    }
+  }
+  return device;
+}
+
+}  // namespace dflow::transport::internal
