@@ -32,6 +32,7 @@
 #include "serialization/graph_file.h"
 #include "status_matchers.h"
 #include "tools/subprocess.h"
+#include "transport/ucx/hmac.h"
 #include "transport/ucx/ucx_transport.h"
 #include "transport/ucx/wire.h"
 
@@ -106,13 +107,39 @@ class RawPeer {
     return found;
   }
 
-  // Shakes hands as task `task` with the cluster token; the listener's reply.
-  std::optional<wire::HelloReply> Hello(uint16_t version, const std::string& token) {
-    wire::Hello hello{version, "/job:master/task:7", 1, token, kWorkerTask};
+  // The listener's Challenge, the first message on the connection: its nonce (empty, with a
+  // test failure, when none came).
+  const std::string& ServerNonce() {
+    if (server_nonce_.empty()) {
+      auto got = Wait(static_cast<uint16_t>(wire::MessageType::kChallenge), 5s);
+      EXPECT_TRUE(got.has_value()) << "no Challenge";
+      if (!got) return server_nonce_;
+      auto challenge = wire::DecodeChallenge(got->header);
+      EXPECT_TRUE(challenge.ok()) << challenge.status().ToString();
+      if (challenge.ok()) server_nonce_ = challenge->nonce;
+    }
+    return server_nonce_;
+  }
+  // The Hello of task /job:master/task:7 answering this connection's Challenge, its proof made
+  // with `token`.
+  std::string HelloHeader(uint16_t version, const std::string& token) {
+    wire::Hello hello{version, "/job:master/task:7", 1, client_nonce_, "", kWorkerTask};
+    hello.proof = wire::HandshakeProof(
+        token, "hello", {ServerNonce(), client_nonce_, hello.task, "1", kWorkerTask});
     auto header = wire::Encode(hello);
     EXPECT_TRUE(header.ok()) << header.status().ToString();
-    if (!header.ok() || !SendHello(*header)) return std::nullopt;
+    return header.ok() ? *header : std::string();
+  }
+  // Shakes hands as task /job:master/task:7 with `token`; the listener's reply.
+  std::optional<wire::HelloReply> Hello(uint16_t version, const std::string& token) {
+    const std::string header = HelloHeader(version, token);
+    if (header.empty() || !SendHello(header)) return std::nullopt;
     return ReadReply();
+  }
+  // The proof a SameHost of task 7 carries over this connection.
+  std::string SameHostProof(const std::string& token) {
+    return wire::HandshakeProof(token, "same host",
+                                {ServerNonce(), client_nonce_, "/job:master/task:7", "1"});
   }
   bool SendHello(const std::string& header) {
     return Send(static_cast<uint16_t>(wire::MessageType::kHello), header);
@@ -258,6 +285,8 @@ class RawPeer {
   std::vector<std::unique_ptr<Handler>> handlers_;
   std::deque<Received> received_;
   uint64_t last_call_ = 0;
+  std::string server_nonce_;  // from the listener's Challenge
+  std::string client_nonce_ = std::string(wire::kNonceBytes, '\x42');
   std::chrono::steady_clock::time_point last_beat_ = std::chrono::steady_clock::now();
 };
 
@@ -340,6 +369,26 @@ TEST(WorkerBadInputTest, AnotherProtocolVersionOrTokenIsRefusedWithTheReason) {
         << reply->reason;
   }
   {
+    // A Hello recorded on one connection is worth nothing on another (another Challenge), and
+    // the token is in none of the listener's messages.
+    auto first = RawPeer::Connect(worker.address());
+    ASSERT_NE(first, nullptr);
+    const std::string recorded = first->HelloHeader(wire::kProtocolVersion, kToken);
+    ASSERT_TRUE(first->SendHello(recorded));
+    auto accepted = first->ReadReply();
+    ASSERT_TRUE(accepted.has_value());
+    EXPECT_TRUE(accepted->accepted) << accepted->reason;
+    EXPECT_EQ(recorded.find(kToken), std::string::npos);
+    auto second = RawPeer::Connect(worker.address());
+    ASSERT_NE(second, nullptr);
+    EXPECT_NE(second->ServerNonce(), first->ServerNonce());
+    ASSERT_TRUE(second->SendHello(recorded));
+    auto replayed = second->ReadReply();
+    ASSERT_TRUE(replayed.has_value());
+    EXPECT_FALSE(replayed->accepted);
+    EXPECT_NE(replayed->reason.find("wrong cluster token"), std::string::npos) << replayed->reason;
+  }
+  {
     // Garbage where the Hello should be: refused with what the decoder found.
     auto peer = RawPeer::Connect(worker.address());
     ASSERT_NE(peer, nullptr);
@@ -414,13 +463,15 @@ TEST(WorkerBadInputTest, MalformedMessagesAreDroppedNamingTheReasonAndTheWorkerK
   ASSERT_TRUE(peer->Send(kSameHost, "\x01\x02"));
   EXPECT_NE(worker.LogHaving("malformed SameHost").find("dropped a malformed SameHost message"),
             std::string::npos);
-  ASSERT_TRUE(peer->Send(
-      kSameHost, wire::Encode(wire::SameHost{"/job:master/task:7", 1, "not the token"}).value()));
+  ASSERT_TRUE(peer->Send(kSameHost, wire::Encode(wire::SameHost{"/job:master/task:7", 1,
+                                                                peer->SameHostProof("not it")})
+                                        .value()));
   EXPECT_NE(worker.LogHaving("with a wrong token")
                 .find("SameHost message from task /job:master/task:7 with a wrong token"),
             std::string::npos);
-  ASSERT_TRUE(
-      peer->Send(kSameHost, wire::Encode(wire::SameHost{"/job:master/task:9", 1, kToken}).value()));
+  ASSERT_TRUE(peer->Send(
+      kSameHost,
+      wire::Encode(wire::SameHost{"/job:master/task:9", 1, peer->SameHostProof(kToken)}).value()));
   EXPECT_NE(worker.LogHaving("no connection here")
                 .find("from task /job:master/task:9, which has no connection here"),
             std::string::npos);
@@ -430,10 +481,10 @@ TEST(WorkerBadInputTest, MalformedMessagesAreDroppedNamingTheReasonAndTheWorkerK
   // probed); malformed by-reference messages are dropped naming the reason.
   static uint64_t probe = 0x1234;
   ASSERT_TRUE(peer->Send(
-      kSameHost,
-      wire::Encode(wire::SameHost{"/job:master/task:7", 1, kToken, static_cast<uint32_t>(getpid()),
-                                  reinterpret_cast<uintptr_t>(&probe), 0x4321})
-          .value()));
+      kSameHost, wire::Encode(wire::SameHost{"/job:master/task:7", 1, peer->SameHostProof(kToken),
+                                             static_cast<uint32_t>(getpid()),
+                                             reinterpret_cast<uintptr_t>(&probe), 0x4321})
+                     .value()));
   EXPECT_NE(worker.LogHaving("cannot be read")
                 .find("tensors from task /job:master/task:7 come through UCX: its memory cannot "
                       "be read here (the probe read another value)"),

@@ -144,8 +144,9 @@ Status WriteSeeds(const std::filesystem::path& dir) {
   tensor.shape = Shape{2, 3};
   tensor.bytes = 24;
   std::vector<Result<std::string>> messages = {
-      Encode(Hello{kProtocolVersion, "/job:master/task:0", 1, "token", "/job:worker/task:1",
-                   "boot net:[1] ipc:[2]", std::string("\x00\x01worker", 8)}),
+      Encode(Hello{kProtocolVersion, "/job:master/task:0", 1, std::string(kNonceBytes, 'n'),
+                   std::string(32, 'p'), "/job:worker/task:1", "boot net:[1] ipc:[2]",
+                   std::string("\x00\x01worker", 8)}),
       Encode(HelloReply{kProtocolVersion, false, "/job:worker/task:1", 2, "wrong token"}),
       Encode(tensor),
       Encode(AbortStep{4, Unavailable("lost task 1")}),
@@ -153,11 +154,13 @@ Status WriteSeeds(const std::filesystem::path& dir) {
       Encode(CallResponse{9, NotFound("no such partition")}),
       EncodeHeartbeat()};
   messages.push_back(std::string());  // the slot of the control messages, below
-  messages.push_back(Encode(SameHost{"/job:worker/task:1", 2, "token", 77, 4096, 12345, 9, 31337}));
+  messages.push_back(
+      Encode(SameHost{"/job:worker/task:1", 2, std::string(32, 'p'), 77, 4096, 12345, 9, 31337}));
   messages.push_back(Encode(TensorRef{tensor, 4096, 3}));
   messages.push_back(Encode(TensorRef{tensor, 4096, 4, SharedRegion{7, 31338, 64, 64 << 20}}));
   messages.push_back(Encode(TensorRefDone{{3, 4}}));
   messages.push_back(Encode(PeerReads{true, true}));
+  messages.push_back(Encode(Challenge{kProtocolVersion, std::string(kNonceBytes, 'c')}));  // 13
   for (size_t i = 0; i < messages.size(); ++i) {
     if (!messages[i].ok()) return messages[i].status();
     if (i == 7) continue;

@@ -98,6 +98,13 @@ class UcxEngine : public ProgressEngine, public StepHost {
     // Guarded by impl->mu_: this process offered the peer its memory (SameHost) and has not
     // heard whether it reads it (Connect waits for that).
     bool awaiting_verdict = false;
+    // Guarded by impl->mu_: the handshake's nonces (the server's Challenge, the client's Hello),
+    // over which the proofs of the handshake and of SameHost are made (wire.h); and, for a
+    // client, the name Connect asks the listener to take, sent in the Hello once the
+    // Challenge comes.
+    std::string server_nonce;
+    std::string client_nonce;
+    std::string assign;
   };
 
   // A tensor that arrived before its Recv, as it waits in its step's table.
@@ -244,6 +251,13 @@ class UcxEngine : public ProgressEngine, public StepHost {
   static void OnConnRequest(ucp_conn_request_h request, void* arg);
   void Accept(ucp_conn_request_h request) DFLOW_EXCLUDES(mu_);
   static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  static ucs_status_t OnChallenge(void* arg, const void* header, size_t header_length, void* data,
+                                  size_t length, const ucp_am_recv_param_t* param);
+  // The client's Hello, once the server's Challenge came (on the progress thread); the peer
+  // fails when it cannot be made.
+  void SendHello(Peer* peer);
+  // The proof a SameHost from `task` (`incarnation`) carries over `peer`'s connection.
+  std::string SameHostProof(const Peer* peer, const std::string& task, uint64_t incarnation) const;
   static ucs_status_t OnHello(void* arg, const void* header, size_t header_length, void* data,
                               size_t length, const ucp_am_recv_param_t* param);
   static ucs_status_t OnHelloReply(void* arg, const void* header, size_t header_length, void* data,

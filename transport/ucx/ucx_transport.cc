@@ -16,6 +16,7 @@
 #include <random>
 
 #include "graph/device_name.h"
+#include "transport/ucx/hmac.h"
 #include "transport/ucx/net_devices.h"
 #include "transport/ucx/ucx_impl.h"
 
@@ -154,6 +155,17 @@ bool MmErrorHandling(bool fallback) {
 }
 }  // namespace
 
+// kNonceBytes random bytes.
+std::string RandomNonce() {
+  static thread_local std::random_device random;
+  std::string nonce(kNonceBytes, '\0');
+  for (size_t i = 0; i < kNonceBytes; i += 4) {
+    const uint32_t word = random();
+    std::memcpy(&nonce[i], &word, 4);
+  }
+  return nonce;
+}
+
 // --- start and stop ---------------------------------------------------------------------------
 
 Status UcxEngine::Start() {
@@ -260,8 +272,9 @@ Status UcxEngine::Start() {
     ucp_am_recv_callback_t cb;
   };
   for (Handler h :
-       {Handler{MessageType::kHello, &OnHello}, Handler{MessageType::kHelloReply, &OnHelloReply},
-        Handler{MessageType::kTensor, &OnTensor}, Handler{MessageType::kAbortStep, &OnAbortStep},
+       {Handler{MessageType::kChallenge, &OnChallenge}, Handler{MessageType::kHello, &OnHello},
+        Handler{MessageType::kHelloReply, &OnHelloReply}, Handler{MessageType::kTensor, &OnTensor},
+        Handler{MessageType::kAbortStep, &OnAbortStep},
         Handler{MessageType::kCallRequest, &OnRequest},
         Handler{MessageType::kCallResponse, &OnResponse},
         Handler{MessageType::kHeartbeat, &OnHeartbeat},
@@ -426,8 +439,12 @@ void UcxEngine::Accept(ucp_conn_request_h request) {
     return;
   }
   peer->ep = handle;
-  // It waits for the peer's Hello.
+  // It challenges the peer, and waits for its Hello.
+  peer->server_nonce = RandomNonce();
   peer_of_ep_[handle] = peer;
+  auto challenge = Encode(Challenge{kProtocolVersion, peer->server_nonce});
+  lock.Unlock();
+  SendControl(peer, MessageType::kChallenge, std::move(challenge).value());
 }
 
 Result<std::string> UcxEngine::Connect(const std::string& address, const std::string& assign) {
@@ -436,25 +453,10 @@ Result<std::string> UcxEngine::Connect(const std::string& address, const std::st
     return InvalidArgument("cannot name the task at {} '{}': not /job:NAME/task:N", address,
                            assign);
   }
-  Hello hello;
-  hello.task = task();
-  if (hello.task.empty()) {
+  if (task().empty()) {
     return FailedPrecondition("this process has no task name yet, so it cannot connect to {}",
                               address);
   }
-  hello.incarnation = incarnation_;
-  hello.token = options_.token;
-  hello.assign = assign;
-  hello.host = host_;
-  hello.address = worker_address_;
-  auto encoded = Encode(hello);
-  if (!encoded.ok() && !hello.host.empty()) {
-    // Long names leave no room for the offer: the peer is reached by socket address only.
-    hello.host.clear();
-    hello.address.clear();
-    encoded = Encode(hello);
-  }
-  ASSIGN_OR_RETURN(std::string header, std::move(encoded));
   Peer* peer;
   {
     MutexLock lock(mu_);
@@ -463,8 +465,9 @@ Result<std::string> UcxEngine::Connect(const std::string& address, const std::st
     peer->impl = this;
     peer->address = address;
     peer->outgoing = true;
+    peer->assign = assign;
   }
-  Post([this, peer, addr, header = std::move(header)]() mutable {
+  Post([this, peer, addr]() mutable {
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
@@ -483,12 +486,10 @@ Result<std::string> UcxEngine::Connect(const std::string& address, const std::st
       peers_changed_.NotifyAll();
       return;
     }
-    {
-      MutexLock lock(mu_);
-      peer_of_ep_[peer->ep] = peer;
-    }
-    // A failure to reach the peer comes through OnEndpointError.
-    SendControl(peer, MessageType::kHello, std::move(header));
+    // It waits for the server's Challenge; a failure to reach the peer comes through
+    // OnEndpointError.
+    MutexLock lock(mu_);
+    peer_of_ep_[peer->ep] = peer;
   });
   MutexLock lock(mu_);
   // A peer of this host is ready once it has said whether it reads this process's memory, so
@@ -577,6 +578,82 @@ UcxEngine::Peer* UcxEngine::ReadyPeer(const std::string& task) {
   return it->second;
 }
 
+ucs_status_t UcxEngine::OnChallenge(void* arg, const void* header, size_t header_length, void*,
+                                    size_t, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxEngine*>(arg);
+  Peer* peer = self->PeerOf(param);
+  if (peer == nullptr || !peer->outgoing) {
+    return self->Drop("a Challenge from an unknown endpoint");
+  }
+  auto challenge = DecodeChallenge({static_cast<const char*>(header), header_length});
+  MutexLock lock(self->mu_);
+  if (peer->state != Peer::State::kConnecting || !peer->server_nonce.empty()) return UCS_OK;
+  Status bad;
+  if (!challenge.ok()) {
+    bad = Unavailable("{} answered with a bad Challenge: {}", peer->address,
+                      challenge.status().message());
+  } else if (challenge->version != kProtocolVersion) {
+    bad = FailedPrecondition("the process at {} speaks protocol version {}, this process {}",
+                             peer->address, challenge->version, kProtocolVersion);
+  } else if (challenge->nonce.size() != kNonceBytes) {
+    bad = Unavailable("{} answered with a Challenge of a {}-byte nonce", peer->address,
+                      challenge->nonce.size());
+  }
+  if (!bad.ok()) {
+    peer->state = Peer::State::kFailed;
+    peer->failure = bad;
+    self->deferred_.push_back([self, peer] { self->CloseEndpoint(peer); });
+    self->peers_changed_.NotifyAll();
+    return UCS_OK;
+  }
+  peer->server_nonce = challenge->nonce;
+  peer->client_nonce = RandomNonce();
+  // Not from inside the callback: UCX calls it during progress.
+  self->deferred_.push_back([self, peer] { self->SendHello(peer); });
+  return UCS_OK;
+}
+
+void UcxEngine::SendHello(Peer* peer) {
+  Hello hello;
+  hello.task = task();
+  hello.incarnation = incarnation_;
+  std::string server_nonce;
+  {
+    MutexLock lock(mu_);
+    server_nonce = peer->server_nonce;
+    hello.nonce = peer->client_nonce;
+    hello.assign = peer->assign;
+  }
+  hello.proof = HandshakeProof(
+      options_.token, "hello",
+      {server_nonce, hello.nonce, hello.task, std::to_string(hello.incarnation), hello.assign});
+  hello.host = host_;
+  hello.address = worker_address_;
+  auto encoded = Encode(hello);
+  if (!encoded.ok() && !hello.host.empty()) {
+    // Long names leave no room for the offer: the peer is reached by socket address only.
+    hello.host.clear();
+    hello.address.clear();
+    encoded = Encode(hello);
+  }
+  if (!encoded.ok()) {
+    MutexLock lock(mu_);
+    peer->state = Peer::State::kFailed;
+    peer->failure = encoded.status();
+    deferred_.push_back([this, peer] { CloseEndpoint(peer); });
+    peers_changed_.NotifyAll();
+    return;
+  }
+  SendControl(peer, MessageType::kHello, std::move(encoded).value());
+}
+
+std::string UcxEngine::SameHostProof(const Peer* peer, const std::string& task,
+                                     uint64_t incarnation) const {
+  return HandshakeProof(
+      options_.token, "same host",
+      {peer->server_nonce, peer->client_nonce, task, std::to_string(incarnation)});
+}
+
 ucs_status_t UcxEngine::OnHello(void* arg, const void* header, size_t header_length, void* data,
                                 size_t length, const ucp_am_recv_param_t* param) {
   auto* self = static_cast<UcxEngine*>(arg);
@@ -592,7 +669,10 @@ ucs_status_t UcxEngine::OnHello(void* arg, const void* header, size_t header_len
   } else if (hello->version != kProtocolVersion) {
     reply.reason = fmt::format("protocol version {}, but this process speaks version {}",
                                hello->version, kProtocolVersion);
-  } else if (!SameToken(hello->token, self->options_.token)) {
+  } else if (!SameToken(hello->proof,
+                        HandshakeProof(self->options_.token, "hello",
+                                       {peer->server_nonce, hello->nonce, hello->task,
+                                        std::to_string(hello->incarnation), hello->assign}))) {
     reply.reason = fmt::format("wrong cluster token from task {}", hello->task);
   } else if (!IsTaskName(hello->task)) {
     reply.reason = fmt::format("'{}' is not a task name (/job:NAME/task:N)", hello->task);
@@ -623,11 +703,17 @@ ucs_status_t UcxEngine::OnHello(void* arg, const void* header, size_t header_len
     reply.address = self->worker_address_;
     peer->same_host_address = hello->address;
   }
+  if (reply.accepted) {
+    reply.proof = HandshakeProof(
+        self->options_.token, "reply",
+        {peer->server_nonce, hello->nonce, reply.task, std::to_string(reply.incarnation)});
+  }
   auto encoded = Encode(reply);
   if (!encoded.ok()) return UCS_OK;
   {
     MutexLock lock(self->mu_);
     if (reply.accepted) {
+      peer->client_nonce = hello->nonce;
       peer->task = hello->task;
       peer->incarnation = hello->incarnation;
       peer->state = Peer::State::kReady;
@@ -676,6 +762,15 @@ ucs_status_t UcxEngine::OnHelloReply(void* arg, const void* header, size_t heade
     peer->failure = FailedPrecondition(
         "the process at {} has no task name yet; connect with one to assign it", peer->address);
     self->deferred_.push_back([self, peer] { self->CloseEndpoint(peer); });
+  } else if (!SameToken(reply->proof,
+                        HandshakeProof(self->options_.token, "reply",
+                                       {peer->server_nonce, peer->client_nonce, reply->task,
+                                        std::to_string(reply->incarnation)}))) {
+    peer->state = Peer::State::kFailed;
+    peer->failure = PermissionDenied(
+        "task {} at {} accepted the connection without proof that it knows the cluster token",
+        reply->task, peer->address);
+    self->deferred_.push_back([self, peer] { self->CloseEndpoint(peer); });
   } else {
     peer->state = Peer::State::kReady;
     peer->task = reply->task;
@@ -722,7 +817,7 @@ bool UcxEngine::SendSameHost(Peer* peer) {
     if (peer->state != Peer::State::kReady) return false;
     me = task_;
   }
-  SameHost offer{me, incarnation_, options_.token};
+  SameHost offer{me, incarnation_, SameHostProof(peer, me, incarnation_)};
   if (options_.by_reference_bytes > 0) {
     offer.pid = static_cast<uint32_t>(getpid());
     offer.probe_address = reinterpret_cast<uintptr_t>(&probe_value_);
@@ -767,9 +862,6 @@ ucs_status_t UcxEngine::OnSameHost(void* arg, const void* header, size_t header_
   if (!m.ok()) {
     return self->Drop(fmt::format("a malformed SameHost message: {}", m.status().message()));
   }
-  if (!SameToken(m->token, self->options_.token)) {
-    return self->Drop(fmt::format("a SameHost message from task {} with a wrong token", m->task));
-  }
   if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) || param->reply_ep == nullptr) {
     return self->Drop(fmt::format("a SameHost message from task {} with no endpoint", m->task));
   }
@@ -781,6 +873,10 @@ ucs_status_t UcxEngine::OnSameHost(void* arg, const void* header, size_t header_
       lock.Unlock();
       return self->Drop(
           fmt::format("a SameHost message from task {}, which has no connection here", m->task));
+    }
+    if (!SameToken(m->proof, self->SameHostProof(peer, m->task, m->incarnation))) {
+      lock.Unlock();
+      return self->Drop(fmt::format("a SameHost message from task {} with a wrong token", m->task));
     }
     self->peer_of_ep_[param->reply_ep] = peer;
     peer->incoming.push_back(param->reply_ep);

@@ -133,11 +133,18 @@ Result<TensorHeader> ReadTensorFields(Reader& r, std::string_view message);
 
 }  // namespace
 
+Result<std::string> Encode(const Challenge& m) {
+  Writer w(m.version);
+  RETURN_IF_ERROR(w.Str(m.nonce, kMaxProofBytes, "the nonce"));
+  return std::move(w).Finish("Challenge");
+}
+
 Result<std::string> Encode(const Hello& m) {
   Writer w(m.version);
   RETURN_IF_ERROR(w.Str(m.task, kMaxTextBytes, "the task name"));
   w.U64(m.incarnation);
-  RETURN_IF_ERROR(w.Str(m.token, kMaxTokenBytes, "the cluster token"));
+  RETURN_IF_ERROR(w.Str(m.nonce, kMaxProofBytes, "the nonce"));
+  RETURN_IF_ERROR(w.Str(m.proof, kMaxProofBytes, "the proof"));
   RETURN_IF_ERROR(w.Str(m.assign, kMaxTextBytes, "the assigned task name"));
   if (m.version >= 2) {
     RETURN_IF_ERROR(w.Str(m.host, kMaxTextBytes, "the host"));
@@ -156,6 +163,7 @@ Result<std::string> Encode(const HelloReply& m) {
     RETURN_IF_ERROR(w.Str(m.host, kMaxTextBytes, "the host"));
     RETURN_IF_ERROR(w.Str(m.address, kMaxAddressBytes, "the worker address"));
   }
+  if (m.version >= 6) RETURN_IF_ERROR(w.Str(m.proof, kMaxProofBytes, "the proof"));
   return std::move(w).Finish("HelloReply");
 }
 
@@ -163,7 +171,7 @@ Result<std::string> Encode(const SameHost& m) {
   Writer w;
   RETURN_IF_ERROR(w.Str(m.task, kMaxTextBytes, "the task name"));
   w.U64(m.incarnation);
-  RETURN_IF_ERROR(w.Str(m.token, kMaxTokenBytes, "the cluster token"));
+  RETURN_IF_ERROR(w.Str(m.proof, kMaxProofBytes, "the proof"));
   w.U32(m.pid);
   w.U64(m.probe_address);
   w.U64(m.probe_value);
@@ -281,13 +289,30 @@ std::string Encode(const PeerReads& m) {
   return std::move(w).Finish("PeerReads").value();
 }
 
+Result<Challenge> DecodeChallenge(std::string_view bytes) {
+  Reader r(bytes, "Challenge");
+  Challenge m;
+  ASSIGN_OR_RETURN(m.version, r.Start());
+  ASSIGN_OR_RETURN(m.nonce, r.Str(kMaxProofBytes, "nonce"));
+  RETURN_IF_ERROR(r.Done());
+  return m;
+}
+
 Result<Hello> DecodeHello(std::string_view bytes) {
   Reader r(bytes, "Hello");
   Hello m;
   ASSIGN_OR_RETURN(m.version, r.Start());
   ASSIGN_OR_RETURN(m.task, r.Str(kMaxTextBytes, "task name"));
   ASSIGN_OR_RETURN(m.incarnation, r.U64("incarnation"));
-  ASSIGN_OR_RETURN(m.token, r.Str(kMaxTokenBytes, "token"));
+  if (m.version < 6) {
+    // Its cluster token in the clear follows: not read, and the peer told why.
+    return InvalidArgument(
+        "Hello message: protocol version {}, which sends the cluster token; this process speaks "
+        "{}",
+        m.version, kProtocolVersion);
+  }
+  ASSIGN_OR_RETURN(m.nonce, r.Str(kMaxProofBytes, "nonce"));
+  ASSIGN_OR_RETURN(m.proof, r.Str(kMaxProofBytes, "proof"));
   ASSIGN_OR_RETURN(m.assign, r.Str(kMaxTextBytes, "assigned task"));
   if (m.version >= 2) {
     ASSIGN_OR_RETURN(m.host, r.Str(kMaxTextBytes, "host"));
@@ -311,6 +336,9 @@ Result<HelloReply> DecodeHelloReply(std::string_view bytes) {
     ASSIGN_OR_RETURN(m.host, r.Str(kMaxTextBytes, "host"));
     ASSIGN_OR_RETURN(m.address, r.Str(kMaxAddressBytes, "worker address"));
   }
+  if (m.version >= 6) {
+    ASSIGN_OR_RETURN(m.proof, r.Str(kMaxProofBytes, "proof"));
+  }
   RETURN_IF_ERROR(r.Done());
   return m;
 }
@@ -322,7 +350,7 @@ Result<SameHost> DecodeSameHost(std::string_view bytes) {
   SameHost m;
   ASSIGN_OR_RETURN(m.task, r.Str(kMaxTextBytes, "task name"));
   ASSIGN_OR_RETURN(m.incarnation, r.U64("incarnation"));
-  ASSIGN_OR_RETURN(m.token, r.Str(kMaxTokenBytes, "token"));
+  ASSIGN_OR_RETURN(m.proof, r.Str(kMaxProofBytes, "proof"));
   ASSIGN_OR_RETURN(m.pid, r.U32("pid"));
   ASSIGN_OR_RETURN(m.probe_address, r.U64("probe address"));
   ASSIGN_OR_RETURN(m.probe_value, r.U64("probe value"));

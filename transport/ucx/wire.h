@@ -6,11 +6,14 @@
 //
 // Binary form (all integers little-endian; "str" is a u16 length and that many bytes):
 //   every header  u32 magic "DFLW"  u16 protocol version  (then the fields of its type)
-//   Hello         str task  u64 incarnation  str token  str assign (the name the listener takes)
+//   Challenge     str nonce (from version 6: the server's first message on a connection)
+//   Hello         str task  u64 incarnation  str nonce  str proof (before version 6: str token;
+//                 such a Hello is refused naming its version)
+//                 str assign (the name the listener takes)
 //                 str host  str address (from version 2)
 //   HelloReply    u8 accepted  str task  u64 incarnation  str reason
-//                 str host  str address (from version 2)
-//   SameHost      str task  u64 incarnation  str token
+//                 str host  str address (from version 2)  str proof (from version 6)
+//   SameHost      str task  u64 incarnation  str proof (before version 6: str token)
 //                 u32 pid  u64 probe address  u64 probe value (from version 3)
 //                 u32 probe fd  u64 probe inode (from version 4)
 //   Tensor        u32 key length + RendezvousKey bytes (framework/rendezvous_key.h)
@@ -25,6 +28,13 @@
 //                 from version 5 a table of serialization/schema/control.fbs, not JSON)
 //   CallResponse  u64 call id  u8 status code  str message      (payload: the result's bytes)
 //   Heartbeat     (nothing more)
+//
+// The cluster token never travels (from version 6). The server opens a connection with a
+// Challenge (a random nonce); the client's Hello carries its own nonce and a proof, HMAC-SHA256
+// under the token of both nonces and the Hello's fields (transport/ucx/hmac.h); the server
+// checks it, and its HelloReply proves the same of both nonces and the reply's fields; a
+// SameHost proves it of the connection's nonces. Without the token no proof can be made, and
+// a recorded one is worth nothing on another connection (another server nonce).
 #pragma once
 
 #include <cstdint>
@@ -43,7 +53,10 @@
 namespace dflow::transport {
 
 inline constexpr uint32_t kWireMagic = 0x574c4644;  // "DFLW"
-inline constexpr uint16_t kProtocolVersion = 5;
+inline constexpr uint16_t kProtocolVersion = 6;
+// A handshake nonce's bytes, and the most a nonce or a proof may have on the wire.
+inline constexpr size_t kNonceBytes = 16;
+inline constexpr size_t kMaxProofBytes = 64;
 // No header is larger (UCX over TCP carries headers up to about 8 KiB).
 inline constexpr size_t kMaxHeaderBytes = 6144;
 inline constexpr size_t kMaxTextBytes = 2048;          // task names, node names, reasons, messages
@@ -64,18 +77,26 @@ enum class MessageType : uint16_t {
   kTensorRefDone = 10,    // receiver -> sender: those tensors are copied (or dropped); free them
   kPeerReads = 11,        // answers SameHost's probe: whether tensors may come by reference
   kDeviceTensorRef = 12,  // a Send's tensor in device memory, by a handle the receiver opens
+  kChallenge = 13,        // server -> client, first message on a connection: the server's nonce
 };
-inline constexpr uint16_t kMaxMessageType = 12;
+inline constexpr uint16_t kMaxMessageType = 13;
 // The most reference ids one TensorRefDone carries.
 inline constexpr size_t kMaxRefsDone = 512;
 // The largest payload of a request or response (a partition's graph file travels in one).
 inline constexpr uint64_t kMaxCallBytes = uint64_t{1} << 30;
 
+struct Challenge {
+  uint16_t version = kProtocolVersion;
+  std::string nonce;  // kNonceBytes random bytes
+};
+
 struct Hello {
   uint16_t version = kProtocolVersion;  // written by the header, read back on decode
   std::string task;                     // "/job:worker/task:1"
   uint64_t incarnation = 0;
-  std::string token;
+  std::string nonce;  // the client's, kNonceBytes
+  // HandshakeProof(token, "hello", {server nonce, nonce, task, incarnation, assign}).
+  std::string proof;
   // Non-empty: the task name the listening process takes (a master naming its workers).
   std::string assign;
   // Offered when this process reaches peers of its host through shared memory: what names the
@@ -95,6 +116,8 @@ struct HelloReply {
   std::string reason;  // why refused
   std::string host;    // offered back (see Hello): only to a peer of the same host
   std::string address;
+  // Accepted: HandshakeProof(token, "reply", {server nonce, client nonce, task, incarnation}).
+  std::string proof;
 };
 
 // Sent first on the second endpoint (by worker address) so the receiver knows whose it is.
@@ -104,7 +127,9 @@ struct HelloReply {
 struct SameHost {
   std::string task;
   uint64_t incarnation = 0;
-  std::string token;
+  // HandshakeProof(token, "same host", {server nonce, client nonce, task, incarnation}) with
+  // the nonces of the first connection between the two.
+  std::string proof;
   uint32_t pid = 0;
   uint64_t probe_address = 0;
   uint64_t probe_value = 0;
@@ -167,6 +192,7 @@ struct CallResponse {
 
 // Encoders fail (InvalidArgument) only when a field is over its limit or the header would be
 // larger than kMaxHeaderBytes.
+Result<std::string> Encode(const Challenge& m);
 Result<std::string> Encode(const Hello& m);
 Result<std::string> Encode(const HelloReply& m);
 Result<std::string> Encode(const SameHost& m);
@@ -184,9 +210,10 @@ Result<std::string> Encode(const CallResponse& m);
 std::string EncodeHeartbeat();
 std::string Encode(const PeerReads& m);
 
-// Decoders check the magic, the fields and that nothing trails. Hello and HelloReply decode
-// any protocol version (so a peer of another version gets a clear refusal); the others only
-// kProtocolVersion.
+// Decoders check the magic, the fields and that nothing trails. Challenge, Hello (from version
+// 6) and HelloReply decode any protocol version (so a peer of another version gets a clear
+// refusal); the others only kProtocolVersion.
+Result<Challenge> DecodeChallenge(std::string_view bytes);
 Result<Hello> DecodeHello(std::string_view bytes);
 Result<HelloReply> DecodeHelloReply(std::string_view bytes);
 Result<SameHost> DecodeSameHost(std::string_view bytes);

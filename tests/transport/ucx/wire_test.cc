@@ -5,6 +5,7 @@
 #include <random>
 
 #include "status_matchers.h"
+#include "transport/ucx/hmac.h"
 
 namespace dflow::transport {
 namespace {
@@ -34,13 +35,25 @@ TEST(WireTest, HeartbeatsCarryNothingButTheirHeader) {
 }
 
 TEST(WireTest, EveryMessageRoundTrips) {
-  Hello hello{kProtocolVersion, "/job:worker/task:1", 99, "secret"};
+  const std::string nonce(kNonceBytes, '\x5a'), proof(kSha256Bytes, '\x07');
+  auto c = DecodeChallenge(Encode(Challenge{kProtocolVersion, nonce}).value());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->nonce, nonce);
+  EXPECT_EQ(c->version, kProtocolVersion);
+
+  Hello hello{kProtocolVersion, "/job:worker/task:1", 99, nonce, proof};
   auto h = DecodeHello(Encode(hello).value());
   ASSERT_TRUE(h.ok()) << h.status().ToString();
   EXPECT_EQ(h->task, hello.task);
   EXPECT_EQ(h->incarnation, 99u);
-  EXPECT_EQ(h->token, "secret");
+  EXPECT_EQ(h->nonce, nonce);
+  EXPECT_EQ(h->proof, proof);
   EXPECT_EQ(h->version, kProtocolVersion);
+  // The token is in no message; a Hello of a version that sent it is refused naming versions.
+  Hello version5{5, "/job:worker/task:1", 99};
+  auto o5 = DecodeHello(Encode(version5).value());
+  EXPECT_TRUE(MessageHas(o5.status(), {"protocol version 5", "speaks 6"}))
+      << o5.status().ToString();
 
   HelloReply reply{kProtocolVersion, false, "/job:worker/task:0", 5, "wrong cluster token"};
   auto r = DecodeHelloReply(Encode(reply).value());
@@ -67,29 +80,32 @@ TEST(WireTest, EveryMessageRoundTrips) {
   t.bytes = 0;
   EXPECT_TRUE(DecodeTensorHeader(Encode(t).value()).ok());
 
-  Hello named{kProtocolVersion, "/job:master/task:0", 1, "t", "/job:worker/task:2"};
+  Hello named{kProtocolVersion, "/job:master/task:0", 1, nonce, proof, "/job:worker/task:2"};
   EXPECT_EQ(DecodeHello(Encode(named).value())->assign, "/job:worker/task:2");
 
   // The same-host offer, its answer and the message on the second endpoint.
   const std::string address("\x00\x01\xffworker", 9);
-  Hello offer{kProtocolVersion, "/job:master/task:0", 1, "t", "", "boot net ipc pid", address};
+  Hello offer{kProtocolVersion, "/job:master/task:0", 1, nonce, proof, "", "boot net ipc pid",
+              address};
   auto o = DecodeHello(Encode(offer).value());
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->host, "boot net ipc pid");
   EXPECT_EQ(o->address, address);
-  HelloReply back{kProtocolVersion, true, "/job:worker/task:0", 5, "", "boot net ipc pid", address};
+  HelloReply back{kProtocolVersion, true, "/job:worker/task:0", 5, "", "boot net ipc pid",
+                  address,          proof};
   auto b = DecodeHelloReply(Encode(back).value());
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(b->address, address);
+  EXPECT_EQ(b->proof, proof);
   offer.address = std::string(kMaxAddressBytes + 1, 'a');
   EXPECT_EQ(Encode(offer).status().code(), StatusCode::kInvalidArgument);
   auto same = DecodeSameHost(
-      Encode(SameHost{"/job:worker/task:3", 7, "tok", 4321, 0x7ffd12345678, ~uint64_t{5}, 17, 88})
+      Encode(SameHost{"/job:worker/task:3", 7, proof, 4321, 0x7ffd12345678, ~uint64_t{5}, 17, 88})
           .value());
   ASSERT_TRUE(same.ok()) << same.status().ToString();
   EXPECT_EQ(same->task, "/job:worker/task:3");
   EXPECT_EQ(same->incarnation, 7u);
-  EXPECT_EQ(same->token, "tok");
+  EXPECT_EQ(same->proof, proof);
   EXPECT_EQ(same->pid, 4321u);
   EXPECT_EQ(same->probe_address, 0x7ffd12345678u);
   EXPECT_EQ(same->probe_value, ~uint64_t{5});
@@ -149,12 +165,11 @@ TEST(WireTest, EveryMessageRoundTrips) {
   bad_flag.back() = 4;
   EXPECT_TRUE(MessageHas(DecodePeerReads(bad_flag).status(), {"PeerReads message", "flags 4"}));
 
-  // A version 1 Hello (no offer) still decodes, so its sender is refused for its version.
-  Hello old{1, "/job:master/task:0", 1, "t", "", "ignored", "ignored"};
+  // A version 1 Hello (no offer, a token) is refused naming its version.
+  Hello old{1, "/job:master/task:0", 1, "t", "", "", "ignored", "ignored"};
   auto v1 = DecodeHello(Encode(old).value());
-  ASSERT_TRUE(v1.ok()) << v1.status().ToString();
-  EXPECT_EQ(v1->version, 1);
-  EXPECT_TRUE(v1->host.empty());
+  EXPECT_TRUE(MessageHas(v1.status(), {"protocol version 1", "speaks 6"}))
+      << v1.status().ToString();
 
   auto req = DecodeCallRequest(Encode(CallRequest{1234567890123, 9}).value());
   ASSERT_TRUE(req.ok()) << req.status().ToString();
@@ -270,10 +285,10 @@ TEST(WireTest, BadFieldsAreRefusedWithTheReason) {
 }
 
 TEST(WireTest, OversizedFieldsAreRefusedOnBothSides) {
-  Hello hello{kProtocolVersion, "/job:w/task:0", 1, std::string(kMaxTokenBytes + 1, 'k')};
+  Hello hello{kProtocolVersion, "/job:w/task:0", 1, std::string(kMaxProofBytes + 1, 'k')};
   auto e = Encode(hello);
   EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(MessageHas(e.status(), {"cluster token", "1025"})) << e.status().ToString();
+  EXPECT_TRUE(MessageHas(e.status(), {"nonce", "65"})) << e.status().ToString();
   TensorHeader t = SampleTensor();
   t.key.tensor = std::string(4000, 'n');
   t.key.dst_device = std::string(3000, 'd');
@@ -292,7 +307,8 @@ TEST(WireTest, GarbageNeverCrashesADecoder) {
   std::mt19937 gen(7);
   std::vector<std::string> valid = {
       Encode(SampleTensor()).value(),
-      Encode(Hello{kProtocolVersion, "/job:w/task:0", 1, "t"}).value(),
+      Encode(Hello{kProtocolVersion, "/job:w/task:0", 1, "n", "p"}).value(),
+      Encode(Challenge{kProtocolVersion, std::string(kNonceBytes, 'c')}).value(),
       Encode(HelloReply{kProtocolVersion, true, "/job:w/task:1", 2, ""}).value(),
       Encode(AbortStep{4, Unavailable("gone")}).value(),
       Encode(CallRequest{3, 2}).value(),
@@ -316,7 +332,8 @@ TEST(WireTest, GarbageNeverCrashesADecoder) {
                DecodeHelloReply(bytes).ok() + DecodeAbortStep(bytes).ok() +
                DecodeCallRequest(bytes).ok() + DecodeCallResponse(bytes).ok() +
                DecodeTensorRef(bytes).ok() + DecodeTensorRefDone(bytes).ok() +
-               DecodePeerReads(bytes).ok() + DecodeDeviceTensorRef(bytes).ok();
+               DecodePeerReads(bytes).ok() + DecodeDeviceTensorRef(bytes).ok() +
+               DecodeChallenge(bytes).ok();
   }
   // Some mutations leave a valid message (a changed name byte); most do not.
   EXPECT_LT(decoded, 40000);
