@@ -46,6 +46,9 @@ struct TransportStats {
   uint64_t tensors_received_by_reference = 0;  // of tensors_received
   uint64_t tensors_received_mapped = 0;        // of those: read where they lie, not copied
   uint64_t step_thread_polls = 0;  // polls of the transport by waiting step threads that did work
+  uint64_t handshakes_timed_out = 0;  // connections closed without a finished handshake
+  uint64_t connections_refused = 0;   // over max_handshaking, refused at once
+  uint64_t peer_states = 0;           // peers this process keeps state for (live or lately gone)
 };
 
 class Transport : public RendezvousFactory {

@@ -25,8 +25,13 @@ struct TransportOptions {
   std::string listen_address;
   // How long Connect waits for the peer's answer.
   std::chrono::milliseconds connect_timeout{10'000};
-  // A connected peer that sends nothing for this long is lost (Unavailable naming it).
+  // A connected peer that sends nothing for this long is lost (Unavailable naming it). A
+  // connection to the listener that has not finished the handshake within connect_timeout is
+  // closed, and the state of a peer gone is freed after this long.
   std::chrono::milliseconds peer_timeout{1'500};
+  // The most connections the listener holds before their handshake is done; more are refused at
+  // once (a flood of connections cannot exhaust the process).
+  int max_handshaking = 1024;
   // Told one line for each event a person should see (a refused or lost peer, a message dropped
   // as malformed); null: stderr.
   std::function<void(std::string_view)> log;

@@ -17,6 +17,7 @@
 #include <deque>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -590,6 +591,82 @@ TEST(WorkerBadInputTest, MalformedMessagesAreDroppedNamingTheReasonAndTheWorkerK
 
 // Issue 31: a token file other users could read was used silently. It is refused as ssh refuses
 // such a key, by ReadTokenFile and so by every tool, naming the file and the mode to set.
+// A listener (here in this process, with small limits) closes connections that never finish
+// the handshake, refuses connections past max_handshaking at once, and frees the state of peers
+// that went without finishing it; a real client still gets in afterwards.
+TEST(ListenerLimitsTest, SilentConnectionsAreClosedAFloodIsRefusedAndStateIsFreed) {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  transport::UcxTransportOptions o;
+  o.task = kWorkerTask;
+  o.token = kToken;
+  o.listen_address = "127.0.0.1:0";
+  o.connect_timeout = 600ms;
+  o.peer_timeout = 300ms;
+  o.max_handshaking = 3;
+  o.log = [&](std::string_view line) {
+    std::lock_guard lock(mu);
+    lines.emplace_back(line);
+  };
+  auto server = transport::UcxTransport::Create(o);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const std::string address = (*server)->listen_address();
+  std::vector<std::unique_ptr<RawPeer>> silent;
+  for (int i = 0; i < 3; ++i) {
+    silent.push_back(RawPeer::Connect(address));
+    ASSERT_NE(silent.back(), nullptr);
+    ASSERT_FALSE(silent.back()->ServerNonce().empty());  // challenged, and silent from now on
+  }
+  auto flood = RawPeer::Connect(address);
+  ASSERT_NE(flood, nullptr);
+  EXPECT_FALSE(flood->Wait(static_cast<uint16_t>(wire::MessageType::kChallenge), 1s).has_value());
+  EXPECT_TRUE(flood->failed());
+  EXPECT_EQ((*server)->stats().connections_refused, 1u);
+  // The three silent ones are closed after the 600 ms deadline, and their state freed a peer
+  // timeout later.
+  uint64_t held = 0;
+  for (int i = 0; i < 60; ++i) {
+    for (auto& p : silent) (void)p->Wait(0, 10ms);  // keeps their UCX going
+    const auto stats = (*server)->stats();
+    held = stats.peer_states;
+    if (stats.handshakes_timed_out == 3 && held == 0) break;
+    std::this_thread::sleep_for(40ms);
+  }
+  EXPECT_EQ((*server)->stats().handshakes_timed_out, 3u);
+  EXPECT_EQ(held, 0u);
+  {
+    std::lock_guard lock(mu);
+    bool closed = false, refused = false;
+    for (const auto& l : lines) {
+      closed |= l.find("closed the connection from 127.0.0.1:") != std::string::npos &&
+                l.find("no handshake within 600 ms") != std::string::npos;
+      refused |= l.find("3 connections are still shaking hands") != std::string::npos;
+    }
+    EXPECT_TRUE(closed && refused);
+  }
+  // Wrong tokens, one connection after another: each refused, none kept.
+  for (int i = 0; i < 10; ++i) {
+    auto wrong = RawPeer::Connect(address);
+    ASSERT_NE(wrong, nullptr);
+    auto reply = wrong->Hello(wire::kProtocolVersion, "not the token");
+    ASSERT_TRUE(reply.has_value());
+    EXPECT_FALSE(reply->accepted);
+  }
+  for (int i = 0; i < 50 && (*server)->stats().peer_states > 0; ++i) {
+    std::this_thread::sleep_for(40ms);
+  }
+  EXPECT_EQ((*server)->stats().peer_states, 0u);
+  // A real client connects as ever.
+  transport::UcxTransportOptions c;
+  c.task = "/job:master/task:0";
+  c.token = kToken;
+  auto client = transport::UcxTransport::Create(c);
+  ASSERT_TRUE(client.ok());
+  auto named = (*client)->Connect(address);
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  EXPECT_EQ(*named, kWorkerTask);
+}
+
 TEST(WorkerBadInputTest, ATokenFileOthersCanReadIsRefused) {
   auto path = WriteTokenFile(::testing::TempDir(), kToken);
   ASSERT_TRUE(path.ok()) << path.status().ToString();

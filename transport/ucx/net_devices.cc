@@ -1,11 +1,10 @@
 #include "transport/ucx/net_devices.h"
 
+#include <fmt/format.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-
-#include <fmt/format.h>
 
 #include <cstring>
 #include <filesystem>
@@ -58,10 +57,9 @@ Result<std::string> NetDevicesFor(const std::string& listen_address) {
   std::error_code error;
   for (const auto& hca : std::filesystem::directory_iterator("/sys/class/infiniband", error)) {
     std::error_code port_error;
-    for (const auto& port :
-         std::filesystem::directory_iterator(hca.path() / "ports", port_error)) {
-      device += fmt::format(",{}:{}", hca.path().filename().string(),
-                            port.path().filename().string());
+    for (const auto& port : std::filesystem::directory_iterator(hca.path() / "ports", port_error)) {
+      device +=
+          fmt::format(",{}:{}", hca.path().filename().string(), port.path().filename().string());
     }
   }
   return device;

@@ -105,6 +105,14 @@ class UcxEngine : public ProgressEngine, public StepHost {
     std::string server_nonce;
     std::string client_nonce;
     std::string assign;
+    // When the connection was made (guarded by impl->mu_): a server's peer must finish the
+    // handshake within connect_timeout of it.
+    std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+    // Guarded by impl->mu_: whether the handshake ever finished; when its endpoints were
+    // closed (a peer never ready is freed peer_timeout after, once no send of it is in flight).
+    bool was_ready = false;
+    std::optional<std::chrono::steady_clock::time_point> closed_at;
+    std::atomic<int> sends{0};  // SendOps of this peer not finished
   };
 
   // A tensor that arrived before its Recv, as it waits in its step's table.
@@ -174,6 +182,7 @@ class UcxEngine : public ProgressEngine, public StepHost {
     MutexLock lock(mu_);
     TransportStats s = stats_;
     s.step_thread_polls = step_thread_polls_.load(std::memory_order_relaxed);
+    s.peer_states = all_peers_.size();
     return s;
   }
 

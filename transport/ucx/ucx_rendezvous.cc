@@ -47,6 +47,7 @@ void UcxEngine::SendControl(Peer* peer, MessageType type, std::string header) {
 }
 
 void UcxEngine::StartSend(SendOp* op) {
+  op->peer->sends++;  // FinishSend takes it back
   if (op->peer->ep == nullptr) {
     FinishSend(op, UCS_ERR_NOT_CONNECTED);
     return;
@@ -82,6 +83,7 @@ void UcxEngine::SendDone(void* request, ucs_status_t status, void* user_data) {
 
 void UcxEngine::FinishSend(SendOp* op, ucs_status_t status) {
   std::unique_ptr<SendOp> owned(op);
+  op->peer->sends--;
   if (op->type == MessageType::kHello && status != UCS_OK) {
     PeerFailed(op->peer, status);  // Connect learns it at once
   }

@@ -4,11 +4,10 @@
 // transport listened on every interface (eth0's address beside loopback).
 #include "transport/ucx/net_devices.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <arpa/inet.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -53,7 +52,8 @@ std::vector<std::string> ListeningSockets() {
       } else if (hex.size() == 32) {
         in6_addr a{};
         for (int w = 0; w < 4; ++w) {
-          const uint32_t word = static_cast<uint32_t>(std::stoul(hex.substr(8 * w, 8), nullptr, 16));
+          const uint32_t word =
+              static_cast<uint32_t>(std::stoul(hex.substr(8 * w, 8), nullptr, 16));
           std::memcpy(&a.s6_addr[4 * w], &word, 4);
         }
         inet_ntop(AF_INET6, &a, text, sizeof(text));
@@ -70,7 +70,7 @@ TEST(NetDevicesTest, TheListenAddresssInterfaceOrNoLimit) {
   EXPECT_EQ(lo->substr(0, lo->find(',')), "lo");
   EXPECT_EQ(internal::NetDevicesFor("0.0.0.0:7000").value(), "");  // every interface asked for
   EXPECT_EQ(internal::NetDevicesFor("[::]:7000").value(), "");
-  EXPECT_EQ(internal::NetDevicesFor("").value(), "");  // no listener
+  EXPECT_EQ(internal::NetDevicesFor("").value(), "");                  // no listener
   EXPECT_EQ(internal::NetDevicesFor("192.0.2.254:7000").value(), "");  // not this host's
   EXPECT_EQ(internal::NetDevicesFor("no port").status().code(), StatusCode::kInvalidArgument);
 }
