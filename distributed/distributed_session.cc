@@ -58,6 +58,7 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
   t.task = kMasterTask;
   t.token = cluster.token;
   t.connect_timeout = cluster.connect_timeout;
+  t.peer_timeout = cluster.peer_timeout;
   ASSIGN_OR_RETURN(s->transport_,
                    transport::TransportRegistry::Global().Create(cluster.transport, std::move(t)));
   for (const auto& task : s->tasks_) {

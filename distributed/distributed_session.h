@@ -41,6 +41,11 @@ struct DistributedOptions {
   std::chrono::milliseconds connect_timeout{10'000};
   // How long a request other than a step may take (compiling a partition, listing devices).
   std::chrono::milliseconds request_timeout{60'000};
+  // The failure detector: a worker silent this long is lost (heartbeats go six times as often;
+  // each worker's own is its --peer-timeout). Longer rides out a loaded network; shorter finds a
+  // dead link sooner. A hung worker whose heartbeats go on is found by a step deadline instead
+  // (TrainLoopOptions::step_timeout_seconds).
+  std::chrono::milliseconds peer_timeout{1'500};
 };
 
 class DistributedSession final : public Session {

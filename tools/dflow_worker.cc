@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   int rank_flag = -1;
   double join_timeout = 120;
   int heartbeat_fd = -1;
+  double peer_timeout = 1.5;
   auto* listen_flag = app.add_option(
       "--listen", listen,
       "HOST:PORT to listen on (port 0: any free port); under a launcher, PORT plus the "
@@ -93,6 +94,10 @@ int main(int argc, char** argv) {
   app.add_flag("--fixed-costs", fixed_costs,
                "register the cost model's fixed device figures instead of measuring this "
                "machine's CPU (the same placement on every run)");
+  app.add_option("--peer-timeout", peer_timeout,
+                 "seconds of silence after which a peer (the master, another worker) counts as "
+                 "lost; heartbeats go six times as often (default 1.5)")
+      ->check(CLI::Range(0.05, 3600.0));
   app.add_option("--heartbeat-fd", heartbeat_fd,
                  "write a byte to this file descriptor four times a second (dflow-launch watches "
                  "for hung workers with it)")
@@ -171,6 +176,7 @@ int main(int argc, char** argv) {
   dflow::transport::TransportOptions t;
   t.token = *token;
   t.listen_address = listen;
+  t.peer_timeout = std::chrono::milliseconds(static_cast<int64_t>(peer_timeout * 1000));
   auto t_log = [](std::string_view line) {
     std::fprintf(stderr, "dflow-worker: %.*s\n", static_cast<int>(line.size()), line.data());
   };

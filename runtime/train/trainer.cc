@@ -19,6 +19,15 @@
 namespace dflow {
 namespace {
 
+// A step's options: its deadline, when TrainLoopOptions gives one.
+Session::RunOptions StepRunOptions(const TrainLoopOptions& o) {
+  Session::RunOptions run;
+  if (o.step_timeout_seconds > 0) {
+    run.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.step_timeout_seconds * 1000));
+  }
+  return run;
+}
+
 using Clock = std::chrono::steady_clock;
 
 void DrawProgress(const EpochStats& s, int epochs, int64_t step, int64_t total, double loss,
@@ -230,7 +239,7 @@ class AsyncEpoch : public ReplicaEpoch {
         started = step_;
       }
       const auto t0 = Clock::now();
-      Session::RunOptions run;
+      Session::RunOptions run = StepRunOptions(*s_.options);
       run.cancellation = &cancel_;
       auto out = s_.session->Run({{names.images_feed, images}, {names.labels_feed, labels}},
                                  {names.loss}, {names.train_target}, run);
@@ -370,7 +379,7 @@ class BackupEpoch : public ReplicaEpoch {
         loss += l;
       }
       lock.Unlock();
-      Session::RunOptions run;
+      Session::RunOptions run = StepRunOptions(*s_.options);
       run.cancellation = &cancel_;
       auto applied = s_.session->Run({{o.weights_feed, weights}}, {}, {o.apply_target}, run);
       lock.Lock();
@@ -427,7 +436,7 @@ class BackupEpoch : public ReplicaEpoch {
         labels = std::move(work_[r].labels);
         tag = work_[r].tag;
       }
-      Session::RunOptions run;
+      Session::RunOptions run = StepRunOptions(*s_.options);
       run.cancellation = &cancel_;
       auto out = s_.session->Run({{names.images_feed, images}, {names.labels_feed, labels}},
                                  {names.loss}, {names.train_target}, run);
@@ -537,7 +546,9 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
   // A lost worker (Unavailable, in a step or while taking a checkpoint) with reconnect set: a
   // new session with the newest checkpoint restored. Any other error ends the loop.
   auto recover = [&](const Status& why, const std::string& what) -> Status {
-    if (!o.reconnect || why.code() != StatusCode::kUnavailable) return why;
+    const bool lost = why.code() == StatusCode::kUnavailable ||
+                      (o.recover_on_deadline && why.code() == StatusCode::kDeadlineExceeded);
+    if (!o.reconnect || !lost) return why;
     ASSIGN_OR_RETURN(int64_t back_to, Recover(why, what, step, o, *checkpointer, &current));
     steps_redone += step - back_to;
     step = saved_step = back_to;
@@ -608,7 +619,7 @@ Status TrainLoop(Session& session, Batcher& batches, const TrainLoopOptions& o,
     while (o.replicas.empty() && in_epoch < total && batches.Next(&images, &labels)) {
       auto t0 = Clock::now();
       ASSIGN_OR_RETURN(Session::Feeds feeds, StepFeeds(o, images, labels));
-      auto out = current->Run(feeds, {o.loss}, {o.train_target});
+      auto out = current->Run(feeds, {o.loss}, {o.train_target}, StepRunOptions(o));
       if (!out.ok()) {
         RETURN_IF_ERROR(recover(out.status(), fmt::format("step {}", step + 1)));
         rewound = true;

@@ -46,6 +46,12 @@ struct TrainLoopOptions {
   // stderr and counted in EpochStats.
   std::function<Result<Session*>()> reconnect;
   double recovery_timeout_seconds = 60;
+  // A step (or a replica's step, or an update) that has not finished after this many seconds
+  // fails with DeadlineExceeded, on every task (0: no deadline). With recover_on_deadline (and
+  // `reconnect`), that is recovered from as a lost worker is: a worker that hangs, or a link
+  // that stalls without breaking, ends in a recovery instead of a wait.
+  double step_timeout_seconds = 0;
+  bool recover_on_deadline = false;
   // Asynchronous replicas (ops::Replicate with parameter servers in an asynchronous mode): what
   // each replica feeds, fetches and runs. When set, images_feed, labels_feed, loss and
   // train_target are not used: the replicas train at once, each from a thread of its own

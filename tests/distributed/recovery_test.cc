@@ -178,6 +178,55 @@ TEST(RecoveryTest, TrainLoopRecoversFromAKilledWorker) {
   std::filesystem::remove_all(dir);
 }
 
+// A worker that hangs (SIGSTOP) while its heartbeats would take a minute to be missed (master
+// and workers with a peer timeout of 60 s): the step deadline fails the step with
+// DeadlineExceeded, recover_on_deadline treats it as a lost worker, and training goes on from
+// the newest checkpoint with the worker replaced, ending as an uninterrupted run.
+TEST(RecoveryTest, AStepDeadlineRecoversFromAHungWorker) {
+  auto token = WriteTokenFile(::testing::TempDir(), kToken);
+  ASSERT_TRUE(token.ok());
+  const std::vector<std::string> args = {"--devices",      "cpu:0", "--token-file", *token,
+                                         "--threads",      "1",     "--peer-timeout", "60"};
+  auto w0 = LocalWorker::Start(DFLOW_WORKER_BINARY, args);
+  auto w1 = LocalWorker::Start(DFLOW_WORKER_BINARY, args);
+  ASSERT_TRUE(w0.ok() && w1.ok());
+  DistributedOptions cluster;
+  cluster.cluster.jobs["worker"] = {(*w0)->address(), (*w1)->address()};
+  cluster.token = kToken;
+  cluster.peer_timeout = std::chrono::seconds(60);
+  Mlp model("/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0");
+  auto first = DistributedSession::Create(model.root.graph(), {}, cluster);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  std::unique_ptr<Session> session = std::move(first).value();
+  ASSERT_TRUE(session->Run({}, {}, model.init).ok());
+  Dataset data = RandomImages(320, 4);
+  Batcher batches(data, 32, 1);
+  const std::string dir = ::testing::TempDir() + "/deadline_checkpoints";
+  TrainLoopOptions o = RecoveringLoop(model, dir);
+  o.epochs = 4;
+  o.step_timeout_seconds = 2;
+  o.recover_on_deadline = true;
+  const pid_t hung = (*w1)->pid();
+  std::unique_ptr<LocalWorker> replaced;
+  o.reconnect = [&]() -> Result<Session*> {
+    if (!replaced) {
+      (*w1)->Stop(SIGKILL);  // the hung one goes for good; another takes its address
+      ASSIGN_OR_RETURN(replaced, LocalWorker::Start(DFLOW_WORKER_BINARY, args,
+                                                    cluster.cluster.jobs["worker"][1]));
+    }
+    session.reset();
+    ASSIGN_OR_RETURN(auto s, DistributedSession::Create(model.root.graph(), {}, cluster));
+    session = std::move(s);
+    return session.get();
+  };
+  KilledRun run = TrainAndKill(*session, batches, o, [&] { kill(hung, SIGSTOP); });
+  ASSERT_TRUE(run.status.ok()) << run.status.ToString();
+  ASSERT_TRUE(run.killed);
+  EXPECT_EQ(run.last.recoveries, 1);
+  ExpectTheWeightsOfAnUninterruptedRun(*session, model, data, 4);
+  std::filesystem::remove_all(dir);
+}
+
 // Elastic training: a worker killed for good; after ElasticOptions::wait_seconds the job goes
 // on with the replica that is left, from the newest checkpoint. Two replicas on a batch train
 // as one does, so the run still ends with the weights of training in one process.

@@ -141,13 +141,13 @@ inline std::string ControlProblem(std::string_view bytes) {
 
 // The messages between processes (transport/wire.h) and the control messages they carry: the
 // first byte picks the decoder (7: a control message, picked by the second byte; 13: a
-// Challenge), the rest is
+// Challenge; 14: a Goodbye), the rest is
 // the header (or the payload). A refusal is an InvalidArgument
 // naming the message; an accepted header encodes back to the same bytes.
 inline std::string WireProblem(std::string_view bytes) {
   if (bytes.empty()) return "";
   using namespace transport;
-  const int which = static_cast<unsigned char>(bytes[0]) % 14;
+  const int which = static_cast<unsigned char>(bytes[0]) % 15;
   bytes.remove_prefix(1);
   if (which == 7) return ControlProblem(bytes);
   if (which == 6) {
@@ -161,6 +161,11 @@ inline std::string WireProblem(std::string_view bytes) {
     if (!ref.ok()) return RefusalProblem(ref.status(), "DeviceTensorRef");
     auto again = Encode(*ref);
     return again.ok() && *again == bytes ? "" : "an accepted DeviceTensorRef does not round-trip";
+  }
+  if (which == 14) {
+    Status s = DecodeGoodbye(bytes);
+    if (!s.ok()) return RefusalProblem(s, "Goodbye");
+    return bytes == EncodeGoodbye() ? "" : "an accepted goodbye is not the one goodbye";
   }
   if (which == 13) {
     auto challenge = DecodeChallenge(bytes);

@@ -246,7 +246,11 @@ class UcxEngine : public ProgressEngine, public StepHost {
   // caller frees it), otherwise null.
   void* CloseUcpEndpoint(ucp_ep_h ep);
   // `reason`, when given, replaces UCX's words for `status`.
-  void PeerFailed(Peer* peer, ucs_status_t status, std::string_view reason = {});
+  // `left`: the peer said goodbye (its failure says it left, not that it was lost).
+  void PeerFailed(Peer* peer, ucs_status_t status, std::string_view reason = {},
+                  bool left = false);
+  static ucs_status_t OnGoodbye(void* arg, const void* header, size_t header_length, void* data,
+                                size_t length, const ucp_am_recv_param_t* param);
   // The peer a message came from (null when unknown), which is thereby heard from; `activity`:
   // the message is work (not a heartbeat), so the progress thread polls a while for more.
   Peer* PeerOf(const ucp_am_recv_param_t* param, bool activity = true) DFLOW_EXCLUDES(mu_);

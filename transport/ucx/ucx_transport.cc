@@ -267,6 +267,7 @@ Status UcxEngine::Start() {
         Handler{MessageType::kCallRequest, &OnRequest},
         Handler{MessageType::kCallResponse, &OnResponse},
         Handler{MessageType::kHeartbeat, &OnHeartbeat},
+        Handler{MessageType::kGoodbye, &OnGoodbye},
         Handler{MessageType::kSameHost, &OnSameHost},
         Handler{MessageType::kTensorRef, &OnTensorRef},
         Handler{MessageType::kDeviceTensorRef, &OnDeviceTensorRef},
@@ -354,6 +355,22 @@ UcxEngine::~UcxEngine() {
 void UcxEngine::ShutdownOnThread() {
   if (worker_ == nullptr) return;
   RunDeferred();
+  // Goodbye to every ready peer first, so that they report a task that left, not a lost one;
+  // bounded: a peer that does not take it in 300 ms learns it from the closed endpoint.
+  std::vector<Peer*> ready;
+  {
+    MutexLock lock(mu_);
+    for (auto& p : all_peers_) {
+      if (p->state == Peer::State::kReady && p->ep != nullptr) ready.push_back(p.get());
+    }
+  }
+  const std::string goodbye = EncodeGoodbye();
+  for (Peer* p : ready) SendControl(p, MessageType::kGoodbye, goodbye);
+  const auto said = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < said &&
+         std::any_of(ready.begin(), ready.end(), [](Peer* p) { return p->sends.load() > 0; })) {
+    ucp_worker_progress(worker_);
+  }
   std::vector<void*> closing;
   std::vector<Peer*> peers;
   {
@@ -480,7 +497,19 @@ void UcxEngine::OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status) {
   peer->impl->PeerFailed(peer, status);
 }
 
-void UcxEngine::PeerFailed(Peer* peer, ucs_status_t status, std::string_view reason) {
+ucs_status_t UcxEngine::OnGoodbye(void* arg, const void* header, size_t header_length, void*,
+                                 size_t, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxEngine*>(arg);
+  Peer* peer = self->PeerOf(param, false);
+  if (peer == nullptr) return UCS_OK;  // from an endpoint already closed: nothing to tell
+  Status s = DecodeGoodbye({static_cast<const char*>(header), header_length});
+  if (!s.ok()) return self->Drop(s.message());
+  // Not from inside the callback: failing a peer closes its endpoints.
+  self->deferred_.push_back([self, peer] { self->PeerFailed(peer, UCS_OK, "", true); });
+  return UCS_OK;
+}
+
+void UcxEngine::PeerFailed(Peer* peer, ucs_status_t status, std::string_view reason, bool left) {
   Status why;
   std::vector<int64_t> steps;
   {
@@ -492,9 +521,12 @@ void UcxEngine::PeerFailed(Peer* peer, ucs_status_t status, std::string_view rea
     }
     bool was_ready = peer->state == Peer::State::kReady;
     std::string_view words = reason.empty() ? ucs_status_string(status) : reason;
-    why = was_ready ? Unavailable("lost the connection to task {} at {}: {}", peer->task,
-                                  peer->address, words)
-                    : Unavailable("cannot connect to {}: {}", peer->address, words);
+    why = !was_ready ? Unavailable("cannot connect to {}: {}", peer->address, words)
+          : left     ? Unavailable("task {} at {} left (it said goodbye: its process stopped or "
+                                   "closed its transport)",
+                                   peer->task, peer->address)
+                     : Unavailable("lost the connection to task {} at {}: {}", peer->task,
+                                   peer->address, words);
     peer->state = Peer::State::kFailed;
     peer->failure = why;
     DropHeld(peer);

@@ -278,6 +278,11 @@ Result<std::string> Encode(const AbortStep& m) {
   return std::move(w).Finish("AbortStep");
 }
 
+std::string EncodeGoodbye() {
+  Writer w;
+  return std::move(w).Finish("Goodbye").value();  // nothing that can be over a limit
+}
+
 std::string EncodeHeartbeat() {
   Writer w;
   return std::move(w).Finish("Heartbeat").value();  // nothing that can be over a limit
@@ -525,6 +530,13 @@ Result<CallResponse> DecodeCallResponse(std::string_view bytes) {
 
 Status DecodeHeartbeat(std::string_view bytes) {
   Reader r(bytes, "Heartbeat");
+  ASSIGN_OR_RETURN(uint16_t version, r.Start());
+  RETURN_IF_ERROR(r.CheckVersion(version));
+  return r.Done();
+}
+
+Status DecodeGoodbye(std::string_view bytes) {
+  Reader r(bytes, "Goodbye");
   ASSIGN_OR_RETURN(uint16_t version, r.Start());
   RETURN_IF_ERROR(r.CheckVersion(version));
   return r.Done();

@@ -28,6 +28,7 @@
 //                 from version 5 a table of serialization/schema/control.fbs, not JSON)
 //   CallResponse  u64 call id  u8 status code  str message      (payload: the result's bytes)
 //   Heartbeat     (nothing more)
+//   Goodbye       (nothing more; from version 6)
 //
 // The cluster token never travels (from version 6). The server opens a connection with a
 // Challenge (a random nonce); the client's Hello carries its own nonce and a proof, HMAC-SHA256
@@ -78,8 +79,9 @@ enum class MessageType : uint16_t {
   kPeerReads = 11,        // answers SameHost's probe: whether tensors may come by reference
   kDeviceTensorRef = 12,  // a Send's tensor in device memory, by a handle the receiver opens
   kChallenge = 13,        // server -> client, first message on a connection: the server's nonce
+  kGoodbye = 14,          // the sender is leaving (its transport shuts down): not a lost peer
 };
-inline constexpr uint16_t kMaxMessageType = 13;
+inline constexpr uint16_t kMaxMessageType = 14;
 // The most reference ids one TensorRefDone carries.
 inline constexpr size_t kMaxRefsDone = 512;
 // The largest payload of a request or response (a partition's graph file travels in one).
@@ -208,6 +210,7 @@ Result<std::string> Encode(const AbortStep& m);
 Result<std::string> Encode(const CallRequest& m);
 Result<std::string> Encode(const CallResponse& m);
 std::string EncodeHeartbeat();
+std::string EncodeGoodbye();
 std::string Encode(const PeerReads& m);
 
 // Decoders check the magic, the fields and that nothing trails. Challenge, Hello (from version
@@ -225,6 +228,7 @@ Result<AbortStep> DecodeAbortStep(std::string_view bytes);
 Result<CallRequest> DecodeCallRequest(std::string_view bytes);
 Result<CallResponse> DecodeCallResponse(std::string_view bytes);
 Status DecodeHeartbeat(std::string_view bytes);
+Status DecodeGoodbye(std::string_view bytes);
 Result<PeerReads> DecodePeerReads(std::string_view bytes);
 
 }  // namespace dflow::transport

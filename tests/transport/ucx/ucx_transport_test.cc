@@ -496,6 +496,35 @@ TEST(UcxTransportTest, NoTensorsByReferenceWhenEitherSideTurnsThemOff) {
 
 // The refusal (the caller's side is the transport conformance suite's) is logged where it
 // happened.
+// A transport that shuts down says goodbye: its peers fail what waits on it saying that it
+// left, not that the connection was lost (which a peer of a crashed process still reports).
+TEST(UcxTransportTest, ATransportThatShutsDownSaysGoodbye) {
+  auto server = MakeTransport("/job:worker/task:0", true);
+  auto client = MakeTransport("/job:master/task:0", false);
+  ASSERT_TRUE(server && client);
+  std::promise<void> asked;
+  server->SetCallHandler([&](const Transport::CallInfo&, std::string, Transport::Reply) {
+    asked.set_value();  // never answered
+  });
+  ASSERT_TRUE(client->Connect(server->listen_address()).ok());
+  std::promise<Result<std::string>> answer;
+  client->CallAsync("/job:worker/task:0", 1, "", std::chrono::seconds(30),
+                    [&](Result<std::string> r) { answer.set_value(std::move(r)); });
+  asked.get_future().wait();
+  const auto before = std::chrono::steady_clock::now();
+  server.reset();
+  auto got = answer.get_future();
+  ASSERT_EQ(got.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  const Result<std::string> r = got.get();
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("task /job:worker/task:0 at"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_NE(r.status().message().find("left (it said goodbye"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(2));
+  EXPECT_TRUE(client->peers().empty());
+}
+
 TEST(UcxTransportTest, AWrongTokenIsLoggedByTheListener) {
   TestLog server_log;  // outlives the server, whose thread logs
   auto server = MakeTransport("/job:worker/task:0", true, &server_log);
