@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   double join_timeout = 120;
   int heartbeat_fd = -1;
   double peer_timeout = 1.5;
+  bool no_cross_memory = false;
   auto* listen_flag = app.add_option(
       "--listen", listen,
       "HOST:PORT to listen on (port 0: any free port); under a launcher, PORT plus the "
@@ -98,6 +99,9 @@ int main(int argc, char** argv) {
                  "seconds of silence after which a peer (the master, another worker) counts as "
                  "lost; heartbeats go six times as often (default 1.5)")
       ->check(CLI::Range(0.05, 3600.0));
+  app.add_flag("--no-cross-memory", no_cross_memory,
+               "never read or map the memory of other processes of this host, nor offer its "
+               "own (large tensors between them then go through UCX's shared memory)");
   app.add_option("--heartbeat-fd", heartbeat_fd,
                  "write a byte to this file descriptor four times a second (dflow-launch watches "
                  "for hung workers with it)")
@@ -177,6 +181,7 @@ int main(int argc, char** argv) {
   t.token = *token;
   t.listen_address = listen;
   t.peer_timeout = std::chrono::milliseconds(static_cast<int64_t>(peer_timeout * 1000));
+  t.cross_memory = !no_cross_memory;
   auto t_log = [](std::string_view line) {
     std::fprintf(stderr, "dflow-worker: %.*s\n", static_cast<int>(line.size()), line.data());
   };

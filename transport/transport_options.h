@@ -29,6 +29,10 @@ struct TransportOptions {
   // connection to the listener that has not finished the handshake within connect_timeout is
   // closed, and the state of a peer gone is freed after this long.
   std::chrono::milliseconds peer_timeout{1'500};
+  // Whether this process may read or map the memory of peers of its host, and offer its own to
+  // them (UCX: tensors by reference, only with a peer whose memory a probe proved readable: one
+  // of this host and user); false: never, in either direction (dflow-worker --no-cross-memory).
+  bool cross_memory = true;
   // The most connections the listener holds before their handshake is done; more are refused at
   // once (a flood of connections cannot exhaust the process).
   int max_handshaking = 1024;

@@ -167,6 +167,7 @@ Status UcxEngine::Start() {
     }
     options_.by_reference_bytes = static_cast<size_t>(bytes);
   }
+  if (!options_.cross_memory) options_.by_reference_bytes = 0;  // over the environment too
   std::random_device random;
   probe_value_ = (uint64_t{random()} << 32 | random()) | 1;  // never 0, unlike unread memory
   {

@@ -494,8 +494,41 @@ TEST(UcxTransportTest, NoTensorsByReferenceWhenEitherSideTurnsThemOff) {
   }
 }
 
-// The refusal (the caller's side is the transport conformance suite's) is logged where it
-// happened.
+// TransportOptions::cross_memory = false (dflow-worker --no-cross-memory): the process neither
+// reads nor maps a peer's memory, nor offers its own; large tensors still arrive, through UCX.
+TEST(UcxTransportTest, CrossMemoryOffReadsNoPeersMemoryEitherWay) {
+  UcxTransportOptions o;
+  o.task = "/job:localhost/task:0";
+  o.token = kToken;
+  o.listen_address = "127.0.0.1:0";
+  o.cross_memory = false;
+  auto receiver = UcxTransport::Create(o);
+  ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
+  auto sender = MakeTransport("/job:localhost/task:1", false);
+  ASSERT_TRUE(sender->Connect((*receiver)->listen_address()).ok());
+  for (int to : {0, 1}) {
+    UcxTransport* from = to == 0 ? sender.get() : receiver->get();
+    UcxTransport* into = to == 0 ? receiver->get() : sender.get();
+    auto s = from->Create(20 + to).value();
+    auto r = into->Create(20 + to).value();
+    Tensor x(DType::kF32, Shape{1 << 18});
+    for (int64_t i = 0; i < x.num_elements(); ++i) x.data<float>()[i] = static_cast<float>(i);
+    RendezvousKey key = KeyTo("x:0", 20 + to, to);
+    key.src_device = fmt::format("/job:localhost/task:{}/device:CPU:0", 1 - to);
+    RecvResult got;
+    r->RecvAsync(key, Expect(DType::kF32, x.shape(), nullptr), got.Callback());
+    ASSERT_TRUE(s->Send(key, {"send_x"}, x).ok());
+    ASSERT_TRUE(got.Wait());
+    ASSERT_TRUE(got.status().ok()) << got.status().ToString();
+    EXPECT_TRUE(got.tensor().BitwiseEquals(x));
+  }
+  for (UcxTransport* t : {sender.get(), receiver->get()}) {
+    EXPECT_EQ(t->stats().readable_peers, 0u);
+    EXPECT_EQ(t->stats().mappable_peers, 0u);
+    EXPECT_EQ(t->stats().tensors_sent_by_reference, 0u);
+  }
+}
+
 // A transport that shuts down says goodbye: its peers fail what waits on it saying that it
 // left, not that the connection was lost (which a peer of a crashed process still reports).
 TEST(UcxTransportTest, ATransportThatShutsDownSaysGoodbye) {
@@ -525,6 +558,8 @@ TEST(UcxTransportTest, ATransportThatShutsDownSaysGoodbye) {
   EXPECT_TRUE(client->peers().empty());
 }
 
+// The refusal (the caller's side is the transport conformance suite's) is logged where it
+// happened.
 TEST(UcxTransportTest, AWrongTokenIsLoggedByTheListener) {
   TestLog server_log;  // outlives the server, whose thread logs
   auto server = MakeTransport("/job:worker/task:0", true, &server_log);
