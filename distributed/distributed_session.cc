@@ -59,6 +59,7 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
   t.token = cluster.token;
   t.connect_timeout = cluster.connect_timeout;
   t.peer_timeout = cluster.peer_timeout;
+  for (const auto& task : s->tasks_) t.reach.push_back(task.address);
   ASSIGN_OR_RETURN(s->transport_,
                    transport::TransportRegistry::Global().Create(cluster.transport, std::move(t)));
   for (const auto& task : s->tasks_) {

@@ -261,6 +261,7 @@ Result<std::unique_ptr<Registration>> Registration::Join(RegisterOptions options
   t.token = options.token;
   t.log = options.log;
   t.connect_timeout = std::chrono::seconds(5);
+  t.reach = {options.master};
   ASSIGN_OR_RETURN(r->transport_,
                    transport::TransportRegistry::Global().Create(options.transport, t));
   auto pause = std::chrono::milliseconds(100);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "graph/status.h"
 
@@ -23,6 +24,10 @@ struct TransportOptions {
   // Listen for peers at this address (for UCX "host:port"; port 0 picks a free one); empty: no
   // listener.
   std::string listen_address;
+  // Without a listener: the addresses this process will connect to. It then uses only the
+  // network interfaces toward them (UCX's TCP transport otherwise listens on every interface,
+  // for a client too). Empty: no limit.
+  std::vector<std::string> reach;
   // How long Connect waits for the peer's answer.
   std::chrono::milliseconds connect_timeout{10'000};
   // A connected peer that sends nothing for this long is lost (Unavailable naming it). A

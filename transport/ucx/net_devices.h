@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "graph/status.h"
 
@@ -16,5 +17,10 @@ namespace dflow::transport::internal {
 // host holds (the listener then fails with its own error). InvalidArgument for an address that
 // does not parse.
 Result<std::string> NetDevicesFor(const std::string& listen_address);
+
+// For a process without a listener that will connect to `peers` ("HOST:PORT" each): the
+// interfaces its routes to them leave by, plus the RDMA ports; "" (no limit) when `peers` is
+// empty or one of them does not resolve (the connection then fails with its own error).
+std::string NetDevicesToward(const std::vector<std::string>& peers);
 
 }  // namespace dflow::transport::internal

@@ -113,6 +113,10 @@ class UcxEngine : public ProgressEngine, public StepHost {
     bool was_ready = false;
     std::optional<std::chrono::steady_clock::time_point> closed_at;
     std::atomic<int> sends{0};  // SendOps of this peer not finished
+    // Guarded by impl->mu_: this process said Goodbye to the peer; the peer said it (or
+    // answered ours), so its end is a departure, not a loss.
+    bool said_goodbye = false;
+    bool left = false;
   };
 
   // A tensor that arrived before its Recv, as it waits in its step's table.
@@ -247,8 +251,7 @@ class UcxEngine : public ProgressEngine, public StepHost {
   void* CloseUcpEndpoint(ucp_ep_h ep);
   // `reason`, when given, replaces UCX's words for `status`.
   // `left`: the peer said goodbye (its failure says it left, not that it was lost).
-  void PeerFailed(Peer* peer, ucs_status_t status, std::string_view reason = {},
-                  bool left = false);
+  void PeerFailed(Peer* peer, ucs_status_t status, std::string_view reason = {}, bool left = false);
   static ucs_status_t OnGoodbye(void* arg, const void* header, size_t header_length, void* data,
                                 size_t length, const ucp_am_recv_param_t* param);
   // The peer a message came from (null when unknown), which is thereby heard from; `activity`:

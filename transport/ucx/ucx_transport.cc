@@ -213,10 +213,14 @@ Status UcxEngine::Start() {
     }
   }
   // Listen only where asked: UCX's TCP transport opens a listening socket on each network
-  // device it may use, so it may use only the one of the listen address (and RDMA ports). The
-  // user's own UCX_NET_DEVICES wins.
+  // device it may use, so it may use only the one of the listen address (and RDMA ports), or,
+  // without a listener, those toward the peers in options_.reach. The user's own
+  // UCX_NET_DEVICES wins.
   if (std::getenv("UCX_NET_DEVICES") == nullptr) {
-    auto devices = NetDevicesFor(options_.listen_address);
+    // A client: the interfaces toward the peers it will reach.
+    auto devices = options_.listen_address.empty()
+                       ? Result<std::string>(NetDevicesToward(options_.reach))
+                       : NetDevicesFor(options_.listen_address);
     if (devices.ok() && !devices->empty())
       s = ucp_config_modify(config, "NET_DEVICES", devices->c_str());
     if (!devices.ok() || s != UCS_OK) {
@@ -267,8 +271,7 @@ Status UcxEngine::Start() {
         Handler{MessageType::kAbortStep, &OnAbortStep},
         Handler{MessageType::kCallRequest, &OnRequest},
         Handler{MessageType::kCallResponse, &OnResponse},
-        Handler{MessageType::kHeartbeat, &OnHeartbeat},
-        Handler{MessageType::kGoodbye, &OnGoodbye},
+        Handler{MessageType::kHeartbeat, &OnHeartbeat}, Handler{MessageType::kGoodbye, &OnGoodbye},
         Handler{MessageType::kSameHost, &OnSameHost},
         Handler{MessageType::kTensorRef, &OnTensorRef},
         Handler{MessageType::kDeviceTensorRef, &OnDeviceTensorRef},
@@ -356,22 +359,27 @@ UcxEngine::~UcxEngine() {
 void UcxEngine::ShutdownOnThread() {
   if (worker_ == nullptr) return;
   RunDeferred();
-  // Goodbye to every ready peer first, so that they report a task that left, not a lost one;
-  // bounded: a peer that does not take it in 300 ms learns it from the closed endpoint.
+  // Goodbye to every ready peer first, so that they report a task that left, not a lost one.
+  // Each answers with its own Goodbye once it has taken ours in, and only then are the
+  // endpoints closed (a close seen first would read as a loss). Bounded: a peer that does not
+  // answer in 300 ms learns it from the closed endpoint.
   std::vector<Peer*> ready;
   {
     MutexLock lock(mu_);
     for (auto& p : all_peers_) {
-      if (p->state == Peer::State::kReady && p->ep != nullptr) ready.push_back(p.get());
+      if (p->state != Peer::State::kReady || p->ep == nullptr) continue;
+      p->said_goodbye = true;
+      ready.push_back(p.get());
     }
   }
   const std::string goodbye = EncodeGoodbye();
   for (Peer* p : ready) SendControl(p, MessageType::kGoodbye, goodbye);
   const auto said = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
-  while (std::chrono::steady_clock::now() < said &&
-         std::any_of(ready.begin(), ready.end(), [](Peer* p) { return p->sends.load() > 0; })) {
-    ucp_worker_progress(worker_);
-  }
+  auto answered = [&] {
+    MutexLock lock(mu_);
+    return std::all_of(ready.begin(), ready.end(), [](Peer* p) { return p->left; });
+  };
+  while (std::chrono::steady_clock::now() < said && !answered()) ucp_worker_progress(worker_);
   std::vector<void*> closing;
   std::vector<Peer*> peers;
   {
@@ -499,14 +507,24 @@ void UcxEngine::OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status) {
 }
 
 ucs_status_t UcxEngine::OnGoodbye(void* arg, const void* header, size_t header_length, void*,
-                                 size_t, const ucp_am_recv_param_t* param) {
+                                  size_t, const ucp_am_recv_param_t* param) {
   auto* self = static_cast<UcxEngine*>(arg);
   Peer* peer = self->PeerOf(param, false);
   if (peer == nullptr) return UCS_OK;  // from an endpoint already closed: nothing to tell
   Status s = DecodeGoodbye({static_cast<const char*>(header), header_length});
   if (!s.ok()) return self->Drop(s.message());
+  bool answer = false;
+  {
+    MutexLock lock(self->mu_);
+    peer->left = true;
+    answer = !peer->said_goodbye;  // the answer to a Goodbye is one, but no more
+    peer->said_goodbye = true;
+  }
   // Not from inside the callback: failing a peer closes its endpoints.
-  self->deferred_.push_back([self, peer] { self->PeerFailed(peer, UCS_OK, "", true); });
+  self->deferred_.push_back([self, peer, answer] {
+    if (answer) self->SendControl(peer, MessageType::kGoodbye, EncodeGoodbye());
+    self->PeerFailed(peer, UCS_OK, "", true);
+  });
   return UCS_OK;
 }
 
@@ -521,13 +539,15 @@ void UcxEngine::PeerFailed(Peer* peer, ucs_status_t status, std::string_view rea
       return;
     }
     bool was_ready = peer->state == Peer::State::kReady;
+    left = left || peer->left;
     std::string_view words = reason.empty() ? ucs_status_string(status) : reason;
     why = !was_ready ? Unavailable("cannot connect to {}: {}", peer->address, words)
-          : left     ? Unavailable("task {} at {} left (it said goodbye: its process stopped or "
-                                   "closed its transport)",
-                                   peer->task, peer->address)
-                     : Unavailable("lost the connection to task {} at {}: {}", peer->task,
-                                   peer->address, words);
+          : left     ? Unavailable(
+                           "task {} at {} left (it said goodbye: its process stopped or "
+                               "closed its transport)",
+                           peer->task, peer->address)
+                 : Unavailable("lost the connection to task {} at {}: {}", peer->task,
+                               peer->address, words);
     peer->state = Peer::State::kFailed;
     peer->failure = why;
     DropHeld(peer);

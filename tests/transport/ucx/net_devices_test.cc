@@ -75,6 +75,27 @@ TEST(NetDevicesTest, TheListenAddresssInterfaceOrNoLimit) {
   EXPECT_EQ(internal::NetDevicesFor("no port").status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(NetDevicesTest, AClientUsesTheInterfacesTowardItsPeers) {
+  const std::string lo = internal::NetDevicesToward({"127.0.0.1:7001", "localhost:7002"});
+  EXPECT_EQ(lo.substr(0, lo.find(',')), "lo");
+  EXPECT_EQ(internal::NetDevicesToward({}), "");
+  EXPECT_EQ(internal::NetDevicesToward({"no-such-host.invalid:1"}), "");
+}
+
+// A master (no listener) that reaches only loopback peers: no socket of it listens elsewhere.
+TEST(NetDevicesTest, AClientOfLoopbackPeersListensOnLoopbackOnly) {
+  if (std::getenv("UCX_NET_DEVICES") != nullptr) GTEST_SKIP() << "UCX_NET_DEVICES is set";
+  UcxTransportOptions o;
+  o.task = "/job:master/task:0";
+  o.token = "net-devices-test";
+  o.reach = {"127.0.0.1:7001"};
+  auto t = UcxTransport::Create(o);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  for (const std::string& s : ListeningSockets()) {
+    EXPECT_EQ(s.rfind("127.0.0.1:", 0), 0u) << "a listening socket on " << s;
+  }
+}
+
 TEST(NetDevicesTest, AWorkerOnLoopbackListensOnLoopbackOnly) {
   if (std::getenv("UCX_NET_DEVICES") != nullptr) GTEST_SKIP() << "UCX_NET_DEVICES is set";
   UcxTransportOptions o;

@@ -650,12 +650,6 @@ TEST(UcxTransportTest, SilentPeerFailsTheStepWithinTwoSeconds) {
 
 // --- requests ---------------------------------------------------------------------------------
 
-std::string Pattern(size_t n, int seed) {
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 31 + seed) & 0xff);
-  return s;
-}
-
 // A thread waiting for a Recv polls the transports (as the executor does, framework/progress.h):
 // the tensors arrive, small and large, copied and mapped, and the polls that moved them are
 // counted; with polled_by_steps off the progress thread alone moves them.
