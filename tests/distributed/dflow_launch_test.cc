@@ -147,13 +147,13 @@ TEST(DflowLaunchTest, FindsItsWorkerFromPathAndRestartsAHungOne) {
 TEST(DflowLaunchTest, PausesLongerWithEachRestartAndGivesUpPastItsCap) {
   Launcher launch({"-n", "1", "--max-restarts", "2"});
   ASSERT_TRUE(launch.WaitFor("dflow-launch: worker 0 (pid ")) << launch.log();
-  for (const char* expected : {"restarting it in 0.5 s (1 of 2)", "restarting it in 1.0 s (2 of 2)"}) {
+  for (const char* expected :
+       {"restarting it in 0.5 s (1 of 2)", "restarting it in 1.0 s (2 of 2)"}) {
     const pid_t pid = launch.WorkerPid(0);
     ASSERT_GT(pid, 0);
     kill(pid, SIGKILL);
     ASSERT_TRUE(launch.WaitFor(expected)) << launch.log();
-    ASSERT_TRUE(launch.WaitFor("(pid " + std::to_string(pid) + ")") &&
-                launch.WaitFor("back at"))
+    ASSERT_TRUE(launch.WaitFor("(pid " + std::to_string(pid) + ")") && launch.WaitFor("back at"))
         << launch.log();
     // The next kill must hit the restarted worker.
     for (int i = 0; i < 100 && launch.WorkerPid(0) == pid; ++i) {

@@ -185,8 +185,8 @@ TEST(RecoveryTest, TrainLoopRecoversFromAKilledWorker) {
 TEST(RecoveryTest, AStepDeadlineRecoversFromAHungWorker) {
   auto token = WriteTokenFile(::testing::TempDir(), kToken);
   ASSERT_TRUE(token.ok());
-  const std::vector<std::string> args = {"--devices",      "cpu:0", "--token-file", *token,
-                                         "--threads",      "1",     "--peer-timeout", "60"};
+  const std::vector<std::string> args = {"--devices", "cpu:0", "--token-file",   *token,
+                                         "--threads", "1",     "--peer-timeout", "60"};
   auto w0 = LocalWorker::Start(DFLOW_WORKER_BINARY, args);
   auto w1 = LocalWorker::Start(DFLOW_WORKER_BINARY, args);
   ASSERT_TRUE(w0.ok() && w1.ok());

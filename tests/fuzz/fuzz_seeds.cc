@@ -161,7 +161,7 @@ Status WriteSeeds(const std::filesystem::path& dir) {
   messages.push_back(Encode(TensorRefDone{{3, 4}}));
   messages.push_back(Encode(PeerReads{true, true}));
   messages.push_back(Encode(Challenge{kProtocolVersion, std::string(kNonceBytes, 'c')}));  // 13
-  messages.push_back(EncodeGoodbye());                                                    // 14
+  messages.push_back(EncodeGoodbye());                                                     // 14
   for (size_t i = 0; i < messages.size(); ++i) {
     if (!messages[i].ok()) return messages[i].status();
     if (i == 7) continue;
