@@ -463,6 +463,27 @@ TEST(UcxTransportTest, TensorsInMemfdsAreReadWhereTheyLie) {
 }
 
 // Either side with by_reference_bytes 0: every tensor goes through UCX, both ways.
+// A 1 MiB tensor from task 1 (`sender`) to task 0 (`receiver`) in step `step`, and one back in
+// step `step` + 1; each must arrive exactly.
+void OneMiBEachWay(UcxTransport* receiver, UcxTransport* sender, int64_t step) {
+  for (int to : {0, 1}) {
+    UcxTransport* from = to == 0 ? sender : receiver;
+    UcxTransport* into = to == 0 ? receiver : sender;
+    auto s = from->Create(step + to).value();
+    auto r = into->Create(step + to).value();
+    Tensor x(DType::kF32, Shape{1 << 18});
+    for (int64_t i = 0; i < x.num_elements(); ++i) x.data<float>()[i] = static_cast<float>(i);
+    RendezvousKey key = KeyTo("x:0", step + to, to);
+    key.src_device = fmt::format("/job:localhost/task:{}/device:CPU:0", 1 - to);
+    RecvResult got;
+    r->RecvAsync(key, Expect(DType::kF32, x.shape(), nullptr), got.Callback());
+    ASSERT_TRUE(s->Send(key, {"send_x"}, x).ok());
+    ASSERT_TRUE(got.Wait());
+    ASSERT_TRUE(got.status().ok()) << got.status().ToString();
+    EXPECT_TRUE(got.tensor().BitwiseEquals(x));
+  }
+}
+
 TEST(UcxTransportTest, NoTensorsByReferenceWhenEitherSideTurnsThemOff) {
   for (int off : {0, 1}) {
     auto receiver =
@@ -470,22 +491,7 @@ TEST(UcxTransportTest, NoTensorsByReferenceWhenEitherSideTurnsThemOff) {
     auto sender =
         MakeTransport("/job:localhost/task:1", false, nullptr, kToken, off == 1 ? 0 : 64 << 10);
     ASSERT_TRUE(sender->Connect(receiver->listen_address()).ok());
-    for (int to : {0, 1}) {
-      UcxTransport* from = to == 0 ? sender.get() : receiver.get();
-      UcxTransport* into = to == 0 ? receiver.get() : sender.get();
-      auto s = from->Create(10 + to).value();
-      auto r = into->Create(10 + to).value();
-      Tensor x(DType::kF32, Shape{1 << 18});
-      for (int64_t i = 0; i < x.num_elements(); ++i) x.data<float>()[i] = static_cast<float>(i);
-      RendezvousKey key = KeyTo("x:0", 10 + to, to);
-      key.src_device = fmt::format("/job:localhost/task:{}/device:CPU:0", 1 - to);
-      RecvResult got;
-      r->RecvAsync(key, Expect(DType::kF32, x.shape(), nullptr), got.Callback());
-      ASSERT_TRUE(s->Send(key, {"send_x"}, x).ok());
-      ASSERT_TRUE(got.Wait());
-      ASSERT_TRUE(got.status().ok()) << got.status().ToString();
-      EXPECT_TRUE(got.tensor().BitwiseEquals(x));
-    }
+    ASSERT_NO_FATAL_FAILURE(OneMiBEachWay(receiver.get(), sender.get(), 10));
     for (UcxTransport* t : {sender.get(), receiver.get()}) {
       EXPECT_EQ(t->stats().readable_peers, 0u) << off;
       EXPECT_EQ(t->stats().tensors_sent_by_reference, 0u) << off;
@@ -506,22 +512,7 @@ TEST(UcxTransportTest, CrossMemoryOffReadsNoPeersMemoryEitherWay) {
   ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
   auto sender = MakeTransport("/job:localhost/task:1", false);
   ASSERT_TRUE(sender->Connect((*receiver)->listen_address()).ok());
-  for (int to : {0, 1}) {
-    UcxTransport* from = to == 0 ? sender.get() : receiver->get();
-    UcxTransport* into = to == 0 ? receiver->get() : sender.get();
-    auto s = from->Create(20 + to).value();
-    auto r = into->Create(20 + to).value();
-    Tensor x(DType::kF32, Shape{1 << 18});
-    for (int64_t i = 0; i < x.num_elements(); ++i) x.data<float>()[i] = static_cast<float>(i);
-    RendezvousKey key = KeyTo("x:0", 20 + to, to);
-    key.src_device = fmt::format("/job:localhost/task:{}/device:CPU:0", 1 - to);
-    RecvResult got;
-    r->RecvAsync(key, Expect(DType::kF32, x.shape(), nullptr), got.Callback());
-    ASSERT_TRUE(s->Send(key, {"send_x"}, x).ok());
-    ASSERT_TRUE(got.Wait());
-    ASSERT_TRUE(got.status().ok()) << got.status().ToString();
-    EXPECT_TRUE(got.tensor().BitwiseEquals(x));
-  }
+  ASSERT_NO_FATAL_FAILURE(OneMiBEachWay(receiver->get(), sender.get(), 20));
   for (UcxTransport* t : {sender.get(), receiver->get()}) {
     EXPECT_EQ(t->stats().readable_peers, 0u);
     EXPECT_EQ(t->stats().mappable_peers, 0u);
