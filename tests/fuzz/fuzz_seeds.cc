@@ -4,6 +4,8 @@
 // that picks its decoder).
 //
 //   fuzz_seeds DIR   # fills DIR/graph, DIR/checkpoint, DIR/npy, DIR/wire and DIR/onnx
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -153,20 +155,28 @@ Status WriteSeeds(const std::filesystem::path& dir) {
       Encode(CallRequest{9, 2}),
       Encode(CallResponse{9, NotFound("no such partition")}),
       EncodeHeartbeat()};
-  messages.push_back(std::string());  // the slot of the control messages, below
-  messages.push_back(
-      Encode(SameHost{"/job:worker/task:1", 2, std::string(32, 'p'), 77, 4096, 12345, 9, 31337}));
-  messages.push_back(Encode(TensorRef{tensor, 4096, 3}));
-  messages.push_back(Encode(TensorRef{tensor, 4096, 4, SharedRegion{7, 31338, 64, 64 << 20}}));
-  messages.push_back(Encode(TensorRefDone{{3, 4}}));
-  messages.push_back(Encode(PeerReads{true, true}));
-  messages.push_back(Encode(Challenge{kProtocolVersion, std::string(kNonceBytes, 'c')}));  // 13
-  messages.push_back(EncodeGoodbye());                                                     // 14
+  // The rest by the decoder the first byte picks (loader_contract.h's WireProblem); 7, the
+  // control messages, below.
+  const std::vector<std::pair<int, Result<std::string>>> more = {
+      {8,
+       Encode(SameHost{"/job:worker/task:1", 2, std::string(32, 'p'), 77, 4096, 12345, 9, 31337})},
+      {9, Encode(TensorRef{tensor, 4096, 3})},
+      {9, Encode(TensorRef{tensor, 4096, 4, SharedRegion{7, 31338, 64, 64 << 20}})},
+      {10, Encode(TensorRefDone{{3, 4}})},
+      {11, Encode(PeerReads{true, true})},
+      {12, Encode(DeviceTensorRef{tensor, 5, "cuda-ipc-handle"})},
+      {13, Encode(Challenge{kProtocolVersion, std::string(kNonceBytes, 'c')})},
+      {14, EncodeGoodbye()}};
   for (size_t i = 0; i < messages.size(); ++i) {
     if (!messages[i].ok()) return messages[i].status();
-    if (i == 7) continue;
     RETURN_IF_ERROR(Write(dir / "wire" / ("message" + std::to_string(i)),
                           std::string(1, static_cast<char>(i)) + *messages[i]));
+  }
+  for (size_t i = 0; i < more.size(); ++i) {
+    const auto& [which, bytes] = more[i];
+    if (!bytes.ok()) return bytes.status();
+    RETURN_IF_ERROR(Write(dir / "wire" / fmt::format("message{}_{}", which, i),
+                          std::string(1, static_cast<char>(which)) + *bytes));
   }
   // One of each control message (distributed/messages.h), behind the bytes 7 and its number.
   using namespace distributed;
