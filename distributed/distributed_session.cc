@@ -62,6 +62,7 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
   for (const auto& task : s->tasks_) t.reach.push_back(task.address);
   ASSIGN_OR_RETURN(s->transport_,
                    transport::TransportRegistry::Global().Create(cluster.transport, std::move(t)));
+  SetReplyLimits(*s->transport_);
   for (const auto& task : s->tasks_) {
     auto named = s->transport_->Connect(task.address, task.name);
     if (!named.ok()) return InTask(task.name, named.status());

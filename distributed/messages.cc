@@ -111,6 +111,27 @@ Result<std::vector<std::string>> GetStrings(
 
 }  // namespace
 
+uint64_t MaxReplyBytes(Method method) {
+  constexpr uint64_t kEmpty = 4 << 10;  // an acknowledgement, with room to spare
+  switch (method) {
+    case Method::kGetDevices:
+    case Method::kMeasureLinks:
+      return uint64_t{4} << 20;  // thousands of devices or links
+    case Method::kCompile:
+    case Method::kRelease:
+    case Method::kConnectPeers:
+    case Method::kWriteVariables:
+    case Method::kEcho:
+      return kEmpty;
+    case Method::kRegister:
+      return 64 << 10;
+    case Method::kRunStep:
+    case Method::kReadVariables:
+      break;
+  }
+  return uint64_t{1} << 30;  // the transport's own limit
+}
+
 std::string Encode(const GetDevicesReply& m) {
   FlatBufferBuilder b;
   std::vector<Offset<fb::DeviceInfo>> devices;

@@ -153,6 +153,18 @@ struct RegisterReply {
   int world_size = 0;
 };
 
+// The most bytes a reply to `method` may have, which a master sets on its transport
+// (Transport::SetReplyLimit): a worker's answer to a list of devices or an empty acknowledgement
+// cannot make the master take in a gigabyte. Steps and variables: the transport's limit.
+uint64_t MaxReplyBytes(Method method);
+// Sets MaxReplyBytes of every method on `transport`.
+template <typename T>
+void SetReplyLimits(T& transport) {
+  for (uint16_t m = 1; m <= kMaxMethod; ++m) {
+    transport.SetReplyLimit(m, MaxReplyBytes(static_cast<Method>(m)));
+  }
+}
+
 // Encoders take what the decoders accept (tensors valid and in host memory).
 std::string Encode(const GetDevicesReply& m);
 std::string Encode(const CompileRequest& m);

@@ -264,6 +264,7 @@ Result<std::unique_ptr<Registration>> Registration::Join(RegisterOptions options
   t.reach = {options.master};
   ASSIGN_OR_RETURN(r->transport_,
                    transport::TransportRegistry::Global().Create(options.transport, t));
+  SetReplyLimits(*r->transport_);
   auto pause = std::chrono::milliseconds(100);
   bool told = false;
   while (true) {

@@ -188,6 +188,7 @@ int main(int argc, char** argv) {
   t.log = t_log;
   auto transport = dflow::transport::TransportRegistry::Global().Create("ucx", std::move(t));
   if (!transport.ok()) return Fail(transport.status());
+  dflow::distributed::SetReplyLimits(**transport);  // its calls to other workers
   auto service = dflow::distributed::WorkerService::Create(transport->get(), options);
   if (!service.ok()) return Fail(service.status());
 

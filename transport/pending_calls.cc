@@ -26,12 +26,50 @@ bool PendingCalls::Awaits(uint64_t id, const void* peer) const {
   return it != calls_.end() && it->second.peer == peer;
 }
 
+void PendingCalls::SetReplyLimit(uint16_t method, uint64_t bytes) {
+  MutexLock lock(mu_);
+  reply_limits_[method] = std::min(bytes, kMaxReplyBytes);
+}
+
+uint64_t PendingCalls::LimitOf(uint16_t method) const {
+  auto it = reply_limits_.find(method);
+  return it == reply_limits_.end() ? kMaxReplyBytes : it->second;
+}
+
+std::optional<uint64_t> PendingCalls::ReplyRoom(uint64_t id, const void* peer) const {
+  MutexLock lock(mu_);
+  auto it = calls_.find(id);
+  if (it == calls_.end() || it->second.peer != peer) return std::nullopt;
+  return LimitOf(it->second.method);
+}
+
+Status PendingCalls::Oversized(uint64_t id, const Call& c, uint64_t bytes) const {
+  return ResourceExhausted(
+      "task {} answered request {} (method {}) with {} bytes, over the {} a reply to it may "
+      "have",
+      c.task, id, c.method, bytes, LimitOf(c.method));
+}
+
+bool PendingCalls::EndOversized(uint64_t id, uint64_t bytes, const void* peer) {
+  Status why;
+  {
+    MutexLock lock(mu_);
+    auto it = calls_.find(id);
+    if (it == calls_.end() || (peer != nullptr && it->second.peer != peer)) return false;
+    why = Oversized(id, it->second, bytes);
+  }
+  return End(id, why, peer);
+}
+
 bool PendingCalls::End(uint64_t id, Result<std::string> result, const void* peer) {
   Transport::Reply done;
   {
     MutexLock lock(mu_);
     auto it = calls_.find(id);
     if (it == calls_.end() || (peer != nullptr && it->second.peer != peer)) return false;
+    if (result.ok() && result->size() > LimitOf(it->second.method)) {
+      result = Oversized(id, it->second, result->size());
+    }
     done = std::move(it->second.done);
     calls_.erase(it);
     UpdateNextDeadline();

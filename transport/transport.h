@@ -95,6 +95,10 @@ class Transport : public RendezvousFactory {
   // request that cannot be sent, on this one.
   virtual void CallAsync(const std::string& task, uint16_t method, std::string payload,
                          std::chrono::milliseconds timeout, Reply done) = 0;
+  // The most bytes a reply to a call of `method` may have: a larger one ends the call with
+  // ResourceExhausted naming the task and the method, its bytes not taken in (so a peer cannot
+  // make this process hold a gigabyte for a list of devices). Unset: kMaxReplyBytes (1 GiB).
+  virtual void SetReplyLimit(uint16_t method, uint64_t bytes) = 0;
   // CallAsync, waiting for its result.
   Result<std::string> Call(const std::string& task, uint16_t method, std::string payload,
                            std::chrono::milliseconds timeout);

@@ -112,6 +112,20 @@ TEST(MessagesTest, EveryMessageRoundTripsWithItsValues) {
   EXPECT_EQ(named->world_size, 4);
 }
 
+TEST(MessagesTest, RepliesHaveLimitsByMethod) {
+  EXPECT_EQ(MaxReplyBytes(Method::kGetDevices), uint64_t{4} << 20);
+  EXPECT_EQ(MaxReplyBytes(Method::kCompile), uint64_t{4} << 10);
+  EXPECT_EQ(MaxReplyBytes(Method::kRegister), uint64_t{64} << 10);
+  EXPECT_EQ(MaxReplyBytes(Method::kRunStep), uint64_t{1} << 30);
+  EXPECT_EQ(MaxReplyBytes(Method::kReadVariables), uint64_t{1} << 30);
+  // A list of 1000 devices fits its limit.
+  GetDevicesReply many;
+  for (int i = 0; i < 1000; ++i) {
+    many.devices.push_back({"/job:worker/task:0/device:CPU:" + std::to_string(i), 1, 1, 1, 1, 1});
+  }
+  EXPECT_LT(Encode(many).size(), MaxReplyBytes(Method::kGetDevices));
+}
+
 TEST(MessagesTest, RegisterRequestsOutOfRangeAreRefused) {
   for (const RegisterRequest& bad : {
            RegisterRequest{4, 4, "h:1", {"cpu:0"}, ""},   // rank past the world

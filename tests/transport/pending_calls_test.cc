@@ -57,6 +57,28 @@ TEST(PendingCallsTest, OnlyTheConnectionAskedMayAnswer) {
   EXPECT_EQ(o.result->value(), "real");
 }
 
+TEST(PendingCallsTest, AReplyOverItsMethodsLimitEndsTheCallNamingIt) {
+  PendingCalls calls;
+  calls.SetReplyLimit(1, 8);
+  const int peer = 0;
+  Outcome small, big, other;
+  uint64_t a = calls.Add("/job:w/task:1", &peer, 1, kLong, small.Done());
+  uint64_t b = calls.Add("/job:w/task:1", &peer, 1, kLong, big.Done());
+  uint64_t c = calls.Add("/job:w/task:1", &peer, 2, kLong, other.Done());
+  EXPECT_EQ(calls.ReplyRoom(a, &peer), std::optional<uint64_t>(8));
+  EXPECT_EQ(calls.ReplyRoom(c, &peer), std::optional<uint64_t>(kMaxReplyBytes));
+  EXPECT_EQ(calls.ReplyRoom(a, nullptr), std::nullopt);  // not through that connection
+  EXPECT_TRUE(calls.End(a, std::string(8, 'x'), &peer));
+  EXPECT_TRUE(small.result->ok());
+  EXPECT_TRUE(calls.End(b, std::string(9, 'x'), &peer));
+  EXPECT_EQ(big.result->status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(MessageHas(big.result->status(),
+                         {"task /job:w/task:1", "(method 1)", "9 bytes", "over the 8"}))
+      << big.result->status().ToString();
+  EXPECT_TRUE(calls.EndOversized(c, uint64_t{1} << 31, &peer));  // a transport's early check
+  EXPECT_EQ(other.result->status().code(), StatusCode::kResourceExhausted);
+}
+
 TEST(PendingCallsTest, APassedDeadlineEndsTheCallNamingTaskRequestAndMethod) {
   PendingCalls calls;
   Outcome late, soon;

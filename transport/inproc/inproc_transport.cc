@@ -477,6 +477,9 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
 
   PendingCalls calls_;  // this task's calls, their deadlines checked by the event thread
   CallServer server_{"dflow inproc svc", [this] { return task(); }};
+
+ public:
+  PendingCalls& calls() { return calls_; }
 };
 
 Result<std::unique_ptr<InprocTransport>> InprocTransport::Create(TransportOptions options) {
@@ -514,6 +517,10 @@ TransportStats InprocTransport::stats() const { return impl_->Stats(); }
 void InprocTransport::SetCallHandler(CallHandler handler, std::vector<uint16_t> quick_methods) {
   impl_->SetCallHandler(std::move(handler), std::move(quick_methods));
 }
+void InprocTransport::SetReplyLimit(uint16_t method, uint64_t bytes) {
+  impl_->calls().SetReplyLimit(method, bytes);
+}
+
 void InprocTransport::CallAsync(const std::string& task, uint16_t method, std::string payload,
                                 std::chrono::milliseconds timeout, Reply done) {
   impl_->CallAsync(task, method, std::move(payload), timeout, std::move(done));

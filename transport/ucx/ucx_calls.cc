@@ -139,9 +139,14 @@ ucs_status_t UcxEngine::OnResponse(void* arg, const void* header, size_t header_
   if (peer == nullptr || !response.ok()) {
     return self->Drop("a malformed response or one from an unknown endpoint");
   }
-  // Only the task asked may answer.
-  if (!self->calls_.Awaits(response->call_id, peer)) {
+  // Only the task asked may answer, and with no more than a reply to its method may have.
+  const std::optional<uint64_t> room = self->calls_.ReplyRoom(response->call_id, peer);
+  if (!room) {
     return self->Drop(fmt::format("a response to request {} nobody waits for", response->call_id));
+  }
+  if (length > *room) {
+    self->calls_.EndOversized(response->call_id, length, peer);
+    return UCS_OK;  // its bytes are dropped, never taken in
   }
   CallResponse r = std::move(response).value();
   return self->TakePayload(data, length, param, [self, r, peer](Status s, std::string bytes) {

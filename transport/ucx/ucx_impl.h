@@ -182,6 +182,8 @@ class UcxEngine : public ProgressEngine, public StepHost {
   // Rendezvous::TakesDeviceMemory: the Recv of `key` is in this task, or in a task of this host
   // (its SameHost probe succeeded), which reads device memory by the handle a Send exports.
   bool TakesDeviceMemory(const RendezvousKey& key) override DFLOW_EXCLUDES(mu_);
+  // The calls this process waits on (for their reply limits).
+  PendingCalls& calls() { return calls_; }
   TransportStats stats() const {
     MutexLock lock(mu_);
     TransportStats s = stats_;

@@ -625,6 +625,9 @@ void UcxTransport::CallAsync(const std::string& task, uint16_t method, std::stri
                              std::chrono::milliseconds timeout, Reply done) {
   impl_->CallAsync(task, method, std::move(payload), timeout, std::move(done));
 }
+void UcxTransport::SetReplyLimit(uint16_t method, uint64_t bytes) {
+  impl_->calls().SetReplyLimit(method, bytes);
+}
 std::vector<std::string> UcxTransport::peers() const { return impl_->peers(); }
 TransportStats UcxTransport::stats() const { return impl_->stats(); }
 Result<std::unique_ptr<Rendezvous>> UcxTransport::Create(int64_t step_id) {

@@ -64,6 +64,7 @@ class UcxTransport final : public Transport {
   void SetCallHandler(CallHandler handler, std::vector<uint16_t> quick_methods = {}) override;
   void CallAsync(const std::string& task, uint16_t method, std::string payload,
                  std::chrono::milliseconds timeout, Reply done) override;
+  void SetReplyLimit(uint16_t method, uint64_t bytes) override;
 
   // The rendezvous of one step (RendezvousFactory). Thread-safe.
   Result<std::unique_ptr<Rendezvous>> Create(int64_t step_id) override;

@@ -549,6 +549,31 @@ TEST(UcxTransportTest, ATransportThatShutsDownSaysGoodbye) {
   EXPECT_TRUE(client->peers().empty());
 }
 
+// A reply over its method's limit never comes in: the call ends with ResourceExhausted naming
+// the task and the method (a worker cannot make its master take in a gigabyte for a list of
+// devices); other methods' replies are not limited by it.
+TEST(UcxTransportTest, AReplyOverItsMethodsLimitIsRefused) {
+  auto server = MakeTransport("/job:worker/task:0", true);
+  auto client = MakeTransport("/job:master/task:0", false);
+  ASSERT_TRUE(server && client);
+  server->SetCallHandler([](const Transport::CallInfo&, std::string, Transport::Reply reply) {
+    reply(std::string(2 << 20, 'r'));  // 2 MiB, by UCX's rendezvous protocol
+  });
+  client->SetReplyLimit(1, 1 << 20);
+  ASSERT_TRUE(client->Connect(server->listen_address()).ok());
+  auto refused = client->Call("/job:worker/task:0", 1, "", std::chrono::seconds(10));
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("task /job:worker/task:0 answered request"),
+            std::string::npos)
+      << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("(method 1) with 2097152 bytes, over the 1048576"),
+            std::string::npos)
+      << refused.status().ToString();
+  auto fine = client->Call("/job:worker/task:0", 2, "", std::chrono::seconds(10));
+  ASSERT_TRUE(fine.ok()) << fine.status().ToString();
+  EXPECT_EQ(fine->size(), size_t{2} << 20);
+}
+
 // The refusal (the caller's side is the transport conformance suite's) is logged where it
 // happened.
 TEST(UcxTransportTest, AWrongTokenIsLoggedByTheListener) {
