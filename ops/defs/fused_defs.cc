@@ -30,8 +30,11 @@ OpDef FusedDef(const OpRegistry& r, const std::string& name, const std::string& 
   const OpDef* b = r.Find(base);
   OpDef def = *b;
   def.name = name;
-  def.inputs.push_back({.name = "bias", .type_attr = "T", .allowed = {DType::kF32}});
-  for (auto& in : def.inputs) in.allowed = {DType::kF32};
+  // f32 on every device; f16 and bf16 on the GPU (cuBLASLt's and cuDNN's epilogues), whose
+  // kernels the half-precision tests build directly. The fusion rewrite fuses only f32 nodes.
+  const std::vector<DType> types = {DType::kF32, DType::kF16, DType::kBF16};
+  def.inputs.push_back({.name = "bias", .type_attr = "T", .allowed = types});
+  for (auto& in : def.inputs) in.allowed = types;
   def.attrs.push_back({"activation", AttrType::kString, std::string()});
   def.shape_fn = FusedShape(b->shape_fn, channel_axis);
   def.grad_fn = nullptr;  // fused nodes exist only in compiled plans
