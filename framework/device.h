@@ -13,6 +13,8 @@
 //                      concurrent runs).
 //   context()          handed to kernels (KernelContext::device_context).
 //   step_threads()     the persistent threads that run the device's partitions of a step.
+//   NewNodeTimer()     for profiling, a timer of nodes by the device's clock where the host's
+//                      is wrong (a GPU queues its kernels); null: the host's clock is right.
 #pragma once
 
 #include <memory>
@@ -20,6 +22,7 @@
 
 #include "framework/device_context.h"
 #include "framework/device_options.h"
+#include "framework/node_timer.h"
 #include "framework/step_threads.h"
 #include "framework/thread_pool.h"
 #include "framework/variable_store.h"
@@ -63,6 +66,9 @@ class Device {
   virtual void LeaveRun(int token) {}
   // Handed to kernels; null when the device has nothing to add.
   virtual DeviceContext* context() { return nullptr; }
+  // A timer of one run's nodes on the device's clock (framework/node_timer.h); null when the
+  // host's clock around Compute measures the node, as on the CPU.
+  virtual std::unique_ptr<NodeTimer> NewNodeTimer() { return nullptr; }
 
   VariableStore* variables() { return &variables_; }
   // Threads beyond the caller's for running independent nodes; null when there are none.

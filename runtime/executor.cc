@@ -41,6 +41,8 @@ struct ExecutionPlan::RunState {
   // Asynchronous nodes that finished, with their status: the run's own thread completes them.
   std::vector<std::pair<int, Status>> inbox DFLOW_GUARDED_BY(mu);
   const ExecutionPlan::RunOptions* options = nullptr;
+  // Profiling on a device that queues its work: times nodes by the device's clock.
+  std::unique_ptr<NodeTimer> timer;
 
   // Clears the outcome of the previous run. REQUIRES: no other thread can reach the state (it
   // is between runs, owned by AcquireState). Not analysed: nothing is locked, as nothing needs
@@ -302,6 +304,7 @@ Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>*
   }
   auto state = AcquireState();
   state->options = &options;
+  if (options.node_seconds != nullptr) state->timer = device_->NewNodeTimer();
   for (size_t i = 0; i < feeds.size(); ++i) state->values[feed_slots_[i]] = feeds[i];
   PrepareMemory(state.get(), feeds);
 
@@ -383,6 +386,11 @@ Status ExecutionPlan::Run(const std::vector<Tensor>& feeds, std::vector<Tensor>*
   {
     MutexLock lock(state->mu);
     status = state->status;
+  }
+  if (state->timer != nullptr) {
+    Status timed = state->timer->Collect(*options.node_seconds);
+    if (status.ok()) status = timed;
+    state->timer.reset();
   }
   // A partition that stopped only because its step was aborted elsewhere reports the step's
   // error, so no caller mistakes a cut-short run for a complete one.
@@ -469,10 +477,13 @@ void ExecutionPlan::Process(RunState* s, std::vector<int> local) const {
     Status st;
     if (s->options != nullptr &&
         (s->options->node_seconds != nullptr || s->options->node_spans != nullptr)) {
+      if (s->timer != nullptr) s->timer->Begin(n.graph_id);
       const int64_t start = TraceClockNs();
       st = RunNode(s, n);
       const int64_t end = TraceClockNs();
-      if (s->options->node_seconds != nullptr) {
+      if (s->timer != nullptr) {
+        s->timer->End(n.graph_id);
+      } else if (s->options->node_seconds != nullptr) {
         (*s->options->node_seconds)[n.graph_id] += static_cast<double>(end - start) * 1e-9;
       }
       if (s->options->node_spans != nullptr) {

@@ -60,7 +60,9 @@ class ExecutionPlan {
     // its own errors only.
     StepControl* control = nullptr;
     // Profiling: when set (sized to graph().num_nodes()), each node's compute seconds are added
-    // at its graph id. Asynchronous nodes (Recv) are not timed: their time is waiting.
+    // at its graph id: by the host's clock around Compute, or by the device's where it gives a
+    // node timer (a GPU: the time its kernels ran). Asynchronous nodes (Recv) are not timed:
+    // their time is waiting.
     std::vector<double>* node_seconds = nullptr;
     // Tracing: when set (sized to graph().num_nodes()), each node that ran gets its span at its
     // graph id; an asynchronous node's span runs from its start to its completion.

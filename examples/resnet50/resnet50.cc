@@ -6,11 +6,16 @@
 //
 //   resnet50 --devices gpu:0             # batch 128 on the GPU
 //   resnet50 --batch-size 8 --steps 3   # a short run on the CPU
+//   resnet50 --devices gpu:0 --profile 3 # then 3 profiled steps: time per op, by the device's
+//                                        # clock (a GPU's kernels, not their queueing)
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <random>
 
 #include "examples/resnet50/resnet.h"
@@ -34,6 +39,41 @@ void SyntheticBatch(int64_t n, int64_t classes, uint64_t seed, Tensor* images, T
   for (int64_t i = 0; i < n; ++i) labels->data<int32_t>()[i] = label(rng);
 }
 
+// The profile of `session`'s profiled steps: milliseconds per step by op and the nodes that
+// took longest. Nodes the compiler made (fused, or split across devices) that the user's graph
+// lacks are counted under their name's op "(compiled)".
+void PrintProfile(const Session& session, const Graph& graph, int top_nodes) {
+  MeasuredCosts costs = session.MeasuredNodeCosts();
+  for (const auto& [device_type, nodes] : costs.seconds) {
+    std::map<std::string, std::pair<double, int>> by_op;
+    std::vector<std::pair<double, std::string>> by_node;
+    double total = 0;
+    for (const auto& [name, seconds] : nodes) {
+      if (seconds <= 0) continue;  // in the plan's graph, not run by the profiled steps
+      auto id = graph.FindNode(name);
+      auto& [sum, count] = by_op[id ? graph.node(*id).op() : "(compiled)"];
+      sum += seconds;
+      ++count;
+      total += seconds;
+      by_node.emplace_back(seconds, name);
+    }
+    std::vector<std::pair<double, std::string>> ops;
+    for (const auto& [op, entry] : by_op) {
+      ops.emplace_back(entry.first, fmt::format("{} ({} nodes)", op, entry.second));
+    }
+    std::sort(ops.rbegin(), ops.rend());
+    std::sort(by_node.rbegin(), by_node.rend());
+    std::printf("profile on %s: %.2f ms of nodes per step\n", device_type.c_str(), total * 1e3);
+    for (const auto& [seconds, what] : ops) {
+      std::printf("  op %8.3f ms %5.1f%%  %s\n", seconds * 1e3, 100 * seconds / total,
+                  what.c_str());
+    }
+    for (size_t i = 0; i < by_node.size() && static_cast<int>(i) < top_nodes; ++i) {
+      std::printf("  node %8.3f ms  %s\n", by_node[i].first * 1e3, by_node[i].second.c_str());
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -41,7 +81,7 @@ int main(int argc, char** argv) {
   tools::Configure(app, "resnet50");
   examples::ResNetConfig config;
   int64_t batch = 128;
-  int steps = 10, warmup = 1, threads = 0;
+  int steps = 10, warmup = 1, threads = 0, profile = 0;
   double lr = 0.002, momentum = 0.9;
   bool check_learns = false;
   std::string devices = "cpu:0", save;
@@ -58,6 +98,10 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(tools::AtLeast(0));
   app.add_option("--devices", devices,
                  "The device every node runs on, as dflow-run takes it: cpu:0, gpu:0, ...");
+  app.add_option("--profile", profile,
+                 "After the timed steps, N more with every node timed; prints time per op and "
+                 "the slowest nodes")
+      ->check(tools::AtLeast(0));
   app.add_flag("--check-learns", check_learns,
                "Exit with status 1 unless the last step's loss is below the first's");
   app.add_option("--save", save,
@@ -143,6 +187,13 @@ int main(int argc, char** argv) {
   std::sort(step_ms.begin(), step_ms.end());
   const double median = step_ms[step_ms.size() / 2];
   std::printf("median step %.1f ms, %.1f images/s\n", median, batch * 1000.0 / median);
+  if (profile > 0) {
+    for (int i = 0; i < profile; ++i) {
+      auto out = (*session)->Run(feeds, {loss.name()}, {"train"}, {.profile = true});
+      if (!out.ok()) return Fail(out.status());
+    }
+    PrintProfile(**session, root.graph(), 25);
+  }
   if (check_learns && !(last_loss < first_loss)) {
     std::fprintf(stderr, "error: the loss did not fall: %.4f at the first step, %.4f at the last\n",
                  first_loss, last_loss);

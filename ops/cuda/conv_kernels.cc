@@ -4,15 +4,19 @@
 // kernel, with the workspace it needs; the search may use up to 256 MiB of workspace, less when
 // the device's memory limit leaves less. f32 computes in f32 unless DFLOW_ALLOW_TF32=1 allows
 // TF32 tensor cores (PyTorch's default for convolutions). cuDNN pads symmetrically; other pads
-// run on a zero-padded copy of the input (or crop a padded input gradient).
+// run on a zero-padded copy of the input (or crop a padded input gradient). DFLOW_CUDNN_LOG=1
+// prints every search's measurements to stderr.
 #include "ops/common/conv_kernels.h"
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string_view>
 
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cudnn_util.h"
@@ -24,6 +28,15 @@ namespace {
 using Pass = ConvPass;
 
 constexpr size_t kMaxSearchWorkspace = size_t{256} << 20;
+
+// DFLOW_CUDNN_LOG=1: every algorithm search prints what cuDNN measured to stderr.
+bool LogSearches() {
+  static const bool log = [] {
+    const char* v = std::getenv("DFLOW_CUDNN_LOG");
+    return v != nullptr && *v != '\0' && std::string_view(v) != "0";
+  }();
+  return log;
+}
 
 // An algorithm of one pass and the workspace it takes.
 struct Choice {
@@ -212,6 +225,23 @@ class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
     int found = 0;
     Choice choice;
     auto pick = [&](const auto* results) -> Status {
+      if (LogSearches()) {
+        const char* pass = kPass == Pass::kForward        ? "forward"
+                           : kPass == Pass::kBackwardData ? "input-gradient"
+                                                          : "filter-gradient";
+        for (int i = 0; i < found; ++i) {
+          std::fprintf(stderr,
+                       "dflow cudnn %s x[%lld,%lld,%lld,%lld] w[%lld,%lld,%lld,%lld] stride %lld: "
+                       "algo %d %.3f ms %zu bytes %s%s\n",
+                       pass, static_cast<long long>(g.n), static_cast<long long>(g.c),
+                       static_cast<long long>(g.h), static_cast<long long>(g.w),
+                       static_cast<long long>(g.o), static_cast<long long>(g.cg()),
+                       static_cast<long long>(g.kh), static_cast<long long>(g.kw),
+                       static_cast<long long>(g.sh), static_cast<int>(results[i].algo),
+                       results[i].time, results[i].memory, cudnnGetErrorString(results[i].status),
+                       i == 0 ? " (first)" : "");
+        }
+      }
       for (int i = 0; i < found; ++i) {
         if (results[i].status == CUDNN_STATUS_SUCCESS) {
           choice = {static_cast<int>(results[i].algo), results[i].memory};

@@ -10,6 +10,7 @@
 #include "framework/peer_device_memory.h"
 #include "ops/cuda/cuda_call.h"
 #include "ops/cuda/cuda_ipc.h"
+#include "ops/cuda/cuda_node_timer.h"
 
 namespace dflow {
 
@@ -509,6 +510,10 @@ Status CudaDevice::CopyOnDevice(const Tensor& src, Tensor& dst) {
                      canonical_name());
   }
   return Status::OK();
+}
+
+std::unique_ptr<NodeTimer> CudaDevice::NewNodeTimer() {
+  return cuda::NewCudaNodeTimer(ordinal_, stream_, canonical_name());
 }
 
 Status CudaDevice::Synchronize() {

@@ -113,6 +113,8 @@ class CudaDevice final : public Device {
   // The GPU's ordinal and compute stream, for kernels (ops/cuda/cuda_context.h), and the
   // device's copies for the kernels every device shares (ops/common/).
   DeviceContext* context() override { return context_.get(); }
+  // Times nodes by events on the compute stream (ops/cuda/cuda_node_timer.h).
+  std::unique_ptr<NodeTimer> NewNodeTimer() override;
   // Queues a copy of `src` into `dst` (both on this GPU, the same size) on the compute stream.
   Status CopyOnDevice(const Tensor& src, Tensor& dst);
 

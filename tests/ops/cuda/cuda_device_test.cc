@@ -192,6 +192,37 @@ TEST_F(CudaGpuTest, APartitionedRunAcrossCpuAndGpusMatchesTheCpu) {
   }
 }
 
+// Profiling on a GPU times a node by its kernels, not by the microseconds of queueing them: a
+// 4096^3 product (137 GFLOP) takes over 1 ms at any f32 rate up to 137 TFLOP/s (an H100's or
+// H200's is about 67), while its Compute returns as soon as cuBLASLt has queued it.
+TEST_F(CudaGpuTest, ProfilingTimesAGpuNodeByItsKernelsNotByItsQueueing) {
+  constexpr int64_t n = 4096;
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Const(root.WithOpName("a"), testing::RandomFloats(n * n, 1, -1, 1), Shape{n, n});
+  auto b = ops::Const(root.WithOpName("b"), testing::RandomFloats(n * n, 2, -1, 1), Shape{n, n});
+  auto mm = ops::MatMul(root.WithOpName("mm").WithDevice("gpu:0"), a, b);
+  ops::Neg(root.WithOpName("y").WithDevice("gpu:0"), mm);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  SessionOptions options;
+  options.devices = {"cpu:0", "gpu:0"};
+  auto session = LocalSession::Create(root, options);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  for (int rep = 0; rep < 3; ++rep) {
+    auto got = (*session)->Run({}, {"y"}, {}, {.profile = true});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+  }
+  MeasuredCosts costs = (*session)->MeasuredNodeCosts();
+  ASSERT_TRUE(costs.seconds.count("GPU"));
+  ASSERT_TRUE(costs.seconds["GPU"].count("mm"));
+  ASSERT_TRUE(costs.seconds["GPU"].count("y"));
+  const double mm_s = costs.seconds["GPU"]["mm"], neg_s = costs.seconds["GPU"]["y"];
+  EXPECT_GT(mm_s, 1e-3);
+  EXPECT_LT(mm_s, 1.0);
+  // Neg reads and writes 128 MiB: far less than the product, yet more than nothing.
+  EXPECT_GT(neg_s, 1e-6);
+  EXPECT_LT(neg_s, mm_s);
+}
+
 TEST(CudaCalibrationTest, AGpuThatIsNotThereIsNotFoundNamingIt) {
   const int n = CudaDeviceCount();
   auto c = CalibrateCuda(n + 1);
