@@ -1,11 +1,11 @@
 // GPU kernels of Conv2D, _FusedConv2D (bias and ReLU after the convolution) and Conv2D's two
 // gradients on cuDNN, NCHW / OIHW, f32 and f64. The algorithm of each pass is measured once per
 // geometry (cudnnFind*AlgorithmEx on the step's own tensors, in stream order) and kept by the
-// kernel, with the workspace it needs; the search may use up to 256 MiB of workspace, less when
-// the device's memory limit leaves less. f32 computes in f32 unless DFLOW_ALLOW_TF32=1 allows
-// TF32 tensor cores (PyTorch's default for convolutions). cuDNN pads symmetrically; other pads
-// run on a zero-padded copy of the input (or crop a padded input gradient). DFLOW_CUDNN_LOG=1
-// prints every search's measurements to stderr.
+// kernel, with the workspace it needs; the search may use up to 1 GiB of workspace
+// (DFLOW_CUDNN_SEARCH_MIB), less when the device's memory limit leaves less. f32 computes in f32
+// unless DFLOW_ALLOW_TF32=1 allows TF32 tensor cores (PyTorch's default for convolutions). cuDNN
+// pads symmetrically; other pads run on a zero-padded copy of the input (or crop a padded input
+// gradient). DFLOW_CUDNN_LOG=1 prints every search's measurements to stderr.
 #include "ops/common/conv_kernels.h"
 
 #include <cuda_runtime_api.h>
@@ -27,7 +27,21 @@ namespace {
 
 using Pass = ConvPass;
 
-constexpr size_t kMaxSearchWorkspace = size_t{256} << 20;
+// The most workspace an algorithm search offers cuDNN: 1 GiB, or DFLOW_CUDNN_SEARCH_MIB. On the
+// H200, ResNet-50's FFT algorithms at batch 128 asked 272 MiB to 2.9 GiB; with 256 MiB, cuDNN
+// could not measure them.
+size_t MaxSearchWorkspace() {
+  static const size_t bytes = [] {
+    const char* v = std::getenv("DFLOW_CUDNN_SEARCH_MIB");
+    char* end = nullptr;
+    const unsigned long long mib = v != nullptr ? std::strtoull(v, &end, 10) : 0;
+    if (v == nullptr || end == v || *end != '\0' || mib == 0 || mib > (size_t{1} << 20)) {
+      return size_t{1} << 30;
+    }
+    return static_cast<size_t>(mib) << 20;
+  }();
+  return bytes;
+}
 
 // DFLOW_CUDNN_LOG=1: every algorithm search prints what cuDNN measured to stderr.
 bool LogSearches() {
@@ -212,7 +226,7 @@ class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
     }
     // The largest search workspace the device's allocator grants, up to the cap.
     Tensor workspace;
-    size_t bytes = kMaxSearchWorkspace;
+    size_t bytes = MaxSearchWorkspace();
     for (; bytes >= (size_t{1} << 20); bytes /= 4) {
       auto t = ctx.AllocateTemp(bytes);
       if (t.ok()) {

@@ -1,5 +1,6 @@
-// Element-wise GPU kernels: grid-stride loops, one thread per output element, broadcasting by
-// per-dimension strides (ops/cuda/launch.h).
+// Element-wise GPU kernels: same-shaped operands as maps of 16-byte accesses (ops/cuda/map.cuh);
+// broadcasting in grid-stride loops, one thread per output element, by per-dimension strides
+// (ops/cuda/launch.h).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 
 #include "ops/cuda/grid.cuh"
 #include "ops/cuda/launch.h"
+#include "ops/cuda/map.cuh"
 
 namespace dflow::cuda {
 namespace {
@@ -33,10 +35,14 @@ __device__ __forceinline__ T Apply(T a, T b) {
   return a;  // not reached
 }
 
-template <BinaryOp kOp, typename T>
-__global__ void BinarySame(const T* a, const T* b, T* out, int64_t n) {
-  DFLOW_GRID_LOOP(i, n) { out[i] = Apply<kOp>(a[i], b[i]); }
-}
+// Same-shaped operands: a map (ops/cuda/map.cuh).
+template <BinaryOp kOp>
+struct BinaryFn {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return Apply<kOp>(a, b);
+  }
+};
 
 // Index type I: 32-bit division where the output has fewer than 2^31 elements (the common
 // case; 64-bit division costs several times more per dimension and element).
@@ -62,7 +68,7 @@ int Launch(const void* a, const void* b, void* out, int64_t n, const BroadcastIn
   const T* pb = static_cast<const T*>(b);
   T* po = static_cast<T*>(out);
   if (index == nullptr) {
-    BinarySame<kOp, T><<<Blocks(n), kThreads, 0, stream>>>(pa, pb, po, n);
+    return LaunchMap(BinaryFn<kOp>{}, po, n, stream, pa, pb);
   } else {
     if (n <= INT32_MAX) {
       BinaryBroadcast<kOp, T, uint32_t><<<Blocks(n), kThreads, 0, stream>>>(pa, pb, po, n, *index);

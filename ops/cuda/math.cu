@@ -1,6 +1,7 @@
 // Element-wise GPU kernels beyond the arithmetic of elementwise.cu: the unary math ops and the
 // activation gradients, comparisons (bool outputs), Select, the zero-divisor count of integer
-// Div and one-byte fills. Grid-stride loops, one thread per output element; broadcasting by the
+// Div and one-byte fills. The unary ops and activation gradients are maps of 16-byte accesses
+// (map.cuh); the rest grid-stride loops, one thread per output element; broadcasting by the
 // strides of launch.h, with 32-bit index arithmetic where the output allows it.
 #include <cuda_runtime.h>
 
@@ -11,6 +12,7 @@
 #include "ops/cuda/dispatch.cuh"
 #include "ops/cuda/grid.cuh"
 #include "ops/cuda/launch.h"
+#include "ops/cuda/map.cuh"
 
 namespace dflow::cuda {
 namespace {
@@ -61,43 +63,46 @@ __device__ __forceinline__ T ApplyUnary(T x, double alpha) {
   return x;  // not reached: every op returns above
 }
 
-template <UnaryOp kOp, typename T>
-__global__ void Unary(const T* x, T* y, int64_t n, double alpha) {
-  DFLOW_GRID_LOOP(i, n) { y[i] = ApplyUnary<kOp>(x[i], alpha); }
-}
+template <UnaryOp kOp>
+struct UnaryFn {
+  double alpha;
+  template <typename T>
+  __device__ __forceinline__ T operator()(T x) const {
+    return ApplyUnary<kOp>(x, alpha);
+  }
+};
 
 template <UnaryOp kOp>
 int LaunchUnaryOp(ElemType type, const void* x, void* y, int64_t n, double alpha, cudaStream_t s) {
   return Dispatch(type, [&]<typename T>() {
-    Unary<kOp, T>
-        <<<Blocks(n), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), n, alpha);
-    return LastError();
+    return LaunchMap(UnaryFn<kOp>{alpha}, static_cast<T*>(y), n, s, static_cast<const T*>(x));
   });
 }
 
-template <GradOp kOp, typename T>
-__global__ void ActivationGrad(const T* g, const T* x, T* out, int64_t n, double alpha) {
-  DFLOW_GRID_LOOP(i, n) {
+template <GradOp kOp>
+struct GradFn {
+  double alpha;
+  template <typename T>
+  __device__ __forceinline__ T operator()(T g, T x) const {
     if constexpr (kOp == GradOp::kRelu) {
-      out[i] = x[i] > T(0) ? g[i] : T(0);
+      return x > T(0) ? g : T(0);
     } else if constexpr (kOp == GradOp::kLeakyRelu) {
-      out[i] = x[i] > T(0) ? g[i] : static_cast<T>(alpha * static_cast<double>(g[i]));
+      return x > T(0) ? g : static_cast<T>(alpha * static_cast<double>(g));
     } else {  // Gelu: g * (cdf(x) + x * pdf(x)), in double as on the CPU
-      const double v = static_cast<double>(x[i]);
+      const double v = static_cast<double>(x);
       const double cdf = 0.5 * (1 + erf(v * kSqrtHalf));
       const double pdf = kInvSqrt2Pi * exp(-0.5 * v * v);
-      out[i] = static_cast<T>(static_cast<double>(g[i]) * (cdf + v * pdf));
+      return static_cast<T>(static_cast<double>(g) * (cdf + v * pdf));
     }
   }
-}
+};
 
 template <GradOp kOp>
 int LaunchGradOp(ElemType type, const void* g, const void* x, void* out, int64_t n, double alpha,
                  cudaStream_t s) {
   return Dispatch(type, [&]<typename T>() {
-    ActivationGrad<kOp, T><<<Blocks(n), kThreads, 0, s>>>(
-        static_cast<const T*>(g), static_cast<const T*>(x), static_cast<T*>(out), n, alpha);
-    return LastError();
+    return LaunchMap(GradFn<kOp>{alpha}, static_cast<T*>(out), n, s, static_cast<const T*>(g),
+                     static_cast<const T*>(x));
   });
 }
 
