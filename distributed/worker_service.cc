@@ -50,9 +50,7 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Create(transport::Transpor
 WorkerService::WorkerService(transport::Transport* transport, WorkerOptions options)
     : transport_(transport),
       options_(std::move(options)),
-      steps_(std::make_unique<ThreadPool>(options_.max_concurrent_steps, [] {
-        pthread_setname_np(pthread_self(), "dflow step");
-      })) {}
+      steps_(std::make_unique<StepThreads>("dflow step")) {}
 
 WorkerService::~WorkerService() {
   transport_->SetCallHandler(nullptr);
@@ -110,9 +108,20 @@ void WorkerService::Handle(const transport::Transport::CallInfo& call, std::stri
       reply(Compile(call.from_task, payload));
       return;
     case Method::kRunStep:
-      // On the step pool: a step waits for other tasks, and requests keep being answered.
-      steps_->Schedule([this, payload = std::move(payload), reply = std::move(reply)] {
+      // On a step thread of its own: a step waits for other tasks, and requests keep being
+      // answered.
+      if (started_steps_.fetch_add(1, std::memory_order_acq_rel) >= options_.max_concurrent_steps) {
+        started_steps_.fetch_sub(1, std::memory_order_acq_rel);
+        reply(ResourceExhausted(
+            "worker {} runs {} step{} at once, its limit (--max-concurrent-steps); this one is "
+            "refused rather than queued behind them",
+            transport_->task(), options_.max_concurrent_steps,
+            options_.max_concurrent_steps == 1 ? "" : "s"));
+        return;
+      }
+      steps_->Run([this, payload = std::move(payload), reply = std::move(reply)] {
         reply(RunStep(payload));
+        started_steps_.fetch_sub(1, std::memory_order_acq_rel);
       });
       return;
     case Method::kRelease:

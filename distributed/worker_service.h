@@ -18,6 +18,7 @@
 // Steps run on a pool of their own, so requests keep being answered while steps run.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -28,7 +29,7 @@
 
 #include "distributed/messages.h"
 #include "framework/device.h"
-#include "framework/thread_pool.h"
+#include "framework/step_threads.h"
 #include "graph/mutex.h"
 #include "runtime/partitioned_plan.h"
 #include "transport/transport.h"
@@ -45,8 +46,12 @@ struct WorkerOptions {
   // Measure this machine's CPU (runtime/calibration.h) for the figures the worker registers,
   // as a local session does; false: the cost model's fixed defaults (reproducible placements).
   bool calibrate = true;
-  // Steps that may run at once.
-  int max_concurrent_steps = 4;
+  // Steps that may run at once. Each runs on a thread of its own from the moment it arrives,
+  // never queued behind running ones (a queued step's partition could be what a running step
+  // of another task waits for: with asynchronous parameter servers, each server running a
+  // different half of the steps deadlocked them all); a step past the limit is refused with
+  // ResourceExhausted. Threads started stay for later steps.
+  int max_concurrent_steps = 64;
   // When no master has been connected for this long, the worker drops its compiled signatures
   // and its devices with their variables (a new master starts afresh). 0: never.
   std::chrono::milliseconds release_after{std::chrono::minutes(5)};
@@ -101,7 +106,8 @@ class WorkerService {
   bool stopping_ DFLOW_GUARDED_BY(mu_) = false;
   CondVar stop_cv_;
   std::thread watcher_;
-  std::unique_ptr<ThreadPool> steps_;  // last: destroyed first, while the rest still exists
+  std::atomic<int> started_steps_{0};   // RunSteps handed to steps_ and not yet answered
+  std::unique_ptr<StepThreads> steps_;  // last: destroyed first, while the rest still exists
 };
 
 }  // namespace dflow::distributed

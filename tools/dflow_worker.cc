@@ -2,6 +2,7 @@
 //
 //   dflow-worker --listen 127.0.0.1:7001 --devices cpu:0,cpu:1 --token-file FILE
 //                [--memory-limit SIZE] [--threads N] [--release-after SECONDS] [--fixed-costs]
+//                [--max-concurrent-steps N]
 //   dflow-worker --master HOST[:PORT]|auto --token-file FILE [--rank N] ...
 //
 // Port 0 picks a free port; under a launcher (mpirun, srun, PMIx, torchrun-style variables) the
@@ -10,7 +11,8 @@
 // status 0). The first master to connect names it (/job:worker/task:N). When no master has been
 // connected for --release-after seconds (default 300; 0: never), it drops its compiled graphs
 // and variables. It measures its CPU when a master first asks for its devices and registers
-// those figures (--fixed-costs: the cost model's defaults instead).
+// those figures (--fixed-costs: the cost model's defaults instead). Each step starts at once on
+// a thread of its own; past --max-concurrent-steps (default 64) one is refused.
 //
 // With a master (--master, or MASTER_ADDR set) it joins the master's rendezvous
 // (distributed/rendezvous.h) with its rank (--rank, else its launcher's), world size and devices,
@@ -57,6 +59,7 @@ int main(int argc, char** argv) {
   std::string token_file;
   std::string memory_limit;
   double release_after = 300;
+  int max_concurrent_steps = 64;
   int threads = 0;
   bool fixed_costs = false;
   std::string master;
@@ -92,6 +95,9 @@ int main(int argc, char** argv) {
   app.add_option("--release-after", release_after,
                  "seconds without a master before dropping graphs and variables (0: never)")
       ->check(dflow::tools::NonNegative());
+  app.add_option("--max-concurrent-steps", max_concurrent_steps,
+                 "steps this worker runs at once; one more is refused (default 64)")
+      ->check(dflow::tools::AtLeast(1));
   app.add_flag("--fixed-costs", fixed_costs,
                "register the cost model's fixed device figures instead of measuring this "
                "machine's CPU (the same placement on every run)");
@@ -162,6 +168,7 @@ int main(int argc, char** argv) {
   options.devices = *device_list;
   options.threads = threads;
   options.calibrate = !fixed_costs;
+  options.max_concurrent_steps = max_concurrent_steps;
   options.release_after = std::chrono::milliseconds(static_cast<int64_t>(release_after * 1000));
   if (!memory_limit.empty()) {
     auto bytes = dflow::tools::ParseByteSize(memory_limit);

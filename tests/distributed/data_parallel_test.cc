@@ -1,10 +1,14 @@
 // Data parallelism across dflow-worker processes: the all-reduce's nodes, replicas and a
 // parameter server task against the single replica trained in this process.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <mutex>
 #include <random>
+#include <set>
+#include <thread>
 
 #include "distributed/distributed_session.h"
 #include "distributed/test_mlp.h"
@@ -19,6 +23,7 @@ namespace {
 
 using test_mlp::Mlp;
 using test_mlp::MlpBatch;
+using testing::MessageHas;
 
 // The ring all-reduce's nodes across worker processes (one of them with two devices): every
 // replica's sum against a plain loop, on integer values (exact in any order), for sizes below
@@ -146,6 +151,104 @@ TEST(DataParallelTest, ReplicasWithAParameterServerTaskFollowTheSingleReplica) {
   ASSERT_TRUE(w.has_value());
   EXPECT_EQ((*dist)->device_set().device(placed.device_of[*w]).name.ToString(),
             "/job:ps/task:0/device:CPU:0");
+}
+
+// What 8 threads running 3 asynchronous steps each (4 threads per replica) over 2 parameter
+// servers and 2 workers saw: the steps that ended, with finite losses, and every failure.
+struct ConcurrentSteps {
+  int ended = 0;
+  std::vector<Status> failures;
+};
+
+// The MLP replicated on two workers with its variables on two servers, asynchronously; every
+// task started with `flags`.
+ConcurrentSteps RunEightAsyncStepsAtOnce(const std::vector<std::string>& flags) {
+  ConcurrentSteps result;
+  WorkerProcess w0("cpu:0", kToken, "300", flags), w1("cpu:0", kToken, "300", flags),
+      ps0("cpu:0", kToken, "300", flags), ps1("cpu:0", kToken, "300", flags);
+  EXPECT_FALSE(w0.address().empty() || w1.address().empty() || ps0.address().empty() ||
+               ps1.address().empty());
+  Mlp model("", "");
+  ops::ReplicateOptions options;
+  options.devices = {"/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"};
+  options.parameter_servers = {"/job:ps/task:0/device:CPU:0", "/job:ps/task:1/device:CPU:0"};
+  options.mode = ops::ReplicateOptions::Mode::kAsync;
+  options.averaged = {model.loss.node_name()};
+  auto replicated = ops::Replicate(model.root.graph(), options);
+  EXPECT_TRUE(replicated.ok()) << replicated.status().ToString();
+  if (!replicated.ok()) return result;
+  DistributedOptions cluster = Cluster({&w0, &w1});
+  cluster.cluster.jobs["ps"] = {ps0.address(), ps1.address()};
+  auto dist = DistributedSession::Create(*replicated->graph, {}, cluster);
+  EXPECT_TRUE(dist.ok()) << dist.status().ToString();
+  if (!dist.ok()) return result;
+  EXPECT_TRUE((*dist)->Run({}, {}, model.init).ok());
+  // Both servers hold variables, so every step spans all four tasks.
+  std::set<std::string> servers;
+  const PlacementReport& placed = (*dist)->placement();
+  for (const auto& w : model.weights) {
+    auto id = (*dist)->graph().FindNode(w.node_name());
+    if (!id.has_value()) continue;
+    servers.insert((*dist)->device_set().device(placed.device_of[*id]).name.ToString());
+  }
+  EXPECT_EQ(servers.size(), 2u);
+
+  constexpr int kThreads = 8, kSteps = 3;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const int r = t % 2;
+      for (int s = 0; s < kSteps; ++s) {
+        Session::Feeds feeds;
+        for (auto& [name, value] : MlpBatch(t * kSteps + s)) {
+          feeds.emplace_back(ops::ReplicaName(name, r), value);
+        }
+        Session::RunOptions run;
+        run.timeout = std::chrono::seconds(60);
+        auto got = (*dist)->Run(feeds, {ops::ReplicaName(model.loss.name(), r)},
+                                {ops::ReplicaName(model.step.name(), r)}, run);
+        std::lock_guard<std::mutex> lock(mu);
+        if (!got.ok()) {
+          result.failures.push_back(got.status());
+        } else if (!std::isfinite((*got)[0].data<float>()[0])) {
+          result.failures.push_back(Internal("thread {} step {}: loss not finite", t, s));
+        } else {
+          ++result.ended;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  return result;
+}
+
+// Asynchronous parameter servers with more steps at once than a task had step threads: every
+// partition of a step waits on the others (a worker's on both servers' variables, a server's on
+// the worker's gradient), so tasks that queued steps behind running ones could leave each server
+// running a different half, each waiting for the other's: none would end. (Measured with one
+// step thread per task, as workers queued steps before: one run in four hit its 15 s deadline.)
+// Every step must end, with a finite loss.
+TEST(DataParallelTest, EightConcurrentAsyncStepsOverTwoServersAndTwoWorkersAllEnd) {
+  ConcurrentSteps got = RunEightAsyncStepsAtOnce({"--max-concurrent-steps", "8"});
+  std::vector<std::string> failures;
+  for (const Status& s : got.failures) failures.push_back(s.ToString());
+  EXPECT_TRUE(failures.empty()) << fmt::format("{}", fmt::join(failures, "\n"));
+  EXPECT_EQ(got.ended, 24);
+}
+
+// Past --max-concurrent-steps a task refuses a step at once, naming itself and the flag, and the
+// others go on.
+TEST(DataParallelTest, AStepPastATasksLimitIsRefusedNamingTheTaskAndTheFlag) {
+  ConcurrentSteps got = RunEightAsyncStepsAtOnce({"--max-concurrent-steps", "1"});
+  ASSERT_FALSE(got.failures.empty()) << "8 steps at once never met a task's limit of 1";
+  for (const Status& s : got.failures) {
+    EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+    EXPECT_TRUE(MessageHas(s, {"runs 1 step at once", "--max-concurrent-steps", "/job:"}))
+        << s.ToString();
+  }
+  EXPECT_GT(got.ended, 0);
+  EXPECT_EQ(got.ended + static_cast<int>(got.failures.size()), 24);
 }
 
 }  // namespace

@@ -32,14 +32,16 @@ inline std::string WorkerBinary() {
 class WorkerProcess {
  public:
   explicit WorkerProcess(const std::string& devices, const std::string& token = kToken,
-                         const std::string& release_after = "300") {
+                         const std::string& release_after = "300",
+                         const std::vector<std::string>& more_flags = {}) {
     auto token_file = WriteTokenFile(::testing::TempDir(), token);
     EXPECT_TRUE(token_file.ok()) << token_file.status().ToString();
     if (!token_file.ok()) return;
-    auto w = LocalWorker::Start(WorkerBinary(),
-                                // One thread each: the tests run beside others on two cores.
-                                {"--devices", devices, "--token-file", *token_file,
-                                 "--release-after", release_after, "--threads", "1"});
+    // One thread each: the tests run beside others on two cores.
+    std::vector<std::string> flags = {"--devices",       devices,       "--token-file", *token_file,
+                                      "--release-after", release_after, "--threads",    "1"};
+    flags.insert(flags.end(), more_flags.begin(), more_flags.end());
+    auto w = LocalWorker::Start(WorkerBinary(), flags);
     EXPECT_TRUE(w.ok()) << w.status().ToString();
     if (w.ok()) worker_ = std::move(w).value();
   }
