@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <random>
 
 #include "distributed/messages.h"
@@ -25,6 +26,9 @@ constexpr char kMasterTask[] = "/job:master/task:0";
 constexpr auto kStepGrace = std::chrono::seconds(5);
 // A step run without a timeout still ends on the workers after this.
 constexpr auto kDefaultStepTimeout = std::chrono::minutes(30);
+// A ReadVariables reply's room beyond its chunk: a variable's slice of at least one element
+// (when the chunk is smaller) and the message's own framing.
+constexpr uint64_t kChunkSlackBytes = 64 << 10;
 
 // The task's own error, with the task named once.
 Status InTask(const std::string& task, const Status& s) {
@@ -54,6 +58,10 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
     return InvalidArgument("the cluster spec names a job 'master', which is the session's own");
   }
 
+  if (cluster.checkpoint_chunk_bytes < 1) {
+    return InvalidArgument("checkpoint_chunk_bytes is {}; it must be at least 1",
+                           cluster.checkpoint_chunk_bytes);
+  }
   transport::TransportOptions t;
   t.task = kMasterTask;
   t.token = cluster.token;
@@ -63,6 +71,10 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
   ASSIGN_OR_RETURN(s->transport_,
                    transport::TransportRegistry::Global().Create(cluster.transport, std::move(t)));
   SetReplyLimits(*s->transport_);
+  // A ReadVariables reply holds about one chunk (PlanChunks).
+  s->transport_->SetReplyLimit(
+      static_cast<uint16_t>(Method::kReadVariables),
+      static_cast<uint64_t>(cluster.checkpoint_chunk_bytes) + kChunkSlackBytes);
   for (const auto& task : s->tasks_) {
     auto named = s->transport_->Connect(task.address, task.name);
     if (!named.ok()) return InTask(task.name, named.status());
@@ -341,17 +353,100 @@ Status DistributedSession::SaveCheckpoint(const std::string& path) {
   return serialization::SaveCheckpoint(*values, path);
 }
 
+namespace {
+
+// A task's variables in requests whose messages hold about `chunk` bytes at most: whole
+// variables together, a larger one in slices (runs of its elements, at least one a slice).
+struct ChunkPlan {
+  std::vector<std::vector<VariableRef>> requests;
+};
+
+// What a variable adds to a message beside its values: its names and the tensor's header.
+int64_t RefOverhead(const VariableRef& v) {
+  return 256 + static_cast<int64_t>(v.name.size() + v.device.size());
+}
+
+// `bytes_of` gives a variable's element size and element count (count -1: not known, sent
+// whole as if a chunk).
+template <typename F>
+ChunkPlan PlanChunks(const std::vector<VariableRef>& refs, int64_t chunk, F bytes_of) {
+  ChunkPlan plan;
+  int64_t in_request = chunk;  // none open yet
+  auto add = [&](VariableRef ref, int64_t bytes) {
+    bytes += RefOverhead(ref);
+    if (plan.requests.empty() || in_request + bytes > chunk) {
+      plan.requests.emplace_back();
+      in_request = 0;
+    }
+    plan.requests.back().push_back(std::move(ref));
+    in_request += bytes;
+  };
+  for (const VariableRef& v : refs) {
+    auto [size, count] = bytes_of(v);
+    if (count < 0 || size * count + RefOverhead(v) <= chunk) {
+      add(v, count < 0 ? chunk : size * count);
+      continue;
+    }
+    const int64_t per_slice = std::max<int64_t>(1, (chunk - RefOverhead(v)) / size);
+    for (int64_t offset = 0; offset < count; offset += per_slice) {
+      VariableRef slice = v;
+      slice.offset = offset;
+      slice.count = std::min(per_slice, count - offset);
+      const int64_t bytes = slice.count * size;
+      add(std::move(slice), bytes);
+    }
+  }
+  return plan;
+}
+
+}  // namespace
+
 Result<std::map<std::string, Tensor>> DistributedSession::SnapshotVariables() {
   std::map<std::string, Tensor> values;
+  const int64_t chunk = std::max<int64_t>(1, cluster_.checkpoint_chunk_bytes);
   for (auto& [task, request] : VariablesByTask()) {
-    auto reply = transport_->Call(task, static_cast<uint16_t>(Method::kReadVariables),
-                                  Encode(request), cluster_.request_timeout);
-    if (!reply.ok()) return InTask(task, reply.status());
-    // Decoded from the reply: copies no later step changes.
-    auto part = DecodeVariableValues(*reply, "ReadVariables reply");
-    if (!part.ok()) return InTask(task, part.status());
-    for (size_t i = 0; i < part->variables.size(); ++i) {
-      values.emplace(part->variables[i].name, std::move(part->values[i]));
+    ChunkPlan plan = PlanChunks(request.variables, chunk, [&](const VariableRef& v) {
+      const Node& node = graph_.node(*graph_.FindNode(v.name));
+      return std::pair<int64_t, int64_t>{DTypeSize(node.output_dtype(0)),
+                                         node.output_shape(0).num_elements()};
+    });
+    std::map<std::string, Tensor> assembling;  // sliced variables, by name
+    for (auto& refs : plan.requests) {
+      auto reply = transport_->Call(task, static_cast<uint16_t>(Method::kReadVariables),
+                                    Encode(VariablesRequest{refs}), cluster_.request_timeout);
+      if (!reply.ok()) return InTask(task, reply.status());
+      // Decoded from the reply: copies no later step changes.
+      auto part = DecodeVariableValues(*reply, "ReadVariables reply");
+      if (!part.ok()) return InTask(task, part.status());
+      if (part->values.size() != refs.size()) {
+        return InTask(task, Internal("ReadVariables reply: {} values for {} variables",
+                                     part->values.size(), refs.size()));
+      }
+      for (size_t i = 0; i < refs.size(); ++i) {
+        const VariableRef& ref = refs[i];
+        Tensor& value = part->values[i];
+        if (ref.count < 0) {
+          values.emplace(ref.name, std::move(value));
+          continue;
+        }
+        const Node& node = graph_.node(*graph_.FindNode(ref.name));
+        const DType dtype = node.output_dtype(0);
+        if (value.dtype() != dtype || value.num_elements() != ref.count) {
+          return InTask(task, Internal("ReadVariables reply: variable '{}' at element {}: {} {} "
+                                       "elements for a slice of {} {}",
+                                       ref.name, ref.offset, value.num_elements(), value.dtype(),
+                                       ref.count, dtype));
+        }
+        if (ref.offset == 0) assembling[ref.name] = Tensor(dtype, node.output_shape(0));
+        Tensor& full = assembling[ref.name];
+        const size_t size = static_cast<size_t>(DTypeSize(dtype));
+        std::memcpy(static_cast<char*>(full.raw_data()) + ref.offset * size, value.raw_data(),
+                    static_cast<size_t>(ref.count) * size);
+        if (ref.offset + ref.count == full.num_elements()) {
+          values.emplace(ref.name, std::move(full));
+          assembling.erase(ref.name);
+        }
+      }
     }
   }
   return values;
@@ -361,12 +456,31 @@ Status DistributedSession::RestoreCheckpoint(const std::string& path) {
   ASSIGN_OR_RETURN(auto values, serialization::LoadCheckpoint(path));
   // Every variable checked before any is set, as in a local session.
   RETURN_IF_ERROR(CheckRestorable(graph_, values, path));
+  const int64_t chunk = std::max<int64_t>(1, cluster_.checkpoint_chunk_bytes);
   for (auto& [task, request] : VariablesByTask()) {
-    VariableValues write{request.variables, {}};
-    for (const VariableRef& v : write.variables) write.values.push_back(values.at(v.name));
-    auto reply = transport_->Call(task, static_cast<uint16_t>(Method::kWriteVariables),
-                                  Encode(write), cluster_.request_timeout);
-    if (!reply.ok()) return InTask(task, reply.status());
+    ChunkPlan plan = PlanChunks(request.variables, chunk, [&](const VariableRef& v) {
+      const Tensor& t = values.at(v.name);
+      return std::pair<int64_t, int64_t>{DTypeSize(t.dtype()), t.num_elements()};
+    });
+    for (auto& refs : plan.requests) {
+      VariableValues write{refs, {}};
+      for (VariableRef& v : write.variables) {
+        const Tensor& t = values.at(v.name);
+        if (v.count < 0) {
+          write.values.push_back(t);
+          continue;
+        }
+        if (v.offset == 0) v.dims = t.shape().dim_vector();
+        Tensor slice(t.dtype(), Shape{v.count});
+        const size_t size = static_cast<size_t>(DTypeSize(t.dtype()));
+        std::memcpy(slice.raw_data(), static_cast<const char*>(t.raw_data()) + v.offset * size,
+                    static_cast<size_t>(v.count) * size);
+        write.values.push_back(std::move(slice));
+      }
+      auto reply = transport_->Call(task, static_cast<uint16_t>(Method::kWriteVariables),
+                                    Encode(write), cluster_.request_timeout);
+      if (!reply.ok()) return InTask(task, reply.status());
+    }
   }
   return Status::OK();
 }

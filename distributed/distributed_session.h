@@ -46,6 +46,10 @@ struct DistributedOptions {
   // dead link sooner. A hung worker whose heartbeats go on is found by a step deadline instead
   // (TrainLoopOptions::step_timeout_seconds).
   std::chrono::milliseconds peer_timeout{1'500};
+  // Checkpoints travel in requests of at most about this many bytes of values: small variables
+  // together, a larger one in slices of its elements (each task copies a sliced variable once,
+  // at its first slice, so steps in between cannot tear it). At least 1.
+  int64_t checkpoint_chunk_bytes = int64_t{64} << 20;
 };
 
 class DistributedSession final : public Session {

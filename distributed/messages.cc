@@ -317,7 +317,9 @@ Offset<flatbuffers::Vector<Offset<fb::VariableRef>>> PutRefs(FlatBufferBuilder& 
                                                              const std::vector<VariableRef>& refs) {
   std::vector<Offset<fb::VariableRef>> out;
   for (const VariableRef& v : refs) {
-    out.push_back(fb::CreateVariableRef(b, b.CreateString(v.device), b.CreateString(v.name)));
+    out.push_back(fb::CreateVariableRef(b, b.CreateString(v.device), b.CreateString(v.name),
+                                        v.offset, v.count,
+                                        v.dims.empty() ? 0 : b.CreateVector(v.dims)));
   }
   return b.CreateVector(out);
 }
@@ -327,7 +329,22 @@ Result<std::vector<VariableRef>> GetRefs(const flatbuffers::Vector<Offset<fb::Va
   ASSIGN_OR_RETURN(uint32_t n, Count(list, what, "variables"));
   std::vector<VariableRef> out;
   for (uint32_t i = 0; i < n; ++i) {
-    out.push_back({Str(list->Get(i)->device()), list->Get(i)->name()->str()});
+    const fb::VariableRef* r = list->Get(i);
+    VariableRef v{Str(r->device()), r->name()->str(), r->offset(), r->count(), {}};
+    if (v.offset < 0 || v.count < -1 || (v.count == -1 && v.offset != 0)) {
+      return InvalidArgument("{}: variable '{}' has a slice at {} of {} elements", what, v.name,
+                             v.offset, v.count);
+    }
+    if (r->dims() != nullptr) {
+      if (r->dims()->size() > 8) {
+        return InvalidArgument("{}: variable '{}' has {} dims", what, v.name, r->dims()->size());
+      }
+      for (int64_t d : *r->dims()) {
+        if (d < 0) return InvalidArgument("{}: variable '{}' has a dim of {}", what, v.name, d);
+        v.dims.push_back(d);
+      }
+    }
+    out.push_back(std::move(v));
   }
   return out;
 }

@@ -107,10 +107,16 @@ struct ConnectPeersRequest {
   std::vector<std::pair<std::string, std::string>> peers;  // (task, address)
 };
 
-// Variables by device and name.
+// Variables by device and name, whole or a slice of their elements (checkpoints of any size
+// travel in bounded chunks): elements [offset, offset + count) of the variable in row-major
+// order when count >= 0. A task's slices of one variable go in order, from offset 0. A slice's
+// value is a flat tensor of its elements; a WriteVariables slice names the variable's `dims`.
 struct VariableRef {
   std::string device;
   std::string name;
+  int64_t offset = 0;
+  int64_t count = -1;  // -1: the whole variable
+  std::vector<int64_t> dims;
 };
 
 struct VariablesRequest {

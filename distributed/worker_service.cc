@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 
 #include "distributed/messages.h"
@@ -84,6 +85,8 @@ void WorkerService::Watch() {
     }
     if (now - last_seen < options_.release_after || running_steps_ > 0) continue;
     signatures_.clear();
+    partial_reads_.clear();
+    partial_writes_.clear();
     devices_.clear();
     devices_reply_.clear();
     releases_++;
@@ -345,26 +348,75 @@ Result<std::vector<Device*>> WorkerService::DevicesOf(const std::vector<Variable
   return out;
 }
 
+namespace {
+
+std::string SliceKey(const Device& device, const std::string& name) {
+  return device.canonical_name() + "\n" + name;
+}
+
+// Elements [offset, offset + count) of `full`, flat.
+Tensor SliceOf(const Tensor& full, int64_t offset, int64_t count) {
+  Tensor slice(full.dtype(), Shape{count});
+  const size_t size = static_cast<size_t>(DTypeSize(full.dtype()));
+  if (count > 0) {
+    std::memcpy(slice.raw_data(), static_cast<const char*>(full.raw_data()) + offset * size,
+                static_cast<size_t>(count) * size);
+  }
+  return slice;
+}
+
+}  // namespace
+
 Result<std::string> WorkerService::ReadVariables(std::string_view payload) {
   ASSIGN_OR_RETURN(VariablesRequest request, DecodeVariablesRequest(payload));
   MutexLock lock(mu_);
   ASSIGN_OR_RETURN(std::vector<Device*> devices, DevicesOf(request.variables));
   VariableValues reply;
   for (size_t i = 0; i < devices.size(); ++i) {
-    const std::string& name = request.variables[i].name;
-    VariableStore::Variable* var = devices[i]->variables()->Find(name);
-    Tensor value;
-    if (var != nullptr) {
-      MutexLock v(var->mu);
-      value = var->value;
+    const VariableRef& ref = request.variables[i];
+    const std::string key = SliceKey(*devices[i], ref.name);
+    // A variable read in slices is copied once, at its first slice, and its later slices come
+    // from that copy: a step between two slices cannot tear it.
+    auto partial = partial_reads_.find(key);
+    if (ref.count < 0 || ref.offset == 0) {
+      if (partial != partial_reads_.end()) partial_reads_.erase(partial);
+      partial = partial_reads_.end();
+      VariableStore::Variable* var = devices[i]->variables()->Find(ref.name);
+      Tensor value;
+      if (var != nullptr) {
+        MutexLock v(var->mu);
+        value = var->value;
+      }
+      if (!value.valid()) {
+        return FailedPrecondition("variable '{}' on {} is uninitialised; run its initializer first",
+                                  ref.name, devices[i]->canonical_name());
+      }
+      ASSIGN_OR_RETURN(Tensor host, devices[i]->CopyToHost(value));
+      if (ref.count < 0) {
+        reply.variables.push_back({"", ref.name});
+        reply.values.push_back(std::move(host));
+        continue;
+      }
+      partial = partial_reads_.emplace(key, PartialVariable{std::move(host), 0}).first;
     }
-    if (!value.valid()) {
-      return FailedPrecondition("variable '{}' on {} is uninitialised; run its initializer first",
-                                name, devices[i]->canonical_name());
+    if (partial == partial_reads_.end() || partial->second.next != ref.offset) {
+      return FailedPrecondition(
+          "ReadVariables: the slice at element {} of variable '{}' on {} is out of order "
+          "(expected element {})",
+          ref.offset, ref.name, devices[i]->canonical_name(),
+          partial == partial_reads_.end() ? 0 : partial->second.next);
     }
-    ASSIGN_OR_RETURN(Tensor host, devices[i]->CopyToHost(value));
-    reply.variables.push_back({"", name});
-    reply.values.push_back(std::move(host));
+    const Tensor& full = partial->second.value;
+    const int64_t n = full.num_elements();
+    if (ref.count > n - ref.offset) {
+      return InvalidArgument("ReadVariables: slice [{}, {}) of variable '{}' on {}, which has {}",
+                             ref.offset, ref.offset + ref.count, ref.name,
+                             devices[i]->canonical_name(), n);
+    }
+    reply.variables.push_back({"", ref.name, ref.offset, ref.count, {}});
+    reply.values.push_back(SliceOf(full, ref.offset, ref.count));
+    partial->second.next += ref.count;
+    if (partial->second.next == n) partial_reads_.erase(partial);
   }
   return Encode(reply);
 }
@@ -373,11 +425,65 @@ Result<std::string> WorkerService::WriteVariables(std::string_view payload) {
   ASSIGN_OR_RETURN(VariableValues request, DecodeVariableValues(payload, "WriteVariables request"));
   MutexLock lock(mu_);
   ASSIGN_OR_RETURN(std::vector<Device*> devices, DevicesOf(request.variables));
-  std::vector<std::pair<VariableStore::Variable*, Tensor>> set;
+  // Whole variables and the last slices of sliced ones, set together once all are checked.
+  std::vector<std::pair<Device*, std::pair<std::string, Tensor>>> complete;
   for (size_t i = 0; i < devices.size(); ++i) {
-    ASSIGN_OR_RETURN(Tensor on_device, devices[i]->CopyFromHost(request.values[i]));
-    set.emplace_back(devices[i]->variables()->GetOrCreate(request.variables[i].name),
-                     std::move(on_device));
+    const VariableRef& ref = request.variables[i];
+    Tensor& value = request.values[i];
+    if (ref.count < 0) {
+      complete.push_back({devices[i], {ref.name, std::move(value)}});
+      continue;
+    }
+    const std::string where =
+        fmt::format("WriteVariables: variable '{}' on {}", ref.name, devices[i]->canonical_name());
+    const std::string key = SliceKey(*devices[i], ref.name);
+    auto partial = partial_writes_.find(key);
+    if (ref.offset == 0) {
+      // The whole variable, assembled here: its size is checked against the device's limit
+      // before it is allocated.
+      auto shape = Shape::Make(ref.dims);
+      double elements = 1;
+      for (int64_t d : ref.dims) elements *= static_cast<double>(d);
+      if (!shape.ok() || !shape->fully_defined() || elements > 0x1p52) {
+        return InvalidArgument("{}: its first slice gives no valid dims", where);
+      }
+      const size_t limit = devices[i]->memory().limit;
+      const double bytes = elements * DTypeSize(value.dtype());
+      if (limit > 0 && bytes > static_cast<double>(limit)) {
+        return ResourceExhausted("{}: {} bytes, more than the device's limit of {}", where, bytes,
+                                 limit);
+      }
+      if (partial != partial_writes_.end()) partial_writes_.erase(partial);
+      partial =
+          partial_writes_.emplace(key, PartialVariable{Tensor(value.dtype(), *shape), 0}).first;
+    }
+    if (partial == partial_writes_.end() || partial->second.next != ref.offset) {
+      return FailedPrecondition("{}: the slice at element {} is out of order (expected {})", where,
+                                ref.offset,
+                                partial == partial_writes_.end() ? 0 : partial->second.next);
+    }
+    Tensor& full = partial->second.value;
+    if (value.dtype() != full.dtype() || value.num_elements() != ref.count ||
+        ref.count > full.num_elements() - ref.offset) {
+      return InvalidArgument("{}: a slice of {} {} elements at {} does not fit its {} {}", where,
+                             value.num_elements(), value.dtype(), ref.offset, full.dtype(),
+                             full.shape());
+    }
+    const size_t size = static_cast<size_t>(DTypeSize(full.dtype()));
+    if (ref.count > 0) {
+      std::memcpy(static_cast<char*>(full.raw_data()) + ref.offset * size, value.raw_data(),
+                  static_cast<size_t>(ref.count) * size);
+    }
+    partial->second.next += ref.count;
+    if (partial->second.next == full.num_elements()) {
+      complete.push_back({devices[i], {ref.name, std::move(full)}});
+      partial_writes_.erase(partial);
+    }
+  }
+  std::vector<std::pair<VariableStore::Variable*, Tensor>> set;
+  for (auto& [device, entry] : complete) {
+    ASSIGN_OR_RETURN(Tensor on_device, device->CopyFromHost(entry.second));
+    set.emplace_back(device->variables()->GetOrCreate(entry.first), std::move(on_device));
   }
   for (auto& [var, value] : set) {
     MutexLock v(var->mu);

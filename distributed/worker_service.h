@@ -89,6 +89,13 @@ class WorkerService {
   // Drops the state of masters gone for release_after (a thread of its own).
   void Watch() DFLOW_EXCLUDES(mu_);
 
+  // A variable read or written in slices (a checkpoint in bounded chunks): its whole host
+  // value, and the element its next slice starts at.
+  struct PartialVariable {
+    Tensor value;
+    int64_t next = 0;
+  };
+
   struct Signature {
     int num_feeds = 0;  // of the step
     std::shared_ptr<PartitionedPlan> plan;
@@ -101,6 +108,10 @@ class WorkerService {
   std::vector<std::unique_ptr<Device>> devices_ DFLOW_GUARDED_BY(mu_);
   std::string devices_reply_ DFLOW_GUARDED_BY(mu_);  // GetDevicesReply, encoded
   std::map<std::string, std::shared_ptr<Signature>> signatures_ DFLOW_GUARDED_BY(mu_);
+  // By device and variable name (a slice's key): a sliced read's copy, a sliced write's
+  // assembly. Dropped with the other state of a gone master (release_after).
+  std::map<std::string, PartialVariable> partial_reads_ DFLOW_GUARDED_BY(mu_);
+  std::map<std::string, PartialVariable> partial_writes_ DFLOW_GUARDED_BY(mu_);
   int running_steps_ DFLOW_GUARDED_BY(mu_) = 0;
   int releases_ DFLOW_GUARDED_BY(mu_) = 0;
   bool stopping_ DFLOW_GUARDED_BY(mu_) = false;

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "distributed/distributed_session.h"
+#include "distributed/messages.h"
 #include "distributed/test_mlp.h"
 #include "distributed/worker_service.h"
 #include "status_matchers.h"
@@ -124,6 +125,72 @@ TEST(InprocClusterTest, AWorkerGoneMidSessionFailsTheStepNamingIt) {
   ASSERT_FALSE(step.ok());
   EXPECT_EQ(step.status().code(), StatusCode::kUnavailable) << step.status().ToString();
   EXPECT_TRUE(MessageHas(step.status(), {"/job:worker/task:0"})) << step.status().ToString();
+}
+
+// Checkpoints in slices (DistributedOptions::checkpoint_chunk_bytes) as a worker takes them from
+// any peer: slices in order assemble the variable; one out of order, one that does not fit, or a
+// first slice naming more than the device holds is refused naming the variable and the device.
+TEST(InprocClusterTest, VariableSlicesOutOfOrderOrTooBigAreRefusedNamingTheVariable) {
+  InprocWorker w;
+  transport::TransportOptions o;
+  o.task = "/job:master/task:0";
+  o.token = kToken;
+  o.log = [](std::string_view) {};
+  auto client = transport::TransportRegistry::Global().Create("inproc", std::move(o));
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_TRUE((*client)->Connect(w.transport->listen_address(), "/job:worker/task:0").ok());
+  auto call = [&](Method m, const std::string& payload) {
+    return (*client)->Call("/job:worker/task:0", static_cast<uint16_t>(m), payload,
+                           std::chrono::seconds(10));
+  };
+  ASSERT_TRUE(call(Method::kGetDevices, "").ok());
+  const std::string cpu = "/job:worker/task:0/device:CPU:0";
+  auto slice = [&](int64_t offset, std::vector<float> values, std::vector<int64_t> dims = {}) {
+    const auto n = static_cast<int64_t>(values.size());
+    return Encode(VariableValues{{{cpu, "v", offset, n, std::move(dims)}},
+                                 {Tensor::FromVector<float>(values, Shape{n})}});
+  };
+
+  auto early = call(Method::kWriteVariables, slice(3, {1, 2}));
+  EXPECT_EQ(early.status().code(), StatusCode::kFailedPrecondition) << early.status().ToString();
+  EXPECT_TRUE(MessageHas(early.status(), {"'v'", cpu, "out of order"}));
+  auto huge = call(Method::kWriteVariables, slice(0, {1}, {int64_t{1} << 30, 1 << 20}));
+  EXPECT_EQ(huge.status().code(), StatusCode::kResourceExhausted) << huge.status().ToString();
+  EXPECT_TRUE(MessageHas(huge.status(), {"'v'", cpu, "limit"}));
+  auto no_dims = call(Method::kWriteVariables, slice(0, {1, 2}));
+  EXPECT_EQ(no_dims.status().code(), StatusCode::kInvalidArgument) << no_dims.status().ToString();
+  // Without dims the variable is a scalar, which two elements do not fit.
+  EXPECT_TRUE(MessageHas(no_dims.status(), {"'v'", "does not fit"}));
+
+  // In order: [0, 4) then [4, 6) of a [2, 3] variable; a slice past its end is refused.
+  ASSERT_TRUE(call(Method::kWriteVariables, slice(0, {1, 2, 3, 4}, {2, 3})).ok());
+  auto past = call(Method::kWriteVariables, slice(4, {5, 6, 7}));
+  EXPECT_EQ(past.status().code(), StatusCode::kInvalidArgument) << past.status().ToString();
+  EXPECT_TRUE(MessageHas(past.status(), {"'v'", "does not fit"}));
+  ASSERT_TRUE(call(Method::kWriteVariables, slice(0, {1, 2, 3, 4}, {2, 3})).ok());
+  ASSERT_TRUE(call(Method::kWriteVariables, slice(4, {5, 6})).ok());
+  auto whole = call(Method::kReadVariables, Encode(VariablesRequest{{{cpu, "v"}}}));
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  auto values = DecodeVariableValues(*whole, "reply");
+  ASSERT_TRUE(values.ok());
+  EXPECT_EQ(values->values[0].shape(), (Shape{2, 3}));
+  EXPECT_EQ(values->values[0].ToVector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+
+  // Read back in slices: out of order refused, in order the same values.
+  auto skipped = call(Method::kReadVariables, Encode(VariablesRequest{{{cpu, "v", 2, 2, {}}}}));
+  EXPECT_EQ(skipped.status().code(), StatusCode::kFailedPrecondition)
+      << skipped.status().ToString();
+  EXPECT_TRUE(MessageHas(skipped.status(), {"'v'", cpu, "out of order"}));
+  std::vector<float> read;
+  for (auto [offset, count] : {std::pair<int64_t, int64_t>{0, 4}, {4, 2}}) {
+    auto part =
+        call(Method::kReadVariables, Encode(VariablesRequest{{{cpu, "v", offset, count, {}}}}));
+    ASSERT_TRUE(part.ok()) << part.status().ToString();
+    auto got = DecodeVariableValues(*part, "reply");
+    ASSERT_TRUE(got.ok());
+    for (float f : got->values[0].ToVector<float>()) read.push_back(f);
+  }
+  EXPECT_EQ(read, (std::vector<float>{1, 2, 3, 4, 5, 6}));
 }
 
 }  // namespace

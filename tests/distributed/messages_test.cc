@@ -85,9 +85,21 @@ TEST(MessagesTest, EveryMessageRoundTripsWithItsValues) {
       Encode(ConnectPeersRequest{{{"/job:worker/task:0", "a:1"}, {"/job:worker/task:1", "b:2"}}}));
   ASSERT_TRUE(peers.ok());
   EXPECT_EQ(peers->peers[1].second, "b:2");
-  auto read = DecodeVariablesRequest(Encode(VariablesRequest{{{"dev", "w"}, {"dev", "b"}}}));
+  auto read = DecodeVariablesRequest(
+      Encode(VariablesRequest{{{"dev", "w"}, {"dev", "b", 1024, 512, {64, 32}}}}));
   ASSERT_TRUE(read.ok());
   EXPECT_EQ(read->variables[1].name, "b");
+  EXPECT_EQ(read->variables[0].count, -1);  // whole
+  EXPECT_EQ(read->variables[1].offset, 1024);
+  EXPECT_EQ(read->variables[1].count, 512);
+  EXPECT_EQ(read->variables[1].dims, (std::vector<int64_t>{64, 32}));
+  // A slice that cannot be: refused naming the variable.
+  for (VariableRef bad : {VariableRef{"dev", "s", -1, 4, {}}, VariableRef{"dev", "s", 8, -1, {}},
+                          VariableRef{"dev", "s", 0, 4, {-3}}}) {
+    auto refused = DecodeVariablesRequest(Encode(VariablesRequest{{bad}}));
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_TRUE(MessageHas(refused.status(), {"'s'"})) << refused.status().ToString();
+  }
   auto values = DecodeVariableValues(Encode(VariableValues{{{"dev", "w"}}, {Values()}}),
                                      "WriteVariables request");
   ASSERT_TRUE(values.ok()) << values.status().ToString();
