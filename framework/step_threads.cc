@@ -6,8 +6,8 @@
 
 namespace dflow {
 
-StepThreads::StepThreads(std::string name, std::function<void()> on_start)
-    : name_(std::move(name)), on_start_(std::move(on_start)) {}
+StepThreads::StepThreads(std::string name, std::function<void()> on_start, int64_t poll_ns)
+    : name_(std::move(name)), on_start_(std::move(on_start)), poll_ns_(poll_ns) {}
 
 StepThreads::~StepThreads() {
   std::vector<std::unique_ptr<Worker>> workers;
@@ -50,10 +50,10 @@ void StepThreads::Loop(Worker* w) {
   if (on_start_) on_start_();
   MutexLock lock(mu_);
   for (;;) {
-    if (w->idle && !stopping_) {
+    if (w->idle && !stopping_ && poll_ns_ > 0) {
       // Steps come back to back: poll a little before sleeping.
       lock.Unlock();
-      SpinFor([w] { return w->has_task.load(std::memory_order_acquire); });
+      SpinFor([w] { return w->has_task.load(std::memory_order_acquire); }, poll_ns_);
       lock.Lock();
     }
     w->cv.Wait(mu_, [&]() DFLOW_REQUIRES(mu_) { return !w->idle || stopping_; });

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -19,8 +20,12 @@ namespace dflow {
 
 class StepThreads {
  public:
-  // `on_start` runs once on each new thread before its first task.
-  explicit StepThreads(std::string name, std::function<void()> on_start = nullptr);
+  // `on_start` runs once on each new thread before its first task. An idle thread polls for
+  // its next task for `poll_ns` before it sleeps (steps that come back to back start within
+  // microseconds); 0 where the poll would take a core from the threads that bring the next
+  // task (a worker's, whose tasks come from the transport's thread).
+  explicit StepThreads(std::string name, std::function<void()> on_start = nullptr,
+                       int64_t poll_ns = 50'000);
   // Waits for the running tasks, then joins the threads.
   ~StepThreads();
   StepThreads(const StepThreads&) = delete;
@@ -50,6 +55,7 @@ class StepThreads {
 
   const std::string name_;
   const std::function<void()> on_start_;
+  const int64_t poll_ns_;
   mutable Mutex mu_;
   std::vector<std::unique_ptr<Worker>> workers_ DFLOW_GUARDED_BY(mu_);
   std::vector<Worker*> idle_ DFLOW_GUARDED_BY(mu_);  // last idle first
