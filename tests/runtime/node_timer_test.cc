@@ -9,8 +9,8 @@
 #include <map>
 #include <mutex>
 
+#include "framework/device_factory.h"
 #include "ops/array_ops.h"
-#include "ops/cpu/cpu_device.h"
 #include "ops/math_ops.h"
 #include "ops/unary_ops.h"
 #include "runtime/executor.h"
@@ -56,7 +56,7 @@ class CountingTimer final : public NodeTimer {
 // A CPU device (its allocator and kernels) whose nodes are timed by CountingTimer.
 class TimedCpuDevice final : public Device {
  public:
-  TimedCpuDevice(std::unique_ptr<CpuDevice> cpu, TimerLog* log)
+  TimedCpuDevice(std::unique_ptr<Device> cpu, TimerLog* log)
       : Device(cpu->name()), cpu_(std::move(cpu)), log_(log) {}
   Allocator* allocator() override { return cpu_->allocator(); }
   MemoryStats memory() const override { return cpu_->memory(); }
@@ -68,7 +68,7 @@ class TimedCpuDevice final : public Device {
   }
 
  private:
-  std::unique_ptr<CpuDevice> cpu_;
+  std::unique_ptr<Device> cpu_;
   TimerLog* log_;
 };
 
@@ -90,9 +90,8 @@ struct Fixture {
     x = *graph.FindNode("x");
     t = *graph.FindNode("t");
     y = *graph.FindNode("y");
-    auto name = DeviceName::Parse("/job:localhost/task:0/device:CPU:0");
-    ASSERT_TRUE(name.ok());
-    auto cpu = CpuDevice::Create(*name);
+    // From the factory, which registers the CPU's kernels.
+    auto cpu = DeviceFactory::Global().Create(*DeviceName::Parse("cpu:0"), {.threads = {1, 1}});
     ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
     device = std::make_unique<TimedCpuDevice>(std::move(cpu).value(), &log);
     PlanSpec spec;
