@@ -403,7 +403,7 @@ ChunkPlan PlanChunks(const std::vector<VariableRef>& refs, int64_t chunk, F byte
 
 Result<std::map<std::string, Tensor>> DistributedSession::SnapshotVariables() {
   std::map<std::string, Tensor> values;
-  const int64_t chunk = std::max<int64_t>(1, cluster_.checkpoint_chunk_bytes);
+  const int64_t chunk = cluster_.checkpoint_chunk_bytes;  // >= 1 (Create)
   for (auto& [task, request] : VariablesByTask()) {
     ChunkPlan plan = PlanChunks(request.variables, chunk, [&](const VariableRef& v) {
       const Node& node = graph_.node(*graph_.FindNode(v.name));
@@ -429,19 +429,20 @@ Result<std::map<std::string, Tensor>> DistributedSession::SnapshotVariables() {
           values.emplace(ref.name, std::move(value));
           continue;
         }
-        const Node& node = graph_.node(*graph_.FindNode(ref.name));
-        const DType dtype = node.output_dtype(0);
-        if (value.dtype() != dtype || value.num_elements() != ref.count) {
+        // Slices come as planned: in order, from offset 0.
+        if (ref.offset == 0) {
+          const Node& node = graph_.node(*graph_.FindNode(ref.name));
+          assembling[ref.name] = Tensor(node.output_dtype(0), node.output_shape(0));
+        }
+        Tensor& full = assembling[ref.name];
+        if (value.dtype() != full.dtype() || value.num_elements() != ref.count) {
           return InTask(task, Internal("ReadVariables reply: variable '{}' at element {}: {} {} "
                                        "elements for a slice of {} {}",
                                        ref.name, ref.offset, value.num_elements(), value.dtype(),
-                                       ref.count, dtype));
+                                       ref.count, full.dtype()));
         }
-        if (ref.offset == 0) assembling[ref.name] = Tensor(dtype, node.output_shape(0));
-        Tensor& full = assembling[ref.name];
-        const size_t size = static_cast<size_t>(DTypeSize(dtype));
-        std::memcpy(static_cast<char*>(full.raw_data()) + ref.offset * size, value.raw_data(),
-                    static_cast<size_t>(ref.count) * size);
+        std::memcpy(full.Part(ref.offset, Shape{ref.count}).raw_data(), value.raw_data(),
+                    value.num_bytes());
         if (ref.offset + ref.count == full.num_elements()) {
           values.emplace(ref.name, std::move(full));
           assembling.erase(ref.name);
@@ -456,7 +457,7 @@ Status DistributedSession::RestoreCheckpoint(const std::string& path) {
   ASSIGN_OR_RETURN(auto values, serialization::LoadCheckpoint(path));
   // Every variable checked before any is set, as in a local session.
   RETURN_IF_ERROR(CheckRestorable(graph_, values, path));
-  const int64_t chunk = std::max<int64_t>(1, cluster_.checkpoint_chunk_bytes);
+  const int64_t chunk = cluster_.checkpoint_chunk_bytes;  // >= 1 (Create)
   for (auto& [task, request] : VariablesByTask()) {
     ChunkPlan plan = PlanChunks(request.variables, chunk, [&](const VariableRef& v) {
       const Tensor& t = values.at(v.name);
@@ -471,11 +472,7 @@ Status DistributedSession::RestoreCheckpoint(const std::string& path) {
           continue;
         }
         if (v.offset == 0) v.dims = t.shape().dim_vector();
-        Tensor slice(t.dtype(), Shape{v.count});
-        const size_t size = static_cast<size_t>(DTypeSize(t.dtype()));
-        std::memcpy(slice.raw_data(), static_cast<const char*>(t.raw_data()) + v.offset * size,
-                    static_cast<size_t>(v.count) * size);
-        write.values.push_back(std::move(slice));
+        write.values.push_back(t.Part(v.offset, Shape{v.count}));
       }
       auto reply = transport_->Call(task, static_cast<uint16_t>(Method::kWriteVariables),
                                     Encode(write), cluster_.request_timeout);

@@ -85,7 +85,10 @@ void WorkerService::Watch() {
       last_seen = now;
       continue;
     }
-    if (now - last_seen < options_.release_after || running_steps_ > 0) continue;
+    if (now - last_seen < options_.release_after ||
+        started_steps_.load(std::memory_order_acquire) > 0) {
+      continue;
+    }
     signatures_.clear();
     partial_reads_.clear();
     partial_writes_.clear();
@@ -249,15 +252,7 @@ Result<std::string> WorkerService::RunStep(std::string_view payload) {
                       request.signature);
     }
     signature = it->second;
-    running_steps_++;
   }
-  struct Done {
-    WorkerService* self;
-    ~Done() {
-      MutexLock lock(self->mu_);
-      self->running_steps_--;
-    }
-  } done{this};
   std::vector<Tensor> feeds(signature->num_feeds);
   for (auto& [index, value] : request.feeds) {
     if (index >= signature->num_feeds || feeds[index].valid()) {
@@ -356,17 +351,6 @@ std::string SliceKey(const Device& device, const std::string& name) {
   return device.canonical_name() + "\n" + name;
 }
 
-// Elements [offset, offset + count) of `full`, flat.
-Tensor SliceOf(const Tensor& full, int64_t offset, int64_t count) {
-  Tensor slice(full.dtype(), Shape{count});
-  const size_t size = static_cast<size_t>(DTypeSize(full.dtype()));
-  if (count > 0) {
-    std::memcpy(slice.raw_data(), static_cast<const char*>(full.raw_data()) + offset * size,
-                static_cast<size_t>(count) * size);
-  }
-  return slice;
-}
-
 }  // namespace
 
 Result<std::string> WorkerService::ReadVariables(std::string_view payload) {
@@ -416,7 +400,7 @@ Result<std::string> WorkerService::ReadVariables(std::string_view payload) {
                              devices[i]->canonical_name(), n);
     }
     reply.variables.push_back({"", ref.name, ref.offset, ref.count, {}});
-    reply.values.push_back(SliceOf(full, ref.offset, ref.count));
+    reply.values.push_back(full.Part(ref.offset, Shape{ref.count}));
     partial->second.next += ref.count;
     if (partial->second.next == n) partial_reads_.erase(partial);
   }
@@ -471,10 +455,9 @@ Result<std::string> WorkerService::WriteVariables(std::string_view payload) {
                              value.num_elements(), value.dtype(), ref.offset, full.dtype(),
                              full.shape());
     }
-    const size_t size = static_cast<size_t>(DTypeSize(full.dtype()));
     if (ref.count > 0) {
-      std::memcpy(static_cast<char*>(full.raw_data()) + ref.offset * size, value.raw_data(),
-                  static_cast<size_t>(ref.count) * size);
+      std::memcpy(full.Part(ref.offset, Shape{ref.count}).raw_data(), value.raw_data(),
+                  value.num_bytes());
     }
     partial->second.next += ref.count;
     if (partial->second.next == full.num_elements()) {

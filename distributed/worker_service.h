@@ -112,12 +112,12 @@ class WorkerService {
   // assembly. Dropped with the other state of a gone master (release_after).
   std::map<std::string, PartialVariable> partial_reads_ DFLOW_GUARDED_BY(mu_);
   std::map<std::string, PartialVariable> partial_writes_ DFLOW_GUARDED_BY(mu_);
-  int running_steps_ DFLOW_GUARDED_BY(mu_) = 0;
   int releases_ DFLOW_GUARDED_BY(mu_) = 0;
   bool stopping_ DFLOW_GUARDED_BY(mu_) = false;
   CondVar stop_cv_;
   std::thread watcher_;
-  std::atomic<int> started_steps_{0};   // RunSteps handed to steps_ and not yet answered
+  // RunSteps handed to steps_ and not yet answered: state is not released while any runs.
+  std::atomic<int> started_steps_{0};
   std::unique_ptr<StepThreads> steps_;  // last: destroyed first, while the rest still exists
 };
 

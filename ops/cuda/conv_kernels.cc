@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <string_view>
 
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cudnn_util.h"
@@ -45,10 +44,7 @@ size_t MaxSearchWorkspace() {
 
 // DFLOW_CUDNN_LOG=1: every algorithm search prints what cuDNN measured to stderr.
 bool LogSearches() {
-  static const bool log = [] {
-    const char* v = std::getenv("DFLOW_CUDNN_LOG");
-    return v != nullptr && *v != '\0' && std::string_view(v) != "0";
-  }();
+  static const bool log = EnvFlag("DFLOW_CUDNN_LOG");
   return log;
 }
 

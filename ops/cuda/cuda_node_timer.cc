@@ -49,8 +49,9 @@ class CudaNodeTimer final : public NodeTimer {
 
   Status Collect(std::vector<double>& seconds) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (failed_ != cudaSuccess)
+    if (failed_ != cudaSuccess) {
       return CudaError(failed_, "recording a node timer's event", device_);
+    }
     if (!open_.empty()) {
       return Internal("node timer of {}: node {} began and never ended", device_,
                       open_.front().first);

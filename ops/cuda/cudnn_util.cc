@@ -83,11 +83,13 @@ Status SetTensor4d(TensorDesc& d, cudnnDataType_t type, int64_t n, int64_t c, in
   return Status::OK();
 }
 
+bool EnvFlag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::string_view(v) == "1";
+}
+
 bool AllowTf32() {
-  static const bool allow = [] {
-    const char* v = std::getenv("DFLOW_ALLOW_TF32");
-    return v != nullptr && std::string_view(v) == "1";
-  }();
+  static const bool allow = EnvFlag("DFLOW_ALLOW_TF32");
   return allow;
 }
 

@@ -97,5 +97,7 @@ Status SetTensor4d(TensorDesc& d, cudnnDataType_t type, int64_t n, int64_t c, in
 // do by default): the environment variable DFLOW_ALLOW_TF32=1. Off by default, so that f32
 // results match the CPU's within f32 rounding.
 bool AllowTf32();
+// Whether environment variable `name` is set to 1 (read on every call: cache it where hot).
+bool EnvFlag(const char* name);
 
 }  // namespace dflow::cuda
