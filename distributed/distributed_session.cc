@@ -21,7 +21,6 @@
 namespace dflow::distributed {
 namespace {
 
-constexpr char kMasterTask[] = "/job:master/task:0";
 // Beyond a step's own deadline, how long the master waits for a task's answer.
 constexpr auto kStepGrace = std::chrono::seconds(5);
 // A step run without a timeout still ends on the workers after this.
@@ -62,8 +61,13 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
     return InvalidArgument("checkpoint_chunk_bytes is {}; it must be at least 1",
                            cluster.checkpoint_chunk_bytes);
   }
+  if (cluster.job.size() > kMaxJobNameBytes ||
+      std::any_of(cluster.job.begin(), cluster.job.end(), [](char c) { return c < 0x21 || c > 0x7e; })) {
+    return InvalidArgument("job '{}': a job is at most {} bytes of printable ASCII, no spaces",
+                           cluster.job, kMaxJobNameBytes);
+  }
   transport::TransportOptions t;
-  t.task = kMasterTask;
+  t.task = MasterTask();
   t.token = cluster.token;
   t.connect_timeout = cluster.connect_timeout;
   t.peer_timeout = cluster.peer_timeout;
@@ -78,19 +82,22 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
   for (const auto& task : s->tasks_) {
     auto named = s->transport_->Connect(task.address, task.name);
     if (!named.ok()) return InTask(task.name, named.status());
+    Status added = s->names_.Add(task.name, *named);
+    if (!added.ok()) return added;
   }
 
   // Devices and figures.
   LinkDefaults links;
   bool calibrated_link = false;
   for (const auto& task : s->tasks_) {
-    auto reply = s->transport_->Call(task.name, static_cast<uint16_t>(Method::kGetDevices), "",
-                                     cluster.request_timeout);
-    if (!reply.ok()) return InTask(task.name, reply.status());
+    auto reply = s->transport_->Call(s->names_.Theirs(task.name),
+                                     static_cast<uint16_t>(Method::kGetDevices),
+                                     Encode(GetDevicesRequest{cluster.job}), cluster.request_timeout);
+    if (!reply.ok()) return s->Failed(task.name, reply.status());
     auto listed = DecodeGetDevicesReply(*reply);
-    if (!listed.ok()) return InTask(task.name, listed.status());
+    if (!listed.ok()) return s->Failed(task.name, listed.status());
     for (const DeviceInfo& d : listed->devices) {
-      auto parsed = DeviceName::Parse(d.name);
+      auto parsed = DeviceName::Parse(s->names_.MyDevice(d.name));
       if (!parsed.ok()) return InTask(task.name, parsed.status());
       DeviceSpec spec;
       spec.name = *parsed;
@@ -110,6 +117,11 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
       }
       Status added = s->set_.Add(spec);
       if (!added.ok()) return InTask(task.name, added);
+      // The same device under the worker's own name, for the graphs it is sent.
+      auto theirs = DeviceName::Parse(d.name);
+      if (!theirs.ok()) return s->Failed(task.name, theirs.status());
+      spec.name = *theirs;
+      RETURN_IF_ERROR(s->wire_set_.Add(spec));
     }
     if (!calibrated_link && listed->same_process_bandwidth > 0) {
       links.same_process = {listed->same_process_latency_s, listed->same_process_bandwidth};
@@ -117,15 +129,19 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
     }
   }
   s->set_.set_link_defaults(links);
+  s->wire_set_.set_link_defaults(links);
 
   // Workers connect to each other (the later ones in this list accept).
   ConnectPeersRequest peers;
-  for (const auto& task : s->tasks_) peers.peers.emplace_back(task.name, task.address);
+  for (const auto& task : s->tasks_) {
+    peers.peers.emplace_back(s->names_.Theirs(task.name), task.address);
+  }
   std::string payload = Encode(peers);
   for (const auto& task : s->tasks_) {
-    auto r = s->transport_->Call(task.name, static_cast<uint16_t>(Method::kConnectPeers), payload,
+    auto r = s->transport_->Call(s->names_.Theirs(task.name),
+                                 static_cast<uint16_t>(Method::kConnectPeers), payload,
                                  cluster.request_timeout);
-    if (!r.ok()) return InTask(task.name, r.status());
+    if (!r.ok()) return s->Failed(task.name, r.status());
   }
 
   // Each worker times its links to the others, one worker at a time (links/latency/bandwidth
@@ -139,20 +155,26 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
     for (const auto& task : s->tasks_) {
       MeasureLinksRequest ask;
       for (const auto& other : s->tasks_) {
-        if (other.name != task.name) ask.tasks.push_back(other.name);
+        if (other.name != task.name) ask.tasks.push_back(s->names_.Theirs(other.name));
       }
-      auto reply = s->transport_->Call(task.name, static_cast<uint16_t>(Method::kMeasureLinks),
-                                       Encode(ask), cluster.request_timeout);
-      if (!reply.ok()) return InTask(task.name, reply.status());
+      auto reply =
+          s->transport_->Call(s->names_.Theirs(task.name),
+                              static_cast<uint16_t>(Method::kMeasureLinks), Encode(ask),
+                              cluster.request_timeout);
+      if (!reply.ok()) return s->Failed(task.name, reply.status());
       auto got = DecodeMeasureLinksReply(*reply);
-      if (!got.ok()) return InTask(task.name, got.status());
+      if (!got.ok()) return s->Failed(task.name, got.status());
       for (const MeasuredLinkInfo& l : got->links) {
-        MeasuredLink m{task.name, l.task, l.latency_s, l.bandwidth};
-        if (!(m.latency_s >= 0 && m.bandwidth > 0) || !devices_of.count(l.task)) {
-          return InTask(task.name, Internal("MeasureLinks reply: a bad link to '{}'", l.task));
+        const std::string& to = s->names_.Mine(l.task);
+        MeasuredLink m{task.name, to, l.latency_s, l.bandwidth};
+        if (!(m.latency_s >= 0 && m.bandwidth > 0) || !devices_of.count(to)) {
+          return s->Failed(task.name, Internal("MeasureLinks reply: a bad link to '{}'", l.task));
         }
         for (int a : devices_of[task.name]) {
-          for (int b : devices_of[l.task]) s->set_.SetLink(a, b, {m.latency_s, m.bandwidth, true});
+          for (int b : devices_of[to]) {
+            s->set_.SetLink(a, b, {m.latency_s, m.bandwidth, true});
+            s->wire_set_.SetLink(a, b, {m.latency_s, m.bandwidth, true});
+          }
         }
         s->links_.push_back(m);
       }
@@ -171,6 +193,15 @@ MeasuredCosts DistributedSession::MeasuredNodeCosts() const {
   return profile_.Means();
 }
 
+Status DistributedSession::Failed(const std::string& task, const Status& s) const {
+  return InTask(task, names_.MyStatus(s));
+}
+
+std::string DistributedSession::MasterTask() {
+  std::random_device rd;
+  return fmt::format("/job:master/task:{}", rd() % 1'000'000'000);
+}
+
 int64_t DistributedSession::FirstStepId() {
   std::random_device rd;
   const uint64_t high = ((uint64_t{rd()} << 32) | rd()) % (uint64_t{1} << 30);
@@ -179,12 +210,22 @@ int64_t DistributedSession::FirstStepId() {
 
 DistributedSession::~DistributedSession() {
   if (transport_ == nullptr) return;
-  // Best effort: workers also drop a master's state when it goes away.
+  // Best effort: workers also drop a job once its masters have gone for their --release-after.
+  // A job of this master's own ends with it; a named one keeps its variables for the next
+  // master of that name.
+  if (cluster_.job.empty()) {
+    std::string payload = Encode(ReleaseRequest{"", /*end_job=*/true});
+    for (const auto& task : tasks_) {
+      (void)transport_->Call(names_.Theirs(task.name), static_cast<uint16_t>(Method::kRelease),
+                             payload, std::chrono::seconds(2));
+    }
+    return;
+  }
   for (const Signature* sig : signatures_.Compiled()) {
     std::string payload = Encode(ReleaseRequest{sig->id});
     for (const auto& task : tasks_) {
-      (void)transport_->Call(task.name, static_cast<uint16_t>(Method::kRelease), payload,
-                             std::chrono::seconds(2));
+      (void)transport_->Call(names_.Theirs(task.name), static_cast<uint16_t>(Method::kRelease),
+                             payload, std::chrono::seconds(2));
     }
   }
 }
@@ -205,8 +246,9 @@ Result<std::unique_ptr<DistributedSession::Signature>> DistributedSession::Compi
   sig->num_fetches = static_cast<int>(spec.fetches.size());
   std::map<std::string, CompileRequest> requests;  // by task
   for (int i = 0; i < static_cast<int>(parts.partitions.size()); ++i) {
-    ASSIGN_OR_RETURN(Graph g, BuildPartitionGraph(graph_, set_, parts, i));
-    const DeviceSpec& device = set_.device(parts.partitions[i].device);
+    // Under the workers' own names (TaskNames): their devices, their rendezvous keys.
+    ASSIGN_OR_RETURN(Graph g, BuildPartitionGraph(graph_, wire_set_, parts, i));
+    const DeviceSpec& device = wire_set_.device(parts.partitions[i].device);
     ASSIGN_OR_RETURN(std::string task, TaskOfDevice(device.canonical()));
     CompileRequest& request = requests[task];
     request.partitions.push_back(
@@ -228,7 +270,7 @@ Result<std::unique_ptr<DistributedSession::Signature>> DistributedSession::Compi
     }
     auto r = transport_->Call(task, static_cast<uint16_t>(Method::kCompile), Encode(request),
                               cluster_.request_timeout);
-    if (!r.ok()) return InTask(task, r.status());
+    if (!r.ok()) return Failed(names_.Mine(task), r.status());
     sig->parts.push_back(std::move(part));
   }
   return sig;
@@ -279,11 +321,11 @@ Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
     transport_->CallAsync(part.task, static_cast<uint16_t>(Method::kRunStep), Encode(request),
                           step_timeout + kStepGrace, [&, i](Result<std::string> reply) {
                             if (!reply.ok()) {
-                              const TaskPart& p = sig->parts[i];
+                              const std::string& task = names_.Mine(sig->parts[i].task);
                               fail(reply.status().code() == StatusCode::kUnavailable ||
                                            reply.status().code() == StatusCode::kDeadlineExceeded
-                                       ? InTask(p.task, reply.status())
-                                       : reply.status());
+                                       ? Failed(task, reply.status())
+                                       : names_.MyStatus(reply.status()));
                             }
                             MutexLock lock(mu);
                             if (reply.ok()) replies[i] = std::move(reply).value();
@@ -302,7 +344,7 @@ Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
   std::vector<Tensor> out(sig->num_fetches);
   if (trace != nullptr) *trace = StepTrace{.step = step - first_step_ + 1};
   for (size_t i = 0; i < sig->parts.size(); ++i) {
-    const std::string& task = sig->parts[i].task;
+    const std::string& task = names_.Mine(sig->parts[i].task);
     auto reply = DecodeRunStepReply(replies[i]);
     if (!reply.ok()) return InTask(task, reply.status());
     for (auto& [index, value] : reply->fetches) {
@@ -312,7 +354,10 @@ Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
       out[index] = std::move(value);
     }
     if (trace != nullptr) {
-      for (DeviceTrace& d : reply->devices) trace->devices.push_back(std::move(d));
+      for (DeviceTrace& d : reply->devices) {
+        d.device = names_.MyDevice(d.device);
+        trace->devices.push_back(std::move(d));
+      }
     }
   }
   if (run_options.profile) {
@@ -337,7 +382,7 @@ std::map<std::string, VariablesRequest> DistributedSession::VariablesByTask() co
   for (int v = 0; v < graph_.num_nodes(); ++v) {
     const Node& node = graph_.node(v);
     if (node.role() != OpRole::kVariable) continue;
-    const std::string device = set_.device(placement_.device_of[v]).canonical();
+    const std::string device = wire_set_.device(placement_.device_of[v]).canonical();
     auto task = TaskOfDevice(device);
     if (!task.ok()) continue;
     by_task[*task].variables.push_back({device, node.name()});
@@ -414,12 +459,12 @@ Result<std::map<std::string, Tensor>> DistributedSession::SnapshotVariables() {
     for (auto& refs : plan.requests) {
       auto reply = transport_->Call(task, static_cast<uint16_t>(Method::kReadVariables),
                                     Encode(VariablesRequest{refs}), cluster_.request_timeout);
-      if (!reply.ok()) return InTask(task, reply.status());
+      if (!reply.ok()) return Failed(names_.Mine(task), reply.status());
       // Decoded from the reply: copies no later step changes.
       auto part = DecodeVariableValues(*reply, "ReadVariables reply");
-      if (!part.ok()) return InTask(task, part.status());
+      if (!part.ok()) return InTask(names_.Mine(task), part.status());
       if (part->values.size() != refs.size()) {
-        return InTask(task, Internal("ReadVariables reply: {} values for {} variables",
+        return InTask(names_.Mine(task), Internal("ReadVariables reply: {} values for {} variables",
                                      part->values.size(), refs.size()));
       }
       for (size_t i = 0; i < refs.size(); ++i) {
@@ -436,7 +481,8 @@ Result<std::map<std::string, Tensor>> DistributedSession::SnapshotVariables() {
         }
         Tensor& full = assembling[ref.name];
         if (value.dtype() != full.dtype() || value.num_elements() != ref.count) {
-          return InTask(task, Internal("ReadVariables reply: variable '{}' at element {}: {} {} "
+          return InTask(names_.Mine(task),
+                        Internal("ReadVariables reply: variable '{}' at element {}: {} {} "
                                        "elements for a slice of {} {}",
                                        ref.name, ref.offset, value.num_elements(), value.dtype(),
                                        ref.count, full.dtype()));
@@ -476,7 +522,7 @@ Status DistributedSession::RestoreCheckpoint(const std::string& path) {
       }
       auto reply = transport_->Call(task, static_cast<uint16_t>(Method::kWriteVariables),
                                     Encode(write), cluster_.request_timeout);
-      if (!reply.ok()) return InTask(task, reply.status());
+      if (!reply.ok()) return Failed(names_.Mine(task), reply.status());
     }
   }
   return Status::OK();

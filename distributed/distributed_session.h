@@ -26,6 +26,7 @@
 
 #include "distributed/cluster_spec.h"
 #include "distributed/messages.h"
+#include "distributed/task_names.h"
 #include "graph/mutex.h"
 #include "runtime/compile_cache.h"
 #include "runtime/session.h"
@@ -50,6 +51,12 @@ struct DistributedOptions {
   // together, a larger one in slices of its elements (each task copies a sliced variable once,
   // at its first slice, so steps in between cannot tear it). At least 1.
   int64_t checkpoint_chunk_bytes = int64_t{64} << 20;
+  // The job this session's state belongs to on the workers (WorkerService): its devices,
+  // variables and compiled graphs. Empty: a job of this session's own, which no other master
+  // sees and which ends with the session. Named: masters of the same name share it, so a
+  // restarted master finds the variables its predecessor left (until the workers'
+  // --release-after). At most 256 bytes of printable ASCII.
+  std::string job;
 };
 
 class DistributedSession final : public Session {
@@ -80,6 +87,10 @@ class DistributedSession final : public Session {
 
   // The tasks in the cluster's order.
   const std::vector<ClusterSpec::Task>& tasks() const { return tasks_; }
+  // This master's own task name (unique: "/job:master/task:<random>"), which its workers see.
+  std::string master_task() const { return transport_->task(); }
+  // The session's names for its workers against the names they answer to.
+  const TaskNames& task_names() const { return names_; }
   // The links between tasks as measured when the session was made (what the placer used).
   struct MeasuredLink {
     std::string from, to;  // tasks
@@ -103,6 +114,9 @@ class DistributedSession final : public Session {
     int num_fetches = 0;
     std::vector<TaskPart> parts;
   };
+  // A worker's error in this master's names, with its task (this master's name) named once.
+  Status Failed(const std::string& task, const Status& s) const;
+  static std::string MasterTask();
   // Compiles the signature on the workers; the caller checked the Run.
   Result<std::unique_ptr<Signature>> Compile(const Feeds& feeds,
                                              const std::vector<std::string>& fetches,
@@ -113,7 +127,9 @@ class DistributedSession final : public Session {
   DistributedOptions cluster_;
   std::vector<ClusterSpec::Task> tasks_;
   std::unique_ptr<transport::Transport> transport_;
-  DeviceSet set_;
+  TaskNames names_;
+  DeviceSet set_;       // the devices under this master's names: placement, reports
+  DeviceSet wire_set_;  // the same devices under their workers' own names: partition graphs
   std::vector<MeasuredLink> links_;
   PlacementReport placement_;
   // Step ids are unique across masters, since a worker outlives them and drops what arrives

@@ -132,6 +132,31 @@ uint64_t MaxReplyBytes(Method method) {
   return uint64_t{1} << 30;  // the transport's own limit
 }
 
+std::string Encode(const GetDevicesRequest& m) {
+  FlatBufferBuilder b;
+  return Finish(b, fb::CreateGetDevicesRequest(b, m.job.empty() ? 0 : b.CreateString(m.job)));
+}
+
+Result<GetDevicesRequest> DecodeGetDevicesRequest(std::string_view bytes) {
+  constexpr std::string_view kWhat = "GetDevices request";
+  if (bytes.empty()) return GetDevicesRequest{};
+  std::string storage;
+  ASSIGN_OR_RETURN(const fb::GetDevicesRequest* r,
+                   Root<fb::GetDevicesRequest>(bytes, storage, kWhat));
+  GetDevicesRequest out{Str(r->job())};
+  if (out.job.size() > kMaxJobNameBytes) {
+    return InvalidArgument("{}: field 'job' has {} bytes, over the limit of {}", kWhat,
+                           out.job.size(), kMaxJobNameBytes);
+  }
+  for (char c : out.job) {
+    if (c < 0x21 || c > 0x7e) {
+      return InvalidArgument("{}: field 'job' holds a byte {:#04x}; a job is printable ASCII",
+                             kWhat, static_cast<unsigned char>(c));
+    }
+  }
+  return out;
+}
+
 std::string Encode(const GetDevicesReply& m) {
   FlatBufferBuilder b;
   std::vector<Offset<fb::DeviceInfo>> devices;
@@ -279,14 +304,14 @@ Result<RunStepReply> DecodeRunStepReply(std::string_view bytes) {
 
 std::string Encode(const ReleaseRequest& m) {
   FlatBufferBuilder b;
-  return Finish(b, fb::CreateReleaseRequest(b, b.CreateString(m.signature)));
+  return Finish(b, fb::CreateReleaseRequest(b, b.CreateString(m.signature), m.end_job));
 }
 
 Result<ReleaseRequest> DecodeReleaseRequest(std::string_view bytes) {
   std::string storage;
   ASSIGN_OR_RETURN(const fb::ReleaseRequest* r,
                    Root<fb::ReleaseRequest>(bytes, storage, "Release request"));
-  return ReleaseRequest{r->signature()->str()};
+  return ReleaseRequest{r->signature()->str(), r->end_job()};
 }
 
 std::string Encode(const ConnectPeersRequest& m) {

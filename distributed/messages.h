@@ -8,7 +8,7 @@
 // InvalidArgument naming the message and the field ("Compile request: ...").
 //
 //   Method          request                 reply
-//   kGetDevices     (empty)                 GetDevicesReply
+//   kGetDevices     GetDevicesRequest       GetDevicesReply
 //   kCompile        CompileRequest          (empty)
 //   kRunStep        RunStepRequest          RunStepReply
 //   kRelease        ReleaseRequest          (empty)
@@ -58,6 +58,16 @@ struct DeviceInfo {
   double launch_overhead_s = 0;
 };
 
+// The first request of a master to a worker: the job its requests from now on belong to. A
+// worker keeps each job's devices, variables and compiled graphs apart from the others'; masters
+// that give the same job share them (a master resuming another's work), and a master that gives
+// none has a job of its own.
+struct GetDevicesRequest {
+  std::string job;  // empty: the calling task's own job
+};
+// A job name's most bytes; it is printable ASCII.
+inline constexpr size_t kMaxJobNameBytes = 256;
+
 struct GetDevicesReply {
   std::vector<DeviceInfo> devices;  // at least one
   // The link between two devices of the worker (calibrated, or the defaults).
@@ -99,6 +109,9 @@ struct RunStepReply {
 
 struct ReleaseRequest {
   std::string signature;
+  // Also ends the caller's job on the worker: its devices, variables and graphs are dropped
+  // (once its running steps end).
+  bool end_job = false;
 };
 
 struct ConnectPeersRequest {
@@ -172,6 +185,7 @@ void SetReplyLimits(T& transport) {
 }
 
 // Encoders take what the decoders accept (tensors valid and in host memory).
+std::string Encode(const GetDevicesRequest& m);
 std::string Encode(const GetDevicesReply& m);
 std::string Encode(const CompileRequest& m);
 std::string Encode(const RunStepRequest& m);
@@ -186,6 +200,8 @@ std::string Encode(const RegisterRequest& m);
 std::string Encode(const RegisterReply& m);
 
 // `what` names the message in errors: "ReadVariables reply", "WriteVariables request".
+// Empty bytes: a request with no job.
+Result<GetDevicesRequest> DecodeGetDevicesRequest(std::string_view bytes);
 Result<GetDevicesReply> DecodeGetDevicesReply(std::string_view bytes);
 Result<CompileRequest> DecodeCompileRequest(std::string_view bytes);
 Result<RunStepRequest> DecodeRunStepRequest(std::string_view bytes);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <set>
 
 #include "distributed/messages.h"
 #include "graph/device_name.h"
@@ -16,6 +17,15 @@
 #include "serialization/graph_file.h"
 
 namespace dflow::distributed {
+namespace {
+
+// A job by its key (WorkerService::jobs_), for messages.
+std::string JobName(const std::string& key) {
+  if (key.rfind("job ", 0) == 0) return fmt::format("job '{}'", key.substr(4));
+  return fmt::format("the job of {}", key.substr(3));
+}
+
+}  // namespace
 
 Result<std::unique_ptr<WorkerService>> WorkerService::Create(transport::Transport* transport,
                                                              WorkerOptions options) {
@@ -32,6 +42,9 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Create(transport::Transpor
   if (options.max_concurrent_steps < 1) {
     return InvalidArgument("max_concurrent_steps is {}; it must be >= 1",
                            options.max_concurrent_steps);
+  }
+  if (options.max_jobs < 1) {
+    return InvalidArgument("max_jobs is {}; it must be >= 1", options.max_jobs);
   }
   auto service = std::unique_ptr<WorkerService>(new WorkerService(transport, std::move(options)));
   WorkerService* self = service.get();
@@ -72,45 +85,79 @@ int WorkerService::releases() const {
 }
 
 void WorkerService::Watch() {
-  auto last_seen = std::chrono::steady_clock::now();
   MutexLock lock(mu_);
   while (!stopping_) {
     stop_cv_.WaitFor(mu_, std::chrono::milliseconds(100),
                      [&]() DFLOW_REQUIRES(mu_) { return stopping_; });
     if (stopping_) return;
-    bool master = false;
-    for (const auto& peer : transport_->peers()) master |= peer.rfind("/job:master/", 0) == 0;
+    std::vector<std::string> peers = transport_->peers();
+    std::set<std::string> connected(peers.begin(), peers.end());
     auto now = std::chrono::steady_clock::now();
-    if (master || (signatures_.empty() && devices_.empty())) {
-      last_seen = now;
-      continue;
+    std::vector<std::string> gone;
+    for (auto& [key, job] : jobs_) {
+      bool seen = job->running_steps > 0;
+      for (const auto& caller : job->callers) seen |= connected.count(caller) > 0;
+      if (seen) {
+        job->last_seen = now;
+      } else if (now - job->last_seen >= options_.release_after) {
+        gone.push_back(key);
+      }
     }
-    if (now - last_seen < options_.release_after ||
-        started_steps_.load(std::memory_order_acquire) > 0) {
-      continue;
+    for (const auto& key : gone) {
+      std::fprintf(stderr,
+                   "dflow-worker %s: %s: no master for %lld ms; dropped its graphs and variables\n",
+                   transport_->task().c_str(), jobs_[key]->name.c_str(),
+                   static_cast<long long>(options_.release_after.count()));
+      DropJob(key);
+      releases_++;
     }
-    signatures_.clear();
-    partial_reads_.clear();
-    partial_writes_.clear();
-    devices_.clear();
-    devices_reply_.clear();
-    releases_++;
-    std::fprintf(
-        stderr, "dflow-worker %s: no master for %lld ms; dropped its graphs and variables\n",
-        transport_->task().c_str(), static_cast<long long>(options_.release_after.count()));
   }
 }
 
 int WorkerService::num_signatures() const {
   MutexLock lock(mu_);
-  return static_cast<int>(signatures_.size());
+  int n = 0;
+  for (const auto& [key, job] : jobs_) n += static_cast<int>(job->signatures.size());
+  return n;
+}
+
+int WorkerService::num_jobs() const {
+  MutexLock lock(mu_);
+  return static_cast<int>(jobs_.size());
+}
+
+Result<std::shared_ptr<WorkerService::Job>> WorkerService::JobOf(const std::string& from) {
+  auto bound = job_of_caller_.find(from);
+  const std::string key = bound != job_of_caller_.end() ? bound->second : "of " + from;
+  auto it = jobs_.find(key);
+  if (it == jobs_.end()) {
+    if (static_cast<int>(jobs_.size()) >= options_.max_jobs) {
+      return ResourceExhausted(
+          "worker {} holds {} jobs, its limit (--max-jobs); {} is refused until one ends",
+          transport_->task(), jobs_.size(), JobName(key));
+    }
+    auto job = std::make_shared<Job>();
+    job->name = JobName(key);
+    job->last_seen = std::chrono::steady_clock::now();
+    it = jobs_.emplace(key, std::move(job)).first;
+  }
+  it->second->callers.insert(from);
+  job_of_caller_[from] = key;
+  return it->second;
+}
+
+void WorkerService::DropJob(const std::string& key) {
+  auto it = jobs_.find(key);
+  if (it == jobs_.end()) return;
+  for (const auto& caller : it->second->callers) job_of_caller_.erase(caller);
+  jobs_.erase(it);
 }
 
 void WorkerService::Handle(const transport::Transport::CallInfo& call, std::string payload,
                            transport::Transport::Reply reply) {
   switch (static_cast<Method>(call.method)) {
     case Method::kGetDevices:
-      reply(GetDevices());
+      reply(GetDevices(call.from_task, payload));
       return;
     case Method::kCompile:
       reply(Compile(call.from_task, payload));
@@ -127,22 +174,23 @@ void WorkerService::Handle(const transport::Transport::CallInfo& call, std::stri
             options_.max_concurrent_steps == 1 ? "" : "s"));
         return;
       }
-      steps_->Run([this, payload = std::move(payload), reply = std::move(reply)] {
-        reply(RunStep(payload));
+      steps_->Run([this, from = call.from_task, payload = std::move(payload),
+                   reply = std::move(reply)] {
+        reply(RunStep(from, payload));
         started_steps_.fetch_sub(1, std::memory_order_acq_rel);
       });
       return;
     case Method::kRelease:
-      reply(Release(payload));
+      reply(Release(call.from_task, payload));
       return;
     case Method::kConnectPeers:
       reply(ConnectPeers(payload));
       return;
     case Method::kReadVariables:
-      reply(ReadVariables(payload));
+      reply(ReadVariables(call.from_task, payload));
       return;
     case Method::kWriteVariables:
-      reply(WriteVariables(payload));
+      reply(WriteVariables(call.from_task, payload));
       return;
     case Method::kMeasureLinks:
       reply(MeasureLinks(payload));
@@ -156,8 +204,8 @@ void WorkerService::Handle(const transport::Transport::CallInfo& call, std::stri
   reply(Unimplemented("worker {} has no method {}", transport_->task(), call.method));
 }
 
-Status WorkerService::EnsureDevices() {
-  if (!devices_.empty()) return Status::OK();
+Status WorkerService::EnsureDevices(Job& job) {
+  if (!job.devices.empty()) return Status::OK();
   std::string task = transport_->task();
   if (task.empty()) return FailedPrecondition("this worker has no task name yet");
   ASSIGN_OR_RETURN(DeviceName t, DeviceName::Parse(task));
@@ -195,21 +243,34 @@ Status WorkerService::EnsureDevices() {
                                         : LinkSpec{};
   listed.same_process_latency_s = link.latency_s;
   listed.same_process_bandwidth = link.bandwidth;
-  devices_reply_ = Encode(listed);
-  devices_ = std::move(made.devices);
+  job.devices_reply = Encode(listed);
+  job.devices = std::move(made.devices);
   return Status::OK();
 }
 
-Result<std::string> WorkerService::GetDevices() {
+Result<std::string> WorkerService::GetDevices(const std::string& from, std::string_view payload) {
+  ASSIGN_OR_RETURN(GetDevicesRequest request, DecodeGetDevicesRequest(payload));
   MutexLock lock(mu_);
-  RETURN_IF_ERROR(EnsureDevices());
-  return devices_reply_;
+  if (!request.job.empty()) {
+    const std::string key = "job " + request.job;
+    auto bound = job_of_caller_.find(from);
+    if (bound != job_of_caller_.end() && bound->second != key) {
+      return FailedPrecondition("{} asked worker {} for job '{}', but its requests are {}'s", from,
+                                transport_->task(), request.job, JobName(bound->second));
+    }
+    job_of_caller_[from] = key;
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<Job> job, JobOf(from));
+  RETURN_IF_ERROR(EnsureDevices(*job));
+  return job->devices_reply;
 }
+
 
 Result<std::string> WorkerService::Compile(const std::string& from, std::string_view payload) {
   ASSIGN_OR_RETURN(CompileRequest request, DecodeCompileRequest(payload));
   MutexLock lock(mu_);
-  RETURN_IF_ERROR(EnsureDevices());
+  ASSIGN_OR_RETURN(std::shared_ptr<Job> job, JobOf(from));
+  RETURN_IF_ERROR(EnsureDevices(*job));
   auto signature = std::make_shared<Signature>();
   signature->num_feeds = request.num_feeds;
   std::vector<PartitionedPlan::Partition> partitions;
@@ -217,7 +278,7 @@ Result<std::string> WorkerService::Compile(const std::string& from, std::string_
     CompileRequest::Partition& p = request.partitions[i];
     auto parsed = DeviceName::Parse(p.device);
     Device* device = nullptr;
-    for (auto& d : devices_) {
+    for (auto& d : job->devices) {
       if (parsed.ok() && d->canonical_name() == parsed->ToString()) device = d.get();
     }
     if (device == nullptr) {
@@ -237,22 +298,33 @@ Result<std::string> WorkerService::Compile(const std::string& from, std::string_
       PartitionedPlan::CompilePartitions(
           std::move(partitions), request.num_feeds, request.num_fetches,
           {.fuse_epilogues = request.fuse_epilogues, .plan_memory = request.plan_memory}));
-  signatures_[request.signature] = std::move(signature);
+  job->signatures[request.signature] = std::move(signature);
   return std::string();
 }
 
-Result<std::string> WorkerService::RunStep(std::string_view payload) {
+Result<std::string> WorkerService::RunStep(const std::string& from, std::string_view payload) {
   ASSIGN_OR_RETURN(RunStepRequest request, DecodeRunStepRequest(payload));
+  std::shared_ptr<Job> job;  // held: its devices outlive the step even if the job is dropped
   std::shared_ptr<Signature> signature;
   {
     MutexLock lock(mu_);
-    auto it = signatures_.find(request.signature);
-    if (it == signatures_.end()) {
-      return NotFound("worker {} has no compiled signature '{}'", transport_->task(),
-                      request.signature);
+    ASSIGN_OR_RETURN(job, JobOf(from));
+    auto it = job->signatures.find(request.signature);
+    if (it == job->signatures.end()) {
+      return NotFound("worker {} has no compiled signature '{}' in {}", transport_->task(),
+                      request.signature, job->name);
     }
     signature = it->second;
+    job->running_steps++;
   }
+  struct Running {
+    WorkerService* self;
+    Job* job;
+    ~Running() {
+      MutexLock lock(self->mu_);
+      job->running_steps--;
+    }
+  } running{this, job.get()};
   std::vector<Tensor> feeds(signature->num_feeds);
   for (auto& [index, value] : request.feeds) {
     if (index >= signature->num_feeds || feeds[index].valid()) {
@@ -321,19 +393,25 @@ Result<std::string> WorkerService::MeasureLinks(std::string_view payload) {
   return Encode(out);
 }
 
-Result<std::string> WorkerService::Release(std::string_view payload) {
+Result<std::string> WorkerService::Release(const std::string& from, std::string_view payload) {
   ASSIGN_OR_RETURN(ReleaseRequest request, DecodeReleaseRequest(payload));
   MutexLock lock(mu_);
-  signatures_.erase(request.signature);
+  auto bound = job_of_caller_.find(from);
+  const std::string key = bound != job_of_caller_.end() ? bound->second : "of " + from;
+  auto job = jobs_.find(key);
+  if (job == jobs_.end()) return std::string();  // nothing of its own here
+  job->second->signatures.erase(request.signature);
+  if (request.end_job) DropJob(key);
   return std::string();
 }
 
-Result<std::vector<Device*>> WorkerService::DevicesOf(const std::vector<VariableRef>& variables) {
-  RETURN_IF_ERROR(EnsureDevices());
+Result<std::vector<Device*>> WorkerService::DevicesOf(Job& job,
+                                                      const std::vector<VariableRef>& variables) {
+  RETURN_IF_ERROR(EnsureDevices(job));
   std::vector<Device*> out;
   for (const VariableRef& v : variables) {
     Device* device = nullptr;
-    for (auto& d : devices_) {
+    for (auto& d : job.devices) {
       if (d->canonical_name() == v.device) device = d.get();
     }
     if (device == nullptr) {
@@ -353,20 +431,21 @@ std::string SliceKey(const Device& device, const std::string& name) {
 
 }  // namespace
 
-Result<std::string> WorkerService::ReadVariables(std::string_view payload) {
+Result<std::string> WorkerService::ReadVariables(const std::string& from, std::string_view payload) {
   ASSIGN_OR_RETURN(VariablesRequest request, DecodeVariablesRequest(payload));
   MutexLock lock(mu_);
-  ASSIGN_OR_RETURN(std::vector<Device*> devices, DevicesOf(request.variables));
+  ASSIGN_OR_RETURN(std::shared_ptr<Job> job, JobOf(from));
+  ASSIGN_OR_RETURN(std::vector<Device*> devices, DevicesOf(*job, request.variables));
   VariableValues reply;
   for (size_t i = 0; i < devices.size(); ++i) {
     const VariableRef& ref = request.variables[i];
     const std::string key = SliceKey(*devices[i], ref.name);
     // A variable read in slices is copied once, at its first slice, and its later slices come
     // from that copy: a step between two slices cannot tear it.
-    auto partial = partial_reads_.find(key);
+    auto partial = job->partial_reads.find(key);
     if (ref.count < 0 || ref.offset == 0) {
-      if (partial != partial_reads_.end()) partial_reads_.erase(partial);
-      partial = partial_reads_.end();
+      if (partial != job->partial_reads.end()) job->partial_reads.erase(partial);
+      partial = job->partial_reads.end();
       VariableStore::Variable* var = devices[i]->variables()->Find(ref.name);
       Tensor value;
       if (var != nullptr) {
@@ -383,14 +462,14 @@ Result<std::string> WorkerService::ReadVariables(std::string_view payload) {
         reply.values.push_back(std::move(host));
         continue;
       }
-      partial = partial_reads_.emplace(key, PartialVariable{std::move(host), 0}).first;
+      partial = job->partial_reads.emplace(key, PartialVariable{std::move(host), 0}).first;
     }
-    if (partial == partial_reads_.end() || partial->second.next != ref.offset) {
+    if (partial == job->partial_reads.end() || partial->second.next != ref.offset) {
       return FailedPrecondition(
           "ReadVariables: the slice at element {} of variable '{}' on {} is out of order "
           "(expected element {})",
           ref.offset, ref.name, devices[i]->canonical_name(),
-          partial == partial_reads_.end() ? 0 : partial->second.next);
+          partial == job->partial_reads.end() ? 0 : partial->second.next);
     }
     const Tensor& full = partial->second.value;
     const int64_t n = full.num_elements();
@@ -402,15 +481,16 @@ Result<std::string> WorkerService::ReadVariables(std::string_view payload) {
     reply.variables.push_back({"", ref.name, ref.offset, ref.count, {}});
     reply.values.push_back(full.Part(ref.offset, Shape{ref.count}));
     partial->second.next += ref.count;
-    if (partial->second.next == n) partial_reads_.erase(partial);
+    if (partial->second.next == n) job->partial_reads.erase(partial);
   }
   return Encode(reply);
 }
 
-Result<std::string> WorkerService::WriteVariables(std::string_view payload) {
+Result<std::string> WorkerService::WriteVariables(const std::string& from, std::string_view payload) {
   ASSIGN_OR_RETURN(VariableValues request, DecodeVariableValues(payload, "WriteVariables request"));
   MutexLock lock(mu_);
-  ASSIGN_OR_RETURN(std::vector<Device*> devices, DevicesOf(request.variables));
+  ASSIGN_OR_RETURN(std::shared_ptr<Job> job, JobOf(from));
+  ASSIGN_OR_RETURN(std::vector<Device*> devices, DevicesOf(*job, request.variables));
   // Whole variables and the last slices of sliced ones, set together once all are checked.
   std::vector<std::pair<Device*, std::pair<std::string, Tensor>>> complete;
   for (size_t i = 0; i < devices.size(); ++i) {
@@ -423,7 +503,7 @@ Result<std::string> WorkerService::WriteVariables(std::string_view payload) {
     const std::string where =
         fmt::format("WriteVariables: variable '{}' on {}", ref.name, devices[i]->canonical_name());
     const std::string key = SliceKey(*devices[i], ref.name);
-    auto partial = partial_writes_.find(key);
+    auto partial = job->partial_writes.find(key);
     if (ref.offset == 0) {
       // The whole variable, assembled here: its size is checked against the device's limit
       // before it is allocated.
@@ -439,14 +519,14 @@ Result<std::string> WorkerService::WriteVariables(std::string_view payload) {
         return ResourceExhausted("{}: {} bytes, more than the device's limit of {}", where, bytes,
                                  limit);
       }
-      if (partial != partial_writes_.end()) partial_writes_.erase(partial);
+      if (partial != job->partial_writes.end()) job->partial_writes.erase(partial);
       partial =
-          partial_writes_.emplace(key, PartialVariable{Tensor(value.dtype(), *shape), 0}).first;
+          job->partial_writes.emplace(key, PartialVariable{Tensor(value.dtype(), *shape), 0}).first;
     }
-    if (partial == partial_writes_.end() || partial->second.next != ref.offset) {
+    if (partial == job->partial_writes.end() || partial->second.next != ref.offset) {
       return FailedPrecondition("{}: the slice at element {} is out of order (expected {})", where,
                                 ref.offset,
-                                partial == partial_writes_.end() ? 0 : partial->second.next);
+                                partial == job->partial_writes.end() ? 0 : partial->second.next);
     }
     Tensor& full = partial->second.value;
     if (value.dtype() != full.dtype() || value.num_elements() != ref.count ||
@@ -462,7 +542,7 @@ Result<std::string> WorkerService::WriteVariables(std::string_view payload) {
     partial->second.next += ref.count;
     if (partial->second.next == full.num_elements()) {
       complete.push_back({devices[i], {ref.name, std::move(full)}});
-      partial_writes_.erase(partial);
+      job->partial_writes.erase(partial);
     }
   }
   std::vector<std::pair<VariableStore::Variable*, Tensor>> set;

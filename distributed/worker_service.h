@@ -1,8 +1,8 @@
 // WorkerService: what a dflow-worker process does for its master, as the call handler of its
 // transport (transport/transport.h):
 //
-//   GetDevices  makes the worker's devices on first call (named under the task the master
-//               assigned, with calibrated figures) and lists them with their figures;
+//   GetDevices  names the caller's job and makes the job's devices on first call (named under
+//               the worker's task, with calibrated figures) and lists them with their figures;
 //   Compile     takes a signature's partitions for this worker's devices, in the graph file
 //               form, and compiles them (cached by the signature's id);
 //   RunStep     runs a compiled signature for one step: feeds in, fetches out, tensors to and
@@ -14,8 +14,16 @@
 //               a worker connects to those after it in the list, so each pair has one
 //               connection).
 //
+// Many jobs on one worker: every request belongs to its caller's job, which GetDevices names
+// (GetDevicesRequest; a master that names none has a job of its own). Each job has its own
+// devices (own incarnations), variables, compiled signatures and checkpoint slices, so one
+// master's graphs, variables and steps are its own, and masters share them only by giving the
+// same job (a restarted master resuming its work). A job's state is dropped when its master
+// ends it (ReleaseRequest::end_job), or when none of its masters has been connected for
+// release_after; one job's end never touches another's.
+//
 // Variables live on the worker's devices and keep their values between steps and signatures.
-// Steps run on a pool of their own, so requests keep being answered while steps run.
+// Steps run on threads of their own, so requests keep being answered while steps run.
 #pragma once
 
 #include <atomic>
@@ -23,6 +31,7 @@
 #include <condition_variable>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,9 +61,13 @@ struct WorkerOptions {
   // different half of the steps deadlocked them all); a step past the limit is refused with
   // ResourceExhausted. Threads started stay for later steps.
   int max_concurrent_steps = 64;
-  // When no master has been connected for this long, the worker drops its compiled signatures
-  // and its devices with their variables (a new master starts afresh). 0: never.
+  // When none of a job's masters has been connected for this long, the worker drops the job's
+  // compiled signatures and its devices with their variables. 0: never (only a master ending
+  // its job drops it).
   std::chrono::milliseconds release_after{std::chrono::minutes(5)};
+  // Jobs held at once; a new job past it is refused with ResourceExhausted (each holds devices
+  // with their threads and memory).
+  int max_jobs = 16;
 };
 
 class WorkerService {
@@ -65,29 +78,16 @@ class WorkerService {
   // Stops serving (later requests are answered Unimplemented) and waits for running steps.
   ~WorkerService();
 
+  // Compiled signatures, of every job.
   int num_signatures() const;
-  // Times the worker dropped its state because its masters had gone.
+  int num_jobs() const;
+  // Jobs dropped because their masters had gone (release_after).
   int releases() const;
 
  private:
   WorkerService(transport::Transport* transport, WorkerOptions options);
   void Handle(const transport::Transport::CallInfo& call, std::string payload,
               transport::Transport::Reply reply);
-  Result<std::string> GetDevices() DFLOW_EXCLUDES(mu_);
-  Status EnsureDevices() DFLOW_REQUIRES(mu_);
-  Result<std::string> Compile(const std::string& from, std::string_view payload)
-      DFLOW_EXCLUDES(mu_);
-  Result<std::string> RunStep(std::string_view payload) DFLOW_EXCLUDES(mu_);
-  Result<std::string> Release(std::string_view payload) DFLOW_EXCLUDES(mu_);
-  Result<std::string> ConnectPeers(std::string_view payload);
-  Result<std::string> MeasureLinks(std::string_view payload);
-  Result<std::string> ReadVariables(std::string_view payload) DFLOW_EXCLUDES(mu_);
-  Result<std::string> WriteVariables(std::string_view payload) DFLOW_EXCLUDES(mu_);
-  // The devices of a Read/WriteVariables request's variables, in order.
-  Result<std::vector<Device*>> DevicesOf(const std::vector<VariableRef>& variables)
-      DFLOW_REQUIRES(mu_);
-  // Drops the state of masters gone for release_after (a thread of its own).
-  void Watch() DFLOW_EXCLUDES(mu_);
 
   // A variable read or written in slices (a checkpoint in bounded chunks): its whole host
   // value, and the element its next slice starts at.
@@ -102,21 +102,57 @@ class WorkerService {
     std::vector<std::string> devices;  // partition -> its device's canonical name
   };
 
+  // One job's state; its fields are guarded by the service's mu_. A running step holds its job,
+  // so a job dropped meanwhile keeps its devices until the step ends.
+  struct Job {
+    std::string name;  // for messages: "job 'NAME'", or "the job of TASK"
+    std::vector<std::unique_ptr<Device>> devices;
+    std::string devices_reply;  // GetDevicesReply, encoded
+    std::map<std::string, std::shared_ptr<Signature>> signatures;
+    // By device and variable name (a slice's key): a sliced read's copy, a sliced write's
+    // assembly.
+    std::map<std::string, PartialVariable> partial_reads;
+    std::map<std::string, PartialVariable> partial_writes;
+    std::set<std::string> callers;  // the tasks whose requests are this job's
+    int running_steps = 0;
+    std::chrono::steady_clock::time_point last_seen;  // with a caller connected
+  };
+
+  Result<std::string> GetDevices(const std::string& from, std::string_view payload)
+      DFLOW_EXCLUDES(mu_);
+  // The job of `from`'s requests, made on first use; ResourceExhausted past max_jobs.
+  Result<std::shared_ptr<Job>> JobOf(const std::string& from) DFLOW_REQUIRES(mu_);
+  void DropJob(const std::string& key) DFLOW_REQUIRES(mu_);
+  Status EnsureDevices(Job& job) DFLOW_REQUIRES(mu_);
+  Result<std::string> Compile(const std::string& from, std::string_view payload)
+      DFLOW_EXCLUDES(mu_);
+  Result<std::string> RunStep(const std::string& from, std::string_view payload)
+      DFLOW_EXCLUDES(mu_);
+  Result<std::string> Release(const std::string& from, std::string_view payload)
+      DFLOW_EXCLUDES(mu_);
+  Result<std::string> ConnectPeers(std::string_view payload);
+  Result<std::string> MeasureLinks(std::string_view payload);
+  Result<std::string> ReadVariables(const std::string& from, std::string_view payload)
+      DFLOW_EXCLUDES(mu_);
+  Result<std::string> WriteVariables(const std::string& from, std::string_view payload)
+      DFLOW_EXCLUDES(mu_);
+  // The devices of a Read/WriteVariables request's variables, in order.
+  Result<std::vector<Device*>> DevicesOf(Job& job, const std::vector<VariableRef>& variables)
+      DFLOW_REQUIRES(mu_);
+  // Drops the jobs whose masters are gone for release_after (a thread of its own).
+  void Watch() DFLOW_EXCLUDES(mu_);
+
   transport::Transport* transport_;
   WorkerOptions options_;
   mutable Mutex mu_;
-  std::vector<std::unique_ptr<Device>> devices_ DFLOW_GUARDED_BY(mu_);
-  std::string devices_reply_ DFLOW_GUARDED_BY(mu_);  // GetDevicesReply, encoded
-  std::map<std::string, std::shared_ptr<Signature>> signatures_ DFLOW_GUARDED_BY(mu_);
-  // By device and variable name (a slice's key): a sliced read's copy, a sliced write's
-  // assembly. Dropped with the other state of a gone master (release_after).
-  std::map<std::string, PartialVariable> partial_reads_ DFLOW_GUARDED_BY(mu_);
-  std::map<std::string, PartialVariable> partial_writes_ DFLOW_GUARDED_BY(mu_);
+  // By key: "job NAME" for a named job, "of TASK" for a caller's own.
+  std::map<std::string, std::shared_ptr<Job>> jobs_ DFLOW_GUARDED_BY(mu_);
+  std::map<std::string, std::string> job_of_caller_ DFLOW_GUARDED_BY(mu_);  // task -> key
   int releases_ DFLOW_GUARDED_BY(mu_) = 0;
   bool stopping_ DFLOW_GUARDED_BY(mu_) = false;
   CondVar stop_cv_;
   std::thread watcher_;
-  // RunSteps handed to steps_ and not yet answered: state is not released while any runs.
+  // RunSteps handed to steps_ and not yet answered (of every job: max_concurrent_steps).
   std::atomic<int> started_steps_{0};
   std::unique_ptr<StepThreads> steps_;  // last: destroyed first, while the rest still exists
 };

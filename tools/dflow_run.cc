@@ -221,9 +221,17 @@ int main(int argc, char** argv) {
                  "With --rendezvous: seconds to wait for all the workers (default 120)")
       ->check(tools::NonNegative());
   app.add_option("--token-file", token_file, "The cluster token (with --cluster or --rendezvous)");
+  std::string job;
+  app.add_option("--job", job,
+                 "With --cluster or --rendezvous: the job this run's variables and graphs belong "
+                 "to on the workers; a later run of the same --job finds the variables this one "
+                 "left (default: a job of its own, ended with the run)");
   if (auto code = tools::Parse(app, argc, argv)) return *code;
   if (Status s = placement.Check(); !s.ok()) return Fail(s, kUsageError);
   const bool on_cluster = !cluster_file.empty() || !rendezvous.empty();
+  if (!job.empty() && !on_cluster) {
+    return Fail(InvalidArgument("--job goes with --cluster or --rendezvous"), kUsageError);
+  }
   if (on_cluster != !token_file.empty()) {
     return Fail(InvalidArgument("--token-file goes with --cluster or --rendezvous"), kUsageError);
   }
@@ -341,6 +349,7 @@ int main(int argc, char** argv) {
     auto token = distributed::ReadTokenFile(token_file);
     if (!token.ok()) return Fail(token.status().WithPrefix("--token-file: "), kRunError);
     cluster.token = *token;
+    cluster.job = job;
     if (!rendezvous.empty()) {
       distributed::RendezvousOptions r;
       r.listen = rendezvous;

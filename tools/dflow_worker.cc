@@ -2,15 +2,18 @@
 //
 //   dflow-worker --listen 127.0.0.1:7001 --devices cpu:0,cpu:1 --token-file FILE
 //                [--memory-limit SIZE] [--threads N] [--release-after SECONDS] [--fixed-costs]
-//                [--max-concurrent-steps N]
+//                [--max-concurrent-steps N] [--max-jobs N]
 //   dflow-worker --master HOST[:PORT]|auto --token-file FILE [--rank N] ...
 //
 // Port 0 picks a free port; under a launcher (mpirun, srun, PMIx, torchrun-style variables) the
 // port is offset by the rank on this host (tools/launch_rank.h). Once ready it prints exactly one
 // line on stdout, "listening on HOST:PORT", and serves until SIGTERM or SIGINT (a clean exit,
-// status 0). The first master to connect names it (/job:worker/task:N). When no master has been
-// connected for --release-after seconds (default 300; 0: never), it drops its compiled graphs
-// and variables. It measures its CPU when a master first asks for its devices and registers
+// status 0). The first master to connect names it (/job:worker/task:N) and it keeps that name;
+// later masters may call it otherwise (distributed/task_names.h). Each master's work is a job of
+// its own, with its own devices, variables and graphs (distributed/worker_service.h; masters
+// share one by naming it, dflow-run --job); at most --max-jobs (default 16) at once. When none
+// of a job's masters has been connected for --release-after seconds (default 300; 0: never), it
+// drops that job's compiled graphs and variables. It measures its CPU when a master first asks for its devices and registers
 // those figures (--fixed-costs: the cost model's defaults instead). Each step starts at once on
 // a thread of its own; past --max-concurrent-steps (default 64) one is refused.
 //
@@ -60,6 +63,7 @@ int main(int argc, char** argv) {
   std::string memory_limit;
   double release_after = 300;
   int max_concurrent_steps = 64;
+  int max_jobs = 16;
   int threads = 0;
   bool fixed_costs = false;
   std::string master;
@@ -93,10 +97,14 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "threads for all its devices (0: every core)")
       ->check(dflow::tools::AtLeast(0));
   app.add_option("--release-after", release_after,
-                 "seconds without a master before dropping graphs and variables (0: never)")
+                 "seconds without a master before dropping a job's graphs and variables (0: never)")
       ->check(dflow::tools::NonNegative());
   app.add_option("--max-concurrent-steps", max_concurrent_steps,
                  "steps this worker runs at once; one more is refused (default 64)")
+      ->check(dflow::tools::AtLeast(1));
+  app.add_option("--max-jobs", max_jobs,
+                 "masters' jobs this worker holds at once, each with its own devices and "
+                 "variables; one more is refused (default 16)")
       ->check(dflow::tools::AtLeast(1));
   app.add_flag("--fixed-costs", fixed_costs,
                "register the cost model's fixed device figures instead of measuring this "
@@ -169,6 +177,7 @@ int main(int argc, char** argv) {
   options.threads = threads;
   options.calibrate = !fixed_costs;
   options.max_concurrent_steps = max_concurrent_steps;
+  options.max_jobs = max_jobs;
   options.release_after = std::chrono::milliseconds(static_cast<int64_t>(release_after * 1000));
   if (!memory_limit.empty()) {
     auto bytes = dflow::tools::ParseByteSize(memory_limit);

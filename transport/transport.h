@@ -63,8 +63,10 @@ class Transport : public RendezvousFactory {
   virtual std::string listen_address() const = 0;
 
   // Connects to the listener at `address` and runs the handshake; returns the peer's task.
-  // `assign`: the task name the listener is to take (a master naming a worker); refused when
-  // the listener already has another. Unavailable when nobody answers within connect_timeout;
+  // `assign`: the task name the listener is to take when it has none yet (a master naming a
+  // worker); a listener already named keeps its name and answers with it, so the name it was
+  // given here is the caller's own for it (distributed/task_names.h: each master names its
+  // workers as it likes). Unavailable when nobody answers within connect_timeout;
   // PermissionDenied for a wrong token and FailedPrecondition for another protocol version or
   // name (the peer's reason quoted).
   virtual Result<std::string> Connect(const std::string& address,

@@ -327,8 +327,9 @@ TEST(DistributedSessionTest, AKilledWorkerFailsTheStepWithinTwoSeconds) {
               r.status().ToString().c_str());
 }
 
-// A worker keeps its variables for the next session, and drops them once no master has been
-// connected for --release-after.
+// A worker keeps a named job's variables for the next master of that job, and drops them once
+// none has been connected for --release-after. A master of no job sees none of them, and its
+// own job ends with it.
 TEST(DistributedSessionTest, AWorkerReleasesAGoneMastersState) {
   WorkerProcess w("cpu:0", kToken, "1");
   auto graph = [] {
@@ -337,22 +338,32 @@ TEST(DistributedSessionTest, AWorkerReleasesAGoneMastersState) {
     return std::make_tuple(root, v.var, v.init);
   };
   auto [root, var, init] = graph();
+  DistributedOptions named = Cluster({&w});
+  named.job = "training-7";
   {
-    auto first = DistributedSession::Create(root.graph(), {}, Cluster({&w}));
+    auto first = DistributedSession::Create(root.graph(), {}, named);
     ASSERT_TRUE(first.ok()) << first.status().ToString();
     ASSERT_TRUE((*first)->Run({}, {}, {init.node_name()}).ok());
     ASSERT_TRUE((*first)->Run({}, {var.name()}).ok());
   }
   {
-    // Right away, the next master finds the variable as the last one left it.
-    auto second = DistributedSession::Create(root.graph(), {}, Cluster({&w}));
+    // Another job's master finds no such variable.
+    auto other = DistributedSession::Create(root.graph(), {}, Cluster({&w}));
+    ASSERT_TRUE(other.ok()) << other.status().ToString();
+    auto unseen = (*other)->Run({}, {var.name()});
+    ASSERT_FALSE(unseen.ok());
+    EXPECT_TRUE(MessageHas(unseen.status(), {"v", "uninitialised"})) << unseen.status().ToString();
+  }
+  {
+    // Right away, the next master of the job finds the variable as the last one left it.
+    auto second = DistributedSession::Create(root.graph(), {}, named);
     ASSERT_TRUE(second.ok()) << second.status().ToString();
     auto kept = (*second)->Run({}, {var.name()});
     ASSERT_TRUE(kept.ok()) << kept.status().ToString();
     EXPECT_EQ((*kept)[0].ToVector<float>(), std::vector<float>(3, 0.0f));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(1600));
-  auto third = DistributedSession::Create(root.graph(), {}, Cluster({&w}));
+  auto third = DistributedSession::Create(root.graph(), {}, named);
   ASSERT_TRUE(third.ok()) << third.status().ToString();
   auto dropped = (*third)->Run({}, {var.name()});
   ASSERT_FALSE(dropped.ok());
@@ -406,7 +417,9 @@ TEST(DistributedSessionTest, CheckpointsSaveAndRestoreVariablesOnEveryWorker) {
 TEST(DistributedSessionTest, CheckpointsTravelInBoundedChunks) {
   WorkerProcess w0("cpu:0"), w1("cpu:0");
   Mlp model("/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0", 512);
-  DistributedOptions whole_options = Cluster({&w0, &w1}), chunked_options = whole_options;
+  DistributedOptions whole_options = Cluster({&w0, &w1});
+  whole_options.job = "chunks";  // the second master shares the first's variables on purpose
+  DistributedOptions chunked_options = whole_options;
   chunked_options.checkpoint_chunk_bytes = 4 << 10;
   auto whole = DistributedSession::Create(model.root.graph(), {}, whole_options);
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();

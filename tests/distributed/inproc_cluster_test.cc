@@ -3,6 +3,7 @@
 // processes. The MLP trains across two workers to the one-process result, and the errors a
 // cluster can give reach the master unchanged: what runs here runs over UCX too, since both
 // transports keep one contract (tests/transport/transport_conformance_test.cc).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,7 +29,7 @@ constexpr char kToken[] = "inproc-cluster-token";
 struct InprocWorker {
   std::unique_ptr<transport::Transport> transport;
   std::unique_ptr<WorkerService> service;
-  InprocWorker() {
+  explicit InprocWorker(int max_jobs = 16) {
     transport::TransportOptions o;
     o.token = kToken;
     o.listen_address = "inproc:worker:0";
@@ -41,6 +42,7 @@ struct InprocWorker {
     w.threads = 1;
     w.calibrate = false;
     w.release_after = std::chrono::milliseconds(0);
+    w.max_jobs = max_jobs;
     auto s = WorkerService::Create(transport.get(), w);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     if (s.ok()) service = std::move(s).value();
@@ -191,6 +193,72 @@ TEST(InprocClusterTest, VariableSlicesOutOfOrderOrTooBigAreRefusedNamingTheVaria
     for (float f : got->values[0].ToVector<float>()) read.push_back(f);
   }
   EXPECT_EQ(read, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+}
+
+// Each master's requests are its job's: a variable one master sets is not another's, unless
+// both name the same job; a job ends when its master says so; past max_jobs a new one is
+// refused naming the worker and the flag.
+TEST(InprocClusterTest, EachMasterHasItsOwnJobUnlessItNamesASharedOne) {
+  InprocWorker w(/*max_jobs=*/2);
+  const std::string cpu = "/job:worker/task:0/device:CPU:0";
+  struct Master {
+    std::unique_ptr<transport::Transport> t;
+    Result<std::string> Call(Method m, const std::string& payload) {
+      return t->Call("/job:worker/task:0", static_cast<uint16_t>(m), payload,
+                     std::chrono::seconds(10));
+    }
+  };
+  auto master = [&](int i) {
+    transport::TransportOptions o;
+    o.task = fmt::format("/job:master/task:{}", i);
+    o.token = kToken;
+    o.log = [](std::string_view) {};
+    auto t = transport::TransportRegistry::Global().Create("inproc", std::move(o));
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_TRUE((*t)->Connect(w.transport->listen_address(), "/job:worker/task:0").ok());
+    return Master{std::move(t).value()};
+  };
+  auto write = [&](Master& m, std::vector<float> v) {
+    const auto n = static_cast<int64_t>(v.size());
+    return m.Call(Method::kWriteVariables,
+                  Encode(VariableValues{{{cpu, "v"}}, {Tensor::FromVector<float>(v, Shape{n})}}));
+  };
+  auto read = [&](Master& m) -> Result<std::vector<float>> {
+    ASSIGN_OR_RETURN(std::string reply,
+                     m.Call(Method::kReadVariables, Encode(VariablesRequest{{{cpu, "v"}}})));
+    ASSIGN_OR_RETURN(VariableValues values, DecodeVariableValues(reply, "reply"));
+    return values.values[0].ToVector<float>();
+  };
+  Master own = master(1), shared = master(2);
+  ASSERT_TRUE(own.Call(Method::kGetDevices, "").ok());
+  ASSERT_TRUE(shared.Call(Method::kGetDevices, Encode(GetDevicesRequest{"shared"})).ok());
+  EXPECT_EQ(w.service->num_jobs(), 2);
+  ASSERT_TRUE(write(own, {1, 2}).ok());
+  auto unseen = read(shared);
+  EXPECT_EQ(unseen.status().code(), StatusCode::kFailedPrecondition) << unseen.status().ToString();
+  EXPECT_TRUE(MessageHas(unseen.status(), {"'v'", "uninitialised"}));
+  ASSERT_TRUE(write(shared, {3}).ok());
+  EXPECT_EQ(read(own).value(), (std::vector<float>{1, 2}));
+
+  // A third job is one too many.
+  Master third = master(3);
+  auto refused = third.Call(Method::kGetDevices, Encode(GetDevicesRequest{"third"}));
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted) << refused.status().ToString();
+  EXPECT_TRUE(MessageHas(refused.status(), {"/job:worker/task:0", "--max-jobs", "'third'"}));
+  // A master asking for another job than the one its requests are is refused too.
+  auto switched = shared.Call(Method::kGetDevices, Encode(GetDevicesRequest{"other"}));
+  EXPECT_EQ(switched.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(MessageHas(switched.status(), {"'other'", "'shared'"}));
+
+  // The first master ends its job; the third's fits now, and a fourth master naming the shared
+  // job finds the variable the second set.
+  ASSERT_TRUE(own.Call(Method::kRelease, Encode(ReleaseRequest{"", true})).ok());
+  EXPECT_EQ(w.service->num_jobs(), 1);
+  EXPECT_TRUE(third.Call(Method::kGetDevices, Encode(GetDevicesRequest{"third"})).ok());
+  Master fourth = master(4);
+  ASSERT_TRUE(fourth.Call(Method::kGetDevices, Encode(GetDevicesRequest{"shared"})).ok());
+  EXPECT_EQ(read(fourth).value(), (std::vector<float>{3}));
+  EXPECT_EQ(w.service->num_jobs(), 2);
 }
 
 }  // namespace

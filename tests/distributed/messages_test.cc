@@ -81,6 +81,13 @@ TEST(MessagesTest, EveryMessageRoundTripsWithItsValues) {
   EXPECT_EQ(rr->devices[0].nodes[1].transfer, "key");
 
   EXPECT_EQ(DecodeReleaseRequest(Encode(ReleaseRequest{"sig-7"}))->signature, "sig-7");
+  EXPECT_FALSE(DecodeReleaseRequest(Encode(ReleaseRequest{"sig-7"}))->end_job);
+  EXPECT_TRUE(DecodeReleaseRequest(Encode(ReleaseRequest{"", true}))->end_job);
+  EXPECT_EQ(DecodeGetDevicesRequest(Encode(GetDevicesRequest{"resnet-run-3"}))->job,
+            "resnet-run-3");
+  // A master that names no job sends none, or nothing at all.
+  EXPECT_EQ(DecodeGetDevicesRequest(Encode(GetDevicesRequest{}))->job, "");
+  EXPECT_EQ(DecodeGetDevicesRequest("")->job, "");
   auto peers = DecodeConnectPeersRequest(
       Encode(ConnectPeersRequest{{{"/job:worker/task:0", "a:1"}, {"/job:worker/task:1", "b:2"}}}));
   ASSERT_TRUE(peers.ok());
@@ -176,6 +183,12 @@ TEST(MessagesTest, TruncatedOrForeignBytesAreRefusedNamingTheMessage) {
 }
 
 TEST(MessagesTest, FieldsOutOfRangeAreRefused) {
+  auto long_job = DecodeGetDevicesRequest(Encode(GetDevicesRequest{std::string(300, 'j')}));
+  EXPECT_TRUE(MessageHas(long_job.status(), {"GetDevices request", "'job'", "300 bytes"}))
+      << long_job.status().ToString();
+  auto odd_job = DecodeGetDevicesRequest(Encode(GetDevicesRequest{"run\n7"}));
+  EXPECT_TRUE(MessageHas(odd_job.status(), {"GetDevices request", "0x0a", "printable"}))
+      << odd_job.status().ToString();
   auto no_devices = DecodeGetDevicesReply(Encode(GetDevicesReply{}));
   EXPECT_TRUE(MessageHas(no_devices.status(), {"GetDevices reply", "no devices"}))
       << no_devices.status().ToString();

@@ -194,14 +194,15 @@ Status WriteSeeds(const std::filesystem::path& dir) {
       Encode(RunStepReply{
           {{1, values}},
           {{"/job:worker/task:0/device:CPU:0", {{"y", "Neg", NodeSpan{1, 2, 0, false}, ""}}}}}),
-      Encode(ReleaseRequest{"s1"}),
+      Encode(ReleaseRequest{"s1", true}),
       Encode(ConnectPeersRequest{{{"/job:worker/task:0", "127.0.0.1:2222"}}}),
       Encode(VariablesRequest{{{"/job:worker/task:0/device:CPU:0", "w"}}}),
       Encode(VariableValues{{{"/job:worker/task:0/device:CPU:0", "w"}}, {values}}),
       Encode(MeasureLinksRequest{{"/job:worker/task:1"}}),
       Encode(MeasureLinksReply{{{"/job:worker/task:1", 1e-5, 1e9}}}),
       Encode(RegisterRequest{1, 2, "10.0.0.2:7001", {"cpu:0", "gpu:0"}, "Slurm"}),
-      Encode(RegisterReply{"/job:worker/task:1", 2})};
+      Encode(RegisterReply{"/job:worker/task:1", 2}),
+      Encode(GetDevicesRequest{"training-run-7"})};
   for (size_t i = 0; i < control.size(); ++i) {
     RETURN_IF_ERROR(Write(dir / "wire" / ("control" + std::to_string(i)),
                           std::string{7, static_cast<char>(i)} + control[i]));

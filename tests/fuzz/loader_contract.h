@@ -98,7 +98,7 @@ std::string ControlRoundTrip(std::string_view bytes, const Decode& decode,
   return "";
 }
 
-inline constexpr int kControlMessages = 12;
+inline constexpr int kControlMessages = 13;
 inline std::string ControlProblem(std::string_view bytes) {
   if (bytes.empty()) return "";
   using namespace distributed;
@@ -134,8 +134,11 @@ inline std::string ControlProblem(std::string_view bytes) {
                                                  "MeasureLinks reply");
     case 10:
       return ControlRoundTrip<RegisterRequest>(bytes, DecodeRegisterRequest, "Register request");
-    default:
+    case 11:
       return ControlRoundTrip<RegisterReply>(bytes, DecodeRegisterReply, "Register reply");
+    default:
+      return ControlRoundTrip<GetDevicesRequest>(bytes, DecodeGetDevicesRequest,
+                                                 "GetDevices request");
   }
 }
 

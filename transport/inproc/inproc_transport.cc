@@ -189,10 +189,6 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
         return FailedPrecondition(
             "{}", refused(fmt::format("cannot take the name '{}': not /job:NAME/task:N", assign)));
       }
-      if (!assign.empty() && !task_.empty() && assign != task_) {
-        return FailedPrecondition(
-            "{}", refused(fmt::format("this process is task {}, not {}", task_, assign)));
-      }
       if (task_.empty()) {
         if (assign.empty()) {
           return FailedPrecondition(

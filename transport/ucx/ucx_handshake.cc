@@ -144,11 +144,6 @@ Result<std::string> UcxEngine::Connect(const std::string& address, const std::st
            !(peer->state == Peer::State::kReady && peer->awaiting_verdict);
   });
   if (!answered && peer->state == Peer::State::kReady) answered = true;
-  if (answered && peer->state == Peer::State::kReady && !assign.empty() && peer->task != assign) {
-    peer->state = Peer::State::kFailed;
-    peer->failure =
-        FailedPrecondition("{} answered as task {}, not {}", address, peer->task, assign);
-  }
   if (!answered) {
     peer->state = Peer::State::kFailed;
     peer->failure =
@@ -260,8 +255,6 @@ ucs_status_t UcxEngine::OnHello(void* arg, const void* header, size_t header_len
     reply.reason = fmt::format("'{}' is not a task name (/job:NAME/task:N)", hello->task);
   } else if (!hello->assign.empty() && !IsTaskName(hello->assign)) {
     reply.reason = fmt::format("cannot take the name '{}': not /job:NAME/task:N", hello->assign);
-  } else if (!hello->assign.empty() && !me.empty() && hello->assign != me) {
-    reply.reason = fmt::format("this process is task {}, not {}", me, hello->assign);
   } else if (hello->task == (me.empty() ? hello->assign : me)) {
     reply.reason = fmt::format("task {} connected to itself", hello->task);
   } else {

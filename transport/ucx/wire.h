@@ -9,7 +9,8 @@
 //   Challenge     str nonce (from version 6: the server's first message on a connection)
 //   Hello         str task  u64 incarnation  str nonce  str proof (before version 6: str token;
 //                 such a Hello is refused naming its version)
-//                 str assign (the name the listener takes)
+//                 str assign (the name the listener takes; from version 7 a listener already
+//                 named keeps its name and answers with it: the name is the caller's own)
 //                 str host  str address (from version 2)
 //   HelloReply    u8 accepted  str task  u64 incarnation  str reason
 //                 str host  str address (from version 2)  str proof (from version 6)
@@ -54,7 +55,7 @@
 namespace dflow::transport {
 
 inline constexpr uint32_t kWireMagic = 0x574c4644;  // "DFLW"
-inline constexpr uint16_t kProtocolVersion = 6;
+inline constexpr uint16_t kProtocolVersion = 7;
 // A handshake nonce's bytes, and the most a nonce or a proof may have on the wire.
 inline constexpr size_t kNonceBytes = 16;
 inline constexpr size_t kMaxProofBytes = 64;

@@ -52,7 +52,7 @@ TEST(WireTest, EveryMessageRoundTrips) {
   // The token is in no message; a Hello of a version that sent it is refused naming versions.
   Hello version5{5, "/job:worker/task:1", 99};
   auto o5 = DecodeHello(Encode(version5).value());
-  EXPECT_TRUE(MessageHas(o5.status(), {"protocol version 5", "speaks 6"}))
+  EXPECT_TRUE(MessageHas(o5.status(), {"protocol version 5", "speaks 7"}))
       << o5.status().ToString();
 
   HelloReply reply{kProtocolVersion, false, "/job:worker/task:0", 5, "wrong cluster token"};
@@ -168,7 +168,7 @@ TEST(WireTest, EveryMessageRoundTrips) {
   // A version 1 Hello (no offer, a token) is refused naming its version.
   Hello old{1, "/job:master/task:0", 1, "t", "", "", "ignored", "ignored"};
   auto v1 = DecodeHello(Encode(old).value());
-  EXPECT_TRUE(MessageHas(v1.status(), {"protocol version 1", "speaks 6"}))
+  EXPECT_TRUE(MessageHas(v1.status(), {"protocol version 1", "speaks 7"}))
       << v1.status().ToString();
 
   auto req = DecodeCallRequest(Encode(CallRequest{1234567890123, 9}).value());
