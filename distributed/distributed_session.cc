@@ -62,7 +62,8 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
                            cluster.checkpoint_chunk_bytes);
   }
   if (cluster.job.size() > kMaxJobNameBytes ||
-      std::any_of(cluster.job.begin(), cluster.job.end(), [](char c) { return c < 0x21 || c > 0x7e; })) {
+      std::any_of(cluster.job.begin(), cluster.job.end(),
+                  [](char c) { return c < 0x21 || c > 0x7e; })) {
     return InvalidArgument("job '{}': a job is at most {} bytes of printable ASCII, no spaces",
                            cluster.job, kMaxJobNameBytes);
   }
@@ -90,9 +91,9 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
   LinkDefaults links;
   bool calibrated_link = false;
   for (const auto& task : s->tasks_) {
-    auto reply = s->transport_->Call(s->names_.Theirs(task.name),
-                                     static_cast<uint16_t>(Method::kGetDevices),
-                                     Encode(GetDevicesRequest{cluster.job}), cluster.request_timeout);
+    auto reply =
+        s->transport_->Call(s->names_.Theirs(task.name), static_cast<uint16_t>(Method::kGetDevices),
+                            Encode(GetDevicesRequest{cluster.job}), cluster.request_timeout);
     if (!reply.ok()) return s->Failed(task.name, reply.status());
     auto listed = DecodeGetDevicesReply(*reply);
     if (!listed.ok()) return s->Failed(task.name, listed.status());
@@ -157,10 +158,9 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
       for (const auto& other : s->tasks_) {
         if (other.name != task.name) ask.tasks.push_back(s->names_.Theirs(other.name));
       }
-      auto reply =
-          s->transport_->Call(s->names_.Theirs(task.name),
-                              static_cast<uint16_t>(Method::kMeasureLinks), Encode(ask),
-                              cluster.request_timeout);
+      auto reply = s->transport_->Call(s->names_.Theirs(task.name),
+                                       static_cast<uint16_t>(Method::kMeasureLinks), Encode(ask),
+                                       cluster.request_timeout);
       if (!reply.ok()) return s->Failed(task.name, reply.status());
       auto got = DecodeMeasureLinksReply(*reply);
       if (!got.ok()) return s->Failed(task.name, got.status());
@@ -465,7 +465,7 @@ Result<std::map<std::string, Tensor>> DistributedSession::SnapshotVariables() {
       if (!part.ok()) return InTask(names_.Mine(task), part.status());
       if (part->values.size() != refs.size()) {
         return InTask(names_.Mine(task), Internal("ReadVariables reply: {} values for {} variables",
-                                     part->values.size(), refs.size()));
+                                                  part->values.size(), refs.size()));
       }
       for (size_t i = 0; i < refs.size(); ++i) {
         const VariableRef& ref = refs[i];
@@ -483,9 +483,9 @@ Result<std::map<std::string, Tensor>> DistributedSession::SnapshotVariables() {
         if (value.dtype() != full.dtype() || value.num_elements() != ref.count) {
           return InTask(names_.Mine(task),
                         Internal("ReadVariables reply: variable '{}' at element {}: {} {} "
-                                       "elements for a slice of {} {}",
-                                       ref.name, ref.offset, value.num_elements(), value.dtype(),
-                                       ref.count, full.dtype()));
+                                 "elements for a slice of {} {}",
+                                 ref.name, ref.offset, value.num_elements(), value.dtype(),
+                                 ref.count, full.dtype()));
         }
         std::memcpy(full.Part(ref.offset, Shape{ref.count}).raw_data(), value.raw_data(),
                     value.num_bytes());

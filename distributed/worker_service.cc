@@ -174,11 +174,11 @@ void WorkerService::Handle(const transport::Transport::CallInfo& call, std::stri
             options_.max_concurrent_steps == 1 ? "" : "s"));
         return;
       }
-      steps_->Run([this, from = call.from_task, payload = std::move(payload),
-                   reply = std::move(reply)] {
-        reply(RunStep(from, payload));
-        started_steps_.fetch_sub(1, std::memory_order_acq_rel);
-      });
+      steps_->Run(
+          [this, from = call.from_task, payload = std::move(payload), reply = std::move(reply)] {
+            reply(RunStep(from, payload));
+            started_steps_.fetch_sub(1, std::memory_order_acq_rel);
+          });
       return;
     case Method::kRelease:
       reply(Release(call.from_task, payload));
@@ -264,7 +264,6 @@ Result<std::string> WorkerService::GetDevices(const std::string& from, std::stri
   RETURN_IF_ERROR(EnsureDevices(*job));
   return job->devices_reply;
 }
-
 
 Result<std::string> WorkerService::Compile(const std::string& from, std::string_view payload) {
   ASSIGN_OR_RETURN(CompileRequest request, DecodeCompileRequest(payload));
@@ -431,7 +430,8 @@ std::string SliceKey(const Device& device, const std::string& name) {
 
 }  // namespace
 
-Result<std::string> WorkerService::ReadVariables(const std::string& from, std::string_view payload) {
+Result<std::string> WorkerService::ReadVariables(const std::string& from,
+                                                 std::string_view payload) {
   ASSIGN_OR_RETURN(VariablesRequest request, DecodeVariablesRequest(payload));
   MutexLock lock(mu_);
   ASSIGN_OR_RETURN(std::shared_ptr<Job> job, JobOf(from));
@@ -486,7 +486,8 @@ Result<std::string> WorkerService::ReadVariables(const std::string& from, std::s
   return Encode(reply);
 }
 
-Result<std::string> WorkerService::WriteVariables(const std::string& from, std::string_view payload) {
+Result<std::string> WorkerService::WriteVariables(const std::string& from,
+                                                  std::string_view payload) {
   ASSIGN_OR_RETURN(VariableValues request, DecodeVariableValues(payload, "WriteVariables request"));
   MutexLock lock(mu_);
   ASSIGN_OR_RETURN(std::shared_ptr<Job> job, JobOf(from));

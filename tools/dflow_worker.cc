@@ -13,9 +13,10 @@
 // its own, with its own devices, variables and graphs (distributed/worker_service.h; masters
 // share one by naming it, dflow-run --job); at most --max-jobs (default 16) at once. When none
 // of a job's masters has been connected for --release-after seconds (default 300; 0: never), it
-// drops that job's compiled graphs and variables. It measures its CPU when a master first asks for its devices and registers
-// those figures (--fixed-costs: the cost model's defaults instead). Each step starts at once on
-// a thread of its own; past --max-concurrent-steps (default 64) one is refused.
+// drops that job's compiled graphs and variables. It measures its CPU when a master first asks for
+// its devices and registers those figures (--fixed-costs: the cost model's defaults instead). Each
+// step starts at once on a thread of its own; past --max-concurrent-steps (default 64) one is
+// refused.
 //
 // With a master (--master, or MASTER_ADDR set) it joins the master's rendezvous
 // (distributed/rendezvous.h) with its rank (--rank, else its launcher's), world size and devices,

@@ -100,8 +100,8 @@ TEST(ManyJobsTest, DflowDotAgainstALiveJobLeavesItUntouched) {
   }
   auto token = WriteTokenFile(dir, kToken);
   ASSERT_TRUE(token.ok());
-  auto drawn =
-      tools::RunProgram({DFLOW_DOT_BINARY, graph, "--cluster", cluster, "--token-file", *token}, "");
+  auto drawn = tools::RunProgram(
+      {DFLOW_DOT_BINARY, graph, "--cluster", cluster, "--token-file", *token}, "");
   ASSERT_TRUE(drawn.ok()) << drawn.status().ToString();
   ASSERT_EQ(drawn->exit_code, 0) << drawn->err;
   EXPECT_NE(drawn->out.find("/job:worker/task:1"), std::string::npos) << drawn->out;

@@ -19,7 +19,8 @@ TEST(TaskNamesTest, SwappedNamesTranslateBothWaysAtOnce) {
   EXPECT_EQ(names.Theirs("/job:worker/task:0"), "/job:worker/task:1");
   EXPECT_EQ(names.Mine("/job:worker/task:12"), "/job:worker/task:2");
   EXPECT_EQ(names.Mine("/job:ps/task:0"), "/job:ps/task:0");  // unknown: unchanged
-  EXPECT_EQ(names.TheirDevice("/job:worker/task:1/device:CPU:0"), "/job:worker/task:0/device:CPU:0");
+  EXPECT_EQ(names.TheirDevice("/job:worker/task:1/device:CPU:0"),
+            "/job:worker/task:0/device:CPU:0");
   EXPECT_EQ(names.MyDevice("/job:worker/task:12/device:GPU:1"), "/job:worker/task:2/device:GPU:1");
   EXPECT_EQ(names.MyDevice("/job:worker/task:0"), "/job:worker/task:1");
   // Every name at once: swapped names stay swapped; task:1 is not a prefix of task:12.
@@ -44,7 +45,8 @@ TEST(TaskNamesTest, TwoTasksAnsweringToOneNameAreRefusedNamingBoth) {
   ASSERT_TRUE(names.Add("/job:worker/task:0", "/job:worker/task:0").ok());
   Status s = names.Add("/job:worker/task:1", "/job:worker/task:0");
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(MessageHas(s, {"/job:worker/task:0", "/job:worker/task:1", "restart"})) << s.ToString();
+  EXPECT_TRUE(MessageHas(s, {"/job:worker/task:0", "/job:worker/task:1", "restart"}))
+      << s.ToString();
 }
 
 }  // namespace

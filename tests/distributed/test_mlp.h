@@ -63,8 +63,8 @@ inline Session::Feeds MlpBatch(int seed, int64_t n = 32) {
 // device, then trains both `steps` steps on the same batches, expecting the same loss each step
 // (to 1e-5, relative); `hidden` is `model`'s. The one-device session, in step with `dist` (its
 // nodes have `model`'s names), or null after a failure.
-inline std::unique_ptr<Session> TrainsAsOnOneDevice(Session& dist, const Mlp& model,
-                                                    int steps = 4, int64_t hidden = 64) {
+inline std::unique_ptr<Session> TrainsAsOnOneDevice(Session& dist, const Mlp& model, int steps = 4,
+                                                    int64_t hidden = 64) {
   Mlp one("", "", hidden);
   auto local = Session::Create(one.root);
   EXPECT_TRUE(local.ok()) << local.status().ToString();
