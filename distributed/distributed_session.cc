@@ -377,11 +377,12 @@ Result<std::vector<Tensor>> DistributedSession::Run(const Feeds& feeds,
   return out;
 }
 
-std::map<std::string, VariablesRequest> DistributedSession::VariablesByTask() const {
+std::map<std::string, VariablesRequest> DistributedSession::VariablesByTask(bool mirrors) const {
   std::map<std::string, VariablesRequest> by_task;
   for (int v = 0; v < graph_.num_nodes(); ++v) {
     const Node& node = graph_.node(v);
     if (node.role() != OpRole::kVariable) continue;
+    if (!mirrors && MirroredVariable(graph_, node) != nullptr) continue;
     const std::string device = wire_set_.device(placement_.device_of[v]).canonical();
     auto task = TaskOfDevice(device);
     if (!task.ok()) continue;
@@ -449,7 +450,8 @@ ChunkPlan PlanChunks(const std::vector<VariableRef>& refs, int64_t chunk, F byte
 Result<std::map<std::string, Tensor>> DistributedSession::SnapshotVariables() {
   std::map<std::string, Tensor> values;
   const int64_t chunk = cluster_.checkpoint_chunk_bytes;  // >= 1 (Create)
-  for (auto& [task, request] : VariablesByTask()) {
+  // A mirror's value is its original's, read once (runtime/checkpoint_check.h).
+  for (auto& [task, request] : VariablesByTask(/*mirrors=*/false)) {
     ChunkPlan plan = PlanChunks(request.variables, chunk, [&](const VariableRef& v) {
       const Node& node = graph_.node(*graph_.FindNode(v.name));
       return std::pair<int64_t, int64_t>{DTypeSize(node.output_dtype(0)),
@@ -503,8 +505,15 @@ Status DistributedSession::RestoreCheckpoint(const std::string& path) {
   ASSIGN_OR_RETURN(auto values, serialization::LoadCheckpoint(path));
   // Every variable checked before any is set, as in a local session.
   RETURN_IF_ERROR(CheckRestorable(graph_, values, path));
+  // Every mirror takes its original's value (the file holds it once).
+  for (int v = 0; v < graph_.num_nodes(); ++v) {
+    const Node& node = graph_.node(v);
+    if (node.role() == OpRole::kVariable && !values.count(node.name())) {
+      values.emplace(node.name(), *RestoredValue(graph_, node, values));  // checked above
+    }
+  }
   const int64_t chunk = cluster_.checkpoint_chunk_bytes;  // >= 1 (Create)
-  for (auto& [task, request] : VariablesByTask()) {
+  for (auto& [task, request] : VariablesByTask(/*mirrors=*/true)) {
     ChunkPlan plan = PlanChunks(request.variables, chunk, [&](const VariableRef& v) {
       const Tensor& t = values.at(v.name);
       return std::pair<int64_t, int64_t>{DTypeSize(t.dtype()), t.num_elements()};

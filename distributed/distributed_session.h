@@ -101,8 +101,9 @@ class DistributedSession final : public Session {
 
  private:
   DistributedSession() = default;
-  // The graph's variables grouped by task.
-  std::map<std::string, VariablesRequest> VariablesByTask() const;
+  // The graph's variables grouped by task (the workers' names); `mirrors`: with the replicas'
+  // mirrored copies (runtime/checkpoint_check.h).
+  std::map<std::string, VariablesRequest> VariablesByTask(bool mirrors) const;
   // A compiled signature: the tasks that run its partitions, and which of the step's feeds each
   // takes (indices into the step's feeds).
   struct TaskPart {

@@ -379,7 +379,13 @@ class Replicator {
     }
     Scope s = root_.WithOpName(Name(id, r)).WithDevice(device);
     if (!control.empty()) s = s.WithControlDependencies(control);
-    const int copy = s.AddNode(node.op(), inputs, node.attrs());
+    AttrMap attrs = node.attrs();
+    if (node.role() == OpRole::kVariable && r > 0 && !ps_mode()) {
+      // A mirrored copy: checkpoints hold replica 0's value once (runtime/checkpoint_check.h).
+      attrs.erase("mirror_of");
+      attrs.emplace("mirror_of", Name(id, 0));
+    }
+    const int copy = s.AddNode(node.op(), inputs, std::move(attrs));
     RETURN_IF_ERROR(root_.status());
     if (!node.colocation_group().empty()) {
       root_.graph_ptr()->SetColocationGroup(

@@ -12,10 +12,12 @@
 //     others), except the `averaged` nodes (the loss), whose name gives the mean over replicas;
 //   - targets: a NoOp or a node with effects that nothing reads (Minimize's NoOp, an initializer,
 //     an update) becomes a NoOp over all replicas' copies, so running it runs them all;
-//   - variables: replica 0's keep their names (checkpoints match the single-replica graph's);
-//     every Assign of another replica takes replica 0's value, so initializers give identical
-//     copies. After restoring a checkpoint, run `sync_target` to copy replica 0's variables to
-//     the others.
+//   - variables: replica 0's keep their names; the other replicas' copies name it in their
+//     `mirror_of` attribute, so a checkpoint holds each variable once, as the single-replica
+//     graph's does, and restoring it sets every copy (runtime/checkpoint_check.h): a checkpoint
+//     of N replicas restores into any number. Every Assign of another replica takes replica 0's
+//     value, so initializers give identical copies; `sync_target` copies replica 0's
+//     variables to the others at any time.
 //
 // Gradients: every input named "grad" of a stateful op (ApplySGD, ApplyAdam, ...) is replaced
 // by the mean over replicas. Gradients are packed into buckets in the order they are produced

@@ -161,7 +161,8 @@ Result<std::map<std::string, Tensor>> LocalSession::SnapshotVariables() {
   std::map<std::string, Tensor> values;
   for (int v = 0; v < graph_.num_nodes(); ++v) {
     const Node& node = graph_.node(v);
-    if (node.role() != OpRole::kVariable) continue;
+    // A mirror's value is its original's (runtime/checkpoint_check.h): kept once.
+    if (node.role() != OpRole::kVariable || MirroredVariable(graph_, node) != nullptr) continue;
     VariableStore::Variable* var = FindVariable(v, false);
     Tensor value;
     if (var != nullptr) {
@@ -184,8 +185,9 @@ Status LocalSession::RestoreCheckpoint(const std::string& path) {
   std::vector<std::pair<int, Tensor>> restore;
   for (int v = 0; v < graph_.num_nodes(); ++v) {
     if (graph_.node(v).role() != OpRole::kVariable) continue;
-    ASSIGN_OR_RETURN(Tensor on_device, devices_[placement_.device_of[v]]->CopyFromHost(
-                                           values.at(graph_.node(v).name())));
+    ASSIGN_OR_RETURN(Tensor on_device,
+                     devices_[placement_.device_of[v]]->CopyFromHost(
+                         *RestoredValue(graph_, graph_.node(v), values)));  // checked above
     restore.emplace_back(v, std::move(on_device));
   }
   for (auto& [v, t] : restore) {

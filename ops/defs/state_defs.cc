@@ -33,8 +33,12 @@ Status AssignShape(InferenceContext& c) {
 Status RegisterStateOps(OpRegistry& r) {
   RETURN_IF_ERROR(r.Register({.name = "Variable",
                               .outputs = {{.name = "ref", .type_attr = "dtype"}},
+                              // mirror_of: the variable this one is a copy of (a replica's
+                              // copy, rewrite/replicate.h), whose value a checkpoint holds for
+                              // both (runtime/checkpoint_check.h); "": none.
                               .attrs = {{"dtype", AttrType::kDType, std::nullopt},
-                                        {"shape", AttrType::kShape, std::nullopt}},
+                                        {"shape", AttrType::kShape, std::nullopt},
+                                        {"mirror_of", AttrType::kString, std::string()}},
                               .stateful = true,
                               .constant_cost = true,
                               .role = OpRole::kVariable,

@@ -16,6 +16,7 @@
 #include "ops/array_ops.h"
 #include "rewrite/all_reduce.h"
 #include "rewrite/replicate.h"
+#include "serialization/checkpoint_file.h"
 #include "test_util.h"
 
 namespace dflow::distributed {
@@ -118,6 +119,23 @@ void ReplicasOnWorkerProcessesFollowTheSingleReplica(int n) {
   const auto a = (*copies)[0].ToVector<float>(), b = (*want)[0].ToVector<float>();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5f) << w << "[" << i << "]";
+
+  // A checkpoint reads each mirrored variable once, from replica 0: the file holds the single
+  // replica's variables, and restoring it sets the last replica's copy too.
+  const std::string path = ::testing::TempDir() + fmt::format("/dp_mirrors_{}.dfckpt", n);
+  ASSERT_TRUE((*dist)->SaveCheckpoint(path).ok());
+  auto saved = serialization::LoadCheckpoint(path);
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  auto single = (*local)->SnapshotVariables();
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ(saved->size(), single->size());
+  for (const auto& [name, value] : *saved) EXPECT_TRUE(single->count(name)) << name;
+  ASSERT_TRUE((*dist)->Run(MlpBatch(11), {}, {model.step.name()}).ok());
+  Status restored = (*dist)->RestoreCheckpoint(path);
+  ASSERT_TRUE(restored.ok()) << restored.ToString();
+  auto last = (*dist)->Run({}, {fmt::format("replica{}/{}", n - 1, w)});
+  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  EXPECT_EQ((*last)[0].ToVector<float>(), saved->at(w).ToVector<float>());
 }
 
 TEST(DataParallelTest, ReplicasOnTwoAndFourWorkerProcessesFollowTheSingleReplica) {

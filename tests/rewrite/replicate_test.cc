@@ -19,6 +19,7 @@
 #include "rewrite/replicate_fixture.h"
 #include "runtime/session.h"
 #include "runtime/train/trainer.h"
+#include "serialization/checkpoint_file.h"
 #include "test_util.h"
 
 namespace dflow {
@@ -395,6 +396,67 @@ TEST(ReplicateTest, SyncCopiesReplicaZerosVariablesToTheOthers) {
   ASSERT_TRUE(after.ok());
   EXPECT_EQ((*after)[0].ToVector<float>(), (*after)[1].ToVector<float>());
   EXPECT_EQ((*after)[0].ToVector<float>(), (*before)[0].ToVector<float>());
+}
+
+// The replicas' copies of a variable mirror replica 0's: a checkpoint holds each variable once,
+// as the single-replica graph's does, and restores into one replica, two or three, setting
+// every copy.
+TEST(ReplicateTest, ACheckpointHoldsMirroredVariablesOnceAndRestoresIntoAnyReplicaCount) {
+  Mlp single(true);
+  auto replicated = [&](int n) {
+    Mlp model(true);
+    ops::ReplicateOptions options;
+    options.devices.clear();
+    for (int d = 0; d < n; ++d) options.devices.push_back(fmt::format("cpu:{}", d));
+    options.averaged = {model.loss};
+    auto r = ops::Replicate(model.root.graph(), options);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return std::make_pair(std::move(model), r.ok() ? r->graph : nullptr);
+  };
+  auto [two_model, two_graph] = replicated(2);
+  ASSERT_NE(two_graph, nullptr);
+  const Node& mirror = two_graph->node(*two_graph->FindNode("replica1/w0"));
+  EXPECT_EQ(mirror.GetAttr<std::string>("mirror_of").value(), "w0");
+  auto two = Session::Create(*two_graph, Devices(2));
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  ASSERT_TRUE((*two)->Run({}, {}, two_model.init).ok());
+  for (int step = 0; step < 2; ++step) {
+    ASSERT_TRUE((*two)->Run(Batch(step, 8), {}, {two_model.step}).ok());
+  }
+  const std::string path = ::testing::TempDir() + "/replicate_mirrors.dfckpt";
+  ASSERT_TRUE((*two)->SaveCheckpoint(path).ok());
+  auto saved = serialization::LoadCheckpoint(path);
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  std::set<std::string> in_file, of_single;
+  for (const auto& [name, value] : *saved) in_file.insert(name);
+  for (int v = 0; v < single.root.graph().num_nodes(); ++v) {
+    const Node& node = single.root.graph().node(v);
+    if (node.role() == OpRole::kVariable) of_single.insert(node.name());
+  }
+  EXPECT_EQ(in_file, of_single);  // weights and Adam's state, once each
+
+  auto one = Session::Create(single.root);
+  ASSERT_TRUE(one.ok());
+  Status restored_one = (*one)->RestoreCheckpoint(path);
+  ASSERT_TRUE(restored_one.ok()) << restored_one.ToString();
+  auto [three_model, three_graph] = replicated(3);
+  ASSERT_NE(three_graph, nullptr);
+  auto three = Session::Create(*three_graph, Devices(3));
+  ASSERT_TRUE(three.ok());
+  Status restored = (*three)->RestoreCheckpoint(path);
+  ASSERT_TRUE(restored.ok()) << restored.ToString();
+  for (const std::string& v : single.variables) {
+    auto copies = (*three)->Run({}, {v, "replica1/" + v, "replica2/" + v});
+    ASSERT_TRUE(copies.ok()) << copies.status().ToString();
+    for (const Tensor& copy : *copies) {
+      EXPECT_EQ(copy.ToVector<float>(), saved->at(v).ToVector<float>()) << v;
+    }
+  }
+  // The three replicas train on as the one replica does from the same checkpoint.
+  auto a = (*three)->Run(Batch(5, 12), {three_model.loss}, {three_model.step});
+  auto b = (*one)->Run(Batch(5, 12), {single.loss}, {single.step});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NEAR((*a)[0].data<float>()[0], (*b)[0].data<float>()[0], 1e-5f);
 }
 
 TEST(ReplicateTest, ABatchThatDoesNotDivideNamesTheSplit) {
