@@ -48,7 +48,9 @@ Simulation Simulate(const Graph& g, const CostModel& costs, const std::vector<in
       const int from = device_of[e.node];
       double bytes = costs.OutputBytes(e.node, e.index);
       if (!costs.Queues(from, d)) {
-        ready = std::max(ready, finish[e.node] + costs.Transfer(bytes, from, d));
+        const double at = finish[e.node] + costs.Transfer(bytes, from, d);
+        if (from != d) arrival.try_emplace({e.node, e.index, d}, at);
+        ready = std::max(ready, at);
         continue;
       }
       auto [it, first] = arrival.try_emplace({e.node, e.index, d}, 0);
@@ -73,24 +75,31 @@ Simulation Simulate(const Graph& g, const CostModel& costs, const std::vector<in
     sim.makespan = std::max(sim.makespan, finish[v]);
   }
   if (!want_memory) return sim;
-  // A tensor lives on its device from its producer's start to its last reader's finish; a copy
-  // on another device lives while its readers there run.
+  // A tensor lives on its device from its producer's start to its last reader's finish; its copy
+  // on another device (one per tensor and device, as the partitioner's Recvs make them) lives
+  // from its arrival to its last reader there.
   std::vector<std::vector<std::pair<double, double>>> events(costs.num_devices());
   std::vector<double> start(n);
   for (int v = 0; v < n; ++v) start[v] = finish[v] - costs.Compute(v, device_of[v]);
   std::vector<double> last_use(n);
   for (int v = 0; v < n; ++v) last_use[v] = finish[v];
+  std::map<std::tuple<int, int, int>, double> copy_last_use;  // (node, output, device) -> seconds
   for (int v = 0; v < n; ++v) {
     for (const auto& e : g.node(v).inputs()) {
       last_use[e.node] = std::max(last_use[e.node], finish[v]);
+      if (device_of[e.node] == device_of[v]) continue;
       // A received copy (of a value that is new memory where it was made, or a variable's).
-      bool counted = costs.ActivationBytes(e.node) > 0 || costs.PersistentBytes(e.node) > 0;
-      if (device_of[e.node] != device_of[v] && counted) {
-        double b = costs.OutputBytes(e.node, e.index);
-        events[device_of[v]].push_back({start[v], b});
-        events[device_of[v]].push_back({finish[v], -b});
+      if (costs.ActivationBytes(e.node) > 0 || costs.PersistentBytes(e.node) > 0) {
+        double& last = copy_last_use[{e.node, e.index, device_of[v]}];
+        last = std::max(last, finish[v]);
       }
     }
+  }
+  for (const auto& [copy, last] : copy_last_use) {
+    const auto [node, output, d] = copy;
+    const double b = costs.OutputBytes(node, output);
+    events[d].push_back({arrival.at(copy), b});
+    events[d].push_back({last, -b});
   }
   for (int v = 0; v < n; ++v) {
     double b = costs.ActivationBytes(v);

@@ -3,6 +3,7 @@
 // files, and the report.
 #include "placer/placer.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "ops/optimizers.h"
 #include "ops/state_ops.h"
 #include "ops/training_ops.h"
+#include "ops/unary_ops.h"
 #include "test_util.h"
 
 namespace dflow {
@@ -229,6 +231,29 @@ TEST(PlacerTest, NeverWorseThanSimpleOrRoundRobinOnATrainingGraph) {
   ASSERT_TRUE(simple.ok());
   EXPECT_EQ(std::count(simple->device_of.begin(), simple->device_of.end(), 0), g.num_nodes());
   EXPECT_DOUBLE_EQ(simple->predicted_step_s, report->simple_step_s);
+}
+
+// A tensor received from another device is one copy there (one Recv per tensor and device),
+// live from its arrival to its last reader on that device, not only while each reader runs: here
+// cpu:1 reads `a` first and last, and between those reads holds two 1 MiB values of its own
+// chain beside the copy.
+TEST(PlacerTest, AReceivedCopyCountsOnceFromArrivalToItsLastReader) {
+  Scope root = Scope::NewRootScope();
+  Scope zero = root.WithDevice("cpu:0"), one = root.WithDevice("cpu:1");
+  auto a = ops::Relu(zero.WithOpName("a"), ops::Fill(zero, Shape{512, 512}, 1.0));
+  Output c = ops::Neg(one.WithOpName("first_read"), a);
+  for (int i = 0; i < 3; ++i) c = ops::Exp(one.WithOpName(fmt::format("chain{}", i)), c);
+  auto sum = ops::ReduceSum(one, c, {0, 1});
+  ops::Add(one.WithOpName("last_read"), a, sum);
+  Graph g = Validated(root);
+  DeviceSet set = DeviceSet::LocalCpus(2).value();
+  auto report = Place(g, set);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_EQ(report->device_of[*g.FindNode("last_read")], 1);
+  constexpr double kMiB = 1 << 20;
+  // While chain1 runs: the copy of `a`, chain0 (its input) and chain1 (its output).
+  EXPECT_GE(report->peak_bytes[1], 3 * kMiB);
+  EXPECT_LT(report->peak_bytes[1], 3.5 * kMiB);  // the copy once, though read twice
 }
 
 TEST(PlacerTest, MemoryLimitSplitsTheModelOrFailsNamingDevicesAndSizes) {

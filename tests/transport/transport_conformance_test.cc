@@ -165,6 +165,51 @@ TEST_P(TransportConformance, LargeTensorsArriveExactly) {
   EXPECT_EQ(pair.receiver->stats().messages_dropped, 0u);
 }
 
+// A received tensor is the receiving device's memory, under its limit, also when it arrives
+// before its Recv; one that does not fit fails the Recv naming it and the device, never landing
+// in other memory instead.
+TEST_P(TransportConformance, ReceivedTensorsCountAgainstTheReceivingDevicesLimit) {
+  std::vector<std::unique_ptr<CpuAllocator>> devices;  // outlive the transports' tensors
+  Pair pair(kind());
+  int64_t step = 100;
+  for (int64_t n : {int64_t{16}, int64_t{1} << 20}) {
+    for (bool recv_first : {true, false}) {
+      for (bool fits : {true, false}) {
+        ++step;
+        SCOPED_TRACE(fmt::format("{} floats, {}, {}", n, recv_first ? "Recv first" : "Send first",
+                                 fits ? "fits" : "too big"));
+        devices.push_back(std::make_unique<CpuAllocator>("/job:localhost/task:0/device:CPU:7"));
+        CpuAllocator& device = *devices.back();
+        device.set_limit(fits ? 2 * n * sizeof(float) : n * sizeof(float) / 2);
+        RecvArgs args = Expect(DType::kF32, Shape{n});
+        args.allocator = &device;
+        auto s = pair.sender->Create(step).value();
+        auto r = pair.receiver->Create(step).value();
+        Tensor t(DType::kF32, Shape{n});
+        for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = static_cast<float>(i % 101);
+        RecvResult got;
+        if (recv_first) r->RecvAsync(KeyTo("x:0", step), args, got.Callback());
+        ASSERT_TRUE(s->Send(KeyTo("x:0", step), {"send_x"}, t).ok());
+        if (!recv_first) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));  // it arrives first
+          r->RecvAsync(KeyTo("x:0", step), args, got.Callback());
+        }
+        ASSERT_TRUE(got.Wait());
+        if (fits) {
+          ASSERT_TRUE(got.status().ok()) << got.status().ToString();
+          EXPECT_EQ(got.tensor().allocator(), &device);
+          EXPECT_EQ(device.bytes_in_use(), static_cast<size_t>(t.num_bytes()));
+          EXPECT_EQ(std::memcmp(got.tensor().raw_data(), t.raw_data(), t.num_bytes()), 0);
+        } else {
+          EXPECT_EQ(got.status().code(), StatusCode::kResourceExhausted) << got.status().ToString();
+          EXPECT_TRUE(MessageHas(got.status(), {"Recv 'recv'", "x:0", "device:CPU:7", "limit"}))
+              << got.status().ToString();
+        }
+      }
+    }
+  }
+}
+
 TEST_P(TransportConformance, AWrongTokenIsRefusedNamingTheTaskAndTheAddress) {
   auto server = MakeTransport(kind(), "/job:worker/task:0", true);
   auto client = MakeTransport(kind(), "/job:worker/task:1", false, nullptr, "not-the-token");

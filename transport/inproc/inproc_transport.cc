@@ -83,16 +83,10 @@ Listeners& TheListeners() {
   return *listeners;
 }
 
-// A copy of host tensor `t` of its own (as another process would receive it), in `allocator`'s
-// memory when it has room and is host memory, else in host memory.
-Result<Tensor> CopyInto(const Tensor& t, Allocator* allocator) {
-  if (allocator == nullptr || !allocator->host_accessible()) allocator = CpuAllocator::Default();
-  auto out = Tensor::Allocate(allocator, t.dtype(), t.shape());
-  if (!out.ok() && allocator != CpuAllocator::Default()) {
-    out = Tensor::Allocate(CpuAllocator::Default(), t.dtype(), t.shape());
-  }
-  if (!out.ok()) return out.status();
-  if (t.num_bytes() > 0) std::memcpy(out->raw_data(), t.raw_data(), t.num_bytes());
+// A copy of host tensor `t` of its own in host memory, as another process would receive it.
+Result<Tensor> CopyToHost(const Tensor& t) {
+  ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(CpuAllocator::Default(), t.dtype(), t.shape()));
+  if (t.num_bytes() > 0) std::memcpy(out.raw_data(), t.raw_data(), t.num_bytes());
   return out;
 }
 
@@ -340,7 +334,7 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
       return Unimplemented("Send '{}' of {} to task {}: this transport carries host memory, not {}",
                            args.node, key.ToString(), dst_task, tensor.device());
     }
-    ASSIGN_OR_RETURN(Tensor copy, CopyInto(tensor, CpuAllocator::Default()));
+    ASSIGN_OR_RETURN(Tensor copy, CopyToHost(tensor));
     {
       MutexLock lock(mu_);
       stats_.tensors_sent++;
@@ -444,20 +438,15 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
     if (waiting) Deliver(key, send_node, tensor, waiting->args, waiting->done);
   }
 
-  // Hands a received tensor to its Recv, in the Recv's memory.
+  // Hands a received tensor to its Recv, in the Recv's memory (under its device's limit).
   void Deliver(const RendezvousKey& key, std::string_view send_node, const Tensor& tensor,
                const RecvArgs& args, const Rendezvous::DoneCallback& done) {
-    if (!tensor.host_accessible() || args.allocator == nullptr ||
-        args.allocator == tensor.allocator()) {
-      DeliverToRecv(key, send_node, tensor, args, done);
+    auto placed = IntoRecvMemory(key, args, tensor);
+    if (!placed.ok()) {
+      done(placed.status(), Tensor());  // the step fails, and its executor aborts it
       return;
     }
-    auto copy = CopyInto(tensor, args.allocator);
-    if (!copy.ok()) {
-      done(copy.status(), Tensor());
-      return;
-    }
-    DeliverToRecv(key, send_node, *copy, args, done);
+    DeliverToRecv(key, send_node, *placed, args, done);
   }
 
   const TransportOptions options_;

@@ -361,11 +361,7 @@ ucs_status_t UcxEngine::ArriveBorrowed(const TensorHeader& h, const std::string&
 void UcxEngine::TakeByReference(const Arrival& slot, const std::string& send_node,
                                 const RendezvousKey& key, const RecvArgs& recv,
                                 const Rendezvous::DoneCallback& done) {
-  Allocator* allocator = recv.allocator != nullptr ? recv.allocator : CpuAllocator::Default();
-  auto t = Tensor::Allocate(allocator, slot.header.dtype, slot.header.shape);
-  if (!t.ok() && allocator != CpuAllocator::Default()) {
-    t = Tensor::Allocate(CpuAllocator::Default(), slot.header.dtype, slot.header.shape);
-  }
+  auto t = AllocateForRecv(key, recv, slot.header.dtype, slot.header.shape);
   Status s = t.ok() ? CopyByReference(slot, send_node, key, recv.node, &*t) : t.status();
   Release({{slot.ref_peer, slot.ref_id}});
   if (!s.ok()) {

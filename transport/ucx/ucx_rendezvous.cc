@@ -281,15 +281,12 @@ ucs_status_t UcxEngine::ReceiveTensor(std::string_view header, void* data, size_
       pull->recv = std::move(waiting->args);
       pull->done = std::move(waiting->done);
     } else {
-      // Into the waiting Recv's memory when one waits, host memory otherwise.
+      // Into the waiting Recv's memory when one waits (under its device's limit), host memory
+      // otherwise (moved into the Recv's when it comes: IntoRecvMemory).
       box = boxes_.Get(h.key.step_id);
       const RecvArgs* recv = box == nullptr ? nullptr : box->table.WaitingFor(h.key);
-      Allocator* allocator =
-          recv != nullptr && recv->allocator != nullptr ? recv->allocator : CpuAllocator::Default();
-      auto t = Tensor::Allocate(allocator, h.dtype, h.shape);
-      if (!t.ok() && allocator != CpuAllocator::Default()) {
-        t = Tensor::Allocate(CpuAllocator::Default(), h.dtype, h.shape);
-      }
+      auto t = recv != nullptr ? AllocateForRecv(h.key, *recv, h.dtype, h.shape)
+                               : Tensor::Allocate(CpuAllocator::Default(), h.dtype, h.shape);
       if (!t.ok()) {
         Status s = t.status();
         lock.Unlock();
@@ -308,9 +305,7 @@ ucs_status_t UcxEngine::ReceiveTensor(std::string_view header, void* data, size_
     }
   }
   if (pull != nullptr) {
-    auto t = Tensor::Allocate(
-        pull->recv.allocator != nullptr ? pull->recv.allocator : CpuAllocator::Default(), h.dtype,
-        h.shape);
+    auto t = AllocateForRecv(h.key, pull->recv, h.dtype, h.shape);
     if (!t.ok()) {
       pull->done(t.status(), Tensor());
       delete pull;
@@ -432,9 +427,7 @@ void UcxEngine::RecvAsync(const RendezvousKey& key, const RecvArgs& args,
         arrived = std::move(*received);
         const Arrival& a = arrived->value;
         if (a.desc != nullptr && a.ref_peer == nullptr) {
-          auto t =
-              Tensor::Allocate(args.allocator != nullptr ? args.allocator : CpuAllocator::Default(),
-                               a.header.dtype, a.header.shape);
+          auto t = AllocateForRecv(key, args, a.header.dtype, a.header.shape);
           if (!t.ok()) {
             failed = t.status();
           } else {
@@ -474,7 +467,13 @@ void UcxEngine::RecvAsync(const RendezvousKey& key, const RecvArgs& args,
     done(failed, Tensor());
     return;
   }
-  DeliverToRecv(key, arrived->send_node, arrived->value.tensor, args, done);
+  // It came before its Recv, into host memory: now in the Recv's, under its device's limit.
+  auto placed = IntoRecvMemory(key, args, arrived->value.tensor);
+  if (!placed.ok()) {
+    done(placed.status(), Tensor());  // the step fails, and its executor aborts it
+    return;
+  }
+  DeliverToRecv(key, arrived->send_node, *placed, args, done);
 }
 
 void UcxEngine::CancelRecv(const RendezvousKey& key, const Status& why) {
