@@ -195,6 +195,8 @@ void UcxEngine::Release(std::vector<std::pair<Peer*, uint64_t>> refs) {
       if (m.ids.empty()) continue;
       if (auto h = Encode(m); h.ok()) SendControl(peer, MessageType::kTensorRefDone, *h);
     }
+    // Each id's hold (OnTensorRef, OnDeviceTensorRef), now that its answer is on its way.
+    for (const auto& [peer, id] : refs) peer->holds--;
   });
 }
 
@@ -256,6 +258,7 @@ ucs_status_t UcxEngine::ReceiveTensorRef(std::string_view header,
                             decoded.status().message()));
   }
   TensorHeader& h = decoded->tensor;
+  peer->holds++;  // until the one Release of this id
   // Every way out but a copy still to come tells the sender to let the tensor go.
   auto drop = [&](std::string why) {
     Release({{peer, decoded->id}});
@@ -322,6 +325,7 @@ ucs_status_t UcxEngine::OnDeviceTensorRef(void* arg, const void* header, size_t 
                                   decoded.status().message()));
   }
   const TensorHeader& h = decoded->tensor;
+  peer->holds++;  // until the one Release of this id
   auto dst_task = self->TaskOf(h.key.dst_device);
   if (!dst_task.ok() || *dst_task != self->task()) {
     self->Release({{peer, decoded->id}});

@@ -23,7 +23,10 @@ void UcxEngine::CallAsync(const std::string& task, uint16_t method, std::string 
     // Added under mu_: a shutdown that forgets the peers after this fails the call too.
     MutexLock lock(mu_);
     peer = ReadyPeer(task);
-    if (peer != nullptr) id = calls_.Add(task, peer, method, timeout, std::move(done));
+    if (peer != nullptr) {
+      id = calls_.Add(task, peer, method, timeout, std::move(done));
+      peer->sends++;  // the request's SendOp, made below; FinishSend takes it back
+    }
   }
   if (peer == nullptr) {
     done(Unavailable("no connection to task {} for a request", task));
@@ -31,6 +34,7 @@ void UcxEngine::CallAsync(const std::string& task, uint16_t method, std::string 
   }
   auto header = Encode(CallRequest{id, method});
   if (!header.ok()) {
+    peer->sends--;
     calls_.End(id, header.status());
     return;
   }
@@ -92,6 +96,7 @@ ucs_status_t UcxEngine::OnRequest(void* arg, const void* header, size_t header_l
     return self->Drop(
         fmt::format("a malformed request from task {}: {}", from, request.status().message()));
   }
+  peer->holds++;  // until Respond: a reply may come long after the peer has gone
   if (length > kMaxCallBytes) {
     self->Respond(
         peer, request->call_id,
@@ -120,10 +125,15 @@ void UcxEngine::Respond(Peer* peer, uint64_t call_id, Result<std::string> result
   response.call_id = call_id;
   if (!result.ok()) response.status = result.status();
   auto header = Encode(response);
-  if (!header.ok()) return;
+  if (!header.ok()) {
+    peer->holds--;
+    return;
+  }
   auto* op = new SendOp;
   op->impl = this;
   op->peer = peer;
+  peer->sends++;  // FinishSend takes it back
+  peer->holds--;  // the request's hold, now the reply's send
   op->type = MessageType::kCallResponse;
   op->header = std::move(header).value();
   if (result.ok()) op->bytes = std::move(result).value();

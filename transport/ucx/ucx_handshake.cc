@@ -110,6 +110,7 @@ Result<std::string> UcxEngine::Connect(const std::string& address, const std::st
     peer->address = address;
     peer->outgoing = true;
     peer->assign = assign;
+    peer->holds++;  // this Connect's, until it returns
   }
   Post([this, peer, addr]() mutable {
     ucp_ep_params_t ep{};
@@ -136,6 +137,10 @@ Result<std::string> UcxEngine::Connect(const std::string& address, const std::st
     peer_of_ep_[peer->ep] = peer;
   });
   MutexLock lock(mu_);
+  struct Unhold {
+    Peer* peer;
+    ~Unhold() { peer->holds--; }
+  } unhold{peer};
   // A peer of this host is ready once it has said whether it reads this process's memory, so
   // that tensors go by reference from the first step on (without its word in time they go
   // through UCX until it comes).

@@ -112,7 +112,13 @@ class UcxEngine : public ProgressEngine, public StepHost {
     // closed (a peer never ready is freed peer_timeout after, once no send of it is in flight).
     bool was_ready = false;
     std::optional<std::chrono::steady_clock::time_point> closed_at;
-    std::atomic<int> sends{0};  // SendOps of this peer not finished
+    // What holds this Peer* outside mu_, so that a peer gone for a peer timeout is freed only
+    // once nothing refers to it (CheckPeers): SendOps made and not finished (counted where they
+    // are made, before they are posted), and `holds`: requests from it being served (until
+    // their reply is made), tensors it sent by reference not yet released (TensorRef and
+    // DeviceTensorRef until Release), a Connect waiting on it.
+    std::atomic<int> sends{0};
+    std::atomic<int> holds{0};
     // Guarded by impl->mu_: this process said Goodbye to the peer; the peer said it (or
     // answered ours), so its end is a departure, not a loss.
     bool said_goodbye = false;
@@ -411,7 +417,8 @@ class UcxEngine : public ProgressEngine, public StepHost {
 
   mutable Mutex mu_;
   CondVar peers_changed_;
-  std::vector<std::unique_ptr<Peer>> all_peers_ DFLOW_GUARDED_BY(mu_);  // kept until the end
+  // Every peer, until it has been gone for a peer timeout and nothing holds it (CheckPeers).
+  std::vector<std::unique_ptr<Peer>> all_peers_ DFLOW_GUARDED_BY(mu_);
   std::unordered_map<ucp_ep_h, Peer*> peer_of_ep_ DFLOW_GUARDED_BY(mu_);
   std::unordered_map<std::string, Peer*> peer_of_task_ DFLOW_GUARDED_BY(mu_);
   StepBoxes<Arrival> boxes_ DFLOW_GUARDED_BY(mu_);

@@ -43,11 +43,11 @@ void UcxEngine::SendControl(Peer* peer, MessageType type, std::string header) {
   op->type = type;
   op->header = std::move(header);
   op->what = fmt::format("a control message ({})", static_cast<int>(type));
+  peer->sends++;  // FinishSend takes it back
   StartSend(op);
 }
 
 void UcxEngine::StartSend(SendOp* op) {
-  op->peer->sends++;  // FinishSend takes it back
   if (op->peer->ep == nullptr) {
     FinishSend(op, UCS_ERR_NOT_CONNECTED);
     return;
@@ -209,6 +209,7 @@ Status UcxEngine::Send(const RendezvousKey& key, const SendArgs& args, const Ten
       delete op;
       return refused;
     }
+    op->peer->sends++;  // FinishSend takes it back
   }
   Post([this, op] { StartSend(op); });
   return Status::OK();

@@ -472,12 +472,23 @@ void UcxEngine::CheckPeers() {
       if (p->state != Peer::State::kReady || p->ep == nullptr) continue;
       (now - p->last_heard > limit ? silent : ready).push_back(p.get());
     }
-    // A listener's peer that never finished its handshake is freed once its endpoint has been
-    // closed for a peer timeout and nothing of it is in flight (nothing else holds it: only
-    // ready peers take part in steps and calls).
+    // A peer is freed once it has failed or left, its endpoints have been closed for a peer
+    // timeout, and nothing holds it (Peer::sends and holds; the maps by endpoint and task
+    // forgot it when it failed, and its pending calls and held tensors went then too).
     std::erase_if(all_peers_, [&](const std::unique_ptr<Peer>& p) {
-      return !p->outgoing && !p->was_ready && p->ep == nullptr && p->first_ep == nullptr &&
-             p->closed_at && now - *p->closed_at > timeout && p->sends.load() == 0;
+      // A listener's peer that never finished its handshake, or any that failed or left.
+      const bool gone = (!p->outgoing && !p->was_ready) || p->state == Peer::State::kFailed ||
+                        p->state == Peer::State::kClosed;
+      if (!gone || p->ep != nullptr || p->first_ep != nullptr || !p->closed_at ||
+          now - *p->closed_at <= timeout || p->sends.load() != 0 || p->holds.load() != 0) {
+        return false;
+      }
+      auto task = peer_of_task_.find(p->task);
+      if (task != peer_of_task_.end() && task->second == p.get()) return false;
+      for (const auto& [ep, peer] : peer_of_ep_) {
+        if (peer == p.get()) return false;
+      }
+      return true;
     });
   }
   for (const std::string& from : late) {

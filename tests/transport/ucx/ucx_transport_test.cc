@@ -1,5 +1,6 @@
 #include "transport/ucx/ucx_transport.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -547,6 +548,62 @@ TEST(UcxTransportTest, ATransportThatShutsDownSaysGoodbye) {
       << r.status().ToString();
   EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(2));
   EXPECT_TRUE(client->peers().empty());
+}
+
+// A peer that finished its handshake and then left is freed a peer timeout later once nothing
+// holds it: here every client leaves while one of its requests is still being served, whose
+// reply comes after it has gone (the request holds the peer until then).
+TEST(UcxTransportTest, PeersThatLeaveAreFreedOnceNothingHoldsThem) {
+  UcxTransportOptions o;
+  o.task = "/job:worker/task:0";
+  o.token = kToken;
+  o.listen_address = "127.0.0.1:0";
+  o.peer_timeout = std::chrono::milliseconds(300);
+  o.log = [](std::string_view) {};
+  auto server = UcxTransport::Create(std::move(o));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  std::mutex mu;
+  std::vector<std::thread> slow;
+  (*server)->SetCallHandler(
+      [&](const Transport::CallInfo& call, std::string, Transport::Reply reply) {
+        if (call.method != 1) {
+          reply(std::string("now"));
+          return;
+        }
+        std::lock_guard lock(mu);
+        slow.emplace_back([reply = std::move(reply)] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(600));
+          reply(std::string("late"));
+        });
+      });
+  for (int i = 0; i < 8; ++i) {
+    auto client = MakeTransport(fmt::format("/job:master/task:{}", i), false);
+    ASSERT_TRUE(client->Connect((*server)->listen_address()).ok());
+    auto now = client->Call("/job:worker/task:0", 2, "", std::chrono::seconds(5));
+    ASSERT_TRUE(now.ok()) << now.status().ToString();
+    client->CallAsync("/job:worker/task:0", 1, "", std::chrono::seconds(30),
+                      [](Result<std::string>) {});
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the request arrives
+  }
+  EXPECT_GE((*server)->stats().peer_states, 1u);
+  uint64_t states = 0;
+  for (int i = 0; i < 100; ++i) {
+    states = (*server)->stats().peer_states;
+    if (states == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(states, 0u);
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(slow.size(), 8u);
+  }
+  for (auto& t : slow) t.join();
+  // It serves the next client as ever.
+  auto next = MakeTransport("/job:master/task:9", false);
+  ASSERT_TRUE(next->Connect((*server)->listen_address()).ok());
+  auto answered = next->Call("/job:worker/task:0", 2, "", std::chrono::seconds(5));
+  ASSERT_TRUE(answered.ok()) << answered.status().ToString();
+  EXPECT_EQ(*answered, "now");
 }
 
 // A reply over its method's limit never comes in: the call ends with ResourceExhausted naming
