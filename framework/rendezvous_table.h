@@ -53,6 +53,15 @@ class RendezvousTable {
     return it == items_.end() || !it->second.waiting ? nullptr : &it->second.recv;
   }
 
+  // Whether a Recv waits for a key that `pred` holds for.
+  template <typename Pred>
+  bool AnyWaiting(const Pred& pred) const {
+    for (const auto& [key, item] : items_) {
+      if (item.waiting && pred(key)) return true;
+    }
+    return false;
+  }
+
   // A tensor for `key` arrives from Send `send_node`: the Recv that waited for it, taken out
   // (deliver `value` to it; `value` is left alone), or nullopt when none waited and `value` is
   // kept (moved from) for the Recv to come. Errors, with `value` left alone: the abort status

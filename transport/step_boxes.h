@@ -77,6 +77,22 @@ class StepBoxes {
     for (const auto& [step, box] : boxes_) out.push_back(step);
     return out;
   }
+  // The open steps in which a Recv waits for a tensor from `task` (a peer lost: only those
+  // steps fail at once; a later Recv from it fails as it comes, a Send to it as it goes).
+  std::vector<int64_t> StepsWaitingFor(const std::string& task) const {
+    std::vector<int64_t> out;
+    for (const auto& [step, box] : boxes_) {
+      if (box->table.AnyWaiting([&](const RendezvousKey& key) { return FromTask(key, task); })) {
+        out.push_back(step);
+      }
+    }
+    return out;
+  }
+  // Whether `key`'s tensor comes from `task`.
+  static bool FromTask(const RendezvousKey& key, const std::string& task) {
+    return key.src_device.size() > task.size() &&
+           key.src_device.compare(0, task.size(), task) == 0 && key.src_device[task.size()] == '/';
+  }
 
  private:
   static constexpr size_t kFinishedStepsKept = 4096;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <thread>
 
@@ -72,6 +73,43 @@ TEST(ManyJobsTest, TwoMastersTrainTwoModelsOnTheSameTwoWorkersAtOnce) {
   auto loss = (*b)->Run(MlpBatch(8), {b_model.loss.name()}, {b_model.step.name()});
   ASSERT_TRUE(loss.ok()) << loss.status().ToString();
   EXPECT_TRUE(std::isfinite((*loss)[0].data<float>()[0]));
+}
+
+// Masters come and go (each a job of its own, ended as it leaves) while another trains on the
+// same workers without a break: a departure fails only the steps waiting for the one who left.
+TEST(ManyJobsTest, OneMastersDepartureLeavesAnothersStepsRunning) {
+  WorkerProcess w0("cpu:0"), w1("cpu:0");
+  ASSERT_FALSE(w0.address().empty() || w1.address().empty());
+  Mlp trained(kFirst, kSecond, 256);
+  auto b = DistributedSession::Create(trained.root.graph(), {}, Cluster({&w0, &w1}));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_TRUE((*b)->Run({}, {}, trained.init).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> steps{0};
+  Status failed;
+  std::thread runner([&] {
+    while (!stop.load()) {
+      auto r = (*b)->Run(MlpBatch(steps.load(), 128), {trained.loss.name()}, {trained.step.name()});
+      if (!r.ok()) {
+        failed = r.status();
+        return;
+      }
+      steps++;
+    }
+  });
+  for (int i = 0; i < 4 && failed.ok(); ++i) {
+    Mlp visitor(kFirst, kSecond, 16);
+    auto a = DistributedSession::Create(visitor.root.graph(), {}, Cluster({&w0, &w1}));
+    EXPECT_TRUE(a.ok()) << a.status().ToString();
+    if (!a.ok()) break;
+    EXPECT_TRUE((*a)->Run({}, {}, visitor.init).ok());
+    EXPECT_TRUE((*a)->Run(MlpBatch(i), {}, {visitor.step.name()}).ok());
+  }  // each leaves here, saying goodbye to both workers mid-step of the other master
+  const int during = steps.load();
+  stop = true;
+  runner.join();
+  EXPECT_TRUE(failed.ok()) << failed.ToString();
+  EXPECT_GT(during, 0);
 }
 
 // dflow-dot --cluster against the workers of a live job: it places its graph over their

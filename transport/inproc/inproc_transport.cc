@@ -348,15 +348,25 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
 
   void RecvAsync(const RendezvousKey& key, const RecvArgs& args,
                  Rendezvous::DoneCallback done) override DFLOW_EXCLUDES(mu_) {
+    std::optional<RendezvousTable<Tensor>::Waiting> gone;  // taken back: its sender is gone
     auto arrived = [&]() -> Result<std::optional<RendezvousTable<Tensor>::Arrived>> {
       MutexLock lock(mu_);
       auto box = boxes_.Get(key.step_id);
       if (box == nullptr) {
         return FailedPrecondition("Recv '{}': step {} has finished", args.node, key.step_id);
       }
-      return box->table.Receive(key, args, done);
+      ASSIGN_OR_RETURN(auto received, box->table.Receive(key, args, done));
+      auto src = TaskOfDevice(key.src_device);
+      if (!received && src.ok() && *src != task_ && !peers_.count(*src)) {
+        gone = box->table.Cancel(key);
+        return Unavailable("Recv '{}': no connection to task {}, the source of {}", args.node, *src,
+                           key.ToString());
+      }
+      return received;
     }();
-    if (!arrived.ok()) {
+    if (gone) {
+      gone->done(arrived.status(), Tensor());
+    } else if (!arrived.ok()) {
       done(arrived.status(), Tensor());
     } else if (*arrived) {
       Deliver(key, (*arrived)->send_node, (*arrived)->value, args, done);
@@ -398,7 +408,8 @@ class InprocTransport::Impl final : public StepHost, public std::enable_shared_f
     {
       MutexLock lock(mu_);
       if (closed_ || peers_.erase(task) == 0) return;
-      steps = boxes_.open_steps();
+      // The steps waiting for its tensors; a later Recv from it fails as it comes.
+      steps = boxes_.StepsWaitingFor(task);
     }
     Log(why.message());
     auto self = shared_from_this();

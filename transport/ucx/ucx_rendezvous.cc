@@ -411,6 +411,7 @@ void UcxEngine::FinishRecv(RecvOp* op, ucs_status_t status) {
 void UcxEngine::RecvAsync(const RendezvousKey& key, const RecvArgs& args,
                           Rendezvous::DoneCallback done) {
   Status failed;
+  std::optional<Table::Waiting> gone;  // taken back: its sender is gone
   std::optional<Table::Arrived> arrived;
   RecvOp* pull = nullptr;
   {
@@ -423,7 +424,12 @@ void UcxEngine::RecvAsync(const RendezvousKey& key, const RecvArgs& args,
       if (!received.ok()) {
         failed = received.status();
       } else if (!*received) {
-        return;  // waits for its tensor
+        // Waits for its tensor, unless its sender is gone: then nothing would come.
+        auto src = TaskOf(key.src_device);
+        if (!src.ok() || *src == task_ || ReadyPeer(*src) != nullptr) return;
+        gone = box->table.Cancel(key);
+        failed = Unavailable("Recv '{}': no connection to task {}, the source of {}", args.node,
+                             *src, key.ToString());
       } else {
         arrived = std::move(*received);
         const Arrival& a = arrived->value;
@@ -463,6 +469,10 @@ void UcxEngine::RecvAsync(const RendezvousKey& key, const RecvArgs& args,
   }
   if (arrived && arrived->value.desc != nullptr) {
     Post([this, desc = arrived->value.desc] { ReleaseDesc(desc); });  // its allocation failed
+  }
+  if (gone) {
+    gone->done(failed, Tensor());
+    return;
   }
   if (!failed.ok()) {
     done(failed, Tensor());

@@ -542,6 +542,7 @@ ucs_status_t UcxEngine::OnGoodbye(void* arg, const void* header, size_t header_l
 void UcxEngine::PeerFailed(Peer* peer, ucs_status_t status, std::string_view reason, bool left) {
   Status why;
   std::vector<int64_t> steps;
+  bool was_ready = false;
   {
     MutexLock lock(mu_);
     if (peer->state == Peer::State::kClosed || peer->state == Peer::State::kFailed) {
@@ -549,7 +550,7 @@ void UcxEngine::PeerFailed(Peer* peer, ucs_status_t status, std::string_view rea
       deferred_.push_back([this, peer] { CloseEndpoint(peer); });
       return;
     }
-    bool was_ready = peer->state == Peer::State::kReady;
+    was_ready = peer->state == Peer::State::kReady;
     left = left || peer->left;
     std::string_view words = reason.empty() ? ucs_status_string(status) : reason;
     why = !was_ready ? Unavailable("cannot connect to {}: {}", peer->address, words)
@@ -565,13 +566,12 @@ void UcxEngine::PeerFailed(Peer* peer, ucs_status_t status, std::string_view rea
     auto it = peer_of_task_.find(peer->task);
     if (it != peer_of_task_.end() && it->second == peer) peer_of_task_.erase(it);
     peers_changed_.NotifyAll();
-    if (was_ready) {
-      steps = boxes_.open_steps();
-    }
+    if (was_ready) steps = boxes_.StepsWaitingFor(peer->task);
   }
-  if (!why.ok() && !steps.empty()) Log(why.message());
+  if (!why.ok() && was_ready) Log(why.message());
   calls_.FailPeer(peer, why);
-  // Every open step may be waiting on this peer: fail them all, here and in the other tasks.
+  // The steps waiting for a tensor from this peer fail, here and in the other tasks; the rest
+  // go on (another master's, say), and a later Recv from it or Send to it fails as it comes.
   for (int64_t step : steps) AbortStep(step, why, true);
   deferred_.push_back([this, peer] { CloseEndpoint(peer); });
 }
