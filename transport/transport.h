@@ -8,8 +8,9 @@
 //              handed over in memory. Aborting a step's rendezvous fails that step in every task.
 //
 // Every connection starts with a handshake checking the protocol version and the cluster token;
-// a peer that dies or goes silent fails every pending call and receive with Unavailable naming
-// its task, so nothing waits for it.
+// a peer that dies, leaves or goes silent fails every pending call to it and every step waiting
+// for its tensors with Unavailable naming its task, and a later receive from it fails at once,
+// so nothing waits for it; steps that need nothing of it go on.
 //
 // Implementations register by name (TransportRegistry below): "ucx" (transport/ucx/) where UCX
 // is built, "inproc" (transport/inproc/) always. docs/architecture.md says what a new one touches.
