@@ -307,7 +307,14 @@ Result<std::string> WorkerService::RunStep(const std::string& from, std::string_
   std::shared_ptr<Signature> signature;
   {
     MutexLock lock(mu_);
-    ASSIGN_OR_RETURN(job, JobOf(from));
+    // Found, not made: a step runs only what its job compiled.
+    auto bound = job_of_caller_.find(from);
+    auto found = jobs_.find(bound != job_of_caller_.end() ? bound->second : "of " + from);
+    if (found == jobs_.end()) {
+      return NotFound("worker {} has no compiled signature '{}': {} has compiled nothing here",
+                      transport_->task(), request.signature, from);
+    }
+    job = found->second;
     auto it = job->signatures.find(request.signature);
     if (it == job->signatures.end()) {
       return NotFound("worker {} has no compiled signature '{}' in {}", transport_->task(),

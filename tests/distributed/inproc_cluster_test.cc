@@ -240,6 +240,17 @@ TEST(InprocClusterTest, EachMasterHasItsOwnJobUnlessItNamesASharedOne) {
   ASSERT_TRUE(write(shared, {3}).ok());
   EXPECT_EQ(read(own).value(), (std::vector<float>{1, 2}));
 
+  // A step of a signature its job never compiled names the worker and the signature, and
+  // makes no job.
+  Master stranger = master(5);
+  auto unknown = stranger.Call(Method::kRunStep, Encode(RunStepRequest{"sig-9", 1, 0, false, {}}));
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound) << unknown.status().ToString();
+  EXPECT_TRUE(MessageHas(unknown.status(), {"/job:worker/task:0", "'sig-9'"}));
+  auto in_job = own.Call(Method::kRunStep, Encode(RunStepRequest{"sig-9", 1, 0, false, {}}));
+  EXPECT_TRUE(MessageHas(in_job.status(), {"'sig-9'", "the job of /job:master/task:1"}))
+      << in_job.status().ToString();
+  EXPECT_EQ(w.service->num_jobs(), 2);
+
   // A third job is one too many.
   Master third = master(3);
   auto refused = third.Call(Method::kGetDevices, Encode(GetDevicesRequest{"third"}));
