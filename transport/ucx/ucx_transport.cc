@@ -475,7 +475,7 @@ void UcxEngine::CheckPeers() {
     // A peer is freed once it has failed or left, its endpoints have been closed for a peer
     // timeout, and nothing holds it (Peer::sends and holds; the maps by endpoint and task
     // forgot it when it failed, and its pending calls and held tensors went then too).
-    std::erase_if(all_peers_, [&](const std::unique_ptr<Peer>& p) {
+    std::erase_if(all_peers_, [&](const std::unique_ptr<Peer>& p) DFLOW_REQUIRES(mu_) {
       // A listener's peer that never finished its handshake, or any that failed or left.
       const bool gone = (!p->outgoing && !p->was_ready) || p->state == Peer::State::kFailed ||
                         p->state == Peer::State::kClosed;
