@@ -48,9 +48,7 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Create(transport::Transpor
   }
   auto service = std::unique_ptr<WorkerService>(new WorkerService(transport, std::move(options)));
   WorkerService* self = service.get();
-  if (self->options_.release_after.count() > 0) {
-    self->watcher_ = std::thread([self] { self->Watch(); });
-  }
+  self->watcher_ = std::thread([self] { self->Watch(); });
   // A step's start only hands the request to the step pool: it needs no service thread.
   transport->SetCallHandler(
       [self](const transport::Transport::CallInfo& call, std::string payload,
@@ -86,10 +84,18 @@ int WorkerService::releases() const {
 
 void WorkerService::Watch() {
   MutexLock lock(mu_);
-  while (!stopping_) {
+  while (true) {
     stop_cv_.WaitFor(mu_, std::chrono::milliseconds(100),
-                     [&]() DFLOW_REQUIRES(mu_) { return stopping_; });
+                     [&]() DFLOW_REQUIRES(mu_) { return stopping_ || !retired_.empty(); });
+    if (!retired_.empty()) {
+      std::vector<std::shared_ptr<Job>> dropped;
+      dropped.swap(retired_);
+      lock.Unlock();
+      dropped.clear();  // a running step may hold its job still: it goes when the step ends
+      lock.Lock();
+    }
     if (stopping_) return;
+    if (options_.release_after.count() <= 0) continue;
     std::vector<std::string> peers = transport_->peers();
     std::set<std::string> connected(peers.begin(), peers.end());
     auto now = std::chrono::steady_clock::now();
@@ -150,7 +156,11 @@ void WorkerService::DropJob(const std::string& key) {
   auto it = jobs_.find(key);
   if (it == jobs_.end()) return;
   for (const auto& caller : it->second->callers) job_of_caller_.erase(caller);
+  // Freed by the watcher: freeing a job's devices and variables takes milliseconds (16 ms for
+  // the wide MLP's), which the next master's requests, on this service thread, need not wait.
+  retired_.push_back(std::move(it->second));
   jobs_.erase(it);
+  stop_cv_.NotifyAll();
 }
 
 void WorkerService::Handle(const transport::Transport::CallInfo& call, std::string payload,

@@ -122,6 +122,7 @@ class WorkerService {
       DFLOW_EXCLUDES(mu_);
   // The job of `from`'s requests, made on first use; ResourceExhausted past max_jobs.
   Result<std::shared_ptr<Job>> JobOf(const std::string& from) DFLOW_REQUIRES(mu_);
+  // Forgets the job and hands its state to the watcher to free.
   void DropJob(const std::string& key) DFLOW_REQUIRES(mu_);
   Status EnsureDevices(Job& job) DFLOW_REQUIRES(mu_);
   Result<std::string> Compile(const std::string& from, std::string_view payload)
@@ -139,7 +140,8 @@ class WorkerService {
   // The devices of a Read/WriteVariables request's variables, in order.
   Result<std::vector<Device*>> DevicesOf(Job& job, const std::vector<VariableRef>& variables)
       DFLOW_REQUIRES(mu_);
-  // Drops the jobs whose masters are gone for release_after (a thread of its own).
+  // A thread of its own: frees dropped jobs (DropJob hands them over) and drops the jobs whose
+  // masters are gone for release_after.
   void Watch() DFLOW_EXCLUDES(mu_);
 
   transport::Transport* transport_;
@@ -148,6 +150,7 @@ class WorkerService {
   // By key: "job NAME" for a named job, "of TASK" for a caller's own.
   std::map<std::string, std::shared_ptr<Job>> jobs_ DFLOW_GUARDED_BY(mu_);
   std::map<std::string, std::string> job_of_caller_ DFLOW_GUARDED_BY(mu_);  // task -> key
+  std::vector<std::shared_ptr<Job>> retired_ DFLOW_GUARDED_BY(mu_);         // dropped, to be freed
   int releases_ DFLOW_GUARDED_BY(mu_) = 0;
   bool stopping_ DFLOW_GUARDED_BY(mu_) = false;
   CondVar stop_cv_;
