@@ -91,11 +91,35 @@ void WorkerService::Watch() {
       std::vector<std::shared_ptr<Job>> dropped;
       dropped.swap(retired_);
       lock.Unlock();
-      dropped.clear();  // a running step may hold its job still: it goes when the step ends
+      std::vector<SpareDevices> spares;
+      for (auto& job : dropped) {
+        // A running step may hold its job still: it goes when the step ends. Otherwise its
+        // devices, emptied, wait for the next job (their threads and allocator caches warm).
+        if (job.use_count() != 1 || job->devices.empty()) continue;
+        job->signatures.clear();  // before the variables: compiled kernels point at them
+        job->partial_reads.clear();
+        job->partial_writes.clear();
+        for (auto& d : job->devices) {
+          d->variables()->Clear();
+          d->ResetPeak();
+        }
+        spares.push_back({std::move(job->devices), std::move(job->devices_reply),
+                          std::chrono::steady_clock::now()});
+      }
+      dropped.clear();
+      lock.Lock();
+      for (auto& spare : spares) {
+        if (spare_devices_.size() < kSpareDeviceSets) spare_devices_.push_back(std::move(spare));
+      }
+      lock.Unlock();
+      spares.clear();  // past the few kept: freed here, off the lock
       lock.Lock();
     }
     if (stopping_) return;
     if (options_.release_after.count() <= 0) continue;
+    // Spare devices unused for release_after go too.
+    const auto idle_since = std::chrono::steady_clock::now() - options_.release_after;
+    std::erase_if(spare_devices_, [&](const SpareDevices& d) { return d.since < idle_since; });
     std::vector<std::string> peers = transport_->peers();
     std::set<std::string> connected(peers.begin(), peers.end());
     auto now = std::chrono::steady_clock::now();
@@ -130,6 +154,11 @@ int WorkerService::num_signatures() const {
 int WorkerService::num_jobs() const {
   MutexLock lock(mu_);
   return static_cast<int>(jobs_.size());
+}
+
+int WorkerService::num_spare_device_sets() const {
+  MutexLock lock(mu_);
+  return static_cast<int>(spare_devices_.size());
 }
 
 Result<std::shared_ptr<WorkerService::Job>> WorkerService::JobOf(const std::string& from) {
@@ -216,6 +245,12 @@ void WorkerService::Handle(const transport::Transport::CallInfo& call, std::stri
 
 Status WorkerService::EnsureDevices(Job& job) {
   if (!job.devices.empty()) return Status::OK();
+  if (!spare_devices_.empty()) {
+    job.devices = std::move(spare_devices_.back().devices);
+    job.devices_reply = std::move(spare_devices_.back().reply);
+    spare_devices_.pop_back();
+    return Status::OK();
+  }
   std::string task = transport_->task();
   if (task.empty()) return FailedPrecondition("this worker has no task name yet");
   ASSIGN_OR_RETURN(DeviceName t, DeviceName::Parse(task));

@@ -81,6 +81,8 @@ class WorkerService {
   // Compiled signatures, of every job.
   int num_signatures() const;
   int num_jobs() const;
+  // Device sets of ended jobs kept for the next new job (SpareDevices).
+  int num_spare_device_sets() const;
   // Jobs dropped because their masters had gone (release_after).
   int releases() const;
 
@@ -151,6 +153,16 @@ class WorkerService {
   std::map<std::string, std::shared_ptr<Job>> jobs_ DFLOW_GUARDED_BY(mu_);
   std::map<std::string, std::string> job_of_caller_ DFLOW_GUARDED_BY(mu_);  // task -> key
   std::vector<std::shared_ptr<Job>> retired_ DFLOW_GUARDED_BY(mu_);         // dropped, to be freed
+  // Devices of ended jobs, their variables cleared, for the next new job: a master coming
+  // after another finds warm threads and allocator caches, not a cold start (its first steps'
+  // memory faulted in again). Freed after release_after unused.
+  struct SpareDevices {
+    std::vector<std::unique_ptr<Device>> devices;
+    std::string reply;  // GetDevicesReply, encoded
+    std::chrono::steady_clock::time_point since;
+  };
+  static constexpr size_t kSpareDeviceSets = 2;
+  std::vector<SpareDevices> spare_devices_ DFLOW_GUARDED_BY(mu_);
   int releases_ DFLOW_GUARDED_BY(mu_) = 0;
   bool stopping_ DFLOW_GUARDED_BY(mu_) = false;
   CondVar stop_cv_;

@@ -15,4 +15,9 @@ VariableStore::Variable* VariableStore::Find(const std::string& name) {
   return it == vars_.end() ? nullptr : it->second.get();
 }
 
+void VariableStore::Clear() {
+  MutexLock lock(mu_);
+  vars_.clear();
+}
+
 }  // namespace dflow

@@ -23,6 +23,9 @@ class VariableStore {
   Variable* GetOrCreate(const std::string& name) DFLOW_EXCLUDES(mu_);
   // Null when no variable has that name.
   Variable* Find(const std::string& name) DFLOW_EXCLUDES(mu_);
+  // Forgets every variable (their values go back to the device's allocator). REQUIRES: nothing
+  // holds a Variable* of the store (no compiled plan of it lives).
+  void Clear() DFLOW_EXCLUDES(mu_);
 
  private:
   Mutex mu_;

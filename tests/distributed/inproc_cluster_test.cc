@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <thread>
 
 #include "distributed/distributed_session.h"
 #include "distributed/messages.h"
@@ -265,7 +266,16 @@ TEST(InprocClusterTest, EachMasterHasItsOwnJobUnlessItNamesASharedOne) {
   // job finds the variable the second set.
   ASSERT_TRUE(own.Call(Method::kRelease, Encode(ReleaseRequest{"", true})).ok());
   EXPECT_EQ(w.service->num_jobs(), 1);
+  // Its devices, emptied, wait for the next job: the third's, which finds no variable of it.
+  for (int i = 0; i < 200 && w.service->num_spare_device_sets() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(w.service->num_spare_device_sets(), 1);
   EXPECT_TRUE(third.Call(Method::kGetDevices, Encode(GetDevicesRequest{"third"})).ok());
+  EXPECT_EQ(w.service->num_spare_device_sets(), 0);
+  auto cleared = read(third);
+  EXPECT_EQ(cleared.status().code(), StatusCode::kFailedPrecondition)
+      << cleared.status().ToString();
   Master fourth = master(4);
   ASSERT_TRUE(fourth.Call(Method::kGetDevices, Encode(GetDevicesRequest{"shared"})).ok());
   EXPECT_EQ(read(fourth).value(), (std::vector<float>{3}));
