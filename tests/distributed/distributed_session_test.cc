@@ -492,6 +492,19 @@ TEST(DistributedSessionTest, DflowRunRunsAGraphFileAcrossTheCluster) {
   EXPECT_NE(ran->err.find("worker:1/cpu:0"), std::string::npos) << ran->err;  // the placement
   EXPECT_NE(ran->err.find("link /job:worker/task:0 -> /job:worker/task:1: "), std::string::npos)
       << ran->err;
+  // --job names the run's job on the workers; without a cluster it is a usage error.
+  auto named =
+      tools::RunProgram({DFLOW_RUN_BINARY, graph, "--cluster", cluster, "--token-file", *token,
+                         "--job", "run-7", "--feed", "a=" + feed, "--fetch", "out"},
+                        "");
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(named->exit_code, 0) << named->err;
+  EXPECT_NE(named->out.find("-6"), std::string::npos) << named->out;
+  auto alone = tools::RunProgram({DFLOW_RUN_BINARY, graph, "--job", "run-7", "--fetch", "out"}, "");
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(alone->exit_code, 2) << alone->err;
+  EXPECT_NE(alone->err.find("--job goes with --cluster or --rendezvous"), std::string::npos)
+      << alone->err;
   // --devices does not go with --cluster.
   auto both = tools::RunProgram({DFLOW_RUN_BINARY, graph, "--cluster", cluster, "--token-file",
                                  *token, "--devices", "cpu:0", "--fetch", "out"},

@@ -280,6 +280,17 @@ TEST(InprocClusterTest, EachMasterHasItsOwnJobUnlessItNamesASharedOne) {
   ASSERT_TRUE(fourth.Call(Method::kGetDevices, Encode(GetDevicesRequest{"shared"})).ok());
   EXPECT_EQ(read(fourth).value(), (std::vector<float>{3}));
   EXPECT_EQ(w.service->num_jobs(), 2);
+
+  // A session's job name is printable ASCII without spaces, at most 256 bytes.
+  Mlp model("/job:worker/task:0/device:CPU:0", "/job:worker/task:0/device:CPU:0");
+  for (const std::string& bad : {std::string("my job"), std::string(300, 'j')}) {
+    DistributedOptions o = Cluster({&w});
+    o.job = bad;
+    auto refused = DistributedSession::Create(model.root.graph(), {}, o);
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(MessageHas(refused.status(), {"job '", "printable"}))
+        << refused.status().ToString();
+  }
 }
 
 }  // namespace
