@@ -61,12 +61,7 @@ Result<std::unique_ptr<DistributedSession>> DistributedSession::Create(
     return InvalidArgument("checkpoint_chunk_bytes is {}; it must be at least 1",
                            cluster.checkpoint_chunk_bytes);
   }
-  if (cluster.job.size() > kMaxJobNameBytes ||
-      std::any_of(cluster.job.begin(), cluster.job.end(),
-                  [](char c) { return c < 0x21 || c > 0x7e; })) {
-    return InvalidArgument("job '{}': a job is at most {} bytes of printable ASCII, no spaces",
-                           cluster.job, kMaxJobNameBytes);
-  }
+  RETURN_IF_ERROR(CheckJobName(cluster.job));
   transport::TransportOptions t;
   t.task = MasterTask();
   t.token = cluster.token;

@@ -144,17 +144,23 @@ Result<GetDevicesRequest> DecodeGetDevicesRequest(std::string_view bytes) {
   ASSIGN_OR_RETURN(const fb::GetDevicesRequest* r,
                    Root<fb::GetDevicesRequest>(bytes, storage, kWhat));
   GetDevicesRequest out{Str(r->job())};
-  if (out.job.size() > kMaxJobNameBytes) {
-    return InvalidArgument("{}: field 'job' has {} bytes, over the limit of {}", kWhat,
-                           out.job.size(), kMaxJobNameBytes);
+  RETURN_IF_ERROR(CheckJobName(out.job).WithPrefix(fmt::format("{}: field 'job': ", kWhat)));
+  return out;
+}
+
+Status CheckJobName(std::string_view job) {
+  if (job.size() > kMaxJobNameBytes) {
+    return InvalidArgument(
+        "job '{}' has {} bytes, over the limit of {} (a job is printable ASCII, no spaces)", job,
+        job.size(), kMaxJobNameBytes);
   }
-  for (char c : out.job) {
+  for (char c : job) {
     if (c < 0x21 || c > 0x7e) {
-      return InvalidArgument("{}: field 'job' holds a byte {:#04x}; a job is printable ASCII",
-                             kWhat, static_cast<unsigned char>(c));
+      return InvalidArgument("job '{}' holds a byte {:#04x}; a job is printable ASCII, no spaces",
+                             job, static_cast<unsigned char>(c));
     }
   }
-  return out;
+  return Status::OK();
 }
 
 std::string Encode(const GetDevicesReply& m) {

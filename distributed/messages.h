@@ -67,6 +67,9 @@ struct GetDevicesRequest {
 };
 // A job name's most bytes; it is printable ASCII.
 inline constexpr size_t kMaxJobNameBytes = 256;
+// InvalidArgument naming `job` when it is longer than kMaxJobNameBytes or holds a byte that is
+// not printable ASCII (a space included).
+Status CheckJobName(std::string_view job);
 
 struct GetDevicesReply {
   std::vector<DeviceInfo> devices;  // at least one

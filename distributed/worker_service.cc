@@ -161,9 +161,13 @@ int WorkerService::num_spare_device_sets() const {
   return static_cast<int>(spare_devices_.size());
 }
 
-Result<std::shared_ptr<WorkerService::Job>> WorkerService::JobOf(const std::string& from) {
+std::string WorkerService::JobKey(const std::string& from) const {
   auto bound = job_of_caller_.find(from);
-  const std::string key = bound != job_of_caller_.end() ? bound->second : "of " + from;
+  return bound != job_of_caller_.end() ? bound->second : "of " + from;
+}
+
+Result<std::shared_ptr<WorkerService::Job>> WorkerService::JobOf(const std::string& from) {
+  const std::string key = JobKey(from);
   auto it = jobs_.find(key);
   if (it == jobs_.end()) {
     if (static_cast<int>(jobs_.size()) >= options_.max_jobs) {
@@ -353,8 +357,7 @@ Result<std::string> WorkerService::RunStep(const std::string& from, std::string_
   {
     MutexLock lock(mu_);
     // Found, not made: a step runs only what its job compiled.
-    auto bound = job_of_caller_.find(from);
-    auto found = jobs_.find(bound != job_of_caller_.end() ? bound->second : "of " + from);
+    auto found = jobs_.find(JobKey(from));
     if (found == jobs_.end()) {
       return NotFound("worker {} has no compiled signature '{}': {} has compiled nothing here",
                       transport_->task(), request.signature, from);
@@ -447,8 +450,7 @@ Result<std::string> WorkerService::MeasureLinks(std::string_view payload) {
 Result<std::string> WorkerService::Release(const std::string& from, std::string_view payload) {
   ASSIGN_OR_RETURN(ReleaseRequest request, DecodeReleaseRequest(payload));
   MutexLock lock(mu_);
-  auto bound = job_of_caller_.find(from);
-  const std::string key = bound != job_of_caller_.end() ? bound->second : "of " + from;
+  const std::string key = JobKey(from);
   auto job = jobs_.find(key);
   if (job == jobs_.end()) return std::string();  // nothing of its own here
   job->second->signatures.erase(request.signature);

@@ -122,6 +122,8 @@ class WorkerService {
 
   Result<std::string> GetDevices(const std::string& from, std::string_view payload)
       DFLOW_EXCLUDES(mu_);
+  // The key in jobs_ of `from`'s requests: the job it named, else its own.
+  std::string JobKey(const std::string& from) const DFLOW_REQUIRES(mu_);
   // The job of `from`'s requests, made on first use; ResourceExhausted past max_jobs.
   Result<std::shared_ptr<Job>> JobOf(const std::string& from) DFLOW_REQUIRES(mu_);
   // Forgets the job and hands its state to the watcher to free.
