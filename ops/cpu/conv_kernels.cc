@@ -12,6 +12,7 @@
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
+#include "graph/mutex.h"
 #include "ops/cpu/nan_aware.h"
 #include "ops/cpu/primitive_cache.h"
 
@@ -22,25 +23,51 @@ using dnnl::memory;
 
 using Pass = ConvPass;
 
-// The oneDNN primitive of one pass for one geometry; the forward pass optionally adds a bias [O]
-// and applies a ReLU (post-ops of _FusedConv2D).
+// What a forward convolution applies after the product, as oneDNN post-ops, and the layouts
+// of its activations.
+struct ConvForm {
+  bool bias = false;
+  // oneDNN's ReLU and clip post-ops turn NaN into their lower bound: kernels ask for them only
+  // on finite inputs (which give no NaN short of overflow), the others get the activation as a
+  // pass that keeps NaN. (ELU with alpha 0 keeps NaN, but made a 1x1 convolution 3x slower.)
+  enum class Act { kNone, kRelu, kClip } act = Act::kNone;
+  float lo = 0, hi = 0;
+  bool sum = false;  // the output buffer's prior contents (a residual) added before `act`
+  int block = 0;     // 0: NCHW output; else nChw{block}c
+  bool x_blocked = false;
+
+  std::string Key() const {
+    return fmt::format("{}:{}:{}:{}:{}:{}:{}", bias, static_cast<int>(act), lo, hi, sum, block,
+                       x_blocked);
+  }
+};
+
+dnnl::memory::format_tag BlockedTag(int block) {
+  return block == 16 ? dnnl::memory::format_tag::nChw16c : dnnl::memory::format_tag::nChw8c;
+}
+
+// The oneDNN primitive of one pass for one geometry; the forward pass optionally adds a bias [O],
+// a residual and an activation (ConvForm: post-ops of _FusedConv2D and _BlockedConv2D).
 class DnnlConv {
  public:
-  DnnlConv(const ConvGeometry& g, Pass pass, bool bias = false, bool relu = false) {
+  DnnlConv(const ConvGeometry& g, Pass pass, const ConvForm& form = {}) {
     using dt = memory::data_type;
     using tag = memory::format_tag;
     memory::dims src_dims = {g.n, g.c, g.h, g.w}, dst_dims = {g.n, g.o, g.oh, g.ow};
     memory::dims wts_dims = g.groups == 1 ? memory::dims{g.o, g.c, g.kh, g.kw}
                                           : memory::dims{g.groups, g.og(), g.cg(), g.kh, g.kw};
     tag wts_plain = g.groups == 1 ? tag::oihw : tag::goihw;
-    plain_src_ = memory::desc(src_dims, dt::f32, tag::nchw);
-    plain_dst_ = memory::desc(dst_dims, dt::f32, tag::nchw);
+    plain_src_ =
+        memory::desc(src_dims, dt::f32, form.x_blocked ? BlockedTag(form.block) : tag::nchw);
+    plain_dst_ = memory::desc(dst_dims, dt::f32, form.block ? BlockedTag(form.block) : tag::nchw);
     plain_wts_ = memory::desc(wts_dims, dt::f32, wts_plain);
     // oneDNN picks the layouts. Keeping plain layouts for a 1-channel first layer (its im2col
     // path looks 7x faster under ONEDNN_VERBOSE) made the whole CNN step slower here: 35.3 ms
-    // against 31.8 ms (medians of 3), so every convolution takes oneDNN's choice.
-    memory::desc src(src_dims, dt::f32, tag::any), dst(dst_dims, dt::f32, tag::any),
-        wts(wts_dims, dt::f32, tag::any);
+    // against 31.8 ms (medians of 3), so every convolution takes oneDNN's choice, but for
+    // blocked activations, which stay in their layout from one convolution to the next.
+    memory::desc src = form.x_blocked ? plain_src_ : memory::desc(src_dims, dt::f32, tag::any);
+    memory::desc dst = form.block ? plain_dst_ : memory::desc(dst_dims, dt::f32, tag::any);
+    memory::desc wts(wts_dims, dt::f32, tag::any);
     memory::dims strides = {g.sh, g.sw}, dil = {g.dh - 1, g.dw - 1}, pl = {g.pt, g.pl},
                  pr = {g.pb, g.pr};
     dnnl::primitive_attr attr;
@@ -50,15 +77,20 @@ class DnnlConv {
         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src, wts, dst,
                                         strides, dil, pl, pr),
         attr, CpuEngine());
-    if (pass == Pass::kForward && (bias || relu)) {
+    sum_ = form.sum;
+    const bool post = form.bias || form.act != ConvForm::Act::kNone || form.sum;
+    if (pass == Pass::kForward && post) {
       dnnl::primitive_attr fused = attr;
-      if (relu) {
-        dnnl::post_ops ops;
+      dnnl::post_ops ops;
+      if (form.sum) ops.append_sum(1.f);
+      if (form.act == ConvForm::Act::kRelu) {
         ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-        fused.set_post_ops(ops);
+      } else if (form.act == ConvForm::Act::kClip) {
+        ops.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, form.lo, form.hi);
       }
+      fused.set_post_ops(ops);
       memory::desc bias_desc({g.o}, dt::f32, tag::a);
-      auto desc = bias
+      auto desc = form.bias
                       ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src,
                                                         wts, bias_desc, dst, strides, dil, pl, pr)
                       : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src,
@@ -84,20 +116,25 @@ class DnnlConv {
     }
   }
 
+  const memory::desc& weights_desc() const { return wts_; }
+  const memory::desc& plain_weights_desc() const { return plain_wts_; }
+
   // Runs the pass on (x, w, y): for the forward pass x, w in and y out; backward data dy (in y),
   // w in, dx out (in x); backward filter x, dy (in y) in, dw out (in w).
   // Scratch space and staged copies come from `temp` (the device's memory).
-  Status Run(TempBuffers& temp, Pass pass, void* x, void* w, void* y,
-             const void* bias = nullptr) const {
+  // `w_staged`: w is already in weights_desc()'s layout (a constant's weights, reordered once).
+  Status Run(TempBuffers& temp, Pass pass, void* x, void* w, void* y, const void* bias = nullptr,
+             bool w_staged = false) const {
     const auto& e = CpuEngine();
     dnnl::stream& s = ThreadStream();
     // Which of x, w, y the pass writes; the others it reads.
     bool x_out = pass == Pass::kBackwardData, w_out = pass == Pass::kBackwardFilter,
          y_out = pass == Pass::kForward;
-    memory px(plain_src_, e, x), pw(plain_wts_, e, w), py(plain_dst_, e, y);
+    memory px(plain_src_, e, x), pw(w_staged ? wts_ : plain_wts_, e, w), py(plain_dst_, e, y);
     ASSIGN_OR_RETURN(memory xm, Stage(temp, px, src_, x_out, s));
     ASSIGN_OR_RETURN(memory wm, Stage(temp, pw, wts_, w_out, s));
-    ASSIGN_OR_RETURN(memory ym, Stage(temp, py, dst_, y_out, s));
+    // A sum post-op adds what y holds: staged in the primitive's layout, y goes in too.
+    ASSIGN_OR_RETURN(memory ym, Stage(temp, py, dst_, y_out && !sum_, s));
     ASSIGN_OR_RETURN(void* scratch, temp.Get(scratch_.get_size()));
     memory sm(scratch_, e, scratch);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SCRATCHPAD, sm}};
@@ -125,6 +162,7 @@ class DnnlConv {
     dst_ = dst;
     scratch_ = scratch;
   }
+  bool sum_ = false;
 
   // `plain` itself when the primitive takes that layout; otherwise a buffer in the primitive's
   // layout, filled from `plain` when it is an input.
@@ -142,11 +180,98 @@ class DnnlConv {
   dnnl::primitive prim_;
 };
 
-std::string CacheKey(const ConvGeometry& g, Pass pass, bool bias, bool relu) {
+std::string CacheKey(const ConvGeometry& g, Pass pass, const ConvForm& form) {
   const int64_t* fields = reinterpret_cast<const int64_t*>(&g);
   static_assert(sizeof(ConvGeometry) % sizeof(int64_t) == 0);
-  return fmt::format("conv:{}:{}:{}:{}", static_cast<int>(pass), bias, relu,
+  return fmt::format("conv:{}:{}:{}", static_cast<int>(pass), form.Key(),
                      fmt::join(fields, fields + sizeof(ConvGeometry) / sizeof(int64_t), ","));
+}
+
+// The weights of a convolution node whose filter is a constant (an imported model's), in the
+// layout its primitive wants, reordered (and checked for NaN and infinities) once instead of on
+// every run. A filter that is not a Const (a variable, a computed tensor) is staged and checked
+// on every run.
+class ConstantWeights {
+ public:
+  explicit ConstantWeights(const KernelInit& init)
+      : constant_(init.graph.node(init.node.inputs()[1].node).op() == "Const") {}
+
+  struct Staged {
+    const void* data;  // w in `conv`'s weights layout, or null: stage it on this run
+    bool finite;       // no NaN or infinity in w
+  };
+  // Kept in the device's memory (`allocator`).
+  Result<Staged> Get(const DnnlConv& conv, const Tensor& w, Allocator* allocator) {
+    const bool plain = conv.weights_desc() == conv.plain_weights_desc();
+    if (!constant_) return Staged{nullptr, AllFiniteParallel(w.data<float>(), w.num_elements())};
+    MutexLock lock(mu_);
+    if (source_ != w.raw_data()) {
+      finite_ = AllFiniteParallel(w.data<float>(), w.num_elements());
+      staged_ = Tensor();
+      source_ = w.raw_data();
+    }
+    if (!plain && !(desc_ == conv.weights_desc() && staged_.raw_data() != nullptr)) {
+      ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(allocator, DType::kU8,
+                                                  Shape{static_cast<int64_t>(
+                                                      conv.weights_desc().get_size())}));
+      memory from(conv.plain_weights_desc(), CpuEngine(), const_cast<void*>(w.raw_data()));
+      memory to(conv.weights_desc(), CpuEngine(), t.raw_data());
+      dnnl::stream& s = ThreadStream();
+      dnnl::reorder(from, to).execute(s, from, to);
+      s.wait();
+      staged_ = std::move(t);
+      desc_ = conv.weights_desc();
+    }
+    return Staged{plain ? nullptr : staged_.raw_data(), finite_};
+  }
+
+ private:
+  const bool constant_;
+  Mutex mu_;
+  const void* source_ DFLOW_GUARDED_BY(mu_) = nullptr;
+  bool finite_ DFLOW_GUARDED_BY(mu_) = false;
+  memory::desc desc_ DFLOW_GUARDED_BY(mu_);
+  Tensor staged_ DFLOW_GUARDED_BY(mu_);
+};
+
+// The forward convolution of inputs 0 (x) and 1 (w) [+ 2 (bias)] into `y` with `form`'s
+// post-ops; the activation runs as a pass that keeps NaN when an input is not finite.
+Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form,
+                  ConstantWeights& weights, void* y) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const void* bias = form.bias ? ctx.input(2).raw_data() : nullptr;
+  const ConvForm::Act act = form.act;
+  auto primitive = [&] {
+    return PrimitiveCache::Global().GetOrCreate<DnnlConv>(
+        CacheKey(g, Pass::kForward, form),
+        [&] { return std::make_shared<const DnnlConv>(g, Pass::kForward, form); });
+  };
+  std::shared_ptr<const DnnlConv> conv = primitive();
+  ASSIGN_OR_RETURN(ConstantWeights::Staged staged, weights.Get(*conv, w, ctx.allocator()));
+  bool finite = true;
+  if (act != ConvForm::Act::kNone) {
+    finite = staged.finite && AllFiniteParallel(x.data<float>(), x.num_elements()) &&
+             (!form.bias || AllFiniteParallel(ctx.input(2).data<float>(),
+                                              ctx.input(2).num_elements()));
+    if (!finite) {
+      form.act = ConvForm::Act::kNone;
+      conv = primitive();
+      ASSIGN_OR_RETURN(staged, weights.Get(*conv, w, ctx.allocator()));
+    }
+  }
+  TempBuffers temp(ctx.allocator());
+  RETURN_IF_ERROR(conv->Run(temp, Pass::kForward, x.raw_data(),
+                            const_cast<void*>(staged.data ? staged.data : w.raw_data()), y, bias,
+                            staged.data != nullptr));
+  if (finite || act == ConvForm::Act::kNone) return Status::OK();
+  const int64_t n = ctx.output(0).num_elements();
+  if (act == ConvForm::Act::kRelu) {
+    ReluKeepingNaN(static_cast<float*>(y), n);
+  } else {
+    ClipKeepingNaN(static_cast<float*>(y), n, form.lo, form.hi);
+  }
+  return Status::OK();
 }
 
 template <Pass kPass>
@@ -155,7 +280,7 @@ class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
   using Base::epilogue_;
 
  public:
-  using Base::Base;
+  explicit ConvKernel(const KernelInit& init) : Base(init), weights_(init) {}
   Status Run(KernelContext& ctx, const Tensor& in0, const Tensor& in1,
              const ConvPassShapes& shapes) {
     const ConvGeometry& g = shapes.g;
@@ -185,30 +310,24 @@ class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
       std::memset(out->raw_data(), 0, out->num_bytes());
       return Status::OK();
     }
-    // oneDNN's ReLU post-op turns NaN into 0: it runs only on finite inputs (which give no NaN
-    // short of overflow), the others get the ReLU as a pass that keeps NaN.
-    const bool relu_post_op =
-        epilogue_.relu && AllFinite(in0.data<float>(), in0.num_elements()) &&
-        AllFinite(in1.data<float>(), in1.num_elements()) &&
-        (!epilogue_.bias || AllFinite(ctx.input(2).data<float>(), ctx.input(2).num_elements()));
-    std::shared_ptr<const DnnlConv> conv = PrimitiveCache::Global().GetOrCreate<DnnlConv>(
-        CacheKey(g, kPass, epilogue_.bias, relu_post_op),
-        [&] { return std::make_shared<const DnnlConv>(g, kPass, epilogue_.bias, relu_post_op); });
-    TempBuffers temp(ctx.allocator());
-    if (kPass == Pass::kForward) {
-      RETURN_IF_ERROR(conv->Run(temp, kPass, in0.raw_data(), in1.raw_data(), out->raw_data(),
-                                epilogue_.bias ? ctx.input(2).raw_data() : nullptr));
-      if (epilogue_.relu && !relu_post_op) {
-        ReluKeepingNaN(out->data<float>(), out->num_elements());
+    if (kPass != Pass::kForward) {
+      std::shared_ptr<const DnnlConv> conv = PrimitiveCache::Global().GetOrCreate<DnnlConv>(
+          CacheKey(g, kPass, {}), [&] { return std::make_shared<const DnnlConv>(g, kPass); });
+      TempBuffers temp(ctx.allocator());
+      if (kPass == Pass::kBackwardData) {
+        return conv->Run(temp, kPass, out->raw_data(), in1.raw_data(), in0.raw_data());
       }
-      return Status::OK();
+      return conv->Run(temp, kPass, in0.raw_data(), out->raw_data(), in1.raw_data());
     }
-    if (kPass == Pass::kBackwardData) {
-      return conv->Run(temp, kPass, out->raw_data(), in1.raw_data(), in0.raw_data());
-    }
-    return conv->Run(temp, kPass, in0.raw_data(), out->raw_data(), in1.raw_data());
+    ConvForm form{.bias = epilogue_.bias,
+                  .act = epilogue_.relu ? ConvForm::Act::kRelu : ConvForm::Act::kNone};
+    return RunForward(ctx, g, form, weights_, out->raw_data());
   }
+
+ private:
+  ConstantWeights weights_;
 };
+
 
 }  // namespace
 

@@ -40,5 +40,9 @@ inline bool AllFinite(const float* x, int64_t n) {
 // ReLU over n floats in place, NaN kept: what the fused kernels apply where oneDNN's ReLU
 // post-op (which turns NaN into 0) cannot be used. Threads split the floats.
 void ReluKeepingNaN(float* x, int64_t n);
+// x clipped to [lo, hi] in place, NaN kept.
+void ClipKeepingNaN(float* x, int64_t n, float lo, float hi);
+// AllFinite split across the calling thread's OpenMP team.
+bool AllFiniteParallel(const float* x, int64_t n);
 
 }  // namespace dflow::cpu
