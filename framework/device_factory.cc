@@ -97,6 +97,11 @@ Result<DeviceSpec> DeviceFactory::Calibrate(Device& device, DeviceSpec spec) con
   return entry->type.calibrate(device, std::move(spec));
 }
 
+int DeviceFactory::ChannelBlock(const std::string& type) const {
+  std::shared_ptr<const Entry> entry = Find(type);
+  return entry == nullptr || !entry->type.channel_block ? 0 : entry->type.channel_block();
+}
+
 std::optional<LinkSpec> DeviceFactory::Link(Device& from, Device& to) const {
   for (Device* d : {&from, &to}) {
     std::shared_ptr<const Entry> entry = Find(d->type());

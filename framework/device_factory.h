@@ -48,6 +48,8 @@ class DeviceFactory {
   // The type's hooks (framework/device_type.h), with their defaults.
   Result<DeviceSpec> Calibrate(Device& device, DeviceSpec spec) const DFLOW_EXCLUDES(mu_);
   std::optional<LinkSpec> Link(Device& from, Device& to) const DFLOW_EXCLUDES(mu_);
+  // 0 for a type without the hook or not registered.
+  int ChannelBlock(const std::string& type) const DFLOW_EXCLUDES(mu_);
 
  private:
   struct Entry {

@@ -51,6 +51,11 @@ struct DeviceType {
   // session calibrates its devices; nullopt: the session's defaults (LinkDefaults). Default:
   // always nullopt.
   std::function<std::optional<LinkSpec>(Device& from, Device& to)> link;
+
+  // The channel block (8 or 16) the type's convolutions keep activations in between one
+  // another (rewrite/channel_blocks.h: its kernels of _BlockedConv2D, _BlockChannels and
+  // _UnblockChannels), or 0 for none. Default: 0.
+  std::function<int()> channel_block;
 };
 
 }  // namespace dflow

@@ -1,5 +1,7 @@
 #include "runtime/compile.h"
 
+#include "framework/device_factory.h"
+#include "rewrite/channel_blocks.h"
 #include "rewrite/fusion.h"
 
 namespace dflow {
@@ -17,7 +19,17 @@ Result<std::shared_ptr<const Graph>> Rewrite(const Graph& graph, PlanSpec* spec,
                    ops::FuseEpilogues(graph, keep, [&device_type](const char* op) {
                      return KernelRegistry::Global().Find(op, device_type) != nullptr;
                    }));
-  auto rewritten = std::make_shared<const Graph>(std::move(fused.graph));
+  std::shared_ptr<const Graph> rewritten = std::make_shared<const Graph>(std::move(fused.graph));
+  const int block = DeviceFactory::Global().ChannelBlock(device_type);
+  if (block > 0) {
+    // Fed, fetched and target nodes keep their names in the fused graph.
+    std::vector<int> kept;
+    for (int k : keep) kept.push_back(*rewritten->FindNode(graph.node(k).name()));
+    ASSIGN_OR_RETURN(ops::BlockedGraph blocked, ops::BlockChannels(*rewritten, kept, block));
+    if (blocked.stats.convs > 0) {
+      rewritten = std::make_shared<const Graph>(std::move(blocked.graph));
+    }
+  }
   // Fed, fetched and target nodes keep their names; find their ids in the rewritten graph.
   auto remap = [&](int& id) { id = *rewritten->FindNode(graph.node(id).name()); };
   for (int& f : spec->feeds) remap(f);

@@ -251,9 +251,11 @@ Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form,
   ASSIGN_OR_RETURN(ConstantWeights::Staged staged, weights.Get(*conv, w, ctx.allocator()));
   bool finite = true;
   if (act != ConvForm::Act::kNone) {
-    finite = staged.finite && AllFiniteParallel(x.data<float>(), x.num_elements()) &&
-             (!form.bias || AllFiniteParallel(ctx.input(2).data<float>(),
-                                              ctx.input(2).num_elements()));
+    auto all_finite = [&](int i) {
+      return AllFiniteParallel(ctx.input(i).data<float>(), ctx.input(i).num_elements());
+    };
+    finite = staged.finite && all_finite(0) && (!form.bias || all_finite(2)) &&
+             (!form.sum || all_finite(3));
     if (!finite) {
       form.act = ConvForm::Act::kNone;
       conv = primitive();
@@ -329,8 +331,123 @@ class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
 };
 
 
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// _BlockedConv2D: a forward convolution whose output (and input, when x_blocked) is in the
+// blocked channel layout [N, C/b, H, W, b], with its bias, an optional residual (input 3, of the
+// output's shape) and activation as post-ops.
+class BlockedConvKernel : public OpKernel {
+ public:
+  explicit BlockedConvKernel(const KernelInit& init)
+      : attrs_(ReadConvAttrs(init.node)), weights_(init) {
+    const Node& n = init.node;
+    form_.bias = true;
+    form_.block = static_cast<int>(std::get<int64_t>(*n.FindAttr("block")));
+    form_.x_blocked = std::get<bool>(*n.FindAttr("x_blocked"));
+    const std::string& act = std::get<std::string>(*n.FindAttr("activation"));
+    form_.act = act == "Relu"   ? ConvForm::Act::kRelu
+                : act == "Clip" ? ConvForm::Act::kClip
+                                : ConvForm::Act::kNone;
+    form_.lo = static_cast<float>(std::get<double>(*n.FindAttr("clip_min")));
+    form_.hi = static_cast<float>(std::get<double>(*n.FindAttr("clip_max")));
+    form_.sum = n.inputs().size() == 4;
+  }
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Shape& w = ctx.input(1).shape();
+    const int64_t b = form_.block;
+    Shape x4 = x.shape();
+    if (form_.x_blocked) {
+      const int64_t c = w.rank() == 4 ? w[1] * attrs_.groups : -1;
+      if (x.shape().rank() != 5 || x.shape()[4] != b || x.shape()[1] != CeilDiv(c, b)) {
+        return InvalidArgument("input {} is not the blocked layout of {} channels", x.shape(), c);
+      }
+      x4 = Shape{x.shape()[0], c, x.shape()[2], x.shape()[3]};
+    }
+    ASSIGN_OR_RETURN(ConvGeometry g, ConvGeometryOf(attrs_, x4, w));
+    const Shape y{g.n, CeilDiv(g.o, b), g.oh, g.ow, b};
+    Tensor* out;
+    if (form_.sum) {
+      const Tensor& residual = ctx.input(3);
+      if (residual.shape() != y) {
+        return InvalidArgument("residual {} is not the output's shape {}", residual.shape(), y);
+      }
+      ASSIGN_OR_RETURN(out, ctx.ForwardOrAllocateOutput(3, 0, DType::kF32, y));
+      if (out->raw_data() != residual.raw_data()) {
+        std::memcpy(out->raw_data(), residual.raw_data(), residual.num_bytes());
+      }
+    } else {
+      ASSIGN_OR_RETURN(out, ctx.AllocateOutput(0, DType::kF32, y));
+    }
+    if (out->num_elements() == 0) return Status::OK();
+    return RunForward(ctx, g, form_, weights_, out->raw_data());
+  }
+
+ private:
+  const ConvAttrs attrs_;
+  ConvForm form_;
+  ConstantWeights weights_;
+};
+
+// _BlockChannels (kToBlocked) and _UnblockChannels: oneDNN reorders between [N, C, H, W] and
+// the blocked layout [N, C/b, H, W, b] (padding channels written as 0).
+template <bool kToBlocked>
+class ChannelBlockKernel : public OpKernel {
+ public:
+  explicit ChannelBlockKernel(const KernelInit& init)
+      : block_(kToBlocked ? std::get<int64_t>(*init.node.FindAttr("block")) : 0),
+        channels_(kToBlocked ? 0 : std::get<int64_t>(*init.node.FindAttr("channels"))) {}
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Shape& s = x.shape();
+    Shape plain = s, blocked = s;
+    if (kToBlocked) {
+      if (s.rank() != 4) return InvalidArgument("input {} is not [N, C, H, W]", s);
+      blocked = Shape{s[0], CeilDiv(s[1], block_), s[2], s[3], block_};
+    } else {
+      if (s.rank() != 5 || s[4] <= 0 || s[1] != CeilDiv(channels_, s[4])) {
+        return InvalidArgument("input {} is not the blocked layout of {} channels", s, channels_);
+      }
+      plain = Shape{s[0], channels_, s[2], s[3]};
+    }
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DType::kF32, kToBlocked ? blocked : plain));
+    if (out->num_elements() == 0) return Status::OK();
+    const int64_t b = blocked[4];
+    if (b != 8 && b != 16) return InvalidArgument("block {} (8 or 16)", b);
+    memory::dims dims = {plain[0], plain[1], plain[2], plain[3]};
+    memory nchw({dims, memory::data_type::f32, memory::format_tag::nchw}, CpuEngine(),
+                kToBlocked ? x.raw_data() : out->raw_data());
+    memory blk({dims, memory::data_type::f32, BlockedTag(static_cast<int>(b))}, CpuEngine(),
+               kToBlocked ? out->raw_data() : x.raw_data());
+    dnnl::stream& st = ThreadStream();
+    if (kToBlocked) {
+      dnnl::reorder(nchw, blk).execute(st, nchw, blk);
+    } else {
+      dnnl::reorder(blk, nchw).execute(st, blk, nchw);
+    }
+    st.wait();
+    return Status::OK();
+  }
+
+ private:
+  const int64_t block_, channels_;
+};
+
 }  // namespace
 
-Status RegisterConvKernels() { return common::RegisterConvKernels<ConvKernel>("CPU"); }
+Status RegisterConvKernels() {
+  RETURN_IF_ERROR(RegisterKernel<BlockedConvKernel>("_BlockedConv2D", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ChannelBlockKernel<true>>("_BlockChannels", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ChannelBlockKernel<false>>("_UnblockChannels", "CPU"));
+  return common::RegisterConvKernels<ConvKernel>("CPU");
+}
+
+int ChannelBlock() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  if (isa >= dnnl::cpu_isa::avx512_core) return 16;
+  return isa >= dnnl::cpu_isa::avx2 ? 8 : 0;
+}
 
 }  // namespace dflow::cpu

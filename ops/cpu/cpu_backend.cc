@@ -37,6 +37,7 @@ DeviceType CpuDeviceType() {
     return std::unique_ptr<Device>(std::move(cpu));
   };
   t.register_kernels = RegisterCpuKernels;
+  t.channel_block = ChannelBlock;
   return t;
 }
 

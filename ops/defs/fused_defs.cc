@@ -1,9 +1,13 @@
 // The fused ops the fusion rewrite makes (rewrite/fusion.h): they exist only in compiled plans,
 // never in a user's graph, and have no gradient.
+#include "ops/conv_geometry.h"
 #include "ops/defs/op_defs.h"
 
 namespace dflow::ops {
 namespace internal {
+
+Status RegisterLayoutOps(OpRegistry& r);
+
 namespace {
 
 // The fused op's shape function: the base op's on inputs 0 and 1, then a check that the bias
@@ -40,6 +44,56 @@ OpDef FusedDef(const OpRegistry& r, const std::string& name, const std::string& 
   def.grad_fn = nullptr;  // fused nodes exist only in compiled plans
   def.fusion = {};        // and are not fused again
   return def;
+}
+
+// [N, C, H, W] as [N, ceil(C / block), H, W, block] (unknown dimensions stay unknown).
+Shape Blocked(const Shape& s, int64_t block) {
+  return Shape{s[0], s[1] < 0 ? -1 : (s[1] + block - 1) / block, s[2], s[3], block};
+}
+
+Result<int64_t> BlockAttr(InferenceContext& c) {
+  ASSIGN_OR_RETURN(int64_t block, c.GetAttr<int64_t>("block"));
+  if (block != 8 && block != 16) return c.Error("block {} (8 or 16)", block);
+  return block;
+}
+
+// _BlockedConv2D: Conv2D's output shape, blocked.
+Status BlockedConvShape(InferenceContext& c) {
+  ASSIGN_OR_RETURN(int64_t block, BlockAttr(c));
+  ASSIGN_OR_RETURN(bool x_blocked, c.GetAttr<bool>("x_blocked"));
+  ASSIGN_OR_RETURN(std::string act, c.GetAttr<std::string>("activation"));
+  if (act != "" && act != "Relu" && act != "Clip") return c.Error("unknown activation '{}'", act);
+  const Shape& x = c.input_shape(0);
+  const Shape& w = c.input_shape(1);
+  if (c.num_inputs() > 4) return c.Error("takes a bias and at most one residual");
+  if (w.unknown_rank() || w.rank() != 4 || !w.fully_defined()) {
+    return c.Error("needs a filter of known shape [O, C / groups, KH, KW], got {}", w);
+  }
+  if (x.unknown_rank() || x.rank() != (x_blocked ? 5 : 4) || (x_blocked && x[4] != block)) {
+    return c.Error("input {} is not {}", x, x_blocked ? "blocked [N, C/b, H, W, b]" : "[N, C, H, W]");
+  }
+  ASSIGN_OR_RETURN(int64_t groups, c.GetAttr<int64_t>("groups"));
+  const Shape plain{x[0], w[1] * groups, x[2], x[3]};
+  if (x[2] < 0 || x[3] < 0) {
+    c.set_output(0, Blocked(Shape{x[0], w[0], -1, -1}, block));
+    return Status::OK();
+  }
+  ASSIGN_OR_RETURN(auto strides, c.GetAttr<std::vector<int64_t>>("strides"));
+  ASSIGN_OR_RETURN(auto pads, c.GetAttr<std::vector<int64_t>>("pads"));
+  ASSIGN_OR_RETURN(auto dilations, c.GetAttr<std::vector<int64_t>>("dilations"));
+  auto g = ConvGeometryOf({strides, pads, dilations, groups},
+                          Shape{plain[0] < 0 ? 1 : plain[0], plain[1], plain[2], plain[3]}, w);
+  if (!g.ok()) return c.Error("{}", g.status().message());
+  const Shape y = Blocked(Shape{x[0], w[0], g->oh, g->ow}, block);
+  if (c.input_shape(2).fully_defined() && c.input_shape(2).num_elements() != w[0]) {
+    return c.Error("bias {} does not have one value per output channel ({})", c.input_shape(2),
+                   w[0]);
+  }
+  if (c.num_inputs() == 4 && !c.input_shape(3).unknown_rank() && c.input_shape(3) != y) {
+    return c.Error("residual {} is not the output's shape {}", c.input_shape(3), y);
+  }
+  c.set_output(0, y);
+  return Status::OK();
 }
 
 }  // namespace
@@ -108,7 +162,59 @@ Status RegisterFusedOps(OpRegistry& r) {
                     return Status::OK();
                   },
                   .cost_fn = ElementwiseCostFn(1)}));
+  RETURN_IF_ERROR(RegisterLayoutOps(r));
   return Status::OK();
+}
+
+// The CPU's blocked channel layout (rewrite/channel_blocks.h): activations as
+// [N, ceil(C / b), H, W, b], channel c at [n, c / b, h, w, c % b], the padding channels 0.
+Status RegisterLayoutOps(OpRegistry& r) {
+  auto f32 = [](const char* name, bool variadic = false) {
+    return ArgDef{
+        .name = name, .type_attr = "T", .allowed = {DType::kF32}, .variadic = variadic};
+  };
+  std::vector<AttrDef> conv_attrs = r.Find("Conv2D")->attrs;
+  conv_attrs.push_back({"block", AttrType::kInt, std::nullopt});
+  conv_attrs.push_back({"x_blocked", AttrType::kBool, false});
+  conv_attrs.push_back({"activation", AttrType::kString, std::string()});
+  conv_attrs.push_back({"clip_min", AttrType::kFloat, 0.0});
+  conv_attrs.push_back({"clip_max", AttrType::kFloat, 0.0});
+  // y = activation(conv(x, w) + bias [+ residual]), y blocked; x blocked when x_blocked.
+  RETURN_IF_ERROR(r.Register({.name = "_BlockedConv2D",
+                              .inputs = {f32("x"), f32("w"), f32("bias_and_residual", true)},
+                              .outputs = {f32("y")},
+                              .attrs = conv_attrs,
+                              .shape_fn = BlockedConvShape,
+                              .cost_fn = r.Find("Conv2D")->cost_fn}));
+  RETURN_IF_ERROR(r.Register(
+      {.name = "_BlockChannels",
+       .inputs = {f32("x")},
+       .outputs = {f32("y")},
+       .attrs = {{"T", AttrType::kDType, std::nullopt}, {"block", AttrType::kInt, std::nullopt}},
+       .shape_fn = [](InferenceContext& c) -> Status {
+         ASSIGN_OR_RETURN(int64_t block, BlockAttr(c));
+         const Shape& x = c.input_shape(0);
+         if (x.unknown_rank() || x.rank() != 4) return c.Error("input {} is not [N, C, H, W]", x);
+         c.set_output(0, Blocked(x, block));
+         return Status::OK();
+       },
+       .cost_fn = ElementwiseCostFn(1)}));
+  return r.Register(
+      {.name = "_UnblockChannels",
+       .inputs = {f32("x")},
+       .outputs = {f32("y")},
+       .attrs = {{"T", AttrType::kDType, std::nullopt}, {"channels", AttrType::kInt, std::nullopt}},
+       .shape_fn = [](InferenceContext& c) -> Status {
+         ASSIGN_OR_RETURN(int64_t channels, c.GetAttr<int64_t>("channels"));
+         const Shape& x = c.input_shape(0);
+         if (x.unknown_rank() || x.rank() != 5 || x[4] <= 0 ||
+             (x[1] >= 0 && (channels > x[1] * x[4] || channels <= (x[1] - 1) * x[4]))) {
+           return c.Error("input {} is not [N, C/b, H, W, b] of {} channels", x, channels);
+         }
+         c.set_output(0, Shape{x[0], channels, x[2], x[3]});
+         return Status::OK();
+       },
+       .cost_fn = ElementwiseCostFn(1)});
 }
 
 }  // namespace internal
