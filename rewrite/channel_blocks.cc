@@ -28,7 +28,7 @@ class Blocker {
 
   Result<BlockedGraph> Run() {
     const auto& order = g_.topological_order();
-    for (int id : order) blocked_[id] = IsConv(id) || IsElementwise(id);
+    for (int id : order) blocked_[id] = IsConv(id) || IsElementwise(id) || IsPool(id);
     // Chains folded into their convolution: the tail node becomes the blocked convolution.
     std::vector<int> folded(g_.num_nodes(), 0);
     std::vector<std::optional<Chain>> chain_at(g_.num_nodes());
@@ -55,9 +55,14 @@ class Blocker {
         def.attrs["x_blocked"] = Blocked(conv.inputs()[0]);
       } else {
         def = node.def();
-        def.control_inputs = node.def().control_inputs;
         for (const Endpoint& e : node.inputs()) ins.push_back({e, blocked_[id]});
-        if (blocked_[id]) out.stats.elementwise++;
+        if (IsPool(id)) {
+          def.op = "_Blocked" + node.op();
+          def.attrs["channels"] = ShapeOf(node.inputs()[0])[1];
+          out.stats.pools++;
+        } else if (blocked_[id]) {
+          out.stats.elementwise++;
+        }
       }
       def.inputs.clear();
       for (const auto& [e, takes_blocked] : ins) {
@@ -126,6 +131,13 @@ class Blocker {
     const float v = t.data<float>()[0];
     if (!std::isfinite(v)) return std::nullopt;
     return v;
+  }
+
+  // MaxPool or AvgPool of a blocked tensor.
+  bool IsPool(int id) const {
+    const Node& n = g_.node(id);
+    return (n.op() == "MaxPool" || n.op() == "AvgPool") && !pinned_[id] &&
+           n.output_dtype(0) == DType::kF32 && Blocked(n.inputs()[0]);
   }
 
   bool IsElementwise(int id) const {

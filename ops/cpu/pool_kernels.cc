@@ -277,7 +277,105 @@ class MaxPoolGradArgmaxKernel : public WindowKernel {
 
 }  // namespace
 
+// _BlockedMaxPool and _BlockedAvgPool: pooling of a blocked tensor [N, C/b, H, W, b]
+// (rewrite/channel_blocks.h) into one, on oneDNN's pooling in nChw{b}c; max pooling of an input
+// with a NaN takes a loop that keeps it.
+template <Kind kKind>
+class BlockedPoolKernel : public WindowKernel {
+ public:
+  explicit BlockedPoolKernel(const KernelInit& init)
+      : WindowKernel(init), channels_(std::get<int64_t>(*init.node.FindAttr("channels"))) {}
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Shape& xs = x.shape();
+    const int64_t b = xs.rank() == 5 ? xs[4] : 0;
+    if ((b != 8 && b != 16) || xs[1] != (channels_ + b - 1) / b) {
+      return InvalidArgument("input {} is not the blocked layout of {} channels", xs, channels_);
+    }
+    const int64_t oh = OutSize(0, xs[2]), ow = OutSize(1, xs[3]);
+    ASSIGN_OR_RETURN(Tensor * out,
+                     ctx.AllocateOutput(0, DType::kF32, Shape{xs[0], xs[1], oh, ow, b}));
+    if (out->num_elements() == 0) return Status::OK();
+    if (kKind == Kind::kAvg || AllFiniteParallel(x.data<float>(), x.num_elements())) {
+      return RunDnnl(ctx, xs, oh, ow, x.raw_data(), out->raw_data());
+    }
+    // [n, cb] planes of H x W x b in parallel.
+    const float* px = x.data<float>();
+    float* po = out->data<float>();
+    const int64_t h = xs[2], w = xs[3];
+    ParallelFor(xs[0] * xs[1], 1, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        const float* in = px + p * h * w * b;
+        for (int64_t i = 0; i < oh; ++i) {
+          const int64_t r0 = std::max<int64_t>(i * s_[0] - pads_[0], 0),
+                        r1 = std::min(i * s_[0] - pads_[0] + k_[0], h);
+          for (int64_t j = 0; j < ow; ++j) {
+            const int64_t c0 = std::max<int64_t>(j * s_[1] - pads_[1], 0),
+                          c1 = std::min(j * s_[1] - pads_[1] + k_[1], w);
+            float* o = po + ((p * oh + i) * ow + j) * b;
+            for (int64_t lane = 0; lane < b; ++lane) {
+              float best = -std::numeric_limits<float>::infinity();
+              for (int64_t r = r0; r < r1; ++r) {
+                for (int64_t c = c0; c < c1; ++c) {
+                  const float v = in[(r * w + c) * b + lane];
+                  if (TakesMax(v, best)) best = v;
+                }
+              }
+              o[lane] = best;
+            }
+          }
+        }
+      }
+    });
+    return Status::OK();
+  }
+
+ private:
+  struct Prim {
+    dnnl::pooling_forward prim;
+    dnnl::memory::desc src, dst, scratch;
+  };
+
+  Status RunDnnl(KernelContext& ctx, const Shape& xs, int64_t oh, int64_t ow, void* x, void* y) {
+    using dnnl::memory;
+    const int64_t b = xs[4];
+    const memory::format_tag tag =
+        b == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;
+    std::string key = fmt::format("blocked_pool:{}:{}:{}:{}:{}:{}", static_cast<int>(kKind),
+                                  fmt::join(xs.dim_vector(), ","), channels_, fmt::join(k_, ","),
+                                  fmt::join(s_, ","), fmt::join(pads_, ","));
+    auto p = PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
+      memory::desc src({xs[0], channels_, xs[2], xs[3]}, memory::data_type::f32, tag);
+      memory::desc dst({xs[0], channels_, oh, ow}, memory::data_type::f32, tag);
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      auto alg = kKind == Kind::kMax ? dnnl::algorithm::pooling_max
+                                     : dnnl::algorithm::pooling_avg_exclude_padding;
+      dnnl::pooling_forward::primitive_desc pd(
+          dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, alg, src, dst,
+                                      {s_[0], s_[1]}, {k_[0], k_[1]}, {pads_[0], pads_[1]},
+                                      {pads_[2], pads_[3]}),
+          attr, CpuEngine());
+      return std::make_shared<const Prim>(
+          Prim{dnnl::pooling_forward(pd), src, dst, pd.scratchpad_desc()});
+    });
+    const auto& e = CpuEngine();
+    TempBuffers temp(ctx.allocator());
+    ASSIGN_OR_RETURN(void* scratch_data, temp.Get(p->scratch.get_size()));
+    memory xm(p->src, e, x), ym(p->dst, e, y), sm(p->scratch, e, scratch_data);
+    dnnl::stream& stream = ThreadStream();
+    p->prim.execute(stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_SCRATCHPAD, sm}});
+    stream.wait();
+    return Status::OK();
+  }
+
+  const int64_t channels_;
+};
+
 Status RegisterPoolKernels() {
+  RETURN_IF_ERROR(RegisterKernel<BlockedPoolKernel<Kind::kMax>>("_BlockedMaxPool", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<BlockedPoolKernel<Kind::kAvg>>("_BlockedAvgPool", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<MaxPoolArgmaxKernel>("_MaxPoolWithArgmax", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<MaxPoolGradArgmaxKernel>("_MaxPoolGradWithArgmax", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<PoolKernel<Kind::kMax>>("MaxPool", "CPU"));

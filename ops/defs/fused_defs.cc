@@ -186,6 +186,34 @@ Status RegisterLayoutOps(OpRegistry& r) {
                               .attrs = conv_attrs,
                               .shape_fn = BlockedConvShape,
                               .cost_fn = r.Find("Conv2D")->cost_fn}));
+  // MaxPool and AvgPool (their attributes) of a blocked x of `channels` channels, y blocked.
+  for (const char* base : {"MaxPool", "AvgPool"}) {
+    std::vector<AttrDef> attrs = r.Find(base)->attrs;
+    attrs.push_back({"channels", AttrType::kInt, std::nullopt});
+    RETURN_IF_ERROR(r.Register(
+        {.name = std::string("_Blocked") + base,
+         .inputs = {f32("x")},
+         .outputs = {f32("y")},
+         .attrs = attrs,
+         .shape_fn = [base_fn = r.Find(base)->shape_fn](InferenceContext& c) -> Status {
+           const Shape& x = c.input_shape(0);
+           ASSIGN_OR_RETURN(auto k, c.GetAttr<std::vector<int64_t>>("ksize"));
+           ASSIGN_OR_RETURN(auto s, c.GetAttr<std::vector<int64_t>>("strides"));
+           ASSIGN_OR_RETURN(auto p, c.GetAttr<std::vector<int64_t>>("pads"));
+           if (x.unknown_rank() || x.rank() != 5 || k.size() != 2 || s.size() != 2 ||
+               p.size() != 4 || s[0] < 1 || s[1] < 1) {
+             return c.Error("input {} is not blocked [N, C/b, H, W, b] or the window is wrong",
+                            x);
+           }
+           auto out = [&](int d) -> int64_t {
+             const int64_t in = x[2 + d];
+             return in < 0 ? -1 : std::max<int64_t>(0, (in + p[d] + p[d + 2] - k[d]) / s[d] + 1);
+           };
+           c.set_output(0, Shape{x[0], x[1], out(0), out(1), x[4]});
+           return Status::OK();
+         },
+         .cost_fn = r.Find(base)->cost_fn}));
+  }
   RETURN_IF_ERROR(r.Register(
       {.name = "_BlockChannels",
        .inputs = {f32("x")},
