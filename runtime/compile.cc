@@ -3,34 +3,40 @@
 #include "framework/device_factory.h"
 #include "rewrite/channel_blocks.h"
 #include "rewrite/fusion.h"
+#include "rewrite/subgraph_fusion.h"
 
 namespace dflow {
 namespace {
 
-// The fused copy of `graph` and `spec` remapped onto it, or null when nothing is rewritten.
+// The rewritten copy of `graph` and `spec` remapped onto it, or null when nothing is rewritten:
+// subgraph fusion, epilogue fusion, then the device's blocked channel layout. Fed, fetched and
+// target nodes keep their names through every pass.
 Result<std::shared_ptr<const Graph>> Rewrite(const Graph& graph, PlanSpec* spec,
                                              const std::string& device_type,
                                              const CompileOptions& options) {
   if (!options.fuse_epilogues) return std::shared_ptr<const Graph>();
-  std::vector<int> keep = spec->feeds;
-  keep.insert(keep.end(), spec->targets.begin(), spec->targets.end());
-  for (const auto& e : spec->fetches) keep.push_back(e.node);
+  std::vector<std::string> keep;
+  for (int f : spec->feeds) keep.push_back(graph.node(f).name());
+  for (int t : spec->targets) keep.push_back(graph.node(t).name());
+  for (const auto& e : spec->fetches) keep.push_back(graph.node(e.node).name());
+  auto kept = [&keep](const Graph& g) {
+    std::vector<int> ids;
+    for (const auto& name : keep) ids.push_back(*g.FindNode(name));
+    return ids;
+  };
+  auto has_kernel = [&device_type](const char* op) {
+    return KernelRegistry::Global().Find(op, device_type) != nullptr;
+  };
+  ASSIGN_OR_RETURN(ops::SubgraphFused subgraphs,
+                   ops::FuseSubgraphs(graph, kept(graph), has_kernel));
   ASSIGN_OR_RETURN(ops::FusedGraph fused,
-                   ops::FuseEpilogues(graph, keep, [&device_type](const char* op) {
-                     return KernelRegistry::Global().Find(op, device_type) != nullptr;
-                   }));
-  std::shared_ptr<const Graph> rewritten = std::make_shared<const Graph>(std::move(fused.graph));
-  const int block = DeviceFactory::Global().ChannelBlock(device_type);
-  if (block > 0) {
-    // Fed, fetched and target nodes keep their names in the fused graph.
-    std::vector<int> kept;
-    for (int k : keep) kept.push_back(*rewritten->FindNode(graph.node(k).name()));
-    ASSIGN_OR_RETURN(ops::BlockedGraph blocked, ops::BlockChannels(*rewritten, kept, block));
-    if (blocked.stats.convs > 0) {
-      rewritten = std::make_shared<const Graph>(std::move(blocked.graph));
-    }
+                   ops::FuseEpilogues(subgraphs.graph, kept(subgraphs.graph), has_kernel));
+  auto rewritten = std::make_shared<const Graph>(std::move(fused.graph));
+  if (const int block = DeviceFactory::Global().ChannelBlock(device_type); block > 0) {
+    ASSIGN_OR_RETURN(ops::BlockedGraph blocked,
+                     ops::BlockChannels(*rewritten, kept(*rewritten), block));
+    if (blocked.stats.convs > 0) rewritten = std::make_shared<const Graph>(std::move(blocked.graph));
   }
-  // Fed, fetched and target nodes keep their names; find their ids in the rewritten graph.
   auto remap = [&](int& id) { id = *rewritten->FindNode(graph.node(id).name()); };
   for (int& f : spec->feeds) remap(f);
   for (int& t : spec->targets) remap(t);

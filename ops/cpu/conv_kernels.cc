@@ -12,8 +12,8 @@
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
-#include "graph/mutex.h"
 #include "ops/cpu/nan_aware.h"
+#include "ops/cpu/packed_weights.h"
 #include "ops/cpu/primitive_cache.h"
 
 namespace dflow::cpu {
@@ -192,53 +192,6 @@ std::string CacheKey(const ConvGeometry& g, Pass pass, const ConvForm& form) {
                      fmt::join(fields, fields + sizeof(ConvGeometry) / sizeof(int64_t), ","));
 }
 
-// The weights of a convolution node whose filter is a constant (an imported model's), in the
-// layout its primitive wants, reordered (and checked for NaN and infinities) once instead of on
-// every run. A filter that is not a Const (a variable, a computed tensor) is staged and checked
-// on every run.
-class ConstantWeights {
- public:
-  explicit ConstantWeights(const KernelInit& init)
-      : constant_(init.graph.node(init.node.inputs()[1].node).op() == "Const") {}
-
-  struct Staged {
-    const void* data;  // w in `conv`'s weights layout, or null: stage it on this run
-    bool finite;       // no NaN or infinity in w
-  };
-  // Kept in the device's memory (`allocator`).
-  Result<Staged> Get(const DnnlConv& conv, const Tensor& w, Allocator* allocator) {
-    const bool plain = conv.weights_desc() == conv.plain_weights_desc();
-    if (!constant_) return Staged{nullptr, AllFiniteParallel(w.data<float>(), w.num_elements())};
-    MutexLock lock(mu_);
-    if (source_ != w.raw_data()) {
-      finite_ = AllFiniteParallel(w.data<float>(), w.num_elements());
-      staged_ = Tensor();
-      source_ = w.raw_data();
-    }
-    if (!plain && !(desc_ == conv.weights_desc() && staged_.raw_data() != nullptr)) {
-      ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(allocator, DType::kU8,
-                                                  Shape{static_cast<int64_t>(
-                                                      conv.weights_desc().get_size())}));
-      memory from(conv.plain_weights_desc(), CpuEngine(), const_cast<void*>(w.raw_data()));
-      memory to(conv.weights_desc(), CpuEngine(), t.raw_data());
-      dnnl::stream& s = ThreadStream();
-      dnnl::reorder(from, to).execute(s, from, to);
-      s.wait();
-      staged_ = std::move(t);
-      desc_ = conv.weights_desc();
-    }
-    return Staged{plain ? nullptr : staged_.raw_data(), finite_};
-  }
-
- private:
-  const bool constant_;
-  Mutex mu_;
-  const void* source_ DFLOW_GUARDED_BY(mu_) = nullptr;
-  bool finite_ DFLOW_GUARDED_BY(mu_) = false;
-  memory::desc desc_ DFLOW_GUARDED_BY(mu_);
-  Tensor staged_ DFLOW_GUARDED_BY(mu_);
-};
-
 // Inputs up to this size are checked for NaN and infinities before a ReLU post-op (they are
 // likely still in cache from their producer, so the check costs little); larger ones take the
 // ReLU that keeps NaN instead: checking a 100 MB activation (ResNet-50's first stage at batch
@@ -249,7 +202,7 @@ constexpr int64_t kCheckedInputBytes = int64_t{1} << 20;
 // `y` with `form`'s post-ops; the activation runs as a pass that keeps NaN when an input is not
 // finite.
 Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form,
-                  ConstantWeights& weights, void* y) {
+                  PackedWeights& weights, void* y) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   const void* bias = form.bias ? ctx.input(2).raw_data() : nullptr;
@@ -264,7 +217,9 @@ Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form,
         [&] { return std::make_shared<const DnnlConv>(g, Pass::kForward, form); });
   };
   std::shared_ptr<const DnnlConv> conv = primitive();
-  ASSIGN_OR_RETURN(ConstantWeights::Staged staged, weights.Get(*conv, w, ctx.allocator()));
+  ASSIGN_OR_RETURN(PackedWeights::Packed staged,
+                   weights.Get(conv->plain_weights_desc(), conv->weights_desc(), w, ctx.allocator(),
+                               act == ConvForm::Act::kRelu || act == ConvForm::Act::kClip));
   bool finite = true;
   if (act == ConvForm::Act::kRelu || act == ConvForm::Act::kClip) {
     auto all_finite = [&](int i) {
@@ -275,7 +230,8 @@ Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form,
     if (!finite) {
       form.act = ConvForm::Act::kNone;
       conv = primitive();
-      ASSIGN_OR_RETURN(staged, weights.Get(*conv, w, ctx.allocator()));
+      ASSIGN_OR_RETURN(staged, weights.Get(conv->plain_weights_desc(), conv->weights_desc(), w,
+                                           ctx.allocator(), false));
     }
   }
   TempBuffers temp(ctx.allocator());
@@ -298,7 +254,7 @@ class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
   using Base::epilogue_;
 
  public:
-  explicit ConvKernel(const KernelInit& init) : Base(init), weights_(init) {}
+  explicit ConvKernel(const KernelInit& init) : Base(init), weights_(init, 1) {}
   Status Run(KernelContext& ctx, const Tensor& in0, const Tensor& in1,
              const ConvPassShapes& shapes) {
     const ConvGeometry& g = shapes.g;
@@ -343,7 +299,7 @@ class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
   }
 
  private:
-  ConstantWeights weights_;
+  PackedWeights weights_;
 };
 
 
@@ -355,7 +311,7 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 class BlockedConvKernel : public OpKernel {
  public:
   explicit BlockedConvKernel(const KernelInit& init)
-      : attrs_(ReadConvAttrs(init.node)), weights_(init) {
+      : attrs_(ReadConvAttrs(init.node)), weights_(init, 1) {
     const Node& n = init.node;
     form_.bias = true;
     form_.block = static_cast<int>(std::get<int64_t>(*n.FindAttr("block")));
@@ -403,7 +359,7 @@ class BlockedConvKernel : public OpKernel {
  private:
   const ConvAttrs attrs_;
   ConvForm form_;
-  ConstantWeights weights_;
+  PackedWeights weights_;
 };
 
 // _BlockChannels (kToBlocked) and _UnblockChannels: oneDNN reorders between [N, C, H, W] and

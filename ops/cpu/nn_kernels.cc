@@ -12,6 +12,7 @@
 #include "ops/cpu/dispatch.h"
 #include "ops/cpu/dnnl_context.h"
 #include "ops/cpu/nan_aware.h"
+#include "ops/cpu/parallel.h"
 #include "ops/cpu/primitive_cache.h"
 
 namespace dflow::cpu {
@@ -147,7 +148,55 @@ class DropoutKernel : public OpKernel {
 
 }  // namespace
 
+// _LayerNorm (rewrite/subgraph_fusion.h): each row of the last axis normalised by its mean and
+// (biased) variance, then scaled and shifted: two passes over a row in cache instead of the
+// nine element-wise and reduction ops it replaces. Rows run in parallel.
+class LayerNormKernel : public OpKernel {
+ public:
+  explicit LayerNormKernel(const KernelInit& init)
+      : epsilon_(static_cast<float>(std::get<double>(*init.node.FindAttr("epsilon")))) {}
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& scale = ctx.input(1);
+    const Tensor& bias = ctx.input(2);
+    const Shape& xs = x.shape();
+    if (xs.rank() < 1) return InvalidArgument("input {} has no axis to normalise", xs);
+    const int64_t k = xs[xs.rank() - 1];
+    if (scale.num_elements() != k || bias.num_elements() != k) {
+      return InvalidArgument("scale {} and bias {} must hold {} values (the last axis of {})",
+                             scale.shape(), bias.shape(), k, xs);
+    }
+    ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, DType::kF32, xs));
+    if (out->num_elements() == 0) return Status::OK();
+    const float* px = x.data<float>();
+    const float* g = scale.data<float>();
+    const float* b = bias.data<float>();
+    float* py = out->data<float>();
+    const int64_t rows = x.num_elements() / k;
+    const float inv_k = 1.f / static_cast<float>(k);
+    ParallelFor(rows, std::max<int64_t>(1, kParallelGrain / k), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const float* row = px + r * k;
+        float* y = py + r * k;
+        float sum = 0;
+        for (int64_t j = 0; j < k; ++j) sum += row[j];
+        const float mean = sum * inv_k;
+        float sq = 0;
+        for (int64_t j = 0; j < k; ++j) sq += (row[j] - mean) * (row[j] - mean);
+        const float inv = 1.f / std::sqrt(sq * inv_k + epsilon_);
+        for (int64_t j = 0; j < k; ++j) y[j] = (row[j] - mean) * inv * g[j] + b[j];
+      }
+    });
+    return Status::OK();
+  }
+
+ private:
+  const float epsilon_;
+};
+
 Status RegisterNnKernels() {
+  RETURN_IF_ERROR(RegisterKernel<LayerNormKernel>("_LayerNorm", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<DropoutKernel>("Dropout", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<SoftmaxKernel<false>>("Softmax", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<SoftmaxKernel<true>>("LogSoftmax", "CPU"));

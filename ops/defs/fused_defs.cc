@@ -162,6 +162,30 @@ Status RegisterFusedOps(OpRegistry& r) {
                     return Status::OK();
                   },
                   .cost_fn = ElementwiseCostFn(1)}));
+  // y = (x - mean) / sqrt(var + epsilon) * scale + bias over the last axis (scale and bias [K]),
+  // the LayerNorm a model exported op by op spells out (rewrite/subgraph_fusion.h).
+  RETURN_IF_ERROR(r.Register(
+      {.name = "_LayerNorm",
+       .inputs = {{.name = "x", .type_attr = "T", .allowed = {DType::kF32}},
+                  {.name = "scale", .type_attr = "T"},
+                  {.name = "bias", .type_attr = "T"}},
+       .outputs = {{.name = "y", .type_attr = "T"}},
+       .attrs = {{"T", AttrType::kDType, std::nullopt}, {"epsilon", AttrType::kFloat, 1e-5}},
+       .shape_fn = [](InferenceContext& c) -> Status {
+         const Shape& x = c.input_shape(0);
+         if (!x.unknown_rank() && x.rank() >= 1 && x[x.rank() - 1] >= 0) {
+           for (int i : {1, 2}) {
+             const Shape& s = c.input_shape(i);
+             if (s.fully_defined() && s.num_elements() != x[x.rank() - 1]) {
+               return c.Error("{} {} does not hold one value per element of the last axis of {}",
+                              i == 1 ? "scale" : "bias", s, x);
+             }
+           }
+         }
+         c.set_output(0, x);
+         return Status::OK();
+       },
+       .cost_fn = ElementwiseCostFn(8)}));
   RETURN_IF_ERROR(RegisterLayoutOps(r));
   return Status::OK();
 }

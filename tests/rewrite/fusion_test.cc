@@ -1,6 +1,6 @@
 // Epilogue fusion (rewrite/fusion.h): which chains fold, which must not, and that fused plans
 // compute what the unfused ones do (the unfused run, with separate MatMul, BiasAdd, Add and Relu
-// kernels, is the reference).
+// kernels, is the reference: ExpectSameWithFusion).
 #include "rewrite/fusion.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +16,7 @@
 #include "ops/optimizers.h"
 #include "ops/unary_ops.h"
 #include "runtime/local_session.h"
+#include "rewrite_fixture.h"
 #include "test_util.h"
 
 namespace dflow {
@@ -23,54 +24,6 @@ namespace {
 
 using testing::MessageHas;
 using testing::RandomFloats;
-
-std::map<std::string, int> OpCounts(const Graph& g) {
-  std::map<std::string, int> counts;
-  for (int i = 0; i < g.num_nodes(); ++i) counts[g.node(i).op()]++;
-  return counts;
-}
-
-// A validated copy of the scope's graph, as a session holds it.
-Graph Validated(const Scope& root) {
-  Graph g = root.graph();
-  Status s = g.Validate();
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return g;
-}
-
-int Id(const Graph& g, const Output& o) { return *g.FindNode(o.node_name()); }
-
-Output Const(const Scope& s, const Shape& shape, uint32_t seed) {
-  return ops::Const(s, RandomFloats(shape.num_elements(), seed), shape);
-}
-
-// Runs with and without fusion and expects the same values; returns the fused plan's graph ops.
-std::map<std::string, int> ExpectSameWithFusion(const Scope& root, const Session::Feeds& feeds,
-                                                const std::vector<std::string>& fetches) {
-  std::vector<std::vector<Tensor>> results;
-  std::map<std::string, int> fused_ops;
-  for (bool fuse : {false, true}) {
-    SessionOptions options;
-    options.fuse_epilogues = fuse;
-    auto session = LocalSession::Create(root, options);
-    EXPECT_TRUE(session.ok()) << session.status().ToString();
-    if (!session.ok()) return {};
-    auto out = (*session)->Run(feeds, fetches);
-    EXPECT_TRUE(out.ok()) << out.status().ToString();
-    if (!out.ok()) return {};
-    results.push_back(*out);
-    if (fuse) fused_ops = OpCounts(*(*session)->PlannedGraph(feeds, fetches).value());
-  }
-  for (size_t f = 0; f < fetches.size(); ++f) {
-    const Tensor& a = results[0][f];
-    const Tensor& b = results[1][f];
-    EXPECT_EQ(a.shape(), b.shape()) << fetches[f];
-    for (int64_t i = 0; i < a.num_elements(); ++i) {
-      EXPECT_NEAR(a.data<float>()[i], b.data<float>()[i], 1e-4) << fetches[f] << " " << i;
-    }
-  }
-  return fused_ops;
-}
 
 TEST(FusionTest, MatMulBiasReluChainsFold) {
   Scope root = Scope::NewRootScope();

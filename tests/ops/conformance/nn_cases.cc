@@ -3,6 +3,7 @@
 // normalisation.
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "op_cases.h"
 #include "ops/batch_norm_ops.h"
@@ -527,11 +528,191 @@ void AddBatchNorm(CaseRng& rng, std::vector<OpCase>& cases) {
   }
 }
 
+// ---- Blocked channel layouts and the fused normalisation (rewrite/channel_blocks.h, ----
+// ---- rewrite/subgraph_fusion.h): ops that exist only in compiled plans              ----
+
+constexpr char kPlanOnly[] = "fused ops exist only in compiled plans (no grad_fn)";
+constexpr int64_t kBlock = 8;  // every CPU with a blocked layout has nChw8c
+
+// Plain [n, c, h, w] values in the blocked layout [n, ceil(c / b), h, w, b], padding 0.
+std::vector<double> ToBlocked(const std::vector<double>& x, const Shape& s, int64_t b) {
+  const int64_t n = s[0], c = s[1], hw = s[2] * s[3], cb = (c + b - 1) / b;
+  std::vector<double> y(n * cb * hw * b, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t p = 0; p < hw; ++p) {
+        y[((i * cb + ch / b) * hw + p) * b + ch % b] = x[(i * c + ch) * hw + p];
+      }
+    }
+  }
+  return y;
+}
+
+Shape BlockedShape(const Shape& s, int64_t b) { return {s[0], (s[1] + b - 1) / b, s[2], s[3], b}; }
+
+Output Block(const Scope& s, Output x) {
+  return s.OutputOf(s.AddNode("_BlockChannels", {x}, {{"block", kBlock}}));
+}
+Output Unblock(const Scope& s, Output x, int64_t channels) {
+  return s.OutputOf(s.AddNode("_UnblockChannels", {x}, {{"channels", channels}}));
+}
+
+void AddBlockedLayouts(CaseRng& rng, std::vector<OpCase>& cases) {
+  const Shape plain{2, 20, 3, 3};
+  cases.push_back(OpCase{.op = "_BlockChannels",
+                         .inputs = {rng.Uniform(DType::kF32, plain)},
+                         .build = One([](const Scope& s, const std::vector<Output>& in) {
+                           return Block(s, in[0]);
+                         }),
+                         .reference = One([](const std::vector<Tensor>& in) {
+                           const Shape& xs = in[0].shape();
+                           return FromDoubles(DType::kF32, BlockedShape(xs, kBlock),
+                                              ToBlocked(ToDoubles(in[0]), xs, kBlock));
+                         }),
+                         .no_gradient = kPlanOnly});
+  // The padding channels of a blocked input hold anything: they are not read.
+  cases.push_back(OpCase{.op = "_UnblockChannels",
+                         .inputs = {rng.Uniform(DType::kF32, BlockedShape(plain, kBlock))},
+                         .build = One([](const Scope& s, const std::vector<Output>& in) {
+                           return Unblock(s, in[0], 20);
+                         }),
+                         .reference = One([](const std::vector<Tensor>& in) {
+                           const Shape& bs = in[0].shape();
+                           std::vector<double> x = ToDoubles(in[0]), y;
+                           const int64_t hw = bs[2] * bs[3];
+                           for (int64_t n = 0; n < bs[0]; ++n) {
+                             for (int64_t c = 0; c < 20; ++c) {
+                               for (int64_t p = 0; p < hw; ++p) {
+                                 y.push_back(x[((n * bs[1] + c / kBlock) * hw + p) * kBlock +
+                                               c % kBlock]);
+                               }
+                             }
+                           }
+                           return FromDoubles(DType::kF32, Shape{bs[0], 20, bs[2], bs[3]}, y);
+                         }),
+                         .no_gradient = kPlanOnly});
+
+  struct ConvCase {
+    Shape x, w;
+    ops::Conv2DAttrs a;
+    bool x_blocked, residual;
+    std::string activation;
+    double lo, hi;
+    std::string tag;
+  };
+  const std::vector<ConvCase> convs = {
+      {{2, 12, 7, 7}, {20, 12, 3, 3}, {.pads = {1, 1, 1, 1}}, true, true, "Relu", 0, 0,
+       "relu_residual"},
+      {{1, 16, 6, 6}, {16, 1, 3, 3}, {.strides = {2, 2}, .pads = {1, 1, 1, 1}, .groups = 16},
+       true, false, "Clip", -0.5, 1.5, "depthwise_clip"},
+      {{1, 3, 8, 8}, {8, 3, 3, 3}, {.pads = {0, 1, 2, 1}}, false, false, "", 0, 0, "plain_x"},
+  };
+  for (const auto& cc : convs) {
+    ConvGeom g = Conv(cc.x, cc.w, cc.a);
+    const Shape ys{g.n, g.o, g.oh, g.ow};
+    std::vector<Tensor> inputs = {rng.Uniform(DType::kF32, cc.x), rng.Uniform(DType::kF32, cc.w),
+                                  rng.Uniform(DType::kF32, Shape{g.o})};
+    if (cc.residual) inputs.push_back(rng.Uniform(DType::kF32, ys));
+    cases.push_back(OpCase{
+        .op = "_BlockedConv2D",
+        .tag = cc.tag,
+        .inputs = inputs,
+        .build = One([cc, o = g.o](const Scope& s, const std::vector<Output>& in) {
+          std::vector<Output> args = {cc.x_blocked ? Block(s, in[0]) : in[0], in[1], in[2]};
+          if (cc.residual) args.push_back(Block(s, in[3]));
+          Output y = s.OutputOf(s.AddNode("_BlockedConv2D", args,
+                                          {{"strides", cc.a.strides},
+                                           {"pads", cc.a.pads},
+                                           {"dilations", cc.a.dilations},
+                                           {"groups", cc.a.groups},
+                                           {"block", kBlock},
+                                           {"x_blocked", cc.x_blocked},
+                                           {"activation", cc.activation},
+                                           {"clip_min", cc.lo},
+                                           {"clip_max", cc.hi}}));
+          return Unblock(s, y, o);
+        }),
+        .reference = One([cc](const std::vector<Tensor>& in) {
+          ConvGeom cg = Conv(in[0].shape(), in[1].shape(), cc.a);
+          std::vector<double> x = ToDoubles(in[0]), w = ToDoubles(in[1]);
+          std::vector<double> y(cg.n * cg.o * cg.oh * cg.ow, 0);
+          ForEachTap(cg, [&](int64_t xi, int64_t wi, int64_t yi) { y[yi] += x[xi] * w[wi]; });
+          const int64_t plane = cg.oh * cg.ow;
+          for (size_t i = 0; i < y.size(); ++i) {
+            y[i] += ElementAsDouble(in[2], (i / plane) % cg.o);
+            if (cc.residual) y[i] += ElementAsDouble(in[3], i);
+            if (cc.activation == "Relu") y[i] = std::max(y[i], 0.0);
+            if (cc.activation == "Clip") y[i] = std::min(std::max(y[i], cc.lo), cc.hi);
+          }
+          return FromDoubles(DType::kF32, Shape{cg.n, cg.o, cg.oh, cg.ow}, y);
+        }),
+        .no_gradient = kPlanOnly});
+  }
+
+  for (const auto& [k, st, pads, tag] :
+       std::vector<std::tuple<std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>,
+                              std::string>>{{{2, 2}, {2, 2}, {0, 0, 0, 0}, "k2s2"},
+                                            {{3, 3}, {2, 2}, {1, 1, 1, 1}, "k3s2p1"}}) {
+    ops::PoolAttrs a{.ksize = k, .strides = st, .pads = pads};
+    for (bool max : {true, false}) {
+      const Shape xs{2, 12, 7, 7};
+      cases.push_back(OpCase{
+          .op = max ? "_BlockedMaxPool" : "_BlockedAvgPool",
+          .tag = tag,
+          .inputs = {rng.Distinct(DType::kF32, xs)},
+          .build = One([a, max](const Scope& s, const std::vector<Output>& in) {
+            Output y = s.OutputOf(s.AddNode(max ? "_BlockedMaxPool" : "_BlockedAvgPool",
+                                            {Block(s, in[0])},
+                                            {{"ksize", a.ksize},
+                                             {"strides", a.strides},
+                                             {"pads", a.pads},
+                                             {"channels", int64_t{12}}}));
+            return Unblock(s, y, 12);
+          }),
+          .reference = One([a, max](const std::vector<Tensor>& in) {
+            PoolGeom pg = Pool(in[0].shape(), a);
+            std::vector<double> x = ToDoubles(in[0]), y(pg.n * pg.c * pg.oh * pg.ow);
+            ForEachWindow(pg, [&](int64_t yi, const auto& win, const auto&) {
+              double sum = 0;
+              for (int64_t xi : win) sum += x[xi];
+              y[yi] = win.empty() ? 0 : max ? x[win[ArgMaxOf(x, win)]] : sum / win.size();
+            });
+            return FromDoubles(DType::kF32, Shape{pg.n, pg.c, pg.oh, pg.ow}, y);
+          }),
+          .no_gradient = kPlanOnly});
+    }
+  }
+
+  cases.push_back(OpCase{
+      .op = "_LayerNorm",
+      .inputs = {rng.Uniform(DType::kF32, Shape{3, 4, 10}), rng.Uniform(DType::kF32, Shape{10}),
+                 rng.Uniform(DType::kF32, Shape{10})},
+      .build = One([](const Scope& s, const std::vector<Output>& in) {
+        return s.OutputOf(s.AddNode("_LayerNorm", {in[0], in[1], in[2]}, {{"epsilon", 1e-3}}));
+      }),
+      .reference = One([](const std::vector<Tensor>& in) {
+        std::vector<double> x = ToDoubles(in[0]), g = ToDoubles(in[1]), b = ToDoubles(in[2]);
+        const size_t k = g.size();
+        std::vector<double> y(x.size());
+        for (size_t r = 0; r < x.size() / k; ++r) {
+          double mean = 0, var = 0;
+          for (size_t j = 0; j < k; ++j) mean += x[r * k + j] / k;
+          for (size_t j = 0; j < k; ++j) var += (x[r * k + j] - mean) * (x[r * k + j] - mean) / k;
+          for (size_t j = 0; j < k; ++j) {
+            y[r * k + j] = (x[r * k + j] - mean) / std::sqrt(var + 1e-3) * g[j] + b[j];
+          }
+        }
+        return FromDoubles(DType::kF32, in[0].shape(), y);
+      }),
+      .no_gradient = kPlanOnly});
+}
+
 }  // namespace
 
 void AddNnCases(CaseRng& rng, std::vector<OpCase>& cases) {
   AddConvolutions(rng, cases);
   AddPooling(rng, cases);
+  AddBlockedLayouts(rng, cases);
   AddSoftmax(rng, cases);
   AddBatchNorm(rng, cases);
 }

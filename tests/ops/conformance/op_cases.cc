@@ -114,6 +114,9 @@ const std::map<std::string, std::map<std::string, std::string>>& NotOnDevice() {
   const std::string kFused =
       "a CPU-only fusion: the fusion rewrite forms it only where the CPU kernel exists; on the "
       "GPU the unfused ops run";
+  const std::string kBlocked =
+      "the CPU's blocked channel layout (rewrite/channel_blocks.h): the session forms it only on "
+      "a device type that names a channel block; GPU convolutions keep NCHW";
   static const std::map<std::string, std::map<std::string, std::string>> kGaps = {
       {"GPU",
        {
@@ -152,6 +155,12 @@ const std::map<std::string, std::map<std::string, std::string>>& NotOnDevice() {
             "the row-by-row assembly of the all-reduce and parameter servers runs on host memory"},
            {"_MatMulApplySGD", kFused},
            {"_MaxPoolWithArgmax", kFused},
+           {"_LayerNorm", kFused},
+           {"_BlockedConv2D", kBlocked},
+           {"_BlockedMaxPool", kBlocked},
+           {"_BlockedAvgPool", kBlocked},
+           {"_BlockChannels", kBlocked},
+           {"_UnblockChannels", kBlocked},
            {"_MaxPoolGradWithArgmax", kFused},
        }},
   };

@@ -1,0 +1,40 @@
+// Internal: the weights of a convolution or matrix product that come from a constant (an
+// imported model's), reordered into the layout the oneDNN primitive wants (and checked for NaN
+// and infinities) once, instead of on every run. Weights that are not a Const (a variable, a
+// computed tensor) are staged by the kernel on every run, as before.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "framework/kernel.h"
+#include "graph/mutex.h"
+
+namespace dflow::cpu {
+
+class PackedWeights {
+ public:
+  // The weights are input `input` of the kernel's node.
+  PackedWeights(const KernelInit& init, int input);
+
+  // Whether the weights come from a Const.
+  bool constant() const { return constant_; }
+
+  struct Packed {
+    const void* data;  // w in the wanted layout, or null: the kernel stages it on this run
+    bool finite;       // no NaN or infinity in w (checked only when asked, for non-constants)
+  };
+  // `w`, stored as `plain`, in layout `want`; kept in the device's memory (`allocator`) until
+  // the kernel goes or a run brings other weights.
+  Result<Packed> Get(const dnnl::memory::desc& plain, const dnnl::memory::desc& want,
+                     const Tensor& w, Allocator* allocator, bool check_finite);
+
+ private:
+  const bool constant_;
+  Mutex mu_;
+  const void* source_ DFLOW_GUARDED_BY(mu_) = nullptr;
+  bool finite_ DFLOW_GUARDED_BY(mu_) = false;
+  dnnl::memory::desc desc_ DFLOW_GUARDED_BY(mu_);
+  Tensor packed_ DFLOW_GUARDED_BY(mu_);
+};
+
+}  // namespace dflow::cpu

@@ -1,0 +1,133 @@
+// Blocked channel layouts (rewrite/channel_blocks.h): which nodes compute in the blocked
+// layout, which fold into a convolution, and that the rewritten plan computes what the plain
+// one does, NaN included (the run without the plan rewrites is the reference).
+#include "rewrite/channel_blocks.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "framework/device_factory.h"
+#include "ops/conv_ops.h"
+#include "ops/math_ops.h"
+#include "ops/register.h"
+#include "ops/unary_ops.h"
+#include "rewrite/fusion.h"
+#include "rewrite_fixture.h"
+
+namespace dflow {
+namespace {
+
+using testing::MessageHas;
+using testing::RandomFloats;
+
+class ChannelBlocksTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ops::RegisterStandardOps();
+    block_ = DeviceFactory::Global().ChannelBlock("CPU");
+    if (block_ == 0) GTEST_SKIP() << "this CPU has no blocked layout (AVX2 or better)";
+  }
+  int block_ = 0;
+};
+
+// Conv2D + a per-channel bias, as a model's layer (the epilogue fusion makes it _FusedConv2D).
+Output ConvLayer(const Scope& s, Output x, int64_t c, int64_t o, int64_t k, uint32_t seed,
+                 const ops::Conv2DAttrs& attrs) {
+  Output y = ops::Conv2D(s, x, Const(s, {o, c / attrs.groups, k, k}, seed), attrs);
+  return ops::Add(s, y, Const(s, {1, o, 1, 1}, seed + 1));
+}
+
+// A residual block, a max pool, a depthwise convolution clipped as ReLU6, an average pool and a
+// global mean: every pattern the rewrite knows, 24 channels (not a multiple of 16).
+Output SmallCnn(const Scope& root, Output x) {
+  Output c1 = ops::Relu(root, ConvLayer(root, x, 3, 16, 3, 1, {.pads = {1, 1, 1, 1}}));
+  Output c2 = ConvLayer(root, c1, 16, 24, 3, 3, {.pads = {1, 1, 1, 1}});
+  Output r = ConvLayer(root, c1, 16, 24, 1, 5, {});
+  Output s = ops::Relu(root, ops::Add(root, c2, r));
+  Output p = ops::MaxPool(root, s, {});
+  Output d = ConvLayer(root, p, 24, 24, 3, 7, {.pads = {1, 1, 1, 1}, .groups = 24});
+  Output clipped = ops::Minimum(root, ops::Maximum(root, d, ops::Const(root, 0.f)),
+                                ops::Const(root, 6.f));
+  Output a = ops::AvgPool(root, clipped, {});
+  return ops::ReduceMean(root.WithOpName("y"), a, {2, 3});
+}
+
+TEST_F(ChannelBlocksTest, ConvolutionsPoolsAndTheirEpiloguesStayBlocked) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 3, 12, 12});
+  SmallCnn(root, x);
+  auto xv = Tensor::FromVector(RandomFloats(2 * 3 * 144, 11, -2, 2), Shape{2, 3, 12, 12});
+  auto ops = ExpectSameWithFusion(root, {{"x", xv}}, {"y"});
+  EXPECT_EQ(ops["_BlockedConv2D"], 4);
+  EXPECT_EQ(ops["_BlockedMaxPool"], 1);
+  EXPECT_EQ(ops["_BlockedAvgPool"], 1);
+  EXPECT_EQ(ops["_UnblockChannels"], 1);  // before the global mean
+  for (const char* gone : {"Conv2D", "_FusedConv2D", "Add", "Relu", "Maximum", "Minimum",
+                           "MaxPool", "AvgPool"}) {
+    EXPECT_EQ(ops[gone], 0) << gone;
+  }
+}
+
+TEST_F(ChannelBlocksTest, TheRewriteCountsWhatItFolds) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2, 3, 12, 12});
+  SmallCnn(root, x);
+  // The plan's graph before the layout pass: epilogue-fused, as the session builds it.
+  Graph g = Validated(root);
+  auto fused = ops::FuseEpilogues(g, {*g.FindNode("x"), *g.FindNode("y")});
+  ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+  auto blocked = ops::BlockChannels(fused->graph,
+                                    {*fused->graph.FindNode("x"), *fused->graph.FindNode("y")},
+                                    block_);
+  ASSERT_TRUE(blocked.ok()) << blocked.status().ToString();
+  EXPECT_EQ(blocked->stats.convs, 4);
+  EXPECT_EQ(blocked->stats.residuals, 1);
+  EXPECT_EQ(blocked->stats.clips, 1);
+  EXPECT_EQ(blocked->stats.pools, 2);
+  EXPECT_EQ(blocked->stats.unblocks, 1);
+  // The blocked tensors have the padded shape: 24 channels in ceil(24 / b) blocks of b.
+  const Graph& bg = blocked->graph;
+  for (int id = 0; id < bg.num_nodes(); ++id) {
+    if (bg.node(id).op() != "_UnblockChannels") continue;
+    const Endpoint in = bg.node(id).inputs()[0];
+    EXPECT_EQ(bg.node(in.node).output_shape(0), Shape({2, (24 + block_ - 1) / block_, 3, 3, block_}));
+    EXPECT_EQ(bg.node(id).output_shape(0), Shape({2, 24, 3, 3}));
+  }
+  auto bad = ops::BlockChannels(fused->graph, {}, 12);
+  EXPECT_TRUE(MessageHas(bad.status(), {"channel block 12"}));
+}
+
+TEST_F(ChannelBlocksTest, FetchedValuesKeepTheirLayout) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{1, 3, 12, 12});
+  Output c1 = ops::Relu(root.WithOpName("c1"),
+                        ConvLayer(root, x, 3, 16, 3, 1, {.pads = {1, 1, 1, 1}}));
+  Output c2 = ops::Relu(root.WithOpName("c2"), ConvLayer(root, c1, 16, 16, 3, 2, {}));
+  auto xv = Tensor::FromVector(RandomFloats(3 * 144, 4, -2, 2), Shape{1, 3, 12, 12});
+  // c1 is fetched, so its convolution stays plain; c2 reads it as NCHW.
+  auto ops = ExpectSameWithFusion(root, {{"x", xv}}, {"c1", "c2"});
+  EXPECT_EQ(ops["_BlockedConv2D"], 0);
+  EXPECT_EQ(ops["_FusedConv2D"], 2);
+}
+
+// NaN and infinities reach the output where the plain plan puts them: through the ReLU that
+// keeps NaN (inputs over 1 MiB), through the checked ReLU and clip post-ops (smaller ones) and
+// through max pooling.
+TEST_F(ChannelBlocksTest, NaNAndInfinitiesGoWhereThePlainPlanPutsThem) {
+  for (int64_t side : {12, 160}) {
+    Scope root = Scope::NewRootScope();
+    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2, 3, side, side});
+    SmallCnn(root, x);
+    std::vector<float> v = RandomFloats(2 * 3 * side * side, 12, -2, 2);
+    v[5] = std::numeric_limits<float>::quiet_NaN();
+    v[3 * side * side + 2 * side + 7] = std::numeric_limits<float>::infinity();
+    v[v.size() - 3] = -std::numeric_limits<float>::infinity();
+    auto xv = Tensor::FromVector(v, Shape{2, 3, side, side});
+    ExpectSameWithFusion(root, {{"x", xv}}, {"y"});
+  }
+}
+
+}  // namespace
+}  // namespace dflow
