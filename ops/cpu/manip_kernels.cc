@@ -1,19 +1,23 @@
 // CPU kernels of Transpose, Concat, Split, WriteRows, Slice, Pad, OneHot and
 // CheckNumerics. Transpose, Slice and Pad share one strided copy; Concat copies contiguous
 // blocks.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
+#include "ops/cpu/parallel.h"
 #include "ops/split_sizes.h"
 
 namespace dflow::cpu {
 namespace {
 
 // Copies `shape` elements from src to dst, element i (a multi-index) at
-// src[sum i_d * src_strides_d] and dst[sum i_d * dst_strides_d].
+// src[sum i_d * src_strides_d] and dst[sum i_d * dst_strides_d]. Rows (the last dimension) are
+// split across the team; a row contiguous on both sides is one memcpy.
 template <typename T>
 void CopyStrided(const T* src, const int64_t* ss, T* dst, const int64_t* ds, const Shape& shape) {
   int rank = shape.rank();
@@ -23,20 +27,35 @@ void CopyStrided(const T* src, const int64_t* ss, T* dst, const int64_t* ds, con
     dst[0] = src[0];
     return;
   }
-  int64_t inner = shape[rank - 1], si = ss[rank - 1], di = ds[rank - 1];
-  std::array<int64_t, Shape::kMaxRank> idx{};
-  int64_t so = 0, dof = 0;
-  for (int64_t base = 0; base < n; base += inner) {
-    for (int64_t k = 0; k < inner; ++k) dst[dof + k * di] = src[so + k * si];
-    for (int d = rank - 2; d >= 0; --d) {
-      so += ss[d];
-      dof += ds[d];
-      if (++idx[d] < shape[d]) break;
-      so -= ss[d] * shape[d];
-      dof -= ds[d] * shape[d];
-      idx[d] = 0;
+  const int64_t inner = shape[rank - 1], si = ss[rank - 1], di = ds[rank - 1];
+  const bool contiguous = si == 1 && di == 1 && std::is_trivially_copyable_v<T>;
+  ParallelFor(n / inner, std::max<int64_t>(1, kParallelGrain / inner), [&](int64_t begin,
+                                                                            int64_t end) {
+    // The multi-index of row `begin` and its offsets.
+    std::array<int64_t, Shape::kMaxRank> idx{};
+    int64_t so = 0, dof = 0;
+    for (int64_t d = rank - 2, rest = begin; d >= 0; --d) {
+      idx[d] = rest % shape[d];
+      rest /= shape[d];
+      so += idx[d] * ss[d];
+      dof += idx[d] * ds[d];
     }
-  }
+    for (int64_t row = begin; row < end; ++row) {
+      if (contiguous) {
+        std::memcpy(dst + dof, src + so, sizeof(T) * inner);
+      } else {
+        for (int64_t k = 0; k < inner; ++k) dst[dof + k * di] = src[so + k * si];
+      }
+      for (int d = rank - 2; d >= 0; --d) {
+        so += ss[d];
+        dof += ds[d];
+        if (++idx[d] < shape[d]) break;
+        so -= ss[d] * shape[d];
+        dof -= ds[d] * shape[d];
+        idx[d] = 0;
+      }
+    }
+  });
 }
 
 std::array<int64_t, Shape::kMaxRank> RowMajorStrides(const Shape& s) {

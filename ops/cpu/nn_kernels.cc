@@ -57,7 +57,7 @@ class SoftmaxKernel : public common::SoftmaxBase<SoftmaxKernel<kLog>> {
   using common::SoftmaxBase<SoftmaxKernel>::SoftmaxBase;
   Status Run(KernelContext& ctx, const Tensor& x, int64_t c) {
     // oneDNN's softmax loses a NaN or an infinity of a row: inputs with one take the loops.
-    if (x.dtype() == DType::kF32 && AllFinite(x.data<float>(), x.num_elements())) {
+    if (x.dtype() == DType::kF32 && AllFiniteParallel(x.data<float>(), x.num_elements())) {
       ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), x.shape()));
       if (c > 0 && x.num_elements() > 0) {
         RunDnnlSoftmax<kLog>(x.num_elements() / c, c, x.raw_data(), out->raw_data());
@@ -179,12 +179,16 @@ class LayerNormKernel : public OpKernel {
       for (int64_t r = begin; r < end; ++r) {
         const float* row = px + r * k;
         float* y = py + r * k;
+        // Vector lanes sum in any order (the decomposed ops' reductions do too).
         float sum = 0;
+#pragma omp simd reduction(+ : sum)
         for (int64_t j = 0; j < k; ++j) sum += row[j];
         const float mean = sum * inv_k;
         float sq = 0;
+#pragma omp simd reduction(+ : sq)
         for (int64_t j = 0; j < k; ++j) sq += (row[j] - mean) * (row[j] - mean);
         const float inv = 1.f / std::sqrt(sq * inv_k + epsilon_);
+#pragma omp simd
         for (int64_t j = 0; j < k; ++j) y[j] = (row[j] - mean) * inv * g[j] + b[j];
       }
     });

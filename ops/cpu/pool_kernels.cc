@@ -83,7 +83,7 @@ class PoolKernel : public WindowKernel {
     if constexpr (!kGrad) {
       // oneDNN's max pooling drops NaN: inputs with one take the loops.
       if (x.dtype() == DType::kF32 && ys.num_elements() > 0 &&
-          (kKind != Kind::kMax || AllFinite(x.data<float>(), x.num_elements()))) {
+          (kKind != Kind::kMax || AllFiniteParallel(x.data<float>(), x.num_elements()))) {
         ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), ys));
         return RunDnnl(ctx, xs, ys, x.raw_data(), out->raw_data());
       }

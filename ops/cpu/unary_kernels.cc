@@ -249,7 +249,7 @@ class UnaryKernel : public OpKernel {
     // oneDNN's approximations give wrong answers for NaN and infinities (exp(NaN) = inf,
     // pow(-inf, -0.5) = 0): inputs with one take the loops, which give the IEEE results.
     if (auto e = EltwiseOf(f_);
-        e && x.dtype() == DType::kF32 && AllFinite(x.data<float>(), x.num_elements())) {
+        e && x.dtype() == DType::kF32 && AllFiniteParallel(x.data<float>(), x.num_elements())) {
       ASSIGN_OR_RETURN(Tensor * out, ctx.ForwardOrAllocateOutput(0, 0, x.dtype(), x.shape()));
       if (x.num_elements() > 0) RunEltwise(*e, x.num_elements(), x.raw_data(), out->raw_data());
       return Status::OK();
