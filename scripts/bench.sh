@@ -5,21 +5,37 @@
 # Peers are installed here when missing (PyTorch from Debian's python3-torch with
 # libopenblas0-pthread; ONNX Runtime from npm's onnxruntime-node, installed with --ignore-scripts
 # by scripts/setup.sh); a benchmark whose peer cannot be had prints our figure alone.
+# Usage: scripts/bench.sh [onnx]   (onnx: only the imported models' lines, bench onnx_*)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+only=${1:-all}
+if [ "$only" != all ] && [ "$only" != onnx ]; then
+  echo "usage: scripts/bench.sh [onnx]" >&2
+  exit 2
+fi
 scripts/setup.sh >/dev/null
 build=${DFLOW_BENCH_BUILD:-build-release}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFLOW_BUILD_TESTS=OFF \
   -DDFLOW_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build "$build" --target executor_bench models_bench placer_bench serialization_bench \
-  dflow-run >/dev/null
+if [ "$only" = onnx ]; then
+  cmake --build "$build" --target dflow-run >/dev/null
+else
+  cmake --build "$build" --target executor_bench models_bench placer_bench serialization_bench \
+    dflow-run >/dev/null
+fi
 # The distributed benchmarks need UCX (built when found) and dflow-worker.
-if cmake --build "$build" --target help 2>/dev/null | grep -q "^distributed_bench:"; then
+if [ "$only" = all ] &&
+  cmake --build "$build" --target help 2>/dev/null | grep -q "^distributed_bench:"; then
   cmake --build "$build" --target distributed_bench dflow-worker >/dev/null
 fi
 reps=${DFLOW_BENCH_REPETITIONS:-5}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+# The peers: Debian's Python (PyTorch), ONNX Runtime from npm.
+py=/usr/bin/python3
+ort_dir="${DFLOW_PEERS_DIR:-/opt/dflow-peers}/ort"
+
+if [ "$only" = all ]; then
 
 # Repetitions of different benchmarks interleaved at random: a slow spell of this shared machine
 # then spreads over all of them instead of biasing one side of a comparison (the checkpoint
@@ -86,7 +102,6 @@ if command -v mpicxx >/dev/null && mkdir -p "$build/peers" &&
 fi
 
 # PyTorch peer: Debian's package, for Debian's interpreter.
-py=/usr/bin/python3
 if ! "$py" -c "import torch" 2>/dev/null; then
   echo "bench: installing the PyTorch peer (python3-torch, libopenblas0-pthread)..." >&2
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -105,7 +120,6 @@ if "$py" -c "import torch" 2>/dev/null; then
 fi
 
 # ONNX Runtime peer: the same MLP exported from PyTorch, run by onnxruntime-node.
-ort_dir="${DFLOW_PEERS_DIR:-/opt/dflow-peers}/ort"
 if [ ! -d "$ort_dir/node_modules/onnxruntime-node" ] && command -v npm >/dev/null; then
   mkdir -p "$ort_dir"
   (cd "$ort_dir" && npm install --ignore-scripts --no-audit --no-fund onnxruntime-node \
@@ -302,16 +316,19 @@ for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_peak_memory_b128", "t
         line += " pytorch=not-found"
     print(line)
 PY
+fi  # only = all
 
 # Imported models: ResNet-50 and MobileNetV2 at batch 1 and 32, the BERT-base-shaped encoder at
-# batch 8 x sequence 128, exported from PyTorch (bench/peers/export_models_onnx.py); dflow-run's
-# median step against ONNX Runtime's (best of 1 and 2 threads) on the same input in this run, and
+# batch 8 x sequence 128 and batch 1 x sequence 32, exported from PyTorch
+# (bench/peers/export_models_onnx.py); dflow-run's median step against ONNX Runtime's (best of 1 and 2 threads) on the same input in this run, and
 # the outputs compared (a line on stderr when they differ by more than 1e-4 of their scale).
 if [ -d "$ort_dir/node_modules/onnxruntime-node" ] && "$py" -c "import torchvision" 2>/dev/null; then
-  for spec in resnet50:1:20 resnet50:32:5 mobilenet_v2:1:50 mobilenet_v2:32:10 encoder:8:5; do
-    IFS=: read -r model batch runs <<< "$spec"
+  for spec in resnet50:1:20 resnet50:32:5 mobilenet_v2:1:50 mobilenet_v2:32:10 encoder:8:5:128 \
+    encoder:1:20:32; do
+    IFS=: read -r model batch runs seq <<< "$spec"
     dir="$out/onnx_${model}_b$batch"
-    "$py" bench/peers/export_models_onnx.py "$dir" --models "$model" --batch "$batch" --seq 128 \
+    "$py" bench/peers/export_models_onnx.py "$dir" --models "$model" --batch "$batch" \
+      --seq "${seq:-128}" \
       >/dev/null 2>&1 || { echo "bench onnx_${model}_b$batch: export failed" >&2; continue; }
     feeds=()
     for f in "$dir/$model".*.npy; do
@@ -323,7 +340,7 @@ if [ -d "$ort_dir/node_modules/onnxruntime-node" ] && "$py" -c "import torchvisi
     ort=$(DFLOW_ORT_DIR="$ort_dir" node bench/peers/ort_models.mjs "$dir/$model.onnx" \
       "$dir/ort.npy" "$runs" "${feeds[@]}" 2>/dev/null || true)
     name="onnx_${model}_b$batch"
-    [ "$model" = encoder ] && name="onnx_encoder_b${batch}_s128"
+    [ "$model" = encoder ] && name="onnx_encoder_b${batch}_s$seq"
     "$py" - "$name" "${ours:-nan}" "$ort" "$dir" <<'PY'
 import json, os, sys
 import numpy as np

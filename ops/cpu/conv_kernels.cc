@@ -235,7 +235,7 @@ Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form,
   };
   std::shared_ptr<const DnnlConv> conv = primitive();
   ASSIGN_OR_RETURN(PackedWeights::Packed staged,
-                   weights.Get(conv->plain_weights_desc(), conv->weights_desc(), w, ctx.allocator(),
+                   weights.Get(conv->plain_weights_desc(), conv->weights_desc(), w,
                                act == ConvForm::Act::kRelu || act == ConvForm::Act::kClip ||
                                    form.winograd));
   bool finite = true;
@@ -250,7 +250,7 @@ Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form,
       form.winograd = false;
       conv = primitive();
       ASSIGN_OR_RETURN(staged, weights.Get(conv->plain_weights_desc(), conv->weights_desc(), w,
-                                           ctx.allocator(), false));
+                                           false));
     }
   }
   TempBuffers temp(ctx.allocator());

@@ -53,7 +53,7 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
     std::shared_ptr<const Prim> p = Primitive(batch, m, k, n, weights_.constant());
     const dnnl::memory::desc& scratch_desc = p->scratch;
     ASSIGN_OR_RETURN(PackedWeights::Packed packed,
-                     weights_.Get(Desc(batch, k, n, tb_), p->weights, b, ctx.allocator(), false));
+                     weights_.Get(Desc(batch, k, n, tb_), p->weights, b, false));
     dnnl::memory am(Desc(batch, m, k, ta_), CpuEngine(), a.raw_data());
     dnnl::memory bm(p->weights, CpuEngine(),
                     const_cast<void*>(packed.data ? packed.data : b.raw_data()));

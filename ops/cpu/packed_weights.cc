@@ -11,7 +11,7 @@ PackedWeights::PackedWeights(const KernelInit& init, int input)
 
 Result<PackedWeights::Packed> PackedWeights::Get(const dnnl::memory::desc& plain,
                                                  const dnnl::memory::desc& want, const Tensor& w,
-                                                 Allocator* allocator, bool check_finite) {
+                                                 bool check_finite) {
   const bool same = want == plain;
   if (!constant_) {
     return Packed{nullptr, !check_finite || AllFiniteParallel(w.data<float>(), w.num_elements())};
@@ -23,7 +23,7 @@ Result<PackedWeights::Packed> PackedWeights::Get(const dnnl::memory::desc& plain
     source_ = w.raw_data();
   }
   if (!same && !(desc_ == want && packed_.raw_data() != nullptr)) {
-    ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(allocator, DType::kU8,
+    ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(CpuAllocator::Default(), DType::kU8,
                                                 Shape{static_cast<int64_t>(want.get_size())}));
     dnnl::memory from(plain, CpuEngine(), const_cast<void*>(w.raw_data()));
     dnnl::memory to(want, CpuEngine(), t.raw_data());

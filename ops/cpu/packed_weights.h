@@ -2,6 +2,10 @@
 // imported model's), reordered into the layout the oneDNN primitive wants (and checked for NaN
 // and infinities) once, instead of on every run. Weights that are not a Const (a variable, a
 // computed tensor) are staged by the kernel on every run, as before.
+//
+// The packed copy lives where the constants' own values do, in the process's memory outside
+// any device's limit (CpuAllocator::Default()): the placer counts each constant once on its
+// device, and a device limit the placement fits keeps fitting. The process holds both copies.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -23,10 +27,10 @@ class PackedWeights {
     const void* data;  // w in the wanted layout, or null: the kernel stages it on this run
     bool finite;       // no NaN or infinity in w (checked only when asked, for non-constants)
   };
-  // `w`, stored as `plain`, in layout `want`; kept in the device's memory (`allocator`) until
-  // the kernel goes or a run brings other weights.
+  // `w`, stored as `plain`, in layout `want`; kept until the kernel goes or a run brings other
+  // weights.
   Result<Packed> Get(const dnnl::memory::desc& plain, const dnnl::memory::desc& want,
-                     const Tensor& w, Allocator* allocator, bool check_finite);
+                     const Tensor& w, bool check_finite);
 
  private:
   const bool constant_;
