@@ -104,9 +104,7 @@ class Blocker {
 
   bool Blocked(const Endpoint& e) const { return e.index == 0 && blocked_[e.node]; }
 
-  const Shape& ShapeOf(const Endpoint& e) const {
-    return g_.node(e.node).output_shape(e.index);
-  }
+  const Shape& ShapeOf(const Endpoint& e) const { return g_.node(e.node).output_shape(e.index); }
 
   // _FusedConv2D in f32 with a filter of known shape, on channels the blocked primitives take.
   bool IsConv(int id) const {

@@ -23,12 +23,12 @@
 namespace dflow::ops {
 
 struct ChannelBlockStats {
-  int convs = 0;       // convolutions that compute in the blocked layout
-  int residuals = 0;   // of those, the ones that took a residual Add
-  int clips = 0;       // and a Maximum/Minimum pair as a clip
-  int elementwise = 0; // element-wise ops that run on blocked tensors
-  int pools = 0;       // MaxPool and AvgPool nodes that do
-  int unblocks = 0;    // _UnblockChannels nodes added
+  int convs = 0;        // convolutions that compute in the blocked layout
+  int residuals = 0;    // of those, the ones that took a residual Add
+  int clips = 0;        // and a Maximum/Minimum pair as a clip
+  int elementwise = 0;  // element-wise ops that run on blocked tensors
+  int pools = 0;        // MaxPool and AvgPool nodes that do
+  int unblocks = 0;     // _UnblockChannels nodes added
 };
 
 struct BlockedGraph {

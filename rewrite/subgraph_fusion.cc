@@ -190,8 +190,8 @@ class SubgraphFuser {
         return false;
       }
     }
-    std::vector<int> inner = {*mean,           sub->second, *square, var->second, *eps_add,
-                              rsqrt->second, norm->second, scaled->second};
+    std::vector<int> inner = {*mean,    sub->second,   *square,      var->second,
+                              *eps_add, rsqrt->second, norm->second, scaled->second};
     for (int id : inner) {
       if (!Inner(id, id == sub->second ? 2 : 1)) return false;
     }

@@ -5,7 +5,8 @@
 //   Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)        becomes  Gelu(x)
 //   (x - mean) * Rsqrt(mean((x - mean)^2) + eps) * scale + bias, over the last axis
 //                                                          becomes  _LayerNorm(x, scale, bias)
-//   Add(Reshape(MatMul(a, b)), bias [N])                  becomes  Reshape(_FusedMatMul(a, b, bias))
+//   Add(Reshape(MatMul(a, b)), bias [N])                  becomes  Reshape(_FusedMatMul(a, b,
+//   bias))
 //
 // (PyTorch's exports of GELU, LayerNorm before ONNX's own op, and Linear on more than two
 // dimensions.) Only f32 subgraphs whose inner values nobody else reads fuse, on one requested

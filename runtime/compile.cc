@@ -35,7 +35,8 @@ Result<std::shared_ptr<const Graph>> Rewrite(const Graph& graph, PlanSpec* spec,
   if (const int block = DeviceFactory::Global().ChannelBlock(device_type); block > 0) {
     ASSIGN_OR_RETURN(ops::BlockedGraph blocked,
                      ops::BlockChannels(*rewritten, kept(*rewritten), block));
-    if (blocked.stats.convs > 0) rewritten = std::make_shared<const Graph>(std::move(blocked.graph));
+    if (blocked.stats.convs > 0)
+      rewritten = std::make_shared<const Graph>(std::move(blocked.graph));
   }
   auto remap = [&](int& id) { id = *rewritten->FindNode(graph.node(id).name()); };
   for (int& f : spec->feeds) remap(f);

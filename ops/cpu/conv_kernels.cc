@@ -214,30 +214,30 @@ constexpr int64_t kCheckedInputBytes = int64_t{1} << 20;
 // The forward convolution of inputs 0 (x) and 1 (w) [+ 2 (bias)] [+ 3 (a residual, in y)] into
 // `y` with `form`'s post-ops; the activation runs as a pass that keeps NaN when an input is not
 // finite.
-Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form,
-                  PackedWeights& weights, void* y) {
+Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form, PackedWeights& weights,
+                  void* y) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   const void* bias = form.bias ? ctx.input(2).raw_data() : nullptr;
   // Winograd needs finite inputs, so they are checked anyway (the check costs little against
   // the 3x3 convolution's compute), and the ReLU post-op needs no other.
-  form.winograd = form.block > 0 && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 &&
-                  g.dh == 1 && g.dw == 1 && g.groups == 1;
+  form.winograd = form.block > 0 && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 &&
+                  g.dw == 1 && g.groups == 1;
   if (form.act == ConvForm::Act::kRelu && !form.winograd &&
       x.num_bytes() + (form.sum ? ctx.input(3).num_bytes() : 0) > kCheckedInputBytes) {
     form.act = ConvForm::Act::kReluKeepingNaN;
   }
   const ConvForm::Act act = form.act;
   auto primitive = [&] {
-    return PrimitiveCache::Global().GetOrCreate<DnnlConv>(
-        CacheKey(g, Pass::kForward, form),
-        [&] { return std::make_shared<const DnnlConv>(g, Pass::kForward, form); });
+    return PrimitiveCache::Global().GetOrCreate<DnnlConv>(CacheKey(g, Pass::kForward, form), [&] {
+      return std::make_shared<const DnnlConv>(g, Pass::kForward, form);
+    });
   };
   std::shared_ptr<const DnnlConv> conv = primitive();
-  ASSIGN_OR_RETURN(PackedWeights::Packed staged,
-                   weights.Get(conv->plain_weights_desc(), conv->weights_desc(), w,
-                               act == ConvForm::Act::kRelu || act == ConvForm::Act::kClip ||
-                                   form.winograd));
+  ASSIGN_OR_RETURN(
+      PackedWeights::Packed staged,
+      weights.Get(conv->plain_weights_desc(), conv->weights_desc(), w,
+                  act == ConvForm::Act::kRelu || act == ConvForm::Act::kClip || form.winograd));
   bool finite = true;
   if (act == ConvForm::Act::kRelu || act == ConvForm::Act::kClip || form.winograd) {
     auto all_finite = [&](int i) {
@@ -249,8 +249,8 @@ Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form,
       form.act = ConvForm::Act::kNone;
       form.winograd = false;
       conv = primitive();
-      ASSIGN_OR_RETURN(staged, weights.Get(conv->plain_weights_desc(), conv->weights_desc(), w,
-                                           false));
+      ASSIGN_OR_RETURN(staged,
+                       weights.Get(conv->plain_weights_desc(), conv->weights_desc(), w, false));
     }
   }
   TempBuffers temp(ctx.allocator());
@@ -320,7 +320,6 @@ class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
  private:
   PackedWeights weights_;
 };
-
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -403,7 +402,8 @@ class ChannelBlockKernel : public OpKernel {
       }
       plain = Shape{s[0], channels_, s[2], s[3]};
     }
-    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DType::kF32, kToBlocked ? blocked : plain));
+    ASSIGN_OR_RETURN(Tensor * out,
+                     ctx.AllocateOutput(0, DType::kF32, kToBlocked ? blocked : plain));
     if (out->num_elements() == 0) return Status::OK();
     const int64_t b = blocked[4];
     if (b != 8 && b != 16) return InvalidArgument("block {} (8 or 16)", b);

@@ -29,33 +29,33 @@ void CopyStrided(const T* src, const int64_t* ss, T* dst, const int64_t* ds, con
   }
   const int64_t inner = shape[rank - 1], si = ss[rank - 1], di = ds[rank - 1];
   const bool contiguous = si == 1 && di == 1 && std::is_trivially_copyable_v<T>;
-  ParallelFor(n / inner, std::max<int64_t>(1, kParallelGrain / inner), [&](int64_t begin,
-                                                                            int64_t end) {
-    // The multi-index of row `begin` and its offsets.
-    std::array<int64_t, Shape::kMaxRank> idx{};
-    int64_t so = 0, dof = 0;
-    for (int64_t d = rank - 2, rest = begin; d >= 0; --d) {
-      idx[d] = rest % shape[d];
-      rest /= shape[d];
-      so += idx[d] * ss[d];
-      dof += idx[d] * ds[d];
-    }
-    for (int64_t row = begin; row < end; ++row) {
-      if (contiguous) {
-        std::memcpy(dst + dof, src + so, sizeof(T) * inner);
-      } else {
-        for (int64_t k = 0; k < inner; ++k) dst[dof + k * di] = src[so + k * si];
-      }
-      for (int d = rank - 2; d >= 0; --d) {
-        so += ss[d];
-        dof += ds[d];
-        if (++idx[d] < shape[d]) break;
-        so -= ss[d] * shape[d];
-        dof -= ds[d] * shape[d];
-        idx[d] = 0;
-      }
-    }
-  });
+  ParallelFor(n / inner, std::max<int64_t>(1, kParallelGrain / inner),
+              [&](int64_t begin, int64_t end) {
+                // The multi-index of row `begin` and its offsets.
+                std::array<int64_t, Shape::kMaxRank> idx{};
+                int64_t so = 0, dof = 0;
+                for (int64_t d = rank - 2, rest = begin; d >= 0; --d) {
+                  idx[d] = rest % shape[d];
+                  rest /= shape[d];
+                  so += idx[d] * ss[d];
+                  dof += idx[d] * ds[d];
+                }
+                for (int64_t row = begin; row < end; ++row) {
+                  if (contiguous) {
+                    std::memcpy(dst + dof, src + so, sizeof(T) * inner);
+                  } else {
+                    for (int64_t k = 0; k < inner; ++k) dst[dof + k * di] = src[so + k * si];
+                  }
+                  for (int d = rank - 2; d >= 0; --d) {
+                    so += ss[d];
+                    dof += ds[d];
+                    if (++idx[d] < shape[d]) break;
+                    so -= ss[d] * shape[d];
+                    dof -= ds[d] * shape[d];
+                    idx[d] = 0;
+                  }
+                }
+              });
 }
 
 std::array<int64_t, Shape::kMaxRank> RowMajorStrides(const Shape& s) {

@@ -102,9 +102,9 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
   // weights stay plain, and a plain [768, 3072] b took 1.6x as long as the packed one).
   static dnnl::memory::desc Desc(int64_t batch, int64_t rows, int64_t cols, bool transposed) {
     if (batch == 1) {
-      return dnnl::memory::desc({rows, cols}, dnnl::memory::data_type::f32,
-                                transposed ? dnnl::memory::dims{1, rows}
-                                           : dnnl::memory::dims{cols, 1});
+      return dnnl::memory::desc(
+          {rows, cols}, dnnl::memory::data_type::f32,
+          transposed ? dnnl::memory::dims{1, rows} : dnnl::memory::dims{cols, 1});
     }
     dnnl::memory::dims strides = transposed ? dnnl::memory::dims{rows * cols, 1, rows}
                                             : dnnl::memory::dims{rows * cols, cols, 1};
@@ -126,17 +126,17 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
   // `pack`: b in the layout the primitive picks (a constant, packed once), else as stored.
   std::shared_ptr<const Prim> Primitive(int64_t batch, int64_t m, int64_t k, int64_t n,
                                         bool pack) const {
-    std::string key = fmt::format("matmul:{}:{}:{}:{}:{}:{}:{}:{}", ta_, tb_, epilogue_.bias,
-                                  pack, batch, m, k, n);
+    std::string key = fmt::format("matmul:{}:{}:{}:{}:{}:{}:{}:{}", ta_, tb_, epilogue_.bias, pack,
+                                  batch, m, k, n);
     return PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
       const dnnl::memory::desc b =
           pack ? dnnl::memory::desc(Desc(batch, k, n, tb_).dims(), dnnl::memory::data_type::f32,
                                     dnnl::memory::format_tag::any)
                : Desc(batch, k, n, tb_);
-      auto desc = epilogue_.bias ? dnnl::matmul::desc(Desc(batch, m, k, ta_), b, BiasDesc(batch, n),
-                                                      Desc(batch, m, n, false))
-                                 : dnnl::matmul::desc(Desc(batch, m, k, ta_), b,
-                                                      Desc(batch, m, n, false));
+      auto desc = epilogue_.bias
+                      ? dnnl::matmul::desc(Desc(batch, m, k, ta_), b, BiasDesc(batch, n),
+                                           Desc(batch, m, n, false))
+                      : dnnl::matmul::desc(Desc(batch, m, k, ta_), b, Desc(batch, m, n, false));
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       dnnl::matmul::primitive_desc pd(desc, attr, CpuEngine());

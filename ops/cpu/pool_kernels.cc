@@ -59,6 +59,41 @@ class WindowKernel : public OpKernel {
     return std::max<int64_t>(0, (in + pads_[d] + pads_[d + 2] - k_[d]) / s_[d] + 1);
   }
 
+  // oneDNN's forward max (or average, padding not counted) pooling for f32 of x (`src`) into y
+  // (`dst`), from the shared PrimitiveCache under `key` (which must name the layouts).
+  Status RunDnnl(KernelContext& ctx, bool max, const std::string& key,
+                 const dnnl::memory::desc& src, const dnnl::memory::desc& dst, void* x,
+                 void* y) const {
+    struct Prim {
+      dnnl::pooling_forward prim;
+      dnnl::memory::desc scratch;
+    };
+    auto p = PrimitiveCache::Global().GetOrCreate<Prim>(
+        fmt::format("{}:{}:{}:{}:{}", key, max, fmt::join(k_, ","), fmt::join(s_, ","),
+                    fmt::join(pads_, ",")),
+        [&] {
+          dnnl::primitive_attr attr;
+          attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+          auto alg =
+              max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
+          dnnl::pooling_forward::primitive_desc pd(
+              dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, alg, src, dst,
+                                          {s_[0], s_[1]}, {k_[0], k_[1]}, {pads_[0], pads_[1]},
+                                          {pads_[2], pads_[3]}),
+              attr, CpuEngine());
+          return std::make_shared<const Prim>(
+              Prim{dnnl::pooling_forward(pd), pd.scratchpad_desc()});
+        });
+    const auto& e = CpuEngine();
+    TempBuffers temp(ctx.allocator());
+    ASSIGN_OR_RETURN(void* scratch_data, temp.Get(p->scratch.get_size()));
+    dnnl::memory xm(src, e, x), ym(dst, e, y), sm(p->scratch, e, scratch_data);
+    dnnl::stream& stream = ThreadStream();
+    p->prim.execute(stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_SCRATCHPAD, sm}});
+    stream.wait();
+    return Status::OK();
+  }
+
   std::vector<int64_t> k_, s_, pads_;
 };
 
@@ -85,7 +120,12 @@ class PoolKernel : public WindowKernel {
       if (x.dtype() == DType::kF32 && ys.num_elements() > 0 &&
           (kKind != Kind::kMax || AllFiniteParallel(x.data<float>(), x.num_elements()))) {
         ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, x.dtype(), ys));
-        return RunDnnl(ctx, xs, ys, x.raw_data(), out->raw_data());
+        using dnnl::memory;
+        return RunDnnl(
+            ctx, kKind == Kind::kMax, fmt::format("pool:{}", fmt::join(xs.dim_vector(), ",")),
+            memory::desc(xs.dim_vector(), memory::data_type::f32, memory::format_tag::nchw),
+            memory::desc(ys.dim_vector(), memory::data_type::f32, memory::format_tag::nchw),
+            x.raw_data(), out->raw_data());
       }
     }
     return DispatchFloat(x.dtype(), [&]<typename T>() -> Status {
@@ -131,43 +171,6 @@ class PoolKernel : public WindowKernel {
           });
       return Status::OK();
     });
-  }
-
- private:
-  struct Prim {
-    dnnl::pooling_forward prim;
-    dnnl::memory::desc scratch;
-  };
-
-  // oneDNN's forward pooling for f32, from the shared PrimitiveCache.
-  Status RunDnnl(KernelContext& ctx, const Shape& xs, const Shape& ys, void* x, void* y) {
-    using dnnl::memory;
-    memory::desc src(xs.dim_vector(), memory::data_type::f32, memory::format_tag::nchw);
-    memory::desc dst(ys.dim_vector(), memory::data_type::f32, memory::format_tag::nchw);
-    std::string key =
-        fmt::format("pool:{}:{}:{}:{}:{}", static_cast<int>(kKind), fmt::join(xs.dim_vector(), ","),
-                    fmt::join(k_, ","), fmt::join(s_, ","), fmt::join(pads_, ","));
-    auto p = PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
-      dnnl::primitive_attr attr;
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      auto alg = kKind == Kind::kMax ? dnnl::algorithm::pooling_max
-                                     : dnnl::algorithm::pooling_avg_exclude_padding;
-      dnnl::pooling_forward::primitive_desc pd(
-          dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, alg, src, dst,
-                                      {s_[0], s_[1]}, {k_[0], k_[1]}, {pads_[0], pads_[1]},
-                                      {pads_[2], pads_[3]}),
-          attr, CpuEngine());
-      return std::make_shared<const Prim>(Prim{dnnl::pooling_forward(pd), pd.scratchpad_desc()});
-    });
-    const memory::desc& scratch = p->scratch;
-    const auto& e = CpuEngine();
-    TempBuffers temp(ctx.allocator());
-    ASSIGN_OR_RETURN(void* scratch_data, temp.Get(scratch.get_size()));
-    memory xm(src, e, x), ym(dst, e, y), sm(scratch, e, scratch_data);
-    dnnl::stream& stream = ThreadStream();
-    p->prim.execute(stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_SCRATCHPAD, sm}});
-    stream.wait();
-    return Status::OK();
   }
 };
 
@@ -298,7 +301,14 @@ class BlockedPoolKernel : public WindowKernel {
                      ctx.AllocateOutput(0, DType::kF32, Shape{xs[0], xs[1], oh, ow, b}));
     if (out->num_elements() == 0) return Status::OK();
     if (kKind == Kind::kAvg || AllFiniteParallel(x.data<float>(), x.num_elements())) {
-      return RunDnnl(ctx, xs, oh, ow, x.raw_data(), out->raw_data());
+      using dnnl::memory;
+      const memory::format_tag tag =
+          b == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;
+      return RunDnnl(ctx, kKind == Kind::kMax,
+                     fmt::format("blocked_pool:{}:{}", fmt::join(xs.dim_vector(), ","), channels_),
+                     memory::desc({xs[0], channels_, xs[2], xs[3]}, memory::data_type::f32, tag),
+                     memory::desc({xs[0], channels_, oh, ow}, memory::data_type::f32, tag),
+                     x.raw_data(), out->raw_data());
     }
     // [n, cb] planes of H x W x b in parallel.
     const float* px = x.data<float>();
@@ -332,44 +342,6 @@ class BlockedPoolKernel : public WindowKernel {
   }
 
  private:
-  struct Prim {
-    dnnl::pooling_forward prim;
-    dnnl::memory::desc src, dst, scratch;
-  };
-
-  Status RunDnnl(KernelContext& ctx, const Shape& xs, int64_t oh, int64_t ow, void* x, void* y) {
-    using dnnl::memory;
-    const int64_t b = xs[4];
-    const memory::format_tag tag =
-        b == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;
-    std::string key = fmt::format("blocked_pool:{}:{}:{}:{}:{}:{}", static_cast<int>(kKind),
-                                  fmt::join(xs.dim_vector(), ","), channels_, fmt::join(k_, ","),
-                                  fmt::join(s_, ","), fmt::join(pads_, ","));
-    auto p = PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
-      memory::desc src({xs[0], channels_, xs[2], xs[3]}, memory::data_type::f32, tag);
-      memory::desc dst({xs[0], channels_, oh, ow}, memory::data_type::f32, tag);
-      dnnl::primitive_attr attr;
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      auto alg = kKind == Kind::kMax ? dnnl::algorithm::pooling_max
-                                     : dnnl::algorithm::pooling_avg_exclude_padding;
-      dnnl::pooling_forward::primitive_desc pd(
-          dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, alg, src, dst,
-                                      {s_[0], s_[1]}, {k_[0], k_[1]}, {pads_[0], pads_[1]},
-                                      {pads_[2], pads_[3]}),
-          attr, CpuEngine());
-      return std::make_shared<const Prim>(
-          Prim{dnnl::pooling_forward(pd), src, dst, pd.scratchpad_desc()});
-    });
-    const auto& e = CpuEngine();
-    TempBuffers temp(ctx.allocator());
-    ASSIGN_OR_RETURN(void* scratch_data, temp.Get(p->scratch.get_size()));
-    memory xm(p->src, e, x), ym(p->dst, e, y), sm(p->scratch, e, scratch_data);
-    dnnl::stream& stream = ThreadStream();
-    p->prim.execute(stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_SCRATCHPAD, sm}});
-    stream.wait();
-    return Status::OK();
-  }
-
   const int64_t channels_;
 };
 

@@ -70,7 +70,8 @@ Status BlockedConvShape(InferenceContext& c) {
     return c.Error("needs a filter of known shape [O, C / groups, KH, KW], got {}", w);
   }
   if (x.unknown_rank() || x.rank() != (x_blocked ? 5 : 4) || (x_blocked && x[4] != block)) {
-    return c.Error("input {} is not {}", x, x_blocked ? "blocked [N, C/b, H, W, b]" : "[N, C, H, W]");
+    return c.Error("input {} is not {}", x,
+                   x_blocked ? "blocked [N, C/b, H, W, b]" : "[N, C, H, W]");
   }
   ASSIGN_OR_RETURN(int64_t groups, c.GetAttr<int64_t>("groups"));
   const Shape plain{x[0], w[1] * groups, x[2], x[3]};
@@ -194,8 +195,7 @@ Status RegisterFusedOps(OpRegistry& r) {
 // [N, ceil(C / b), H, W, b], channel c at [n, c / b, h, w, c % b], the padding channels 0.
 Status RegisterLayoutOps(OpRegistry& r) {
   auto f32 = [](const char* name, bool variadic = false) {
-    return ArgDef{
-        .name = name, .type_attr = "T", .allowed = {DType::kF32}, .variadic = variadic};
+    return ArgDef{.name = name, .type_attr = "T", .allowed = {DType::kF32}, .variadic = variadic};
   };
   std::vector<AttrDef> conv_attrs = r.Find("Conv2D")->attrs;
   conv_attrs.push_back({"block", AttrType::kInt, std::nullopt});
@@ -226,8 +226,7 @@ Status RegisterLayoutOps(OpRegistry& r) {
            ASSIGN_OR_RETURN(auto p, c.GetAttr<std::vector<int64_t>>("pads"));
            if (x.unknown_rank() || x.rank() != 5 || k.size() != 2 || s.size() != 2 ||
                p.size() != 4 || s[0] < 1 || s[1] < 1) {
-             return c.Error("input {} is not blocked [N, C/b, H, W, b] or the window is wrong",
-                            x);
+             return c.Error("input {} is not blocked [N, C/b, H, W, b] or the window is wrong", x);
            }
            auto out = [&](int d) -> int64_t {
              const int64_t in = x[2 + d];

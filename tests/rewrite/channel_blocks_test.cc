@@ -48,8 +48,8 @@ Output SmallCnn(const Scope& root, Output x) {
   Output s = ops::Relu(root, ops::Add(root, c2, r));
   Output p = ops::MaxPool(root, s, {});
   Output d = ConvLayer(root, p, 24, 24, 3, 7, {.pads = {1, 1, 1, 1}, .groups = 24});
-  Output clipped = ops::Minimum(root, ops::Maximum(root, d, ops::Const(root, 0.f)),
-                                ops::Const(root, 6.f));
+  Output clipped =
+      ops::Minimum(root, ops::Maximum(root, d, ops::Const(root, 0.f)), ops::Const(root, 6.f));
   Output a = ops::AvgPool(root, clipped, {});
   return ops::ReduceMean(root.WithOpName("y"), a, {2, 3});
 }
@@ -64,8 +64,8 @@ TEST_F(ChannelBlocksTest, ConvolutionsPoolsAndTheirEpiloguesStayBlocked) {
   EXPECT_EQ(ops["_BlockedMaxPool"], 1);
   EXPECT_EQ(ops["_BlockedAvgPool"], 1);
   EXPECT_EQ(ops["_UnblockChannels"], 1);  // before the global mean
-  for (const char* gone : {"Conv2D", "_FusedConv2D", "Add", "Relu", "Maximum", "Minimum",
-                           "MaxPool", "AvgPool"}) {
+  for (const char* gone :
+       {"Conv2D", "_FusedConv2D", "Add", "Relu", "Maximum", "Minimum", "MaxPool", "AvgPool"}) {
     EXPECT_EQ(ops[gone], 0) << gone;
   }
 }
@@ -78,9 +78,8 @@ TEST_F(ChannelBlocksTest, TheRewriteCountsWhatItFolds) {
   Graph g = Validated(root);
   auto fused = ops::FuseEpilogues(g, {*g.FindNode("x"), *g.FindNode("y")});
   ASSERT_TRUE(fused.ok()) << fused.status().ToString();
-  auto blocked = ops::BlockChannels(fused->graph,
-                                    {*fused->graph.FindNode("x"), *fused->graph.FindNode("y")},
-                                    block_);
+  auto blocked = ops::BlockChannels(
+      fused->graph, {*fused->graph.FindNode("x"), *fused->graph.FindNode("y")}, block_);
   ASSERT_TRUE(blocked.ok()) << blocked.status().ToString();
   EXPECT_EQ(blocked->stats.convs, 4);
   EXPECT_EQ(blocked->stats.residuals, 1);
@@ -92,7 +91,8 @@ TEST_F(ChannelBlocksTest, TheRewriteCountsWhatItFolds) {
   for (int id = 0; id < bg.num_nodes(); ++id) {
     if (bg.node(id).op() != "_UnblockChannels") continue;
     const Endpoint in = bg.node(id).inputs()[0];
-    EXPECT_EQ(bg.node(in.node).output_shape(0), Shape({2, (24 + block_ - 1) / block_, 3, 3, block_}));
+    EXPECT_EQ(bg.node(in.node).output_shape(0),
+              Shape({2, (24 + block_ - 1) / block_, 3, 3, block_}));
     EXPECT_EQ(bg.node(id).output_shape(0), Shape({2, 24, 3, 3}));
   }
   auto bad = ops::BlockChannels(fused->graph, {}, 12);
@@ -102,8 +102,8 @@ TEST_F(ChannelBlocksTest, TheRewriteCountsWhatItFolds) {
 TEST_F(ChannelBlocksTest, FetchedValuesKeepTheirLayout) {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{1, 3, 12, 12});
-  Output c1 = ops::Relu(root.WithOpName("c1"),
-                        ConvLayer(root, x, 3, 16, 3, 1, {.pads = {1, 1, 1, 1}}));
+  Output c1 =
+      ops::Relu(root.WithOpName("c1"), ConvLayer(root, x, 3, 16, 3, 1, {.pads = {1, 1, 1, 1}}));
   Output c2 = ops::Relu(root.WithOpName("c2"), ConvLayer(root, c1, 16, 16, 3, 2, {}));
   auto xv = Tensor::FromVector(RandomFloats(3 * 144, 4, -2, 2), Shape{1, 3, 12, 12});
   // c1 is fetched, so its convolution stays plain; c2 reads it as NCHW.

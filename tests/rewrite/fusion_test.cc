@@ -15,8 +15,8 @@
 #include "ops/math_ops.h"
 #include "ops/optimizers.h"
 #include "ops/unary_ops.h"
-#include "runtime/local_session.h"
 #include "rewrite_fixture.h"
+#include "runtime/local_session.h"
 #include "test_util.h"
 
 namespace dflow {

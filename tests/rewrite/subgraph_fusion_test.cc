@@ -85,27 +85,27 @@ TEST(SubgraphFusionTest, ALayerNormWhoseMeanIsFetchedStays) {
   EXPECT_EQ(ops["_LayerNorm"], 0);
 }
 
-TEST(SubgraphFusionTest, ALinearLayersBiasMovesIntoTheMatMulBeforeItsReshape) {
+// y = Add(Reshape(MatMul(Reshape(x, [-1, 6]), w [6, 4]), [2, 5, 4]), b): a Linear layer on
+// [2, 5, 6] as PyTorch exports it; the ops of the rewritten plan.
+std::map<std::string, int> LinearThroughReshape(const Shape& bias) {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2, 5, 6});
   Output rows = ops::Reshape(root, x, {-1, 6});
   Output y = ops::Reshape(root, ops::MatMul(root, rows, Const(root, {6, 4}, 1)), {2, 5, 4});
-  ops::Add(root.WithOpName("y"), y, Const(root, {4}, 2));
+  ops::Add(root.WithOpName("y"), y, Const(root, bias, 2));
   auto xv = Tensor::FromVector(RandomFloats(60, 3, -2, 2), Shape{2, 5, 6});
-  auto ops = ExpectSameWithFusion(root, {{"x", xv}}, {"y"});
+  return ExpectSameWithFusion(root, {{"x", xv}}, {"y"});
+}
+
+TEST(SubgraphFusionTest, ALinearLayersBiasMovesIntoTheMatMulBeforeItsReshape) {
+  auto ops = LinearThroughReshape(Shape{4});
   EXPECT_EQ(ops["_FusedMatMul"], 1);
   EXPECT_EQ(ops["Add"], 0);
   EXPECT_EQ(ops["MatMul"], 0);
 }
 
 TEST(SubgraphFusionTest, ABiasOfAnotherShapeStaysAnAdd) {
-  Scope root = Scope::NewRootScope();
-  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2, 5, 6});
-  Output rows = ops::Reshape(root, x, {-1, 6});
-  Output y = ops::Reshape(root, ops::MatMul(root, rows, Const(root, {6, 4}, 1)), {2, 5, 4});
-  ops::Add(root.WithOpName("y"), y, Const(root, {5, 4}, 2));  // not one value per column
-  auto xv = Tensor::FromVector(RandomFloats(60, 3, -2, 2), Shape{2, 5, 6});
-  auto ops = ExpectSameWithFusion(root, {{"x", xv}}, {"y"});
+  auto ops = LinearThroughReshape(Shape{5, 4});  // not one value per column
   EXPECT_EQ(ops["_FusedMatMul"], 0);
   EXPECT_EQ(ops["Add"], 1);
 }

@@ -203,6 +203,18 @@ size_t ArgMaxOf(const std::vector<double>& x, const std::vector<int64_t>& window
   return best;
 }
 
+// Max (the first maximum) or average (padding not counted) pooling of x by plain loops.
+Tensor PoolReference(const Tensor& in, const ops::PoolAttrs& a, bool max) {
+  PoolGeom pg = Pool(in.shape(), a);
+  std::vector<double> x = ToDoubles(in), y(pg.n * pg.c * pg.oh * pg.ow);
+  ForEachWindow(pg, [&](int64_t yi, const auto& win, const auto&) {
+    double sum = 0;
+    for (int64_t xi : win) sum += x[xi];
+    y[yi] = win.empty() ? 0 : max ? x[win[ArgMaxOf(x, win)]] : sum / win.size();
+  });
+  return FromDoubles(in.dtype(), Shape{pg.n, pg.c, pg.oh, pg.ow}, y);
+}
+
 void AddPooling(CaseRng& rng, std::vector<OpCase>& cases) {
   struct Spec {
     DType dt;
@@ -232,23 +244,15 @@ void AddPooling(CaseRng& rng, std::vector<OpCase>& cases) {
     PoolGeom g = Pool(sp.x, a);
     Shape ys{g.n, g.c, g.oh, g.ow};
     for (bool max : {true, false}) {
-      cases.push_back(
-          OpCase{.op = max ? "MaxPool" : "AvgPool",
-                 .tag = sp.tag,
-                 .inputs = {rng.Distinct(sp.dt, sp.x)},
-                 .build = One([a, max](const Scope& s, const std::vector<Output>& in) {
-                   return max ? ops::MaxPool(s, in[0], a) : ops::AvgPool(s, in[0], a);
-                 }),
-                 .reference = One([a, max](const std::vector<Tensor>& in) {
-                   PoolGeom pg = Pool(in[0].shape(), a);
-                   std::vector<double> x = ToDoubles(in[0]), y(pg.n * pg.c * pg.oh * pg.ow);
-                   ForEachWindow(pg, [&](int64_t yi, const auto& win, const auto&) {
-                     double sum = 0;
-                     for (int64_t xi : win) sum += x[xi];
-                     y[yi] = win.empty() ? 0 : max ? x[win[ArgMaxOf(x, win)]] : sum / win.size();
-                   });
-                   return FromDoubles(in[0].dtype(), Shape{pg.n, pg.c, pg.oh, pg.ow}, y);
-                 })});
+      cases.push_back(OpCase{.op = max ? "MaxPool" : "AvgPool",
+                             .tag = sp.tag,
+                             .inputs = {rng.Distinct(sp.dt, sp.x)},
+                             .build = One([a, max](const Scope& s, const std::vector<Output>& in) {
+                               return max ? ops::MaxPool(s, in[0], a) : ops::AvgPool(s, in[0], a);
+                             }),
+                             .reference = One([a, max](const std::vector<Tensor>& in) {
+                               return PoolReference(in[0], a, max);
+                             })});
       cases.push_back(OpCase{.op = max ? "MaxPoolGrad" : "AvgPoolGrad",
                              .tag = sp.tag,
                              .inputs = {rng.Distinct(sp.dt, sp.x), rng.Uniform(sp.dt, ys)},
@@ -559,38 +563,36 @@ Output Unblock(const Scope& s, Output x, int64_t channels) {
 
 void AddBlockedLayouts(CaseRng& rng, std::vector<OpCase>& cases) {
   const Shape plain{2, 20, 3, 3};
-  cases.push_back(OpCase{.op = "_BlockChannels",
-                         .inputs = {rng.Uniform(DType::kF32, plain)},
-                         .build = One([](const Scope& s, const std::vector<Output>& in) {
-                           return Block(s, in[0]);
-                         }),
-                         .reference = One([](const std::vector<Tensor>& in) {
-                           const Shape& xs = in[0].shape();
-                           return FromDoubles(DType::kF32, BlockedShape(xs, kBlock),
-                                              ToBlocked(ToDoubles(in[0]), xs, kBlock));
-                         }),
-                         .no_gradient = kPlanOnly});
+  cases.push_back(OpCase{
+      .op = "_BlockChannels",
+      .inputs = {rng.Uniform(DType::kF32, plain)},
+      .build = One([](const Scope& s, const std::vector<Output>& in) { return Block(s, in[0]); }),
+      .reference = One([](const std::vector<Tensor>& in) {
+        const Shape& xs = in[0].shape();
+        return FromDoubles(DType::kF32, BlockedShape(xs, kBlock),
+                           ToBlocked(ToDoubles(in[0]), xs, kBlock));
+      }),
+      .no_gradient = kPlanOnly});
   // The padding channels of a blocked input hold anything: they are not read.
-  cases.push_back(OpCase{.op = "_UnblockChannels",
-                         .inputs = {rng.Uniform(DType::kF32, BlockedShape(plain, kBlock))},
-                         .build = One([](const Scope& s, const std::vector<Output>& in) {
-                           return Unblock(s, in[0], 20);
-                         }),
-                         .reference = One([](const std::vector<Tensor>& in) {
-                           const Shape& bs = in[0].shape();
-                           std::vector<double> x = ToDoubles(in[0]), y;
-                           const int64_t hw = bs[2] * bs[3];
-                           for (int64_t n = 0; n < bs[0]; ++n) {
-                             for (int64_t c = 0; c < 20; ++c) {
-                               for (int64_t p = 0; p < hw; ++p) {
-                                 y.push_back(x[((n * bs[1] + c / kBlock) * hw + p) * kBlock +
-                                               c % kBlock]);
-                               }
-                             }
-                           }
-                           return FromDoubles(DType::kF32, Shape{bs[0], 20, bs[2], bs[3]}, y);
-                         }),
-                         .no_gradient = kPlanOnly});
+  cases.push_back(OpCase{
+      .op = "_UnblockChannels",
+      .inputs = {rng.Uniform(DType::kF32, BlockedShape(plain, kBlock))},
+      .build =
+          One([](const Scope& s, const std::vector<Output>& in) { return Unblock(s, in[0], 20); }),
+      .reference = One([](const std::vector<Tensor>& in) {
+        const Shape& bs = in[0].shape();
+        std::vector<double> x = ToDoubles(in[0]), y;
+        const int64_t hw = bs[2] * bs[3];
+        for (int64_t n = 0; n < bs[0]; ++n) {
+          for (int64_t c = 0; c < 20; ++c) {
+            for (int64_t p = 0; p < hw; ++p) {
+              y.push_back(x[((n * bs[1] + c / kBlock) * hw + p) * kBlock + c % kBlock]);
+            }
+          }
+        }
+        return FromDoubles(DType::kF32, Shape{bs[0], 20, bs[2], bs[3]}, y);
+      }),
+      .no_gradient = kPlanOnly});
 
   struct ConvCase {
     Shape x, w;
@@ -601,10 +603,24 @@ void AddBlockedLayouts(CaseRng& rng, std::vector<OpCase>& cases) {
     std::string tag;
   };
   const std::vector<ConvCase> convs = {
-      {{2, 12, 7, 7}, {20, 12, 3, 3}, {.pads = {1, 1, 1, 1}}, true, true, "Relu", 0, 0,
+      {{2, 12, 7, 7},
+       {20, 12, 3, 3},
+       {.pads = {1, 1, 1, 1}},
+       true,
+       true,
+       "Relu",
+       0,
+       0,
        "relu_residual"},
-      {{1, 16, 6, 6}, {16, 1, 3, 3}, {.strides = {2, 2}, .pads = {1, 1, 1, 1}, .groups = 16},
-       true, false, "Clip", -0.5, 1.5, "depthwise_clip"},
+      {{1, 16, 6, 6},
+       {16, 1, 3, 3},
+       {.strides = {2, 2}, .pads = {1, 1, 1, 1}, .groups = 16},
+       true,
+       false,
+       "Clip",
+       -0.5,
+       1.5,
+       "depthwise_clip"},
       {{1, 3, 8, 8}, {8, 3, 3, 3}, {.pads = {0, 1, 2, 1}}, false, false, "", 0, 0, "plain_x"},
   };
   for (const auto& cc : convs) {
@@ -661,24 +677,16 @@ void AddBlockedLayouts(CaseRng& rng, std::vector<OpCase>& cases) {
           .tag = tag,
           .inputs = {rng.Distinct(DType::kF32, xs)},
           .build = One([a, max](const Scope& s, const std::vector<Output>& in) {
-            Output y = s.OutputOf(s.AddNode(max ? "_BlockedMaxPool" : "_BlockedAvgPool",
-                                            {Block(s, in[0])},
-                                            {{"ksize", a.ksize},
-                                             {"strides", a.strides},
-                                             {"pads", a.pads},
-                                             {"channels", int64_t{12}}}));
+            Output y =
+                s.OutputOf(s.AddNode(max ? "_BlockedMaxPool" : "_BlockedAvgPool", {Block(s, in[0])},
+                                     {{"ksize", a.ksize},
+                                      {"strides", a.strides},
+                                      {"pads", a.pads},
+                                      {"channels", int64_t{12}}}));
             return Unblock(s, y, 12);
           }),
-          .reference = One([a, max](const std::vector<Tensor>& in) {
-            PoolGeom pg = Pool(in[0].shape(), a);
-            std::vector<double> x = ToDoubles(in[0]), y(pg.n * pg.c * pg.oh * pg.ow);
-            ForEachWindow(pg, [&](int64_t yi, const auto& win, const auto&) {
-              double sum = 0;
-              for (int64_t xi : win) sum += x[xi];
-              y[yi] = win.empty() ? 0 : max ? x[win[ArgMaxOf(x, win)]] : sum / win.size();
-            });
-            return FromDoubles(DType::kF32, Shape{pg.n, pg.c, pg.oh, pg.ow}, y);
-          }),
+          .reference =
+              One([a, max](const std::vector<Tensor>& in) { return PoolReference(in[0], a, max); }),
           .no_gradient = kPlanOnly});
     }
   }
