@@ -264,6 +264,18 @@ class Blocker {
 Result<BlockedGraph> BlockChannels(const Graph& graph, const std::vector<int>& keep, int block) {
   if (!graph.validated()) return FailedPrecondition("BlockChannels needs a validated graph");
   if (block != 8 && block != 16) return InvalidArgument("channel block {} (8 or 16)", block);
+  // A training step (a convolution's filter gradient is taken) stays as it is: its backward ops
+  // read the forward activations as NCHW, each through an _UnblockChannels of its own.
+  for (int i = 0; i < graph.num_nodes(); ++i) {
+    if (graph.node(i).op() == "Conv2DBackpropFilter") {
+      BlockedGraph same{Graph(&graph.registry()), {}};
+      for (int id : graph.topological_order()) {
+        RETURN_IF_ERROR(same.graph.AddNode(graph.node(id).def()).status());
+      }
+      RETURN_IF_ERROR(same.graph.Validate());
+      return same;
+    }
+  }
   return Blocker(graph, keep, block).Run();
 }
 

@@ -37,8 +37,9 @@ struct BlockedGraph {
 };
 
 // A rewritten, validated copy of validated `graph` with channel block `block` (8 or 16). Nodes
-// in `keep` are never rewritten or folded. A graph without a convolution to rewrite comes back
-// as a copy with stats.convs == 0.
+// in `keep` are never rewritten or folded. A graph without a convolution to rewrite, or that
+// takes a convolution's filter gradient (a training step, whose backward ops read the
+// activations as NCHW), comes back as a copy with stats.convs == 0.
 Result<BlockedGraph> BlockChannels(const Graph& graph, const std::vector<int>& keep, int block);
 
 }  // namespace dflow::ops

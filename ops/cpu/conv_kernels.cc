@@ -205,10 +205,10 @@ std::string CacheKey(const ConvGeometry& g, Pass pass, const ConvForm& form) {
                      fmt::join(fields, fields + sizeof(ConvGeometry) / sizeof(int64_t), ","));
 }
 
-// Inputs up to this size are checked for NaN and infinities before a ReLU post-op (they are
-// likely still in cache from their producer, so the check costs little); larger ones take the
-// ReLU that keeps NaN instead: checking a 100 MB activation (ResNet-50's first stage at batch
-// 32) took half as long as the 1x1 convolution reading it.
+// Inputs of a blocked convolution up to this size are checked for NaN and infinities before a
+// ReLU post-op (they are likely still in cache from their producer, so the check costs little);
+// larger ones take the ReLU that keeps NaN instead: checking a 100 MB activation (ResNet-50's first
+// stage at batch 32) took half as long as the 1x1 convolution reading it.
 constexpr int64_t kCheckedInputBytes = int64_t{1} << 20;
 
 // The forward convolution of inputs 0 (x) and 1 (w) [+ 2 (bias)] [+ 3 (a residual, in y)] into
@@ -223,7 +223,7 @@ Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form, Pack
   // the 3x3 convolution's compute), and the ReLU post-op needs no other.
   form.winograd = form.block > 0 && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 &&
                   g.dw == 1 && g.groups == 1;
-  if (form.act == ConvForm::Act::kRelu && !form.winograd &&
+  if (form.act == ConvForm::Act::kRelu && form.block > 0 && !form.winograd &&
       x.num_bytes() + (form.sum ? ctx.input(3).num_bytes() : 0) > kCheckedInputBytes) {
     form.act = ConvForm::Act::kReluKeepingNaN;
   }

@@ -9,9 +9,11 @@
 #include <limits>
 
 #include "framework/device_factory.h"
+#include "graph/gradients.h"
 #include "ops/conv_ops.h"
 #include "ops/math_ops.h"
 #include "ops/register.h"
+#include "ops/state_ops.h"
 #include "ops/unary_ops.h"
 #include "rewrite/fusion.h"
 #include "rewrite_fixture.h"
@@ -110,6 +112,25 @@ TEST_F(ChannelBlocksTest, FetchedValuesKeepTheirLayout) {
   auto ops = ExpectSameWithFusion(root, {{"x", xv}}, {"c1", "c2"});
   EXPECT_EQ(ops["_BlockedConv2D"], 0);
   EXPECT_EQ(ops["_FusedConv2D"], 2);
+}
+
+// A training step keeps NCHW: its backward ops read the forward activations.
+TEST_F(ChannelBlocksTest, ATrainingStepKeepsItsLayout) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2, 3, 12, 12});
+  auto w = ops::Variable(root.WithOpName("w"), Shape{8, 3, 3, 3});
+  Output y = ops::Relu(root, ops::Add(root, ops::Conv2D(root, x, w, {.pads = {1, 1, 1, 1}}),
+                                      Const(root, {1, 8, 1, 1}, 3)));
+  Output loss = ops::ReduceMean(root, ops::Square(root, y));
+  auto grads = Gradients(root, loss, {w});
+  ASSERT_TRUE(grads.ok()) << grads.status().ToString();
+  Graph g = Validated(root);
+  auto fused = ops::FuseEpilogues(g, {});
+  ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+  auto blocked = ops::BlockChannels(fused->graph, {}, block_);
+  ASSERT_TRUE(blocked.ok()) << blocked.status().ToString();
+  EXPECT_EQ(blocked->stats.convs, 0);
+  EXPECT_EQ(OpCounts(blocked->graph)["_FusedConv2D"], 1);
 }
 
 // NaN and infinities reach the output where the plain plan puts them: through the ReLU that
