@@ -254,9 +254,10 @@ Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form, Pack
     }
   }
   TempBuffers temp(ctx.allocator());
+  const bool packed = staged.data.raw_data() != nullptr;
   RETURN_IF_ERROR(conv->Run(temp, Pass::kForward, x.raw_data(),
-                            const_cast<void*>(staged.data ? staged.data : w.raw_data()), y, bias,
-                            staged.data != nullptr));
+                            const_cast<void*>(packed ? staged.data.raw_data() : w.raw_data()), y,
+                            bias, packed));
   if (finite || act == ConvForm::Act::kNone) return Status::OK();
   const int64_t n = ctx.output(0).num_elements();
   if (act == ConvForm::Act::kRelu) {

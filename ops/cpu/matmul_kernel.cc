@@ -56,7 +56,8 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
                      weights_.Get(Desc(batch, k, n, tb_), p->weights, b, false));
     dnnl::memory am(Desc(batch, m, k, ta_), CpuEngine(), a.raw_data());
     dnnl::memory bm(p->weights, CpuEngine(),
-                    const_cast<void*>(packed.data ? packed.data : b.raw_data()));
+                    const_cast<void*>(packed.data.raw_data() != nullptr ? packed.data.raw_data()
+                                                                        : b.raw_data()));
     dnnl::memory cm(Desc(batch, m, n, false), CpuEngine(), out->raw_data());
     TempBuffers temp(ctx.allocator());
     ASSIGN_OR_RETURN(void* scratch_data, temp.Get(scratch_desc.get_size()));

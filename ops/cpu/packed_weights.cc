@@ -14,7 +14,7 @@ Result<PackedWeights::Packed> PackedWeights::Get(const dnnl::memory::desc& plain
                                                  bool check_finite) {
   const bool same = want == plain;
   if (!constant_) {
-    return Packed{nullptr, !check_finite || AllFiniteParallel(w.data<float>(), w.num_elements())};
+    return Packed{Tensor(), !check_finite || AllFiniteParallel(w.data<float>(), w.num_elements())};
   }
   MutexLock lock(mu_);
   if (source_ != w.raw_data()) {
@@ -33,7 +33,7 @@ Result<PackedWeights::Packed> PackedWeights::Get(const dnnl::memory::desc& plain
     packed_ = std::move(t);
     desc_ = want;
   }
-  return Packed{same ? nullptr : packed_.raw_data(), finite_};
+  return Packed{same ? Tensor() : packed_, finite_};
 }
 
 }  // namespace dflow::cpu

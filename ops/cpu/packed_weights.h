@@ -24,8 +24,10 @@ class PackedWeights {
   bool constant() const { return constant_; }
 
   struct Packed {
-    const void* data;  // w in the wanted layout, or null: the kernel stages it on this run
-    bool finite;       // no NaN or infinity in w (checked only when asked, for non-constants)
+    // w in the wanted layout, or empty: the kernel stages it on this run. Held by the run, so a
+    // concurrent run that repacks (other weights, another layout) cannot free it underneath.
+    Tensor data;
+    bool finite;  // no NaN or infinity in w (checked only when asked, for non-constants)
   };
   // `w`, stored as `plain`, in layout `want`; kept until the kernel goes or a run brings other
   // weights.
