@@ -51,14 +51,15 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
       return Status::OK();
     }
     std::shared_ptr<const Prim> p = Primitive(batch, m, k, n, weights_.constant());
+    const bool matrix = weights_.constant() && batch == 1;
     const dnnl::memory::desc& scratch_desc = p->scratch;
     ASSIGN_OR_RETURN(PackedWeights::Packed packed,
-                     weights_.Get(Desc(batch, k, n, tb_), p->weights, b, false));
-    dnnl::memory am(Desc(batch, m, k, ta_), CpuEngine(), a.raw_data());
+                     weights_.Get(Desc(matrix, batch, k, n, tb_), p->weights, b, false));
+    dnnl::memory am(Desc(matrix, batch, m, k, ta_), CpuEngine(), a.raw_data());
     dnnl::memory bm(p->weights, CpuEngine(),
                     const_cast<void*>(packed.data.raw_data() != nullptr ? packed.data.raw_data()
                                                                         : b.raw_data()));
-    dnnl::memory cm(Desc(batch, m, n, false), CpuEngine(), out->raw_data());
+    dnnl::memory cm(Desc(matrix, batch, m, n, false), CpuEngine(), out->raw_data());
     TempBuffers temp(ctx.allocator());
     ASSIGN_OR_RETURN(void* scratch_data, temp.Get(scratch_desc.get_size()));
     dnnl::memory scratch(scratch_desc, CpuEngine(), scratch_data);
@@ -69,7 +70,7 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
                                                   {DNNL_ARG_SCRATCHPAD, scratch}};
     if (epilogue_.bias) {
       args.emplace(DNNL_ARG_BIAS,
-                   dnnl::memory(BiasDesc(batch, n), CpuEngine(), ctx.input(2).raw_data()));
+                   dnnl::memory(BiasDesc(matrix, n), CpuEngine(), ctx.input(2).raw_data()));
     }
     p->prim.execute(stream, args);
     stream.wait();
@@ -99,10 +100,12 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
   }
 
   // A batch of logical [rows, cols] matrices stored row-major, or transposed (each stored as
-  // [cols, rows]); a batch of 1 as a 2-D matrix (oneDNN packs 2-D weights only: 3-D "any"
-  // weights stay plain, and a plain [768, 3072] b took 1.6x as long as the packed one).
-  static dnnl::memory::desc Desc(int64_t batch, int64_t rows, int64_t cols, bool transposed) {
-    if (batch == 1) {
+  // [cols, rows]); as one 2-D matrix when `matrix` (a batch of 1 whose b is packed: oneDNN packs
+  // 2-D weights only, 3-D "any" weights stay plain, and a plain [768, 3072] b took 1.6x as long
+  // as the packed one; an unpacked b keeps the 3-D form, whose scratchpad is smaller).
+  static dnnl::memory::desc Desc(bool matrix, int64_t batch, int64_t rows, int64_t cols,
+                                 bool transposed) {
+    if (matrix) {
       return dnnl::memory::desc(
           {rows, cols}, dnnl::memory::data_type::f32,
           transposed ? dnnl::memory::dims{1, rows} : dnnl::memory::dims{cols, 1});
@@ -112,8 +115,8 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
     return dnnl::memory::desc({batch, rows, cols}, dnnl::memory::data_type::f32, strides);
   }
 
-  static dnnl::memory::desc BiasDesc(int64_t batch, int64_t n) {
-    if (batch == 1) {
+  static dnnl::memory::desc BiasDesc(bool matrix, int64_t n) {
+    if (matrix) {
       return dnnl::memory::desc({1, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{n, 1});
     }
     return dnnl::memory::desc({1, 1, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{n, n, 1});
@@ -129,15 +132,17 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
                                         bool pack) const {
     std::string key = fmt::format("matmul:{}:{}:{}:{}:{}:{}:{}:{}", ta_, tb_, epilogue_.bias, pack,
                                   batch, m, k, n);
+    const bool matrix = pack && batch == 1;
     return PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
       const dnnl::memory::desc b =
-          pack ? dnnl::memory::desc(Desc(batch, k, n, tb_).dims(), dnnl::memory::data_type::f32,
-                                    dnnl::memory::format_tag::any)
-               : Desc(batch, k, n, tb_);
+          pack ? dnnl::memory::desc(Desc(matrix, batch, k, n, tb_).dims(),
+                                    dnnl::memory::data_type::f32, dnnl::memory::format_tag::any)
+               : Desc(matrix, batch, k, n, tb_);
       auto desc = epilogue_.bias
-                      ? dnnl::matmul::desc(Desc(batch, m, k, ta_), b, BiasDesc(batch, n),
-                                           Desc(batch, m, n, false))
-                      : dnnl::matmul::desc(Desc(batch, m, k, ta_), b, Desc(batch, m, n, false));
+                      ? dnnl::matmul::desc(Desc(matrix, batch, m, k, ta_), b, BiasDesc(matrix, n),
+                                           Desc(matrix, batch, m, n, false))
+                      : dnnl::matmul::desc(Desc(matrix, batch, m, k, ta_), b,
+                                           Desc(matrix, batch, m, n, false));
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       dnnl::matmul::primitive_desc pd(desc, attr, CpuEngine());
