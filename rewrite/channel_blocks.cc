@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "rewrite/control_inputs.h"
+
 namespace dflow::ops {
 namespace {
 
@@ -237,14 +239,7 @@ class Blocker {
     def.colocation_group = conv.colocation_group();
     std::vector<int> members = c.folded;
     members.push_back(c.tail);
-    for (int id : members) {
-      for (const auto& ctl : g_.node(id).def().control_inputs) {
-        if (std::find(def.control_inputs.begin(), def.control_inputs.end(), ctl) ==
-            def.control_inputs.end()) {
-          def.control_inputs.push_back(ctl);
-        }
-      }
-    }
+    MergeControlInputs(g_, members, &def);
     stats->convs++;
     if (c.residual) stats->residuals++;
     if (c.activation == "Clip") stats->clips++;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "rewrite/control_inputs.h"
+
 namespace dflow::ops {
 namespace {
 
@@ -208,12 +210,7 @@ class Fuser {
                   mm.def().inputs[1]};
     def.attrs["transpose_a"] = *mm.FindAttr("transpose_a");
     def.attrs["transpose_b"] = *mm.FindAttr("transpose_b");
-    for (const auto& ctl : mm.def().control_inputs) {
-      if (std::find(def.control_inputs.begin(), def.control_inputs.end(), ctl) ==
-          def.control_inputs.end()) {
-        def.control_inputs.push_back(ctl);
-      }
-    }
+    MergeControlInputs(g_, {grad_id}, &def);
     stats->sgd++;
     return def;
   }
@@ -236,15 +233,7 @@ class Fuser {
     def.attrs["activation"] = std::string(c.relu >= 0 ? "Relu" : "");
     def.device = head.requested_device();
     def.colocation_group = head.colocation_group();
-    for (int id : {c.head, c.bias_add, c.relu}) {
-      if (id < 0) continue;
-      for (const auto& ctl : g_.node(id).def().control_inputs) {
-        if (std::find(def.control_inputs.begin(), def.control_inputs.end(), ctl) ==
-            def.control_inputs.end()) {
-          def.control_inputs.push_back(ctl);
-        }
-      }
-    }
+    MergeControlInputs(g_, {c.head, c.bias_add, c.relu}, &def);
     (head.op_def()->fusion.bias == Epilogue::kBiasAdd ? stats->matmul : stats->conv)++;
     if (c.relu >= 0) stats->relu++;
     return def;

@@ -5,6 +5,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include "rewrite/control_inputs.h"
+
 namespace dflow::ops {
 namespace {
 
@@ -81,14 +83,7 @@ class SubgraphFuser {
     def.colocation_group = N(tail).colocation_group();
     std::vector<int> all = inner;
     all.push_back(tail);
-    for (int id : all) {
-      for (const auto& ctl : N(id).def().control_inputs) {
-        if (std::find(def.control_inputs.begin(), def.control_inputs.end(), ctl) ==
-            def.control_inputs.end()) {
-          def.control_inputs.push_back(ctl);
-        }
-      }
-    }
+    MergeControlInputs(g_, all, &def);
     for (int id : inner) removed_[id] = true;
     replaced_.emplace(tail, std::move(def));
   }
