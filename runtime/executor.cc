@@ -128,6 +128,7 @@ Result<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Compile(const Graph& graph
     pn.kernel = std::move(kernel).value();
     const OpDef& def = *node.op_def();
     pn.is_async = pn.kernel->IsAsync();
+    pn.shares_input = node.op() == "_Send";
     pn.allows_uninitialized_input = false;
     for (const auto& arg : def.inputs) pn.allows_uninitialized_input |= arg.may_be_uninitialized;
     if (def.constant_cost) {
@@ -459,6 +460,7 @@ Status ExecutionPlan::RunNode(RunState* s, const PlanNode& n) const {
   ctx.set_device_context(device_->context());
   ctx.set_output_memory(s->output_memory, n.output_base);
   if (s->options != nullptr) ctx.set_step(&s->options->step);
+  if (n.shares_input && s->recorder != nullptr) s->recorder->MarkShared(ctx.input(0));
   Status st = n.kernel->Compute(ctx);
   if (!st.ok()) return NodeError(n, st);
   return Status::OK();

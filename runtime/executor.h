@@ -93,6 +93,7 @@ class ExecutionPlan {
     bool expensive;
     bool allows_uninitialized_input;
     bool is_async;
+    bool shares_input;  // a Send: its input goes to another device (see MarkShared)
   };
   struct RunState;
 

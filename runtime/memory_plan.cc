@@ -21,7 +21,7 @@ MemoryPattern MakeMemoryPattern(const std::vector<RecordedBuffer>& buffers) {
   std::unordered_map<int, int> seen;  // a slot allocated twice in one run is not planned
   for (const auto& b : buffers) seen[b.slot]++;
   for (const auto& b : buffers) {
-    if (b.freed >= 0 && b.bytes > 0 && seen[b.slot] == 1) order.push_back(&b);
+    if (b.freed >= 0 && !b.shared && b.bytes > 0 && seen[b.slot] == 1) order.push_back(&b);
   }
   std::stable_sort(
       order.begin(), order.end(),
@@ -94,6 +94,21 @@ void AllocationRecorder::Deallocate(void* p, size_t bytes) {
     }
   }
   device_->Deallocate(p, bytes);
+}
+
+void AllocationRecorder::MarkShared(const Tensor& t) {
+  const char* data = static_cast<const char*>(t.raw_data());
+  if (data == nullptr) return;
+  MutexLock lock(mu_);
+  if (finished_) return;
+  for (const auto& [p, index] : by_ptr_) {
+    RecordedBuffer& b = buffers_[index];
+    const char* begin = static_cast<const char*>(p);
+    if (begin <= data && data < begin + b.bytes) {
+      b.shared = true;
+      return;
+    }
+  }
 }
 
 MemoryPattern AllocationRecorder::Finish() {

@@ -7,9 +7,10 @@
 // lifetime has ended is reused by a later one that fits. Later runs with the same feed shapes
 // serve their outputs from an ArenaAllocator at those offsets: no malloc, no page faults, and a
 // footprint fixed per signature. Buffers that outlive a run (fetched, stored in variables) are
-// never planned. The arena checks every placement against the buffers live in it and falls back
-// to the device allocator on any surprise (another size, an overlap), so a run whose order
-// differs from the recorded one stays correct.
+// never planned, nor are those a Send hands to another device (freed when that device is done). The
+// arena checks every placement against the buffers live in it and falls back to the device
+// allocator on any surprise (another size, an overlap), so a run whose order differs from the
+// recorded one stays correct.
 #pragma once
 
 #include <cstdint>
@@ -34,16 +35,19 @@ struct MemoryPattern {
 };
 
 // One buffer of a recorded run: value slot, size, and allocation and release times (event
-// counts); freed < 0 when it outlived the run.
+// counts); freed < 0 when it outlived the run. `shared`: handed to another device (a Send), so
+// its release waits on that device's progress and varies from run to run.
 struct RecordedBuffer {
   int slot;
   size_t bytes;
   int64_t allocated;
   int64_t freed;
+  bool shared = false;
 };
 
 // Greedy by size: largest first, each at the lowest offset (64-byte aligned) not used by a placed
-// buffer whose lifetime overlaps its own. Buffers that outlived the run are left out.
+// buffer whose lifetime overlaps its own. Buffers that outlived the run or were shared with
+// another device are left out.
 MemoryPattern MakeMemoryPattern(const std::vector<RecordedBuffer>& buffers);
 
 // Forwards to the device allocator and records output lifetimes.
@@ -63,6 +67,12 @@ class AllocationRecorder final : public Allocator, public OutputMemory {
     return device_->FindShared(p);
   }
   void Retire(const void* p) override { device_->Retire(p); }
+
+  // Marks the recorded buffer holding `t` as shared with another device: a Send hands it over
+  // and the receiver's progress decides when it is freed, so in another run it may still be in
+  // use where the recorded order had it gone (an arena slot planned over it would clash, and
+  // the fallback to the device's memory could exceed the device's limit). It is not planned.
+  void MarkShared(const Tensor& t);
 
   // The pattern of what was recorded so far; later frees are no longer recorded.
   MemoryPattern Finish();
