@@ -150,5 +150,34 @@ TEST_F(ChannelBlocksTest, NaNAndInfinitiesGoWhereThePlainPlanPutsThem) {
   }
 }
 
+// ReLU6 both ways: an expanding 1x1 convolution checks its (smaller) input and clips as a
+// post-op; a strided depthwise one, whose input outweighs its output, clips in a pass over the
+// output. NaN and infinities land where the plain plan puts them either way.
+TEST_F(ChannelBlocksTest, ClipsAsPostOpOrAfterKeepNaNAndInfinities) {
+  for (bool with_nan : {false, true}) {
+    Scope root = Scope::NewRootScope();
+    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{1, 8, 20, 20});
+    auto relu6 = [&](Output v) {
+      return ops::Minimum(root, ops::Maximum(root, v, ops::Const(root, 0.f)),
+                          ops::Const(root, 6.f));
+    };
+    Output c0 = ConvLayer(root, x, 8, 16, 1, 1, {});  // into the blocked layout
+    Output e = relu6(ConvLayer(root, c0, 16, 48, 1, 3, {}));
+    Output d = relu6(
+        ConvLayer(root, e, 48, 48, 3, 5, {.strides = {2, 2}, .pads = {1, 1, 1, 1}, .groups = 48}));
+    ops::Identity(root.WithOpName("y"), ConvLayer(root, d, 48, 16, 1, 7, {}));
+    std::vector<float> v = RandomFloats(8 * 20 * 20, 21, -4, 4);
+    if (with_nan) {
+      v[17] = std::numeric_limits<float>::quiet_NaN();
+      v[3 * 400 + 211] = std::numeric_limits<float>::infinity();
+      v[7 * 400 + 399] = -std::numeric_limits<float>::infinity();
+    }
+    auto ops =
+        ExpectSameWithFusion(root, {{"x", Tensor::FromVector(v, Shape{1, 8, 20, 20})}}, {"y"});
+    EXPECT_EQ(ops["_BlockedConv2D"], 4);
+    EXPECT_EQ(ops["Minimum"], 0);
+  }
+}
+
 }  // namespace
 }  // namespace dflow
