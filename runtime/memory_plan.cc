@@ -140,19 +140,35 @@ Allocator* ArenaAllocator::ForOutput(int slot, size_t bytes) {
   auto it = pattern_->slots.find(slot);
   if (it == pattern_->slots.end()) return nullptr;
   const MemoryPattern::Slot& s = it->second;
-  size_t end = s.offset + AlignUp(s.bytes);
+  const size_t size = AlignUp(bytes);
+  size_t offset = s.offset;
   {
     MutexLock lock(mu_);
-    bool clash = s.bytes != bytes;
-    for (const auto& [lo, hi] : live_) clash = clash || (lo < end && s.offset < hi);
-    if (clash) {
-      fallbacks_.fetch_add(1, std::memory_order_relaxed);
-      return nullptr;
+    auto is_free = [&](size_t lo, size_t hi) {
+      for (const auto& [a, b] : live_) {
+        if (a < hi && lo < b) return false;
+      }
+      return true;
+    };
+    if (s.bytes != bytes || !is_free(offset, offset + size)) {
+      // This run's order differs from the recorded one (a buffer's last reader finished later,
+      // or the size changed): the first free range of the arena that fits, else the device.
+      std::vector<std::pair<size_t, size_t>> busy = live_;
+      std::sort(busy.begin(), busy.end());
+      offset = 0;
+      for (const auto& [lo, hi] : busy) {
+        if (lo >= offset + size) break;
+        offset = std::max(offset, hi);
+      }
+      if (offset + size > pattern_->arena_bytes) {
+        fallbacks_.fetch_add(1, std::memory_order_relaxed);
+        return nullptr;
+      }
     }
-    live_.push_back({s.offset, end});
+    live_.push_back({offset, offset + size});
   }
   planned_.fetch_add(1, std::memory_order_relaxed);
-  t_placed = base_ + s.offset;
+  t_placed = base_ + offset;
   return this;
 }
 

@@ -8,9 +8,9 @@
 // serve their outputs from an ArenaAllocator at those offsets: no malloc, no page faults, and a
 // footprint fixed per signature. Buffers that outlive a run (fetched, stored in variables) are
 // never planned, nor are those a Send hands to another device (freed when that device is done). The
-// arena checks every placement against the buffers live in it and falls back to the device
-// allocator on any surprise (another size, an overlap), so a run whose order differs from the
-// recorded one stays correct.
+// arena checks every placement against the buffers live in it; on a surprise (another size, an
+// overlap) the buffer takes the first free range of the arena that fits, else the device
+// allocator, so a run whose order differs from the recorded one stays correct.
 #pragma once
 
 #include <cstdint>

@@ -106,7 +106,7 @@ TEST_F(ChannelBlocksTest, FetchedValuesKeepTheirLayout) {
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{1, 3, 12, 12});
   Output c1 =
       ops::Relu(root.WithOpName("c1"), ConvLayer(root, x, 3, 16, 3, 1, {.pads = {1, 1, 1, 1}}));
-  Output c2 = ops::Relu(root.WithOpName("c2"), ConvLayer(root, c1, 16, 16, 3, 2, {}));
+  ops::Relu(root.WithOpName("c2"), ConvLayer(root, c1, 16, 16, 3, 2, {}));
   auto xv = Tensor::FromVector(RandomFloats(3 * 144, 4, -2, 2), Shape{1, 3, 12, 12});
   // c1 is fetched, so its convolution stays plain; c2 reads it as NCHW.
   auto ops = ExpectSameWithFusion(root, {{"x", xv}}, {"c1", "c2"});

@@ -61,6 +61,40 @@ TEST(MemoryPatternTest, BuffersSharedWithAnotherDeviceAreNotPlanned) {
   EXPECT_TRUE(recorded.slots.contains(2));
 }
 
+// A run whose order differs from the recorded one: a slot whose planned place is still held
+// takes the first free range of the arena that fits, and only when none does the device's
+// memory; every buffer given out is distinct and the arena's free ranges come back.
+TEST(ArenaAllocatorTest, AClashTakesAnotherFreeRangeBeforeTheDevice) {
+  auto pattern = std::make_shared<MemoryPattern>();
+  pattern->slots = {{0, {0, 100}}, {1, {0, 100}}, {2, {128, 100}}, {3, {0, 200}}};
+  pattern->arena_bytes = 256;
+  AllocatorPtr<ArenaAllocator> arena(
+      static_cast<ArenaAllocator*>(ArenaAllocator::Create(CpuAllocator::Default(), pattern)));
+  ASSERT_NE(arena, nullptr);
+  auto allocate = [&](int slot, size_t bytes) -> Tensor {
+    Allocator* a = arena->ForOutput(slot, bytes);
+    auto t = Tensor::Allocate(a != nullptr ? a : CpuAllocator::Default(), DType::kU8,
+                              Shape{static_cast<int64_t>(bytes)});
+    EXPECT_TRUE(t.ok());
+    return std::move(t).value();
+  };
+  Tensor a = allocate(0, 100);  // its planned place, offset 0
+  Tensor b = allocate(1, 100);  // planned at 0 too (recorded after a was freed): moves to 128
+  EXPECT_EQ(static_cast<char*>(b.raw_data()) - static_cast<char*>(a.raw_data()), 128);
+  Tensor c = allocate(2, 100);  // the arena is full: the device
+  EXPECT_EQ(arena->planned(), 2);
+  EXPECT_EQ(arena->fallbacks(), 1);
+  EXPECT_EQ(arena->live(), 2);
+  a = Tensor();
+  Tensor d = allocate(3, 80);  // another size than planned: the free range at 0
+  EXPECT_EQ(d.raw_data(), static_cast<char*>(b.raw_data()) - 128);
+  EXPECT_EQ(arena->planned(), 3);
+  b = Tensor();
+  c = Tensor();
+  d = Tensor();
+  EXPECT_EQ(arena->live(), 0);
+}
+
 // Property: across random lifetimes, buffers alive at the same time never share bytes.
 TEST(MemoryPatternTest, RandomLifetimesNeverOverlap) {
   std::mt19937 gen(7);
