@@ -144,13 +144,9 @@ Allocator* ArenaAllocator::ForOutput(int slot, size_t bytes) {
   size_t offset = s.offset;
   {
     MutexLock lock(mu_);
-    auto is_free = [&](size_t lo, size_t hi) {
-      for (const auto& [a, b] : live_) {
-        if (a < hi && lo < b) return false;
-      }
-      return true;
-    };
-    if (s.bytes != bytes || !is_free(offset, offset + size)) {
+    bool clash = s.bytes != bytes;
+    for (const auto& [lo, hi] : live_) clash = clash || (lo < offset + size && offset < hi);
+    if (clash) {
       // This run's order differs from the recorded one (a buffer's last reader finished later,
       // or the size changed): the first free range of the arena that fits, else the device.
       std::vector<std::pair<size_t, size_t>> busy = live_;
