@@ -14,6 +14,17 @@ constexpr size_t kArenaBaseAlignment = 256;
 
 size_t AlignUp(size_t v) { return (v + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
 
+// The lowest offset where `size` bytes overlap none of the [lo, hi) regions in `busy`.
+size_t LowestFreeOffset(std::vector<std::pair<size_t, size_t>> busy, size_t size) {
+  std::sort(busy.begin(), busy.end());
+  size_t offset = 0;
+  for (const auto& [lo, hi] : busy) {
+    if (lo >= offset + size) break;  // the gap before this region fits
+    offset = std::max(offset, hi);
+  }
+  return offset;
+}
+
 }  // namespace
 
 MemoryPattern MakeMemoryPattern(const std::vector<RecordedBuffer>& buffers) {
@@ -39,12 +50,7 @@ MemoryPattern MakeMemoryPattern(const std::vector<RecordedBuffer>& buffers) {
     for (const auto& q : placed) {
       if (q.from < b->freed && b->allocated < q.to) busy.push_back({q.offset, q.end});
     }
-    std::sort(busy.begin(), busy.end());
-    size_t offset = 0;
-    for (const auto& [lo, hi] : busy) {
-      if (lo >= offset + size) break;  // the gap before this region fits
-      offset = std::max(offset, hi);
-    }
+    const size_t offset = LowestFreeOffset(std::move(busy), size);
     placed.push_back({offset, offset + size, b->allocated, b->freed});
     p.slots[b->slot] = {offset, b->bytes};
     p.arena_bytes = std::max(p.arena_bytes, offset + size);
@@ -149,13 +155,7 @@ Allocator* ArenaAllocator::ForOutput(int slot, size_t bytes) {
     if (clash) {
       // This run's order differs from the recorded one (a buffer's last reader finished later,
       // or the size changed): the first free range of the arena that fits, else the device.
-      std::vector<std::pair<size_t, size_t>> busy = live_;
-      std::sort(busy.begin(), busy.end());
-      offset = 0;
-      for (const auto& [lo, hi] : busy) {
-        if (lo >= offset + size) break;
-        offset = std::max(offset, hi);
-      }
+      offset = LowestFreeOffset(live_, size);
       if (offset + size > pattern_->arena_bytes) {
         fallbacks_.fetch_add(1, std::memory_order_relaxed);
         return nullptr;
