@@ -85,10 +85,18 @@ std::vector<std::string> RandomGraph(const Scope& root, std::mt19937& gen, int d
   return fetches;
 }
 
+// Under AddressSanitizer a round takes ~25x as long: half the rounds keep the test inside its
+// 120 s (200 took 99-120 s there, alone or beside other tests).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kRandomGraphRounds = 100;
+#else
+constexpr int kRandomGraphRounds = 200;
+#endif
+
 TEST(MultiDeviceTest, RandomGraphsMatchTheSingleDeviceRun) {
   std::mt19937 gen(2026);
   int crossing = 0;
-  for (int round = 0; round < 200; ++round) {
+  for (int round = 0; round < kRandomGraphRounds; ++round) {
     int devices = 2 + round % 3;
     Scope root = Scope::NewRootScope();
     auto fetches = RandomGraph(root, gen, devices);
@@ -112,7 +120,7 @@ TEST(MultiDeviceTest, RandomGraphsMatchTheSingleDeviceRun) {
     ASSERT_TRUE(plan.ok());
     crossing += (*plan)->send_recv_pairs() > 0;
   }
-  EXPECT_GT(crossing, 100);  // most graphs really ran across devices
+  EXPECT_GT(crossing, kRandomGraphRounds / 2);  // most graphs really ran across devices
 }
 
 TEST(MultiDeviceTest, OneSendRecvPairPerTensorAndDestination) {
