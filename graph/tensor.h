@@ -75,11 +75,20 @@ class Tensor {
     return FromVector<T>({value}, Shape{});
   }
 
-  Tensor(const Tensor& o) : dtype_(o.dtype_), shape_(o.shape_), buf_(o.buf_), offset_(o.offset_) {
+  Tensor(const Tensor& o)
+      : dtype_(o.dtype_),
+        known_finite_(o.known_finite_),
+        shape_(o.shape_),
+        buf_(o.buf_),
+        offset_(o.offset_) {
     if (buf_) buf_->Ref();
   }
   Tensor(Tensor&& o) noexcept
-      : dtype_(o.dtype_), shape_(o.shape_), buf_(o.buf_), offset_(o.offset_) {
+      : dtype_(o.dtype_),
+        known_finite_(o.known_finite_),
+        shape_(o.shape_),
+        buf_(o.buf_),
+        offset_(o.offset_) {
     o.buf_ = nullptr;
   }
   Tensor& operator=(const Tensor& o);
@@ -132,6 +141,15 @@ class Tensor {
   // Number of Tensors sharing the buffer (0 for an empty tensor).
   int buffer_refs() const { return buf_ ? buf_->refs() : 0; }
 
+  // True when the kernel that wrote this value vouched that every element is a finite float (no
+  // NaN, no infinity): a convolution that clipped finite inputs to finite bounds says so, and
+  // the convolution reading its output then needs no check of its own. A fact about the value,
+  // not the memory: copies, Reshaped, Part and Clone keep it; a kernel that writes into an
+  // existing buffer (ForwardOrAllocateOutput, a variable's update) clears it on the tensor it
+  // writes. False unless set.
+  bool known_finite() const { return known_finite_; }
+  void set_known_finite(bool finite) { known_finite_ = finite; }
+
   // Same dtype, shape and bytes.
   bool BitwiseEquals(const Tensor& o) const;
   // "f32[2,3] {1, 2, 3, 4, 5, 6}", eliding the middle past `max_values` values.
@@ -139,6 +157,7 @@ class Tensor {
 
  private:
   DType dtype_ = DType::kInvalid;
+  bool known_finite_ = false;
   Shape shape_;
   Buffer* buf_ = nullptr;
   size_t offset_ = 0;  // bytes into buf_ (a Part)

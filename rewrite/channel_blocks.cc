@@ -30,7 +30,9 @@ class Blocker {
 
   Result<BlockedGraph> Run() {
     const auto& order = g_.topological_order();
-    for (int id : order) blocked_[id] = IsConv(id) || IsElementwise(id) || IsPool(id);
+    for (int id : order) {
+      blocked_[id] = IsConv(id) || IsElementwise(id) || IsPool(id) || IsGlobalMean(id);
+    }
     // Chains folded into their convolution: the tail node becomes the blocked convolution.
     std::vector<int> folded(g_.num_nodes(), 0);
     std::vector<std::optional<Chain>> chain_at(g_.num_nodes());
@@ -61,6 +63,17 @@ class Blocker {
         if (IsPool(id)) {
           def.op = "_Blocked" + node.op();
           def.attrs["channels"] = ShapeOf(node.inputs()[0])[1];
+          out.stats.pools++;
+        } else if (IsGlobalMean(id)) {
+          // An average pool whose window is the whole image, so only the [N, C, 1, 1] means are
+          // unblocked, not the image.
+          const Shape& x = ShapeOf(node.inputs()[0]);
+          def.op = "_BlockedAvgPool";
+          def.attrs = {{"T", DType::kF32},
+                       {"ksize", std::vector<int64_t>{x[2], x[3]}},
+                       {"strides", std::vector<int64_t>{1, 1}},
+                       {"pads", std::vector<int64_t>{0, 0, 0, 0}},
+                       {"channels", x[1]}};
           out.stats.pools++;
         } else if (blocked_[id]) {
           out.stats.elementwise++;
@@ -138,6 +151,20 @@ class Blocker {
     const Node& n = g_.node(id);
     return (n.op() == "MaxPool" || n.op() == "AvgPool") && !pinned_[id] &&
            n.output_dtype(0) == DType::kF32 && Blocked(n.inputs()[0]);
+  }
+
+  // ReduceMean of a blocked tensor over H and W, dimensions kept (GlobalAveragePool).
+  bool IsGlobalMean(int id) const {
+    const Node& n = g_.node(id);
+    if (n.op() != "ReduceMean" || pinned_[id] || n.output_dtype(0) != DType::kF32 ||
+        !Blocked(n.inputs()[0]) || !std::get<bool>(*n.FindAttr("keep_dims"))) {
+      return false;
+    }
+    const Shape& x = ShapeOf(n.inputs()[0]);
+    std::vector<int64_t> axes = std::get<std::vector<int64_t>>(*n.FindAttr("axes"));
+    for (int64_t& a : axes) a = a < 0 ? a + 4 : a;
+    std::sort(axes.begin(), axes.end());
+    return axes == std::vector<int64_t>{2, 3} && x[2] > 0 && x[3] > 0;
   }
 
   bool IsElementwise(int id) const {

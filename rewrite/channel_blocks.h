@@ -8,11 +8,12 @@
 //
 // The element-wise ops that keep the padding channels finite (Relu, Identity, and Add, Sub,
 // Mul, Maximum, Minimum of blocked tensors of one shape or of a blocked tensor and a finite
-// scalar constant) run on blocked tensors as they are, and MaxPool and AvgPool of a blocked
-// tensor become _BlockedMaxPool and _BlockedAvgPool. Every other reader of a blocked tensor
-// (pooling, reductions, a fetch, a Send) reads it through one _UnblockChannels; a convolution
-// whose input is not blocked reads it as NCHW. The session runs this pass after epilogue
-// fusion (rewrite/fusion.h) on the plans of a device whose type names a channel block
+// scalar constant) run on blocked tensors as they are, MaxPool and AvgPool of a blocked tensor
+// become _BlockedMaxPool and _BlockedAvgPool, and a mean over H and W that keeps its dimensions
+// (GlobalAveragePool) becomes a _BlockedAvgPool of the whole image. Every other reader of a blocked
+// tensor (pooling, reductions, a fetch, a Send) reads it through one _UnblockChannels; a
+// convolution whose input is not blocked reads it as NCHW. The session runs this pass after
+// epilogue fusion (rewrite/fusion.h) on the plans of a device whose type names a channel block
 // (framework/device_type.h); fed, fetched and target nodes keep their own outputs and names.
 #pragma once
 
@@ -27,7 +28,7 @@ struct ChannelBlockStats {
   int residuals = 0;    // of those, the ones that took a residual Add
   int clips = 0;        // and a Maximum/Minimum pair as a clip
   int elementwise = 0;  // element-wise ops that run on blocked tensors
-  int pools = 0;        // MaxPool and AvgPool nodes that do
+  int pools = 0;        // MaxPool, AvgPool and global means (ReduceMean) that do
   int unblocks = 0;     // _UnblockChannels nodes added
 };
 

@@ -41,7 +41,11 @@ inline Tensor& Value(const VarRef& ref) DFLOW_REQUIRES(ref.var->mu) { return ref
 inline Result<Tensor> UpdateTarget(const KernelContext& ctx, const VarRef& ref)
     DFLOW_REQUIRES(ref.var->mu) {
   const Tensor& cur = Value(ref);
-  if (CanUpdateInPlace(ctx, cur, ref.input)) return cur;
+  if (CanUpdateInPlace(ctx, cur, ref.input)) {
+    Tensor target = cur;
+    target.set_known_finite(false);
+    return target;
+  }
   return Tensor::Allocate(ctx.allocator(), cur.dtype(), cur.shape());
 }
 

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "ops/cpu/cpu_kernels.h"
@@ -211,11 +212,12 @@ std::string CacheKey(const ConvGeometry& g, Pass pass, const ConvForm& form) {
 // stage at batch 32) took half as long as the 1x1 convolution reading it.
 constexpr int64_t kCheckedInputBytes = int64_t{1} << 20;
 
-// The forward convolution of inputs 0 (x) and 1 (w) [+ 2 (bias)] [+ 3 (a residual, in y)] into
-// `y` with `form`'s post-ops; the activation runs as a pass that keeps NaN when an input is not
-// finite.
+// The forward convolution of inputs 0 (x) and 1 (w) [+ 2 (bias)] [+ 3 (a residual, in out)] into
+// `out` with `form`'s post-ops; the activation runs as a pass that keeps NaN when an input is not
+// finite. Marks `out` known finite when it clipped finite inputs.
 Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form, PackedWeights& weights,
-                  void* y) {
+                  Tensor& out) {
+  void* y = out.raw_data();
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   const void* bias = form.bias ? ctx.input(2).raw_data() : nullptr;
@@ -224,16 +226,20 @@ Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form, Pack
   form.winograd = form.block > 0 && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 &&
                   g.dw == 1 && g.groups == 1;
   const int64_t read_bytes = x.num_bytes() + (form.sum ? ctx.input(3).num_bytes() : 0);
+  // Inputs their producer vouched for (a clipped convolution's output) need no check: the
+  // activation is the exact post-op whatever their size.
+  const bool inputs_known_finite = x.known_finite() && (!form.sum || ctx.input(3).known_finite());
   if (form.act == ConvForm::Act::kRelu && form.block > 0 && !form.winograd &&
-      read_bytes > kCheckedInputBytes) {
+      !inputs_known_finite && read_bytes > kCheckedInputBytes) {
     form.act = ConvForm::Act::kReluKeepingNaN;
   }
   // A clip (ReLU6) has no post-op that keeps NaN. Where the inputs outweigh the output (a
   // strided depthwise convolution reads 4x what it writes) the clip runs as a pass over the
   // output, still in cache, instead of a check of the inputs: MobileNetV2's 112 -> 56 depthwise
   // convolution spent as long checking its 4.8 MB input as convolving it.
-  const bool clip_after =
-      form.act == ConvForm::Act::kClip && !form.winograd && read_bytes >= ctx.output(0).num_bytes();
+  const bool clip_after = form.act == ConvForm::Act::kClip && !form.winograd &&
+                          !inputs_known_finite &&
+                          read_bytes >= static_cast<int64_t>(out.num_bytes());
   if (clip_after) form.act = ConvForm::Act::kNone;
   const ConvForm::Act act = form.act;
   auto primitive = [&] {
@@ -249,7 +255,8 @@ Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form, Pack
   bool finite = true;
   if (act == ConvForm::Act::kRelu || act == ConvForm::Act::kClip || form.winograd) {
     auto all_finite = [&](int i) {
-      return AllFiniteParallel(ctx.input(i).data<float>(), ctx.input(i).num_elements());
+      return ctx.input(i).known_finite() ||
+             AllFiniteParallel(ctx.input(i).data<float>(), ctx.input(i).num_elements());
     };
     finite = staged.finite && all_finite(0) && (!form.bias || all_finite(2)) &&
              (!form.sum || all_finite(3));
@@ -266,8 +273,13 @@ Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form, Pack
   RETURN_IF_ERROR(conv->Run(temp, Pass::kForward, x.raw_data(),
                             const_cast<void*>(packed ? staged.data.raw_data() : w.raw_data()), y,
                             bias, packed));
-  const int64_t n = ctx.output(0).num_elements();
+  const int64_t n = out.num_elements();
   if (clip_after) ClipKeepingNaN(static_cast<float*>(y), n, form.lo, form.hi);
+  // Finite inputs clipped to finite bounds: the output is finite, and the next convolution
+  // reading it skips its check.
+  if (finite && act == ConvForm::Act::kClip && std::isfinite(form.lo) && std::isfinite(form.hi)) {
+    out.set_known_finite(true);
+  }
   if (finite || act == ConvForm::Act::kNone) return Status::OK();
   if (act == ConvForm::Act::kRelu) {
     ReluKeepingNaN(static_cast<float*>(y), n);
@@ -324,7 +336,7 @@ class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
     }
     ConvForm form{.bias = epilogue_.bias,
                   .act = epilogue_.relu ? ConvForm::Act::kRelu : ConvForm::Act::kNone};
-    return RunForward(ctx, g, form, weights_, out->raw_data());
+    return RunForward(ctx, g, form, weights_, *out);
   }
 
  private:
@@ -381,7 +393,7 @@ class BlockedConvKernel : public OpKernel {
       ASSIGN_OR_RETURN(out, ctx.AllocateOutput(0, DType::kF32, y));
     }
     if (out->num_elements() == 0) return Status::OK();
-    return RunForward(ctx, g, form_, weights_, out->raw_data());
+    return RunForward(ctx, g, form_, weights_, *out);
   }
 
  private:

@@ -5,6 +5,7 @@
 #include "ops/common/reduce_kernels.h"
 
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "ops/cpu/cpu_kernels.h"
@@ -24,7 +25,20 @@ struct Reduction {
   int64_t out_elements = 1;
   int64_t count = 1;  // input elements per output element
 
-  Reduction(const Shape& shape, std::vector<bool> r) : in(shape), reduced(std::move(r)) {
+  Reduction(const Shape& shape, const std::vector<bool>& r) {
+    // Dimensions of 1 drop out and neighbours both reduced or both kept act as one (the
+    // row-major order is the same), so a mean over [H, W] runs along rows of H * W elements.
+    std::vector<int64_t> dims;
+    for (int i = 0; i < shape.rank(); ++i) {
+      if (shape[i] == 1) continue;
+      if (!dims.empty() && reduced.back() == r[i]) {
+        dims.back() *= shape[i];
+      } else {
+        dims.push_back(shape[i]);
+        reduced.push_back(r[i]);
+      }
+    }
+    in = Shape(std::span<const int64_t>(dims));
     for (int i = in.rank() - 1; i >= 0; --i) {
       if (reduced[i]) {
         count *= in[i];
@@ -75,9 +89,18 @@ template <typename T, typename Acc>
 void SumInto(const Reduction& r, const T* px, Acc* acc) {
   r.ForEachRow([&](int64_t i, int64_t o, int64_t len, int64_t step) {
     if (step == 0) {
-      Acc sum = 0;
-      for (int64_t k = 0; k < len; ++k) sum += px[i + k];
-      acc[o] += sum;
+      // Four partial sums: one chain of dependent additions ran at a quarter of the speed.
+      Acc s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      const T* row = px + i;
+      int64_t k = 0;
+      for (; k + 4 <= len; k += 4) {
+        s0 += row[k];
+        s1 += row[k + 1];
+        s2 += row[k + 2];
+        s3 += row[k + 3];
+      }
+      for (; k < len; ++k) s0 += row[k];
+      acc[o] += (s0 + s1) + (s2 + s3);
     } else {
       for (int64_t k = 0; k < len; ++k) acc[o + k * step] += px[i + k];
     }

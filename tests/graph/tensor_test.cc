@@ -54,6 +54,26 @@ TEST(TensorTest, FromVectorCloneAndDebugString) {
   EXPECT_EQ(Tensor::Scalar<bool>(true).DebugString(), "bool[] {true}");
 }
 
+TEST(TensorTest, KnownFiniteIsAFactAboutTheValue) {
+  Tensor t = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, Shape{2, 3});
+  EXPECT_FALSE(t.known_finite());  // unless a kernel says so
+  t.set_known_finite(true);
+  Tensor copy = t;
+  Tensor assigned;
+  assigned = t;
+  Tensor moved = std::move(copy);
+  Tensor move_assigned;
+  move_assigned = std::move(assigned);
+  for (const Tensor& same :
+       {moved, move_assigned, t.Reshaped(Shape{6}), t.Part(2, Shape{3}), t.Clone()}) {
+    EXPECT_TRUE(same.known_finite()) << same.DebugString();
+  }
+  t.set_known_finite(false);
+  EXPECT_TRUE(moved.known_finite());  // each tensor holds its own mark
+  EXPECT_FALSE(t.Reshaped(Shape{3, 2}).known_finite());
+  EXPECT_FALSE(Tensor(DType::kF32, Shape{2}).known_finite());
+}
+
 TEST(TensorTest, TensorsOutliveTheirAllocatorsOwner) {
   // A tensor keeps its allocator alive after the device that owned it is gone (ASan checks).
   auto owner = MakeAllocator<CpuAllocator>("/job:localhost/task:0/device:CPU:3");

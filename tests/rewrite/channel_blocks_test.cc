@@ -179,5 +179,30 @@ TEST_F(ChannelBlocksTest, ClipsAsPostOpOrAfterKeepNaNAndInfinities) {
   }
 }
 
+// A global mean (ONNX's GlobalAveragePool) of a blocked tensor pools the whole image in the
+// blocked layout, and only the means are unblocked; a mean that drops its dimensions, or over
+// other axes, reads the image through an unblock. NaN and infinities reach the means.
+TEST_F(ChannelBlocksTest, AGlobalMeanPoolsBeforeUnblocking) {
+  for (bool with_nan : {false, true}) {
+    Scope root = Scope::NewRootScope();
+    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2, 8, 9, 7});
+    Output c = ops::Relu(root, ConvLayer(root, x, 8, 24, 3, 31, {.pads = {1, 1, 1, 1}}));
+    Output m = ops::ReduceMean(root, c, {-1, 2}, {.keep_dims = true});
+    ops::Identity(root.WithOpName("y"), ops::Mul(root, m, ops::Const(root, 2.f)));
+    ops::Identity(root.WithOpName("z"), ops::ReduceMean(root, c, {2, 3}));
+    ops::Identity(root.WithOpName("w"), ops::ReduceMean(root, c, {1, 2}, {.keep_dims = true}));
+    std::vector<float> v = RandomFloats(2 * 8 * 9 * 7, 33, -3, 3);
+    if (with_nan) {
+      v[100] = std::numeric_limits<float>::quiet_NaN();
+      v[8 * 63 + 5] = std::numeric_limits<float>::infinity();
+    }
+    auto ops = ExpectSameWithFusion(root, {{"x", Tensor::FromVector(v, Shape{2, 8, 9, 7})}},
+                                    {"y", "z", "w"});
+    EXPECT_EQ(ops["_BlockedAvgPool"], 1);
+    EXPECT_EQ(ops["ReduceMean"], 2);        // no dimensions kept; channels reduced
+    EXPECT_EQ(ops["_UnblockChannels"], 2);  // the means', and the image's for the other two
+  }
+}
+
 }  // namespace
 }  // namespace dflow

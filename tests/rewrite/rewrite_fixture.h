@@ -65,6 +65,8 @@ inline std::map<std::string, int> ExpectSameWithFusion(const Scope& root,
       const float x = a.data<float>()[i], y = b.data<float>()[i];
       if (std::isnan(x)) {
         EXPECT_TRUE(std::isnan(y)) << fetches[f] << " " << i << ": " << y << " where NaN";
+      } else if (std::isinf(x)) {
+        EXPECT_EQ(x, y) << fetches[f] << " " << i;
       } else {
         EXPECT_NEAR(x, y, tolerance) << fetches[f] << " " << i;
       }
