@@ -32,7 +32,7 @@ void ClipKeepingNaN(float* x, int64_t n, float lo, float hi) {
 
 bool AllFiniteParallel(const float* x, int64_t n) {
   std::atomic<bool> finite{true};
-  ParallelFor(n, 1 << 16, [&](int64_t begin, int64_t end) {
+  ParallelFor(n, [&](int64_t begin, int64_t end) {
     if (!AllFinite(x + begin, end - begin)) finite.store(false, std::memory_order_relaxed);
   });
   return finite.load(std::memory_order_relaxed);
