@@ -56,4 +56,44 @@ struct WideMlp {
   }
 };
 
+// The pipeline benchmark's model: `layers` dense layers (ReLU) of width `width` and a 10-way
+// head on [batch, inputs] inputs, Adam. A layer's work is its forward product and its weight
+// gradient's, and its input gradient's except in the first layer: with inputs = 1.5 x width
+// the first layer costs what the others do, so four layers cut into two equal stages.
+struct DeepMlp {
+  Scope root = Scope::NewRootScope();
+  Output loss;
+  ops::Operation step;
+  std::vector<std::string> init;
+  int64_t inputs;
+  DeepMlp(int layers, int64_t width, int64_t inputs) : inputs(inputs) {
+    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, inputs});
+    auto labels = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
+    std::vector<Output> vars;
+    Output h = x;
+    for (int l = 0; l <= layers; ++l) {
+      const int64_t in = l == 0 ? inputs : width, out = l == layers ? 10 : width;
+      auto w =
+          ops::InitializedVariable(root, Shape{in, out}, ops::Initializer::GlorotUniform(l + 1));
+      auto b = ops::InitializedVariable(root, Shape{out}, ops::Initializer::Zeros());
+      vars.insert(vars.end(), {w.var, b.var});
+      init.insert(init.end(), {w.init.node_name(), b.init.node_name()});
+      h = ops::BiasAdd(root, ops::MatMul(root, h, w.var), b.var);
+      if (l < layers) h = ops::Relu(root, h);
+    }
+    loss = ops::ReduceMean(root.WithOpName("loss"),
+                           ops::SparseSoftmaxCrossEntropyWithLogits(root, h, labels).loss);
+    ops::Adam optimizer({});
+    step = optimizer.Minimize(root, loss, vars);
+    init.insert(init.end(), optimizer.init_targets().begin(), optimizer.init_targets().end());
+  }
+  Session::Feeds Batch(int64_t rows) const {
+    Tensor images(DType::kF32, Shape{rows, inputs}), y(DType::kI32, Shape{rows});
+    std::mt19937 gen(1);
+    for (float& v : images.flat<float>()) v = std::uniform_real_distribution<float>(0, 1)(gen);
+    for (int64_t i = 0; i < rows; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(i % 10);
+    return {{"x", images}, {"labels", y}};
+  }
+};
+
 }  // namespace dflow::bench

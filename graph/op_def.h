@@ -122,6 +122,8 @@ struct OpFusion {
                       // `fused_op` and `fused_partner`, which keep where each maximum came from
     kAbsorbGradient,  // takes the producer of input `gradient_input` (an `absorbable` op)
                       // into itself: becomes `fused_op`
+    kAccumulate,      // a sum that takes an `absorbable` producer of either input into itself,
+                      // adding its product to the other input: becomes `fused_op`
   };
   Kind kind = Kind::kNone;
   std::string fused_op;

@@ -101,10 +101,43 @@ Simulation Simulate(const Graph& g, const CostModel& costs, const std::vector<in
     events[d].push_back({arrival.at(copy), b});
     events[d].push_back({last, -b});
   }
+  // An element-wise node that is the only reader of an input of its size, made on its device,
+  // writes its output over it (kernels forward such buffers, framework/kernel.h): the input's
+  // buffer lives on as the output, and the output is no new memory.
+  std::vector<int> readers(n, 0), buffer_of(n);
   for (int v = 0; v < n; ++v) {
-    double b = costs.ActivationBytes(v);
-    events[device_of[v]].push_back({start[v], b});
-    events[device_of[v]].push_back({last_use[v], -b});
+    for (const auto& e : g.node(v).inputs()) ++readers[e.node];
+  }
+  std::vector<double> bytes(n);
+  for (int v = 0; v < n; ++v) {
+    bytes[v] = costs.ActivationBytes(v);
+    buffer_of[v] = v;
+  }
+  for (int v : order) {
+    const Node& node = g.node(v);
+    if (bytes[v] <= 0 || node.op_def() == nullptr || !node.op_def()->elementwise ||
+        node.num_outputs() != 1) {
+      continue;
+    }
+    for (const auto& e : node.inputs()) {
+      const int u = e.node;
+      if (readers[u] != 1 || g.node(u).num_outputs() != 1 || device_of[u] != device_of[v] ||
+          bytes[buffer_of[u]] <= 0 || costs.OutputBytes(u, 0) != costs.OutputBytes(v, 0)) {
+        continue;
+      }
+      buffer_of[v] = buffer_of[u];
+      bytes[v] = 0;
+      break;
+    }
+  }
+  std::vector<double> buffer_end(last_use);
+  for (int v = 0; v < n; ++v) {
+    buffer_end[buffer_of[v]] = std::max(buffer_end[buffer_of[v]], last_use[v]);
+  }
+  for (int v = 0; v < n; ++v) {
+    if (bytes[v] <= 0) continue;
+    events[device_of[v]].push_back({start[v], bytes[v]});
+    events[device_of[v]].push_back({buffer_end[v], -bytes[v]});
   }
   sim.peak_bytes.assign(costs.num_devices(), 0);
   for (int d = 0; d < costs.num_devices(); ++d) {

@@ -38,6 +38,12 @@ class Fuser {
         updates.emplace(id, SgdDef(id, *grad, &out.stats));
         continue;
       }
+      if (auto product = MatchAccumulate(id); product && role[product->first] == 0) {
+        role[product->first] = 1;
+        role[id] = 3;
+        updates.emplace(id, AccumulateDef(id, product->first, product->second, &out.stats));
+        continue;
+      }
       if (auto pool = MatchPool(id);
           pool && role[pool->grad] == 0 && (pool->relu < 0 || role[pool->relu] == 0)) {
         role[id] = 3;
@@ -199,6 +205,44 @@ class Fuser {
     const Shape& var = g_.node(update.inputs()[0].node).output_shape(0);
     if (!var.fully_defined() || var != mm.output_shape(0)) return std::nullopt;
     return grad;
+  }
+
+  // Add(x, MatMul(a, b)) (either side) of one 2-D shape, the MatMul read by nothing else: the
+  // MatMul's id and the side of x.
+  std::optional<std::pair<int, int>> MatchAccumulate(int id) const {
+    const Node& add = g_.node(id);
+    const OpFusion& f = add.op_def()->fusion;
+    if (f.kind != OpFusion::Kind::kAccumulate || !HasKernel(f.fused_op) ||
+        add.output_dtype(0) != DType::kF32 || add.num_inputs() != 2) {
+      return std::nullopt;
+    }
+    const Shape& sum = add.output_shape(0);
+    if (!sum.fully_defined() || sum.rank() != 2) return std::nullopt;
+    for (int side : {1, 0}) {
+      const Endpoint& in = add.inputs()[side];
+      const Endpoint& other = add.inputs()[1 - side];
+      const Node& mm = g_.node(in.node);
+      if (!mm.op_def()->fusion.absorbable || in.index != 0 || SoleConsumer(in.node) != id ||
+          !SamePlace(mm, add) || mm.output_dtype(0) != DType::kF32 || mm.output_shape(0) != sum ||
+          g_.node(other.node).output_shape(other.index) != sum) {
+        continue;
+      }
+      return std::make_pair(in.node, 1 - side);
+    }
+    return std::nullopt;
+  }
+
+  NodeDef AccumulateDef(int add_id, int mm_id, int addend_side, FusionStats* stats) const {
+    const Node& add = g_.node(add_id);
+    const Node& mm = g_.node(mm_id);
+    NodeDef def = add.def();
+    def.op = add.op_def()->fusion.fused_op;
+    def.inputs = {add.def().inputs[addend_side], mm.def().inputs[0], mm.def().inputs[1]};
+    def.attrs["transpose_a"] = *mm.FindAttr("transpose_a");
+    def.attrs["transpose_b"] = *mm.FindAttr("transpose_b");
+    MergeControlInputs(g_, {mm_id}, &def);
+    stats->accumulate++;
+    return def;
   }
 
   NodeDef SgdDef(int update_id, int grad_id, FusionStats* stats) const {

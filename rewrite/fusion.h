@@ -5,10 +5,12 @@
 //   MatMul -> BiasAdd [-> Relu]                 becomes  _FusedMatMul(a, b, bias)
 //   Conv2D -> Add(bias [C,1,1] or [1,C,1,1]) [-> Relu]  becomes  _FusedConv2D(x, w, bias)
 //   ApplySGD(var, lr, MatMul(a, b))            becomes  _MatMulApplySGD(var, lr, a, b)
+//   Add(x, MatMul(a, b)), x of the sum's shape  becomes  _MatMulAdd(x, a, b)
 //
-// The last one is a prologue rather than an epilogue: the weight gradient of a dense layer is
+// The last two are prologues rather than epilogues: the weight gradient of a dense layer is
 // accumulated straight into the variable (var += -lr * a b, oneDNN's sum post-op), so the
-// gradient tensor never exists.
+// gradient tensor never exists; a product added to a tensor (a pipeline's running sum of
+// micro-batch gradients, rewrite/pipeline.h) is added into that tensor's buffer.
 //
 //   MaxPool(x) + MaxPoolGrad(x, dy) [+ ReluGrad(that, x)]
 //       becomes  _MaxPoolWithArgmax(x) -> (y, argmax) + _MaxPoolGradWithArgmax(dy, argmax [, y])
@@ -31,12 +33,13 @@
 namespace dflow::ops {
 
 struct FusionStats {
-  int matmul = 0;     // MatMul + BiasAdd chains fused
-  int conv = 0;       // Conv2D + bias chains fused
-  int relu = 0;       // of those, chains that also took a ReLU
-  int sgd = 0;        // weight gradients (MatMul) folded into their ApplySGD
-  int pool = 0;       // MaxPool/MaxPoolGrad pairs that keep the argmax instead of the input
-  int pool_relu = 0;  // of those, the ones that also took the ReluGrad below them
+  int matmul = 0;      // MatMul + BiasAdd chains fused
+  int conv = 0;        // Conv2D + bias chains fused
+  int relu = 0;        // of those, chains that also took a ReLU
+  int sgd = 0;         // weight gradients (MatMul) folded into their ApplySGD
+  int accumulate = 0;  // MatMuls folded into the Add that reads them
+  int pool = 0;        // MaxPool/MaxPoolGrad pairs that keep the argmax instead of the input
+  int pool_relu = 0;   // of those, the ones that also took the ReluGrad below them
 };
 
 struct FusedGraph {

@@ -214,6 +214,21 @@ one = pl["BM_ModelParallelStep/1/min_time:3.000"]["real_time"]
 two = pl["BM_ModelParallelStep/2/min_time:3.000"]["real_time"]
 print(f"bench model_parallel_step_b128: two_devices={two:.2f}ms one_device={one:.2f}ms "
       f"ratio={two / one:.2f}")
+# Pipeline parallelism (placer_bench's BM_PipelineStep): 1F1B over two devices of one thread
+# each, against one device of one thread (throughput target 1.6x), one device of both threads
+# (target 0.9x) and the same two devices split without micro-batches.
+pp = {m: pl.get(f"BM_PipelineStep/{m}/min_time:3.000/real_time") for m in range(4)}
+if all(pp.values()):
+    t = {m: pp[m]["real_time"] for m in range(4)}
+    p3 = pp[3]
+    print(f"bench pipeline_step_2stage: step={t[3]:.1f}ms one_device_1thread={t[0]:.1f}ms "
+          f"speedup={t[0] / t[3]:.2f} target=1.6 one_device_2threads={t[1]:.1f}ms "
+          f"throughput_ratio={t[1] / t[3]:.2f} target=0.9 split_without_microbatches={t[2]:.1f}ms "
+          f"speedup={t[2] / t[3]:.2f} predicted={p3['predicted_ms']:.1f}ms "
+          f"predicted/measured={p3['predicted_ms'] / t[3]:.2f} "
+          f"profiled_predicted={p3['profiled_predicted_ms']:.1f}ms "
+          f"profiled/measured={p3['profiled_predicted_ms'] / t[3]:.2f} target=0.85-1.15 "
+          f"peak={p3['peak_mib_0']:.1f}+{p3['peak_mib_1']:.1f}MiB limit=64MiB")
 dpath = os.path.join(out, "distributed_bench.json")
 if os.path.exists(dpath):
     dist = {r["run_name"]: r for r in json.load(open(dpath))["benchmarks"]

@@ -1,5 +1,7 @@
 #include "ops/cpu/primitive_cache.h"
 
+#include <omp.h>
+
 #include <cstdlib>
 
 namespace dflow::cpu {
@@ -15,6 +17,10 @@ PrimitiveCache& PrimitiveCache::Global() {
     return new PrimitiveCache(capacity);
   }();
   return *cache;
+}
+
+std::string PrimitiveCache::TeamKey(const std::string& key) {
+  return "t" + std::to_string(omp_get_max_threads()) + ":" + key;
 }
 
 std::shared_ptr<const void> PrimitiveCache::Find(const std::string& key) {

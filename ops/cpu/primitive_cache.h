@@ -32,15 +32,20 @@ class PrimitiveCache {
 
   // The entry for `key`, made with make() (returning std::shared_ptr<const T>) on a miss. Keys
   // must be unique across types: start them with the kind of entry ("matmul:", "conv:fwd:").
+  // Entries are kept per OpenMP team size of the calling thread (omp_get_max_threads()): oneDNN
+  // fixes a primitive's thread count when it is made, so a primitive made by a device of one
+  // thread would run a device of two on one thread, and one made for two would oversubscribe a
+  // device of one.
   // Two threads missing at once may both call make(); the first insert wins. An evicted entry
   // stays valid for whoever still holds it.
   template <typename T, typename Make>
   std::shared_ptr<const T> GetOrCreate(const std::string& key, Make&& make) {
-    if (std::shared_ptr<const void> hit = Find(key)) {
+    const std::string full = TeamKey(key);
+    if (std::shared_ptr<const void> hit = Find(full)) {
       return std::static_pointer_cast<const T>(std::move(hit));
     }
     std::shared_ptr<const T> made = make();
-    return std::static_pointer_cast<const T>(Insert(key, std::move(made)));
+    return std::static_pointer_cast<const T>(Insert(full, std::move(made)));
   }
 
   // Capacity 0 disables caching (every lookup makes a fresh entry). Shrinking evicts at once.
@@ -49,6 +54,8 @@ class PrimitiveCache {
   void Clear() DFLOW_EXCLUDES(mu_);
 
  private:
+  // `key` with the calling thread's OpenMP team size.
+  static std::string TeamKey(const std::string& key);
   std::shared_ptr<const void> Find(const std::string& key) DFLOW_EXCLUDES(mu_);
   std::shared_ptr<const void> Insert(const std::string& key, std::shared_ptr<const void> value)
       DFLOW_EXCLUDES(mu_);

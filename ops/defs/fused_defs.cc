@@ -129,6 +129,43 @@ Status RegisterFusedOps(OpRegistry& r) {
                                 }
                                 return cost;
                               }}));
+  // addend + a x b: a MatMul whose only reader adds it to a tensor of its own shape (a
+  // pipeline's running sum of micro-batch gradients), one oneDNN matmul whose sum post-op adds
+  // the product into the addend's buffer when it may be overwritten.
+  RETURN_IF_ERROR(r.Register(
+      {.name = "_MatMulAdd",
+       .inputs = {f32("addend"), f32("a"), f32("b")},
+       .outputs = {f32("sum")},
+       .attrs = {{"T", AttrType::kDType, std::nullopt},
+                 {"transpose_a", AttrType::kBool, false},
+                 {"transpose_b", AttrType::kBool, false}},
+       .shape_fn = [](InferenceContext& c) -> Status {
+         ASSIGN_OR_RETURN(bool ta, c.GetAttr<bool>("transpose_a"));
+         ASSIGN_OR_RETURN(bool tb, c.GetAttr<bool>("transpose_b"));
+         const Shape& sum = c.input_shape(0);
+         const Shape& a = c.input_shape(1);
+         const Shape& b = c.input_shape(2);
+         if ((!a.unknown_rank() && a.rank() != 2) || (!b.unknown_rank() && b.rank() != 2)) {
+           return c.Error("factors must be matrices, got {} and {}", a, b);
+         }
+         if (a.fully_defined() && b.fully_defined() && sum.fully_defined() &&
+             (a[ta ? 0 : 1] != b[tb ? 1 : 0] || sum != Shape{a[ta ? 1 : 0], b[tb ? 0 : 1]})) {
+           return c.Error("{}{} x {}{} does not match the addend {}", a, ta ? "^T" : "", b,
+                          tb ? "^T" : "", sum);
+         }
+         c.set_output(0, sum);
+         return Status::OK();
+       },
+       .cost_fn =
+           [](const CostContext& c) {
+             OpCost cost = ElementwiseCost(c, 0);
+             const Shape& a = c.input_shapes[1];
+             const Shape& sum = c.output_shapes[0];
+             if (a.fully_defined() && sum.fully_defined() && sum.rank() == 2) {
+               cost.flops = 2.0 * a.num_elements() * sum[1];
+             }
+             return cost;
+           }}));
   // MaxPool that also records where each maximum came from (u8, the offset in its window), and
   // the gradient that routes through those offsets, optionally masked by relu (where the
   // pooled value is > 0): neither reads the pooled input again.

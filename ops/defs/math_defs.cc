@@ -360,6 +360,7 @@ OpDef Reduce(const std::string& name, GradFn grad) {
 Status RegisterMathOps(OpRegistry& r) {
   OpDef add = Binary("Add", AddGrad, kNumericTypes, 1, /*commutative=*/true);
   add.epilogue = Epilogue::kChannelAdd;  // a convolution's bias, [C,1,1]
+  add.fusion = {.kind = OpFusion::Kind::kAccumulate, .fused_op = "_MatMulAdd"};
   RETURN_IF_ERROR(r.Register(std::move(add)));
   RETURN_IF_ERROR(r.Register(Binary("Sub", SubGrad)));
   RETURN_IF_ERROR(r.Register(Binary("Mul", MulGrad, kNumericTypes, 1, /*commutative=*/true)));

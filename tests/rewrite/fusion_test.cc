@@ -228,6 +228,48 @@ TEST(FusionTest, WeightGradientsFoldIntoSgdUpdates) {
   for (size_t i = 0; i < w1_after[0].size(); ++i) EXPECT_NEAR(w1_after[0][i], w1_after[1][i], 1e-5);
 }
 
+// A product added to a tensor of its shape: a running sum of weight gradients (the pipeline's
+// accumulation) folds each MatMul into its Add; a product read twice, a broadcast addend and a
+// fetched product stay as they are.
+TEST(FusionTest, ProductsFoldIntoTheAddsThatSumThem) {
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Placeholder(root.WithOpName("a"), DType::kF32, Shape{6, 5});
+  auto b = ops::Placeholder(root.WithOpName("b"), DType::kF32, Shape{6, 4});
+  auto g0 = ops::MatMul(root.WithOpName("g0"), a, b, {.transpose_a = true});
+  auto g1 = ops::MatMul(root.WithOpName("g1"), a, Const(root, {6, 4}, 1), {.transpose_a = true});
+  auto g2 = ops::MatMul(root.WithOpName("g2"), a, Const(root, {6, 4}, 2), {.transpose_a = true});
+  auto sum = ops::Add(root.WithOpName("sum"), ops::Add(root, g0, g1), g2);
+  // g3 is read twice; the bias [4] broadcasts; g4 is fetched.
+  auto g3 = ops::MatMul(root.WithOpName("g3"), a, b, {.transpose_a = true});
+  auto twice = ops::Add(root.WithOpName("twice"), g3, ops::Neg(root, g3));
+  auto g4 = ops::MatMul(root.WithOpName("g4"), a, b, {.transpose_a = true});
+  auto kept = ops::Add(root.WithOpName("kept"), g4, sum);
+  auto bias = ops::Add(root.WithOpName("bias"),
+                       ops::MatMul(root.WithOpName("g5"), a, b, {.transpose_a = true}),
+                       Const(root, {4}, 3));
+  ASSERT_TRUE(root.ok());
+  Graph g = Validated(root);
+  auto fused = ops::FuseEpilogues(
+      g, {Id(g, a), Id(g, b), Id(g, sum), Id(g, twice), Id(g, g4), Id(g, kept), Id(g, bias)});
+  ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+  // Add(g0, g1) takes g1 and the outer Add takes g2; `kept`'s product g4 is fetched, so it
+  // keeps its own output.
+  EXPECT_EQ(fused->stats.accumulate, 2);
+  auto counts = OpCounts(fused->graph);
+  EXPECT_EQ(counts["_MatMulAdd"], 2);
+  EXPECT_EQ(fused->graph.node(*fused->graph.FindNode("sum")).op(), "_MatMulAdd");
+  EXPECT_EQ(fused->graph.node(*fused->graph.FindNode("twice")).op(), "Add");
+  EXPECT_EQ(fused->graph.node(*fused->graph.FindNode("kept")).op(), "Add");
+  EXPECT_EQ(fused->graph.node(*fused->graph.FindNode("bias")).op(), "Add");
+  EXPECT_FALSE(fused->graph.FindNode("g2").has_value());
+
+  auto av = Tensor::FromVector(RandomFloats(6 * 5, 3, -2, 2), Shape{6, 5});
+  auto bv = Tensor::FromVector(RandomFloats(6 * 4, 4, -2, 2), Shape{6, 4});
+  auto ran =
+      ExpectSameWithFusion(root, {{"a", av}, {"b", bv}}, {"sum", "twice", "g4", "kept", "bias"});
+  EXPECT_EQ(ran["_MatMulAdd"], 2);
+}
+
 // Pooling keeps its argmax: the backward pass stops reading the pool's input, and a ReluGrad
 // on that input becomes a mask on the pooled values. Overlapping padded windows and plain 2x2
 // ones, with and without a ReLU below, against the unfused gradients.

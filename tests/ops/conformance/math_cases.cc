@@ -137,6 +137,30 @@ void AddMatMul(CaseRng& rng, std::vector<OpCase>& cases) {
         }),
         .no_gradient = "fused ops exist only in compiled plans (no grad_fn)"});
   }
+  // _MatMulAdd: addend + a x b, the sum added in the addend's buffer or a fresh one.
+  for (const auto& d : std::vector<Fused>{{7, 13, 5, false, false},
+                                          {33, 17, 9, true, false},
+                                          {1, 1, 1, true, false},
+                                          {4, 0, 3, false, false}}) {
+    bool ta = d.ta;
+    cases.push_back(
+        OpCase{.op = "_MatMulAdd",
+               .tag = TransposeTag(ta, false),
+               .inputs = {rng.Uniform(DType::kF32, Shape{d.m, d.n}),
+                          rng.Uniform(DType::kF32, Transposed(d.m, d.k, ta)),
+                          rng.Uniform(DType::kF32, Shape{d.k, d.n})},
+               .build = One([ta](const Scope& s, const std::vector<Output>& in) {
+                 return s.OutputOf(s.AddNode("_MatMulAdd", {in[0], in[1], in[2]},
+                                             {{"transpose_a", ta}, {"transpose_b", false}}));
+               }),
+               .reference = One([ta](const std::vector<Tensor>& in) {
+                 std::vector<double> sum = ToDoubles(in[0]);
+                 std::vector<double> product = ToDoubles(MatMulRef(in[1], in[2], ta, false));
+                 for (size_t i = 0; i < sum.size(); ++i) sum[i] += product[i];
+                 return FromDoubles(DType::kF32, in[0].shape(), sum);
+               }),
+               .no_gradient = "fused ops exist only in compiled plans (no grad_fn)"});
+  }
 }
 
 // Where each element of a tensor of shape `s` goes when `axes` (empty: all) are reduced.

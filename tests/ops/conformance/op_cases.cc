@@ -154,6 +154,7 @@ const std::map<std::string, std::map<std::string, std::string>>& NotOnDevice() {
            {"_WriteRowsSum",
             "the row-by-row assembly of the all-reduce and parameter servers runs on host memory"},
            {"_MatMulApplySGD", kFused},
+           {"_MatMulAdd", kFused},
            {"_MaxPoolWithArgmax", kFused},
            {"_LayerNorm", kFused},
            {"_BlockedConv2D", kBlocked},

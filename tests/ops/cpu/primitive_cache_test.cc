@@ -2,6 +2,7 @@
 #include "ops/cpu/primitive_cache.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
@@ -16,6 +17,23 @@ std::shared_ptr<const int> Get(PrimitiveCache& cache, const std::string& key, in
     ++*made;
     return std::make_shared<const int>(value);
   });
+}
+
+// oneDNN fixes a primitive's thread count when it is made: a device of one thread and one of
+// two (each setting its OpenMP team) get entries of their own.
+TEST(PrimitiveCacheTest, EachOpenMpTeamSizeHasItsOwnEntries) {
+  PrimitiveCache cache(8);
+  const int saved = omp_get_max_threads();
+  int made = 0;
+  omp_set_num_threads(1);
+  EXPECT_EQ(*Get(cache, "k", 1, &made), 1);
+  omp_set_num_threads(2);
+  EXPECT_EQ(*Get(cache, "k", 2, &made), 2);
+  EXPECT_EQ(made, 2);
+  omp_set_num_threads(1);
+  EXPECT_EQ(*Get(cache, "k", 99, &made), 1);  // the one-thread entry again
+  EXPECT_EQ(made, 2);
+  omp_set_num_threads(saved);
 }
 
 TEST(PrimitiveCacheTest, EvictsTheLeastRecentlyUsedEntry) {

@@ -1,6 +1,6 @@
 // The pipeline rewrite: K stages on in-process devices and M micro-batches against the unsplit
 // step on one device trained on the whole batch, step by step, with SGD and Adam, GPipe and 1F1B.
-#include "rewrite/pipeline.h"
+#include "placer/pipeline.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -97,14 +97,14 @@ class PipelineStepTest : public ::testing::TestWithParam<Case> {};
 TEST_P(PipelineStepTest, EqualsTheUnsplitStep) {
   const Case c = GetParam();
   DeepMlp single(4, c.adam), model(4, c.adam);
-  ops::PipelineOptions options;
+  PipelineOptions options;
   for (int s = 0; s < c.stages; ++s) options.devices.push_back(fmt::format("cpu:{}", s));
   options.micro_batches = c.micro_batches;
   options.schedule = c.schedule;
   options.loss = model.loss;
   options.gathered = {model.logits};
   options.costs.unknown_dim = 16;
-  auto piped = ops::Pipeline(model.root.graph(), options);
+  auto piped = Pipeline(model.root.graph(), options);
   ASSERT_TRUE(piped.ok()) << piped.status().ToString();
   ASSERT_EQ(piped->plan.stages(), c.stages);
   // Every stage holds a forward node, and the stages follow the layers.
@@ -166,12 +166,12 @@ void ExpectTheScheduleRan(PipelineSchedule schedule) {
   SCOPED_TRACE(ScheduleName(schedule));
   const int k = 2, m = 4;
   DeepMlp model(4, true);
-  ops::PipelineOptions options;
+  PipelineOptions options;
   options.devices = {"cpu:0", "cpu:1"};
   options.micro_batches = m;
   options.schedule = schedule;
   options.loss = model.loss;
-  auto piped = ops::Pipeline(model.root.graph(), options);
+  auto piped = Pipeline(model.root.graph(), options);
   ASSERT_TRUE(piped.ok()) << piped.status().ToString();
   const std::set<std::string> forward(piped->items.begin(), piped->items.end());
   auto session = Session::Create(*piped->graph, Devices(k));
@@ -215,12 +215,12 @@ TEST(PipelineTest, EachDeviceRunsItsUnitsInTheSchedulesOrder) {
 
 TEST(PipelineTest, SplitPointsGivenStartTheStages) {
   DeepMlp model(4, false);
-  ops::PipelineOptions options;
+  PipelineOptions options;
   options.devices = {"cpu:0", "cpu:1"};
   options.micro_batches = 2;
   options.loss = model.loss;
   options.split_points = {model.layer_inputs[3]};
-  auto piped = ops::Pipeline(model.root.graph(), options);
+  auto piped = Pipeline(model.root.graph(), options);
   ASSERT_TRUE(piped.ok()) << piped.status().ToString();
   EXPECT_EQ(piped->stage_of.at(model.layer_inputs[2]), 0);
   EXPECT_EQ(piped->stage_of.at(model.layer_inputs[3]), 1);
@@ -230,7 +230,7 @@ TEST(PipelineTest, SplitPointsGivenStartTheStages) {
   EXPECT_EQ(piped->stage_of.at(fmt::format("gradients/{}_grad/MatMul", model.layer_inputs[3])), 1);
   EXPECT_EQ(piped->stage_of.at(fmt::format("gradients/{}_grad/MatMul", model.layer_inputs[2])), 0);
   const Graph& g = *piped->graph;
-  auto copy = g.FindNode(ops::MicroBatchName(model.layer_inputs[3], 1));
+  auto copy = g.FindNode(MicroBatchName(model.layer_inputs[3], 1));
   ASSERT_TRUE(copy.has_value());
   EXPECT_EQ(g.node(*copy).requested_device(), "/device:CPU:1");
   const std::string summary = piped->Summary({72.0 * (1 << 20), 72.0 * (1 << 20)});
@@ -238,19 +238,61 @@ TEST(PipelineTest, SplitPointsGivenStartTheStages) {
   EXPECT_NE(summary.find("of 72.00 MiB"), std::string::npos) << summary;
 }
 
+// Profiled node times of the pipelined graph become the single graph's, per micro-batch, and
+// planning with them predicts from what was measured.
+TEST(PipelineTest, ProfiledTimesPlanAgain) {
+  DeepMlp model(4, true);
+  MeasuredCosts fake;
+  fake.seconds["CPU"] = {{"microbatch0/dense1", 2e-3}, {"microbatch1/dense1", 4e-3}, {"w1", 1e-6}};
+  MeasuredCosts single = PipelineNodeCosts(fake, model.root.graph());
+  const auto& cpu = single.seconds.at("CPU");
+  EXPECT_DOUBLE_EQ(cpu.at("dense1"), 3e-3);  // the mean of its copies
+  EXPECT_DOUBLE_EQ(cpu.at("w1"), 1e-6);      // kept once: its own
+  EXPECT_DOUBLE_EQ(cpu.at("dense2"), 0);     // no time: folded elsewhere, or not run
+  EXPECT_FALSE(cpu.count("x"));              // fed, never timed
+
+  PipelineOptions options;
+  options.devices = {"cpu:0", "cpu:1"};
+  options.micro_batches = 4;
+  options.loss = model.loss;
+  options.costs.unknown_dim = 16;
+  auto piped = Pipeline(model.root.graph(), options);
+  ASSERT_TRUE(piped.ok()) << piped.status().ToString();
+  SessionOptions so = Devices(2);
+  so.placer.costs.unknown_dim = 4;
+  auto session = Session::Create(*piped->graph, so);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ASSERT_TRUE((*session)->Run({}, {}, model.init).ok());
+  Session::RunOptions run;
+  run.profile = true;
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE((*session)->Run(Batch(step, 16), {model.loss}, {model.step}, run).ok());
+  }
+  const MeasuredCosts measured =
+      PipelineNodeCosts((*session)->MeasuredNodeCosts(), model.root.graph());
+  options.costs.measured = &measured;
+  auto again = Pipeline(model.root.graph(), options);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_GT(again->plan.predicted_step_s, 0);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_GT(again->plan.forward_s[s], 0) << "stage " << s;
+    EXPECT_GT(again->plan.backward_s[s], 0) << "stage " << s;
+  }
+}
+
 TEST(PipelineTest, BadRequestsNameWhatIsWrong) {
   DeepMlp model(2, false);
-  ops::PipelineOptions options;
+  PipelineOptions options;
   options.devices = {"cpu:0", "cpu:1"};
   options.loss = "nope";
-  auto missing = ops::Pipeline(model.root.graph(), options);
+  auto missing = Pipeline(model.root.graph(), options);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(MessageHas(missing.status(), {"'nope'"}));
 
   options.loss = model.loss;
   options.split_points = {"w0"};
-  auto split = ops::Pipeline(model.root.graph(), options);
+  auto split = Pipeline(model.root.graph(), options);
   ASSERT_FALSE(split.ok());
   EXPECT_TRUE(MessageHas(split.status(), {"split point 'w0' is not a node"}));
 
@@ -258,13 +300,13 @@ TEST(PipelineTest, BadRequestsNameWhatIsWrong) {
   options.devices = {"cpu:0", "cpu:7"};
   DeviceSet set = DeviceSet::LocalCpus(2).value();
   options.device_set = &set;
-  auto device = ops::Pipeline(model.root.graph(), options);
+  auto device = Pipeline(model.root.graph(), options);
   ASSERT_FALSE(device.ok());
   EXPECT_TRUE(MessageHas(device.status(), {"device 'cpu:7'"}));
 
   options.devices = {"cpu:0", "cpu:1"};
   options.micro_batches = 0;
-  EXPECT_FALSE(ops::Pipeline(model.root.graph(), options).ok());
+  EXPECT_FALSE(Pipeline(model.root.graph(), options).ok());
 
   // A loss of the variables alone has no batch to split.
   Scope root = Scope::NewRootScope();
@@ -273,18 +315,18 @@ TEST(PipelineTest, BadRequestsNameWhatIsWrong) {
   ops::SGD({}).Minimize(root, l, {w.var});
   options.micro_batches = 2;
   options.loss = "l";
-  auto nobatch = ops::Pipeline(root.graph(), options);
+  auto nobatch = Pipeline(root.graph(), options);
   ASSERT_FALSE(nobatch.ok());
   EXPECT_TRUE(MessageHas(nobatch.status(), {"'l' does not depend on a batch"}));
 }
 
 TEST(PipelineTest, ABatchThatDoesNotDivideFailsNamingTheSplit) {
   DeepMlp model(2, false);
-  ops::PipelineOptions options;
+  PipelineOptions options;
   options.devices = {"cpu:0", "cpu:1"};
   options.micro_batches = 4;
   options.loss = model.loss;
-  auto piped = ops::Pipeline(model.root.graph(), options);
+  auto piped = Pipeline(model.root.graph(), options);
   ASSERT_TRUE(piped.ok()) << piped.status().ToString();
   auto session = Session::Create(*piped->graph, Devices(2));
   ASSERT_TRUE(session.ok()) << session.status().ToString();
@@ -303,13 +345,13 @@ TEST(PipelineTest, EachStageStaysWithinItsDevicesMemory) {
   DeviceSpec spec;
   spec.memory_bytes = limit;
   DeviceSet set = DeviceSet::LocalCpus(2, spec).value();
-  ops::PipelineOptions options;
+  PipelineOptions options;
   options.devices = {"cpu:0", "cpu:1"};
   options.micro_batches = 4;
   options.loss = model.loss;
   options.device_set = &set;
   options.costs.unknown_dim = 64;
-  auto piped = ops::Pipeline(model.root.graph(), options);
+  auto piped = Pipeline(model.root.graph(), options);
   ASSERT_TRUE(piped.ok()) << piped.status().ToString();
   for (int s = 0; s < 2; ++s) EXPECT_LE(piped->plan.peak_bytes[s], limit) << "stage " << s;
   SessionOptions so = Devices(2);
@@ -329,7 +371,7 @@ TEST(PipelineTest, EachStageStaysWithinItsDevicesMemory) {
   options.devices = {"cpu:0"};
   DeviceSet one = DeviceSet::LocalCpus(1, spec).value();
   options.device_set = &one;
-  auto refused = ops::Pipeline(model.root.graph(), options);
+  auto refused = Pipeline(model.root.graph(), options);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
   EXPECT_TRUE(MessageHas(refused.status(), {"stage 0 on cpu:0"}));

@@ -10,7 +10,9 @@
 //   o.device_set = &set;  // the devices' speeds and memory limits, for choosing the stages
 //   ASSIGN_OR_RETURN(PipelinedGraph p, Pipeline(graph, o));
 //   // A session over o.devices runs p.graph; feeds, the loss and the train target keep their
-//   // names; p.plan has the stages and the predicted step.
+//   // names; p.plan has the stages and the predicted step. The micro-batches' tensors have
+//   // an unknown batch dimension: the session's placer should take it as batch / M
+//   // (SessionOptions::placer.costs.unknown_dim).
 //
 // The stages: the forward pass's nodes (the loss's ancestors that depend on a batch) in
 // topological order are cut into K runs, chosen by the cost model (placer/pipeline_stages.h:
@@ -46,7 +48,7 @@
 #include "placer/device_set.h"
 #include "placer/pipeline_stages.h"
 
-namespace dflow::ops {
+namespace dflow {
 
 struct PipelineOptions {
   std::vector<std::string> devices;  // stage s runs on devices[s]; at least one
@@ -82,6 +84,13 @@ struct PipelinedGraph {
 // Node (or tensor) `name` of the single graph in micro-batch `m` of a pipelined graph.
 std::string MicroBatchName(const std::string& name, int micro_batch);
 
+// The node times of profiled steps of a pipelined graph (Session::MeasuredNodeCosts) as times
+// of `single`'s nodes, for planning again with measured figures (PipelineOptions::costs): a
+// node copied per micro-batch gets the mean of its copies' times, one that ran once its own. A
+// node with no time (folded into another by fusion, so its work is counted where it ran; not
+// needed by the steps profiled) gets 0.
+MeasuredCosts PipelineNodeCosts(const MeasuredCosts& pipelined, const Graph& single);
+
 // `single` may be validated already or not (a copy is then validated). Errors: InvalidArgument
 // for no devices, M < 1, a graph that fails validation, a loss that does not depend on a batch,
 // a split point that is not a forward node or out of order, fewer forward nodes than stages,
@@ -90,4 +99,4 @@ std::string MicroBatchName(const std::string& name, int micro_batch);
 // devices' memory (naming the stage, its device and the bytes).
 Result<PipelinedGraph> Pipeline(const Graph& single, const PipelineOptions& options);
 
-}  // namespace dflow::ops
+}  // namespace dflow

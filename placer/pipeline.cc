@@ -1,8 +1,9 @@
-#include "rewrite/pipeline.h"
+#include "placer/pipeline.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <unordered_map>
 
@@ -12,8 +13,17 @@
 #include "ops/math_ops.h"
 #include "rewrite/split_variables.h"
 
-namespace dflow::ops {
+namespace dflow {
 namespace {
+
+using ops::Add;
+using ops::AddN;
+using ops::Concat;
+using ops::Identity;
+using ops::Mul;
+using ops::NoOp;
+using ops::ScalarConst;
+using ops::Split;
 
 constexpr int kNone = -1;
 
@@ -188,6 +198,40 @@ class Pipeliner {
       }
     }
     averaged_.insert(*loss);
+    // The per-micro-batch nodes a step needs: those whose values reach a node kept once (an
+    // update, through its gradient or a control edge) or a mean or gather. The others (an
+    // input's gradient nothing reads, a metric nobody gathers) run only when fetched, outside
+    // the schedule.
+    needed_.assign(n, false);
+    std::vector<int> stack2;
+    auto need = [&](int id) {
+      if (!needed_[id]) {
+        needed_[id] = true;
+        stack2.push_back(id);
+      }
+    };
+    for (int id : averaged_) need(id);
+    for (int id : gathered_) need(id);
+    for (int id = 0; id < n; ++id) {
+      if (per_mb_[id]) continue;
+      const Node& node = g_.node(id);
+      for (const Endpoint& in : node.inputs()) {
+        if (per_mb_[in.node]) need(in.node);
+      }
+      for (int c : node.control_inputs()) {
+        if (per_mb_[c]) need(c);
+      }
+    }
+    while (!stack2.empty()) {
+      const int id = stack2.back();
+      stack2.pop_back();
+      for (const Endpoint& in : g_.node(id).inputs()) {
+        if (per_mb_[in.node]) need(in.node);
+      }
+      for (int c : g_.node(id).control_inputs()) {
+        if (per_mb_[c]) need(c);
+      }
+    }
     return Status::OK();
   }
 
@@ -274,7 +318,7 @@ class Pipeliner {
     chain.activation_bytes.assign(n, 0);
     for (int id : items_) chain.names.push_back(g_.node(id).name());
     for (int id = 0; id < g_.num_nodes(); ++id) {
-      if (item_of_[id] == kNone) continue;
+      if (item_of_[id] == kNone || !needed_[id]) continue;
       auto& time = forward_[id] ? chain.forward_s : chain.backward_s;
       for (int s = 0; s < k_; ++s) time[item_of_[id]][s] += model.Compute(id, ds[s]);
       if (forward_[id]) chain.activation_bytes[item_of_[id]] += model.ActivationBytes(id);
@@ -304,7 +348,7 @@ class Pipeliner {
         r = r == kNone ? item_of_[id] : std::min(r, item_of_[id]);
       }
     }
-    const std::map<int, int> group = VariableGroups(g_);
+    const std::map<int, int> group = ops::VariableGroups(g_);
     std::map<int, int> group_item;
     for (const auto& [var, root] : group) {
       if (first_reader[var] == kNone) continue;
@@ -327,11 +371,14 @@ class Pipeliner {
     std::vector<double> ahead(n + 1, 0), back(n + 1, 0);
     const auto consumers = g_.Consumers();
     for (int id = 0; id < g_.num_nodes(); ++id) {
-      if (item_of_[id] == kNone) continue;
+      if (item_of_[id] == kNone || !needed_[id]) continue;
       for (int o = 0; o < g_.node(id).num_outputs(); ++o) {
         int lo = item_of_[id], hi = item_of_[id];
         for (const auto& [c, slot] : consumers[id]) {
-          if (slot < 0 || item_of_[c] == kNone || g_.node(c).inputs()[slot].index != o) continue;
+          if (slot < 0 || item_of_[c] == kNone || !needed_[c] ||
+              g_.node(c).inputs()[slot].index != o) {
+            continue;
+          }
           lo = std::min(lo, item_of_[c]);
           hi = std::max(hi, item_of_[c]);
         }
@@ -472,9 +519,8 @@ class Pipeliner {
     std::vector<Output> outs;
     for (int k = 0; k < node.num_outputs(); ++k) outs.push_back(root_.OutputOf(copy, k));
     out_[m][id] = std::move(outs);
-    if (per_mb_[id] && stage_[id] != kNone) {
-      unit_of_[copy] = UnitIndex(stage_[id], !forward_[id], m);
-      units_[unit_of_[copy]].push_back(copy);
+    if (per_mb_[id] && needed_[id] && stage_[id] != kNone) {
+      AddToUnit(copy, UnitIndex(stage_[id], !forward_[id], m));
     }
     return Status::OK();
   }
@@ -490,10 +536,20 @@ class Pipeliner {
         const Scope on =
             root_.WithNameScope(fmt::format("{}_{}/microbatch_mean", producer.name(), at.index))
                 .WithDevice(StageDevice(at.node));
+        // Each add (and the scaling) joins its micro-batch's backward unit, so the schedule
+        // runs it before the stage moves on: a stage holds the sum and one gradient at a time.
+        const bool scheduled = per_mb_[at.node] && stage_[at.node] != kNone;
+        auto join = [&](const Output& added, int m) {
+          if (scheduled) AddToUnit(added.node_id(), UnitIndex(stage_[at.node], true, m));
+        };
         Output sum = out_[0][at.node][at.index];
-        for (int m = 1; m < m_; ++m) sum = Add(on, sum, out_[m][at.node][at.index]);
+        for (int m = 1; m < m_; ++m) {
+          sum = Add(on, sum, out_[m][at.node][at.index]);
+          join(sum, m);
+        }
         if (m_ > 1) {
           sum = Mul(on, sum, ScalarConst(on, producer.output_dtype(at.index), 1.0 / m_));
+          join(sum, m_ - 1);
         }
         it = done.emplace(std::make_pair(at.node, at.index), sum).first;
       }
@@ -527,6 +583,10 @@ class Pipeliner {
   }
 
   int UnitIndex(int stage, bool backward, int m) const { return (stage * 2 + backward) * m_ + m; }
+  void AddToUnit(int new_id, int unit) {
+    unit_of_[new_id] = unit;
+    units_[unit].push_back(new_id);
+  }
 
   // Control edges that make each stage run its units in the schedule's order: each unit's first
   // nodes (those with no input in the unit) wait for a NoOp over the previous unit's nodes.
@@ -540,9 +600,19 @@ class Pipeliner {
         auto nodes = units_.find(unit);
         if (nodes == units_.end()) continue;
         if (previous != kNone) {
+          // The previous unit's sinks (nodes no node of the unit reads): every node of the
+          // unit comes before one of them. Waiting on the others would pin them against
+          // fusion (a MatMul into the BiasAdd and ReLU after it, rewrite/fusion.h).
           const std::vector<int>& before = units_.at(previous);
+          std::set<int> read_inside;
+          for (int id : before) {
+            for (const Endpoint& in : graph.node(id).inputs()) read_inside.insert(in.node);
+            for (int c : graph.node(id).control_inputs()) read_inside.insert(c);
+          }
           std::vector<Output> wait;
-          for (int id : before) wait.push_back(root_.OutputOf(id));
+          for (int id : before) {
+            if (!read_inside.count(id)) wait.push_back(root_.OutputOf(id));
+          }
           const std::string done =
               fmt::format("pipeline/stage{}/{}{}_done", s,
                           unit_info_[previous].backward ? "backward" : "forward",
@@ -573,6 +643,7 @@ class Pipeliner {
   const int k_, m_;
   Scope root_ = Scope::NewRootScope();
   std::vector<bool> per_mb_, reduced_reader_, forward_;
+  std::vector<bool> needed_;  // per-micro-batch nodes a training step needs
   std::vector<GradUse> grad_uses_;
   std::set<int> averaged_, gathered_;
   std::vector<int> items_;    // forward nodes in topological order
@@ -617,6 +688,35 @@ std::string PipelinedGraph::Summary(const std::vector<double>& limits) const {
   return s;
 }
 
+MeasuredCosts PipelineNodeCosts(const MeasuredCosts& pipelined, const Graph& single) {
+  MeasuredCosts out;
+  for (const auto& [device, nodes] : pipelined.seconds) {
+    std::map<std::string, std::pair<double, int>> copies;  // single-graph name -> (sum, count)
+    auto& mine = out.seconds[device];
+    for (const auto& [name, seconds] : nodes) {
+      int m = -1, end = 0;
+      if (std::sscanf(name.c_str(), "microbatch%d/%n", &m, &end) == 1 && end > 0) {
+        auto& c = copies[name.substr(end)];
+        c.first += seconds;
+        c.second++;
+      } else if (single.FindNode(name)) {
+        mine[name] = seconds;
+      }
+    }
+    for (int id = 0; id < single.num_nodes(); ++id) {
+      const std::string& name = single.node(id).name();
+      if (mine.count(name)) continue;
+      auto it = copies.find(name);
+      if (it != copies.end()) {
+        mine[name] = it->second.first / it->second.second;
+      } else if (single.node(id).role() != OpRole::kPlaceholder) {
+        mine[name] = 0;
+      }
+    }
+  }
+  return out;
+}
+
 Result<PipelinedGraph> Pipeline(const Graph& single, const PipelineOptions& options) {
   if (options.devices.empty()) return InvalidArgument("pipeline: no devices given");
   if (options.micro_batches < 1) {
@@ -629,4 +729,4 @@ Result<PipelinedGraph> Pipeline(const Graph& single, const PipelineOptions& opti
   return Pipeliner(copy, options).Run();
 }
 
-}  // namespace dflow::ops
+}  // namespace dflow
