@@ -597,9 +597,12 @@ TEST(OpPropertiesTest, FusionTraitsNameRegisteredOps) {
     if (!def->gradient_of.empty()) {
       EXPECT_NE(OpRegistry::Global().Find(def->gradient_of), nullptr) << op;
     }
+    if (f.kind == OpFusion::Kind::kAccumulate) {
+      EXPECT_TRUE(def->commutative) << op << ": either input may be the product";
+    }
     if (def->row_wise_update) EXPECT_TRUE(def->stateful) << op;
   }
-  EXPECT_EQ(heads, 4);  // MatMul, Conv2D, MaxPool, ApplySGD
+  EXPECT_EQ(heads, 5);  // MatMul, Conv2D, MaxPool, ApplySGD, Add
   EXPECT_EQ(OpRegistry::Global().Find("Placeholder")->role, OpRole::kPlaceholder);
   EXPECT_EQ(OpRegistry::Global().Find("Variable")->role, OpRole::kVariable);
   EXPECT_EQ(OpRegistry::Global().Find("_Send")->role, OpRole::kSend);
