@@ -30,6 +30,63 @@ namespace {
 
 using dnnl::memory;
 
+memory::desc MatrixDesc(int64_t rows, int64_t cols, bool transposed) {
+  return memory::desc({rows, cols}, memory::data_type::f32,
+                      transposed ? memory::dims{1, rows} : memory::dims{cols, 1});
+}
+
+// dst = old + scale * (a x b) for a [m, k] and b [k, n] (after the transposes) as one oneDNN
+// matmul: with `old` null, old is dst itself (a sum post-op); otherwise it is read from `old`
+// (a binary add post-op, no copy first). `scale` null: 1.
+Status AddProduct(KernelContext& ctx, const Tensor& a, bool ta, const Tensor& b, bool tb, int64_t m,
+                  int64_t k, int64_t n, const float* scale, const void* old, void* dst) {
+  struct Prim {
+    dnnl::matmul prim;
+    memory::desc scratch;
+  };
+  const bool in_place = old == nullptr, scaled = scale != nullptr;
+  const std::string key =
+      fmt::format("matmul_add:{}:{}:{}:{}:{}:{}:{}", ta, tb, m, k, n, in_place, scaled);
+  auto p = PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (scaled) attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+    dnnl::post_ops ops;
+    if (in_place) {
+      ops.append_sum(1.f);
+    } else {
+      ops.append_binary(dnnl::algorithm::binary_add, MatrixDesc(m, n, false));
+    }
+    attr.set_post_ops(ops);
+    dnnl::matmul::primitive_desc pd(
+        dnnl::matmul::desc(MatrixDesc(m, k, ta), MatrixDesc(k, n, tb), MatrixDesc(m, n, false)),
+        attr, CpuEngine());
+    return std::make_shared<const Prim>(Prim{dnnl::matmul(pd), pd.scratchpad_desc()});
+  });
+  const auto& e = CpuEngine();
+  TempBuffers temp(ctx.allocator());
+  ASSIGN_OR_RETURN(void* scratch_data, temp.Get(p->scratch.get_size()));
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_SRC, memory(MatrixDesc(m, k, ta), e, const_cast<void*>(a.raw_data()))},
+      {DNNL_ARG_WEIGHTS, memory(MatrixDesc(k, n, tb), e, const_cast<void*>(b.raw_data()))},
+      {DNNL_ARG_DST, memory(MatrixDesc(m, n, false), e, dst)},
+      {DNNL_ARG_SCRATCHPAD, memory(p->scratch, e, scratch_data)}};
+  float scale_value = scaled ? *scale : 1.f;
+  if (scaled) {
+    args.emplace(
+        DNNL_ARG_ATTR_OUTPUT_SCALES,
+        memory(memory::desc({1}, memory::data_type::f32, memory::format_tag::x), e, &scale_value));
+  }
+  if (!in_place) {
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                 memory(MatrixDesc(m, n, false), e, const_cast<void*>(old)));
+  }
+  dnnl::stream& s = ThreadStream();
+  p->prim.execute(s, args);
+  s.wait();
+  return Status::OK();
+}
+
 class MatMulApplySGDKernel : public OpKernel {
  public:
   explicit MatMulApplySGDKernel(const KernelInit& init)
@@ -62,27 +119,9 @@ class MatMulApplySGDKernel : public OpKernel {
     const bool in_place = dst.SharesBufferWith(cur);
     if (k == 0 && !in_place) std::memcpy(dst.raw_data(), cur.raw_data(), cur.num_bytes());
     if (k > 0 && m * n > 0) {
-      auto p = Primitive(m, k, n, in_place);
-      float scale = -lr.data<float>()[0];
-      const auto& e = CpuEngine();
-      memory am(Desc(m, k, ta_), e, a.raw_data()), bm(Desc(k, n, tb_), e, b.raw_data());
-      memory cm(Desc(m, n, false), e, dst.raw_data());
-      memory sm(memory::desc({1}, memory::data_type::f32, memory::format_tag::x), e, &scale);
-      TempBuffers temp(ctx.allocator());
-      ASSIGN_OR_RETURN(void* scratch_data, temp.Get(p->scratch.get_size()));
-      memory scratch(p->scratch, e, scratch_data);
-      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, am},
-                                              {DNNL_ARG_WEIGHTS, bm},
-                                              {DNNL_ARG_DST, cm},
-                                              {DNNL_ARG_ATTR_OUTPUT_SCALES, sm},
-                                              {DNNL_ARG_SCRATCHPAD, scratch}};
-      if (!in_place) {
-        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
-                     memory(Desc(m, n, false), e, cur.raw_data()));
-      }
-      dnnl::stream& s = ThreadStream();
-      p->prim.execute(s, args);
-      s.wait();
+      const float scale = -lr.data<float>()[0];
+      RETURN_IF_ERROR(AddProduct(ctx, a, ta_, b, tb_, m, k, n, &scale,
+                                 in_place ? nullptr : cur.raw_data(), dst.raw_data()));
     }
     cur = dst;
     ctx.set_output(0, cur);
@@ -90,38 +129,6 @@ class MatMulApplySGDKernel : public OpKernel {
   }
 
  private:
-  struct Prim {
-    dnnl::matmul prim;
-    memory::desc scratch;
-  };
-
-  static memory::desc Desc(int64_t rows, int64_t cols, bool transposed) {
-    return memory::desc({rows, cols}, memory::data_type::f32,
-                        transposed ? memory::dims{1, rows} : memory::dims{cols, 1});
-  }
-
-  // `in_place`: the old value is in the destination (a sum post-op); otherwise it is read from
-  // its own buffer (a binary add post-op).
-  std::shared_ptr<const Prim> Primitive(int64_t m, int64_t k, int64_t n, bool in_place) const {
-    std::string key = fmt::format("matmul_sgd:{}:{}:{}:{}:{}:{}", ta_, tb_, m, k, n, in_place);
-    return PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
-      dnnl::primitive_attr attr;
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
-      dnnl::post_ops ops;
-      if (in_place) {
-        ops.append_sum(1.f);
-      } else {
-        ops.append_binary(dnnl::algorithm::binary_add, Desc(m, n, false));
-      }
-      attr.set_post_ops(ops);
-      dnnl::matmul::primitive_desc pd(
-          dnnl::matmul::desc(Desc(m, k, ta_), Desc(k, n, tb_), Desc(m, n, false)), attr,
-          CpuEngine());
-      return std::make_shared<const Prim>(Prim{dnnl::matmul(pd), pd.scratchpad_desc()});
-    });
-  }
-
   VarRef var_;
   const bool ta_, tb_;
 };
@@ -155,58 +162,11 @@ class MatMulAddKernel : public OpKernel {
       if (!in_place) std::memcpy(out->raw_data(), addend.raw_data(), addend.num_bytes());
       return Status::OK();
     }
-    auto p = Primitive(m, k, n, in_place);
-    const auto& e = CpuEngine();
-    memory am(Desc(m, k, ta_), e, const_cast<void*>(a.raw_data()));
-    memory bm(Desc(k, n, tb_), e, const_cast<void*>(b.raw_data()));
-    memory cm(Desc(m, n, false), e, out->raw_data());
-    TempBuffers temp(ctx.allocator());
-    ASSIGN_OR_RETURN(void* scratch_data, temp.Get(p->scratch.get_size()));
-    memory scratch(p->scratch, e, scratch_data);
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, am},
-                                            {DNNL_ARG_WEIGHTS, bm},
-                                            {DNNL_ARG_DST, cm},
-                                            {DNNL_ARG_SCRATCHPAD, scratch}};
-    if (!in_place) {
-      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
-                   memory(Desc(m, n, false), e, const_cast<void*>(addend.raw_data())));
-    }
-    dnnl::stream& s = ThreadStream();
-    p->prim.execute(s, args);
-    s.wait();
-    return Status::OK();
+    return AddProduct(ctx, a, ta_, b, tb_, m, k, n, nullptr, in_place ? nullptr : addend.raw_data(),
+                      out->raw_data());
   }
 
  private:
-  struct Prim {
-    dnnl::matmul prim;
-    memory::desc scratch;
-  };
-
-  static memory::desc Desc(int64_t rows, int64_t cols, bool transposed) {
-    return memory::desc({rows, cols}, memory::data_type::f32,
-                        transposed ? memory::dims{1, rows} : memory::dims{cols, 1});
-  }
-
-  std::shared_ptr<const Prim> Primitive(int64_t m, int64_t k, int64_t n, bool in_place) const {
-    std::string key = fmt::format("matmul_add:{}:{}:{}:{}:{}:{}", ta_, tb_, m, k, n, in_place);
-    return PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
-      dnnl::primitive_attr attr;
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      dnnl::post_ops ops;
-      if (in_place) {
-        ops.append_sum(1.f);
-      } else {
-        ops.append_binary(dnnl::algorithm::binary_add, Desc(m, n, false));
-      }
-      attr.set_post_ops(ops);
-      dnnl::matmul::primitive_desc pd(
-          dnnl::matmul::desc(Desc(m, k, ta_), Desc(k, n, tb_), Desc(m, n, false)), attr,
-          CpuEngine());
-      return std::make_shared<const Prim>(Prim{dnnl::matmul(pd), pd.scratchpad_desc()});
-    });
-  }
-
   const bool ta_, tb_;
 };
 
