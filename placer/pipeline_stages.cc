@@ -114,8 +114,8 @@ class Planner {
            InFlight(s) * (activation_[end] - activation_[begin]);
   }
   bool Fits(int s, int begin, int end) const { return Bytes(s, begin, end) <= d_.memory_bytes[s]; }
-  // One micro-batch's forward and backward work of items [begin, end) on stage s, plus its
-  // transfers in and out (a device also spends time handing tensors over).
+  // One micro-batch's forward and backward work of items [begin, end) on stage s (transfers
+  // are left to the simulated step: they delay a stage's units but take no compute).
   double Work(int s, int begin, int end) const { return work_[s][end] - work_[s][begin]; }
 
   // The cut whose slowest stage is fastest: dynamic programming over (stages, items covered).
