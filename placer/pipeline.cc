@@ -88,12 +88,16 @@ class Pipeliner {
     for (int id : later) RETURN_IF_ERROR(CopyAll(id));
     RETURN_IF_ERROR(AddMeansAndGathers());
     RETURN_IF_ERROR(AddSchedule());
+    RETURN_IF_ERROR(AddEvaluation());
     RETURN_IF_ERROR(root_.status());
     PipelinedGraph result;
     result.graph = root_.graph_ptr();
     result.devices = o_.devices;
     result.plan = plan_;
     for (int id : items_) result.items.push_back(g_.node(id).name());
+    for (int id : gathered_) {
+      result.evaluation[g_.node(id).name()] = EvaluationName(g_.node(id).name());
+    }
     for (int id = 0; id < g_.num_nodes(); ++id) {
       if (stage_[id] != kNone) result.stage_of[g_.node(id).name()] = stage_[id];
     }
@@ -582,6 +586,39 @@ class Pipeliner {
     return root_.status();
   }
 
+  // For each gathered node, a copy of the forward pass to it on the whole batch, outside the
+  // schedule: fetching it needs only the batch placeholders it reads (no labels, no backward).
+  Status AddEvaluation() {
+    std::vector<bool> ancestor(g_.num_nodes(), false);
+    for (int id : gathered_) ancestor[id] = true;
+    const auto& order = g_.topological_order();
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      if (!ancestor[*it]) continue;
+      const Node& node = g_.node(*it);
+      for (const Endpoint& in : node.inputs())
+        ancestor[in.node] = ancestor[in.node] || per_mb_[in.node];
+      for (int c : node.control_inputs()) ancestor[c] = ancestor[c] || per_mb_[c];
+    }
+    std::vector<int> copy(g_.num_nodes(), kNone);
+    for (int id : order) {
+      const Node& node = g_.node(id);
+      if (!ancestor[id] || node.role() == OpRole::kPlaceholder) continue;
+      // Inputs: another evaluation copy, a batch placeholder fed whole, or a node kept once.
+      auto source = [&](int src) { return copy[src] != kNone ? copy[src] : added_[0][src]; };
+      std::vector<Output> inputs;
+      for (const Endpoint& in : node.inputs()) {
+        inputs.push_back(root_.OutputOf(source(in.node), in.index));
+      }
+      std::vector<Output> control;
+      for (int c : node.control_inputs()) control.push_back(root_.OutputOf(source(c)));
+      Scope s = root_.WithOpName(EvaluationName(node.name())).WithDevice(StageDevice(id));
+      if (!control.empty()) s = s.WithControlDependencies(control);
+      copy[id] = s.AddNode(node.op(), inputs, node.attrs());
+      RETURN_IF_ERROR(root_.status());
+    }
+    return Status::OK();
+  }
+
   int UnitIndex(int stage, bool backward, int m) const { return (stage * 2 + backward) * m_ + m; }
   void AddToUnit(int new_id, int unit) {
     unit_of_[new_id] = unit;
@@ -663,6 +700,8 @@ class Pipeliner {
 std::string MicroBatchName(const std::string& name, int micro_batch) {
   return fmt::format("microbatch{}/{}", micro_batch, name);
 }
+
+std::string EvaluationName(const std::string& name) { return "evaluation/" + name; }
 
 std::string PipelinedGraph::Summary(const std::vector<double>& limits) const {
   const StagePlan& p = plan;

@@ -35,7 +35,12 @@
 //     loss that is a mean over the batch, the step is the unsplit step on the whole batch;
 //   - the schedule: control edges order each stage's units (a micro-batch's forward, its
 //     backward) as GPipe or 1F1B does (StageOrder), so a stage holds at most the in-flight
-//     activations the plan counted. Fetching the loss alone runs the backward units too.
+//     activations the plan counted. Fetching the loss alone runs the backward units too;
+//   - for evaluation: each gathered node's forward pass once more, on the whole batch and
+//     outside the schedule, as "evaluation/NAME" (EvaluationName): fetching it needs only the
+//     batch placeholders it reads (no labels) and runs no backward unit. (Under 1F1B the
+//     gathered node itself waits for backward units, which the schedule puts before later
+//     forwards.)
 #pragma once
 
 #include <map>
@@ -75,6 +80,8 @@ struct PipelinedGraph {
   // Stage of each node of the single graph that is copied per micro-batch, and of each
   // variable and shared node that a stage reads.
   std::map<std::string, int> stage_of;
+  // Each gathered node against its forward-only copy (EvaluationName), for inference.
+  std::map<std::string, std::string> evaluation;
 
   // A few lines: the schedule, the predicted step, and per stage its device, nodes, times and
   // memory against the device's limit (`limits`: per stage; empty leaves the limits out).
@@ -83,6 +90,9 @@ struct PipelinedGraph {
 
 // Node (or tensor) `name` of the single graph in micro-batch `m` of a pipelined graph.
 std::string MicroBatchName(const std::string& name, int micro_batch);
+
+// The forward-only copy of gathered node `name` in a pipelined graph: "evaluation/NAME".
+std::string EvaluationName(const std::string& name);
 
 // The node times of profiled steps of a pipelined graph (Session::MeasuredNodeCosts) as times
 // of `single`'s nodes, for planning again with measured figures (PipelineOptions::costs): a

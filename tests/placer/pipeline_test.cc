@@ -139,6 +139,14 @@ TEST_P(PipelineStepTest, EqualsTheUnsplitStep) {
   for (size_t v = 0; v < model.variables.size(); ++v) {
     ExpectNear((*got)[v], (*want)[v], model.variables[v]);
   }
+  // Inference on the trained variables: the forward-only copy of the logits needs no labels.
+  ASSERT_EQ(piped->evaluation.at(model.logits), EvaluationName(model.logits));
+  Session::Feeds images = {Batch(7, 16).front()};
+  auto a = (*one)->Run(images, {single.logits});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = (*many)->Run(images, {EvaluationName(model.logits)}, {}, run);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ExpectNear((*b)[0], (*a)[0], "evaluation logits");
 }
 
 std::vector<Case> Cases() {
