@@ -444,6 +444,35 @@ class Pipeliner {
       }
       stage_[id] = first;
     }
+    // The rest (updates, their optimizer state and learning rates, initializers): an update or
+    // Assign with its variable, another node with its first reader, so that every node of a
+    // stage names the stage's device (Replicate maps each replica's devices by them).
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        const int id = *it;
+        const Node& node = g_.node(id);
+        if (stage_[id] != kNone || node.role() == OpRole::kPlaceholder) continue;
+        const OpDef* def = node.op_def();
+        int stage = kNone;
+        if (def != nullptr && def->stateful && node.role() != OpRole::kVariable) {
+          for (const Endpoint& in : node.inputs()) {
+            if (g_.node(in.node).role() == OpRole::kVariable && stage_[in.node] != kNone) {
+              stage = stage_[in.node];
+              break;
+            }
+          }
+        } else {
+          for (const auto& [c, slot] : consumers[id]) {
+            if (stage_[c] != kNone) stage = stage == kNone ? stage_[c] : std::min(stage, stage_[c]);
+          }
+        }
+        if (stage != kNone) {
+          stage_[id] = stage;
+          changed = true;
+        }
+      }
+    }
   }
 
   std::string StageDevice(int id) const {

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "graph/device_name.h"
 #include "ops/array_ops.h"
 #include "ops/grad_ops.h"
 #include "ops/manip_ops.h"
@@ -28,6 +29,11 @@ class Replicator {
   // `split`: the rewrite that made `single` with variables in row blocks, if one did.
   Replicator(const Graph& single, const ReplicateOptions& options, const SplitVariables* split)
       : g_(single), o_(options), n_(static_cast<int>(options.devices.size())) {
+    if (!options.replica_devices.empty()) {
+      for (size_t k = 0; k < options.replica_devices[0].size(); ++k) {
+        mapped_.emplace(Canonical(options.replica_devices[0][k]), static_cast<int>(k));
+      }
+    }
     if (split != nullptr) {
       whole_reads_.insert(split->whole_reads.begin(), split->whole_reads.end());
       split_ = split->blocks;
@@ -144,6 +150,19 @@ class Replicator {
   // leave their gradients on the servers for one update a step.
   bool backups() const { return ps_mode() && !async() && o_.backup_workers > 0; }
   bool own_batches() const { return async() || backups() || o_.feed_shards; }
+
+  // Replica r's device for a node of the single graph that requests `requested`: its
+  // counterpart among replica_devices[r], or devices[r].
+  // (Devices compare by their parsed names: "cpu:1" requests "/device:CPU:1".)
+  static std::string Canonical(const std::string& device) {
+    auto name = DeviceName::Parse(device);
+    return name.ok() ? name->ToString() : device;
+  }
+  const std::string& DeviceIn(const std::string& requested, int r) const {
+    if (mapped_.empty()) return o_.devices[r];
+    auto it = mapped_.find(Canonical(requested));
+    return it != mapped_.end() ? o_.replica_devices[r][it->second] : o_.devices[r];
+  }
 
   // With parameter servers, a node is kept once (shared) unless it reads a batch (directly or
   // through others); the updates are shared too, their gradients averaged over replicas (or,
@@ -303,10 +322,10 @@ class Replicator {
   }
 
   void AddFeeds() {
-    const Scope first = root_.WithDevice(o_.devices[0]);
     for (int id : g_.topological_order()) {
       const Node& node = g_.node(id);
       if (node.role() != OpRole::kPlaceholder) continue;
+      const Scope first = root_.WithDevice(DeviceIn(node.requested_device(), 0));
       const int fed = first.WithOpName(node.name()).AddNode("Placeholder", {}, node.attrs());
       Output whole = root_.OutputOf(fed);
       const Shape& shape = node.output_shape(0);
@@ -316,7 +335,7 @@ class Replicator {
         out_[0][id] = {whole};
         for (int r = 1; r < n_; ++r) {
           const int own = root_.WithOpName(Name(id, r))
-                              .WithDevice(o_.devices[r])
+                              .WithDevice(DeviceIn(node.requested_device(), r))
                               .AddNode("Placeholder", {}, node.attrs());
           out_[r][id] = {root_.OutputOf(own)};
         }
@@ -367,7 +386,7 @@ class Replicator {
     }
     // A shared node keeps its own device request; a variable goes to its parameter server.
     // (An asynchronous replica's own update goes to its variable's server.)
-    std::string device = o_.devices[r];
+    std::string device = DeviceIn(node.requested_device(), r);
     if (!per_replica_[id]) {
       auto server = server_of_.find(id);
       device = server != server_of_.end() ? server->second : node.requested_device();
@@ -421,23 +440,26 @@ class Replicator {
       return InvalidArgument("Replicate: bucket sizes must be positive ({} and {} given)",
                              o_.first_bucket_bytes, o_.bucket_bytes);
     }
-    // Buckets: consecutive gradients of one dtype up to the bucket's size; a gradient of
-    // own_all_reduce_bytes or more alone (packing it would only copy it twice more).
+    // Buckets: consecutive gradients of one dtype and one device up to the bucket's size; a
+    // gradient of own_all_reduce_bytes or more alone (packing it would only copy it twice more).
     std::vector<std::vector<size_t>> buckets;
     int64_t filled = 0;
     DType dtype = DType::kInvalid;
-    bool alone = false;  // the last bucket holds one big gradient
+    const std::string* device = nullptr;  // the last bucket's (replica 0's)
+    bool alone = false;                   // the last bucket holds one big gradient
     for (size_t i = 0; i < grads.size(); ++i) {
       const Node& p = g_.node(grads[i].at.node);
       const int64_t bytes = p.output_shape(grads[i].at.index).num_elements() *
                             DTypeSize(p.output_dtype(grads[i].at.index));
       const int64_t cap = buckets.size() <= 1 ? o_.first_bucket_bytes : o_.bucket_bytes;
       const bool big = o_.own_all_reduce_bytes > 0 && bytes >= o_.own_all_reduce_bytes;
-      if (buckets.empty() || p.output_dtype(grads[i].at.index) != dtype || big || alone ||
-          (filled > 0 && filled + bytes > cap)) {
+      const std::string* on = &DeviceIn(p.requested_device(), 0);
+      if (buckets.empty() || p.output_dtype(grads[i].at.index) != dtype || *on != *device || big ||
+          alone || (filled > 0 && filled + bytes > cap)) {
         buckets.emplace_back();
         filled = 0;
         dtype = p.output_dtype(grads[i].at.index);
+        device = on;
       }
       buckets.back().push_back(i);
       filled += bytes;
@@ -450,10 +472,13 @@ class Replicator {
       for (size_t i : buckets[b]) {
         sizes.push_back(g_.node(grads[i].at.node).output_shape(grads[i].at.index).num_elements());
       }
-      // Each replica's bucket: its gradients flattened end to end.
+      // Each replica's bucket: its gradients flattened end to end, on its device for them.
+      const std::string& requested = g_.node(grads[buckets[b][0]].at.node).requested_device();
+      std::vector<std::string> devices;
+      for (int r = 0; r < n_; ++r) devices.push_back(DeviceIn(requested, r));
       std::vector<Output> packed;
       for (int r = 0; r < n_; ++r) {
-        const Scope on = scope.WithDevice(o_.devices[r]);
+        const Scope on = scope.WithDevice(devices[r]);
         std::vector<Output> flat;
         for (size_t i : buckets[b]) {
           const auto& outs = out_[r][grads[i].at.node];
@@ -464,12 +489,12 @@ class Replicator {
         }
         packed.push_back(flat.size() == 1 ? flat[0] : Concat(on, flat, 0));
       }
-      std::vector<Output> mean = n_ == 1 ? packed
-                                         : AllReduce(scope, packed, o_.devices,
-                                                     {Reduction::kMean, o_.chunk_bytes, o_.hosts});
+      std::vector<Output> mean =
+          n_ == 1 ? packed
+                  : AllReduce(scope, packed, devices, {Reduction::kMean, o_.chunk_bytes, o_.hosts});
       RETURN_IF_ERROR(root_.status());
       for (int r = 0; r < n_; ++r) {
-        const Scope on = scope.WithDevice(o_.devices[r]);
+        const Scope on = scope.WithDevice(devices[r]);
         std::vector<Output> parts =
             sizes.size() == 1 ? std::vector<Output>{mean[r]} : SplitV(on, mean[r], sizes, 0);
         for (size_t k = 0; k < buckets[b].size() && k < parts.size(); ++k) {
@@ -498,7 +523,7 @@ class Replicator {
     for (int id : averaged_) {
       std::vector<Output> copies;
       for (int r = 0; r < n_; ++r) copies.push_back(out_[r][id][0]);
-      const Scope first = root_.WithDevice(o_.devices[0]);
+      const Scope first = root_.WithDevice(DeviceIn(g_.node(id).requested_device(), 0));
       const DType dtype = g_.node(id).output_dtype(0);
       Output sum = n_ == 1 ? copies[0] : AddN(first, copies);
       Mul(first.WithOpName(g_.node(id).name()), sum, ScalarConst(first, dtype, 1.0 / n_));
@@ -515,11 +540,12 @@ class Replicator {
       for (int r = 1; r < n_; ++r) {
         // Through an Identity on the first device: an Assign is placed with every Variable it
         // reads, and the two copies live on different devices.
-        const Scope on = root_.WithDevice(o_.devices[r]);
+        const std::string& requested = g_.node(id).requested_device();
+        const Scope on = root_.WithDevice(DeviceIn(requested, r));
         const size_t k = assigns.size();
-        Output value =
-            Identity(root_.WithOpName(fmt::format("{}/read_{}", name, k)).WithDevice(o_.devices[0]),
-                     out_[0][id][0]);
+        Output value = Identity(
+            root_.WithOpName(fmt::format("{}/read_{}", name, k)).WithDevice(DeviceIn(requested, 0)),
+            out_[0][id][0]);
         assigns.push_back(
             Assign(on.WithOpName(fmt::format("{}/sync_{}", name, k)), out_[r][id][0], value));
       }
@@ -532,6 +558,7 @@ class Replicator {
   const Graph& g_;
   const ReplicateOptions& o_;
   const int n_;
+  std::map<std::string, int> mapped_;  // replica_devices[0][k] (Canonical) -> k
   std::set<std::string> whole_reads_;  // Concats standing for split variables
   std::map<std::string, int> split_;   // split variable -> its blocks
   Scope root_ = Scope::NewRootScope();
@@ -563,6 +590,30 @@ Result<ReplicatedGraph> Replicate(const Graph& single, const ReplicateOptions& o
   if (!options.hosts.empty() && options.hosts.size() != options.devices.size()) {
     return InvalidArgument("Replicate: {} devices but {} hosts", options.devices.size(),
                            options.hosts.size());
+  }
+  if (!options.replica_devices.empty()) {
+    const auto& lists = options.replica_devices;
+    if (lists.size() != options.devices.size()) {
+      return InvalidArgument("Replicate: {} devices but {} lists of replica devices",
+                             options.devices.size(), lists.size());
+    }
+    if (!options.parameter_servers.empty()) {
+      return InvalidArgument(
+          "Replicate: replicas over several devices (replica_devices) need all-reduce, not "
+          "parameter servers");
+    }
+    std::set<std::string> seen;
+    for (size_t r = 0; r < lists.size(); ++r) {
+      if (lists[r].size() != lists[0].size()) {
+        return InvalidArgument("Replicate: replica {} has {} devices, replica 0 {}", r,
+                               lists[r].size(), lists[0].size());
+      }
+      for (const std::string& d : lists[r]) {
+        if (!seen.insert(d).second) {
+          return InvalidArgument("Replicate: device '{}' is given twice in replica_devices", d);
+        }
+      }
+    }
   }
   if (options.mode != ReplicateOptions::Mode::kSync && options.parameter_servers.empty()) {
     return InvalidArgument(

@@ -335,11 +335,13 @@ inline Status ExportClassifier(Session& session, const Dataset& test, const Trai
 // session with `options`, calls `ready` (for a summary or a check; its error ends the program),
 // prints `title` and trains with
 // TrainAndReport. Returns the exit status.
+// `eval_logits`: the node the test accuracy fetches, when not `logits` (a pipelined graph's
+// forward-only copy, placer/pipeline.h).
 inline int TrainClassifier(const Scope& root, Params& p, Output logits, Output labels,
                            const TrainFlags& f, const std::string& title,
                            SessionOptions options = {},
                            const std::function<Status(Session&)>& ready = {},
-                           const SessionMaker& make = {}) {
+                           const SessionMaker& make = {}, const std::string& eval_logits = "") {
   auto xent = ops::SparseSoftmaxCrossEntropyWithLogits(root, logits, labels);
   auto loss = ops::ReduceMean(root.WithOpName("loss"), xent.loss);
   ops::Adam adam({.learning_rate = f.lr});
@@ -376,9 +378,10 @@ inline int TrainClassifier(const Scope& root, Params& p, Output logits, Output l
   std::printf("%s: %lld training and %lld test images, batch %lld\n", title.c_str(),
               static_cast<long long>(train->size()), static_cast<long long>(test->size()),
               static_cast<long long>(f.batch_size));
-  int code =
-      TrainAndReport(**session, *train, *test, f,
-                     {.loss = loss.name(), .train_target = step.name(), .logits = logits.name()});
+  int code = TrainAndReport(**session, *train, *test, f,
+                            {.loss = loss.name(),
+                             .train_target = step.name(),
+                             .logits = eval_logits.empty() ? logits.name() : eval_logits});
   if (code != 0 || f.export_onnx.empty()) return code;
   if (Status s = ExportClassifier(**session, *test, f, logits.name()); !s.ok()) return Fail(s);
   return 0;

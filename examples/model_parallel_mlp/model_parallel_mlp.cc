@@ -7,12 +7,21 @@
 // joins the halves with Send/Recv. Prints the placement summary, then trains on Fashion-MNIST.
 // --check-split (its ctest passes it) exits with status 1 unless every device holds nodes.
 //
+// Pipelined (--micro-batches M): instead of the placer's split, the model is cut into stages,
+// one per device (placer/pipeline.h: the cut the cost model finds fastest among those that fit
+// each device's --memory-limit), and every batch flows through them as M micro-batches, 1F1B
+// or GPipe (--schedule), so the devices work at once. Prints the stages and the predicted step.
+// --stages K takes the devices cpu:0 to cpu:K-1 (or, with workers, the first K workers).
+// The test accuracy comes from the pipelined graph's forward-only copy of the logits.
+//
 // Across processes (built with UCX): --local-workers N starts N dflow-worker processes on this
 // host (one core each) and trains across them; --cluster FILE with --token-file FILE uses
 // workers already running (README, "Across processes and hosts"). The placer still plans with
 // --memory-limit per device, but the workers get twice that: a tensor received from
 // another process takes memory of the receiving device as well, which the placer does not
 // count yet.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -23,6 +32,8 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
+#include "placer/pipeline.h"
+#include "runtime/session_devices.h"
 #include "tools/placement_flags.h"
 #ifdef DFLOW_WITH_DISTRIBUTED
 #include "examples/common/local_cluster.h"
@@ -36,6 +47,8 @@ int main(int argc, char** argv) {
   tools::Configure(app, "model_parallel_mlp");
   examples::TrainFlags flags(1);
   int64_t width = 2048;
+  int layers = 2, micro_batches = 0, stages = 0;
+  std::string schedule_name = "1f1b";
   bool check_split = false, log_placement = false;
   // The placer's flags as dflow-run takes them, with this example's defaults.
   tools::PlacementFlags placement;
@@ -43,9 +56,22 @@ int main(int argc, char** argv) {
   placement.memory_limit = "72MiB";
   flags.AddTo(app, {.devices = false});
   app.add_option("--width", width, "Units in each hidden layer")->check(tools::AtLeast(1));
+  app.add_option("--layers", layers, "Hidden layers")->check(CLI::Range(1, 64));
   placement.AddTo(app,
                   "The devices the placer splits the model across: cpu:0,cpu:1,... as "
                   "dflow-run takes them");
+  app.add_option("--micro-batches", micro_batches,
+                 "Pipeline parallelism: stages on the devices, each batch split into M "
+                 "micro-batches that flow through them (0: no pipeline, the placer splits the "
+                 "model)")
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--schedule", schedule_name, "The pipeline's schedule: 1f1b or gpipe")
+      ->check(CLI::IsMember({"1f1b", "gpipe"}));
+  app.add_option("--stages", stages,
+                 "Pipeline stages: the devices cpu:0 to cpu:K-1 (with workers, the first K "
+                 "workers' cpu:0); default: every device, or every worker")
+      ->check(CLI::Range(1, 64))
+      ->excludes("--devices");
   app.add_flag("--log-placement", log_placement, "Print the device of every node");
   app.add_flag("--check-split", check_split,
                "Exit with status 1 unless every device holds nodes (the model was split)");
@@ -59,6 +85,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
     return tools::kUsageError;
   }
+  if (stages > 0) {
+    placement.device_list.clear();
+    for (int k = 0; k < stages; ++k) placement.device_list.push_back(fmt::format("cpu:{}", k));
+  }
+  if ((stages > 0 || app.count("--schedule") > 0) && micro_batches == 0) {
+    std::fprintf(stderr, "error: --stages and --schedule need --micro-batches\n");
+    return tools::kUsageError;
+  }
+  if (micro_batches > 0 && flags.batch_size % micro_batches != 0) {
+    std::fprintf(stderr, "error: --batch-size %lld does not divide into %d micro-batches\n",
+                 static_cast<long long>(flags.batch_size), micro_batches);
+    return tools::kUsageError;
+  }
   const double memory_mib = static_cast<double>(placement.memory_bytes) / (1 << 20);
 
   Scope root = Scope::NewRootScope();
@@ -68,10 +107,14 @@ int main(int argc, char** argv) {
   auto dense = [&](const char* name, Output in, int64_t nin, int64_t nout, uint64_t seed) {
     return examples::Dense(root.WithNameScope(name), p, in, nin, nout, seed);
   };
-  auto h1 = ops::Relu(root, dense("dense1", x, 784, width, flags.seed));
-  auto h2 = ops::Relu(root, dense("dense2", h1, width, width, flags.seed + 1));
-  auto logits =
-      ops::Identity(root.WithOpName("logits"), dense("dense3", h2, width, 10, flags.seed + 2));
+  Output h = ops::Relu(root, dense("dense1", x, 784, width, flags.seed));
+  for (int l = 1; l < layers; ++l) {
+    h = ops::Relu(root,
+                  dense(fmt::format("dense{}", l + 1).c_str(), h, width, width, flags.seed + l));
+  }
+  auto logits = ops::Identity(
+      root.WithOpName("logits"),
+      dense(fmt::format("dense{}", layers + 1).c_str(), h, width, 10, flags.seed + layers));
   SessionOptions options;
   // The placer's estimates use the batch unless --assume-batch says otherwise.
   options.placer.costs.unknown_dim = flags.batch_size;
@@ -85,7 +128,37 @@ int main(int argc, char** argv) {
     if (check_split) return examples::CheckEveryDeviceHoldsNodes(session);
     return Status::OK();
   };
+  // --micro-batches: the graph pipelined over `devices` (their figures and limits in `set`),
+  // its stages printed; the session's placer then sees micro-batches.
+  auto pipelined = [&](const Scope& scope, SessionOptions& o,
+                       const std::vector<std::string>& devices,
+                       const DeviceSet& set) -> Result<std::shared_ptr<Graph>> {
+    PipelineOptions pipe;
+    pipe.devices = devices;
+    pipe.micro_batches = micro_batches;
+    ASSIGN_OR_RETURN(pipe.schedule, ParseSchedule(schedule_name));
+    pipe.loss = "loss";
+    pipe.gathered = {"logits"};
+    pipe.device_set = &set;
+    pipe.costs = o.placer.costs;  // unknown_dim: the whole batch
+    ASSIGN_OR_RETURN(PipelinedGraph piped, Pipeline(scope.graph(), pipe));
+    std::vector<double> limits;
+    if (placement.memory_bytes > 0) {
+      limits.assign(devices.size(), static_cast<double>(placement.memory_bytes));
+    }
+    std::printf("%s", piped.Summary(limits).c_str());
+    o.placer.costs.unknown_dim = std::max<int64_t>(1, o.placer.costs.unknown_dim / micro_batches);
+    return piped.graph;
+  };
   examples::SessionMaker make;
+  if (micro_batches > 0) {
+    make = [&](const Scope& scope, const SessionOptions& o) -> Result<std::unique_ptr<Session>> {
+      SessionOptions mine = o;
+      ASSIGN_OR_RETURN(SessionDevices devices, CreateSessionDevices(mine));
+      ASSIGN_OR_RETURN(auto graph, pipelined(scope, mine, o.devices, devices.set));
+      return Session::Create(*graph, mine);
+    };
+  }
 #ifdef DFLOW_WITH_DISTRIBUTED
   examples::LocalCluster cluster;
   if (cluster_flags.any()) {
@@ -96,8 +169,32 @@ int main(int argc, char** argv) {
     if (!started.ok()) return Fail(started.status());
     cluster = std::move(started).value();
     make = [&](const Scope& scope, const SessionOptions& o) -> Result<std::unique_ptr<Session>> {
+      if (micro_batches == 0) {
+        ASSIGN_OR_RETURN(
+            auto s, distributed::DistributedSession::Create(scope.graph(), o, cluster.options));
+        return std::unique_ptr<Session>(std::move(s));
+      }
+      // A stage on each worker's cpu:0 (the first --stages workers), planned with
+      // --memory-limit per device.
+      const auto& workers = cluster.options.cluster.jobs.at("worker");
+      const int k = stages > 0 ? stages : static_cast<int>(workers.size());
+      if (k > static_cast<int>(workers.size())) {
+        return InvalidArgument("--stages {}: the cluster has {} workers", k, workers.size());
+      }
+      std::vector<std::string> devices;
+      DeviceSet set;
+      for (int t = 0; t < k; ++t) {
+        DeviceSpec spec;
+        spec.name = DeviceName::Full("worker", t, "CPU", 0);
+        if (placement.memory_bytes > 0)
+          spec.memory_bytes = static_cast<double>(placement.memory_bytes);
+        RETURN_IF_ERROR(set.Add(spec));
+        devices.push_back(spec.name.ToString());
+      }
+      SessionOptions mine = o;
+      ASSIGN_OR_RETURN(auto graph, pipelined(scope, mine, devices, set));
       ASSIGN_OR_RETURN(auto s,
-                       distributed::DistributedSession::Create(scope.graph(), o, cluster.options));
+                       distributed::DistributedSession::Create(*graph, mine, cluster.options));
       return std::unique_ptr<Session>(std::move(s));
     };
   }
@@ -106,7 +203,10 @@ int main(int argc, char** argv) {
     return Fail(Unimplemented("this build has no UCX, so no workers"));
   }
 #endif
-  std::string title =
-      "Fashion-MNIST, wide MLP 784-" + std::to_string(width) + "-" + std::to_string(width) + "-10";
-  return examples::TrainClassifier(root, p, logits, labels, flags, title, options, summary, make);
+  std::string title = "Fashion-MNIST, wide MLP 784";
+  for (int l = 0; l < layers; ++l) title += "-" + std::to_string(width);
+  title += "-10";
+  if (micro_batches > 0) title += fmt::format(", pipelined in {} micro-batches", micro_batches);
+  return examples::TrainClassifier(root, p, logits, labels, flags, title, options, summary, make,
+                                   micro_batches > 0 ? EvaluationName("logits") : "");
 }

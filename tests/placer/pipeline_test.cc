@@ -17,6 +17,7 @@
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
 #include "ops/unary_ops.h"
+#include "rewrite/replicate.h"
 #include "runtime/session.h"
 #include "runtime/step_trace.h"
 #include "test_util.h"
@@ -286,6 +287,78 @@ TEST(PipelineTest, ProfiledTimesPlanAgain) {
     EXPECT_GT(again->plan.forward_s[s], 0) << "stage " << s;
     EXPECT_GT(again->plan.backward_s[s], 0) << "stage " << s;
   }
+}
+
+// Two data-parallel replicas of a two-stage pipeline (four devices; Replicate with each
+// replica's stage devices): the step equals the unsplit step on the whole batch, and every
+// device works.
+TEST(PipelineTest, ReplicasOfAPipelineEqualTheUnsplitStep) {
+  for (bool adam : {false, true}) {
+    SCOPED_TRACE(adam ? "Adam" : "SGD");
+    DeepMlp single(4, adam), model(4, adam);
+    PipelineOptions options;
+    options.devices = {"cpu:0", "cpu:1"};
+    options.micro_batches = 4;
+    options.loss = model.loss;
+    options.costs.unknown_dim = 8;
+    auto piped = Pipeline(model.root.graph(), options);
+    ASSERT_TRUE(piped.ok()) << piped.status().ToString();
+    ops::ReplicateOptions replicas;
+    replicas.devices = {"cpu:0", "cpu:2"};
+    replicas.replica_devices = {{"cpu:0", "cpu:1"}, {"cpu:2", "cpu:3"}};
+    replicas.averaged = {model.loss};
+    auto both = ops::Replicate(*piped->graph, replicas);
+    ASSERT_TRUE(both.ok()) << both.status().ToString();
+    // Each stage's gradients are all-reduced between its two copies, none across stages.
+    EXPECT_GE(both->buckets, 2);
+
+    auto one = Session::Create(single.root);
+    ASSERT_TRUE(one.ok()) << one.status().ToString();
+    auto many = Session::Create(*both->graph, Devices(4));
+    ASSERT_TRUE(many.ok()) << many.status().ToString();
+    ASSERT_TRUE((*one)->Run({}, {}, single.init).ok());
+    auto init = (*many)->Run({}, {}, model.init);
+    ASSERT_TRUE(init.ok()) << init.status().ToString();
+    Session::RunOptions run;
+    run.timeout = std::chrono::milliseconds(20000);
+    for (int step = 0; step < 3; ++step) {
+      Session::Feeds feeds = Batch(step, 16);
+      auto a = (*one)->Run(feeds, {single.loss}, {single.step});
+      ASSERT_TRUE(a.ok()) << a.status().ToString();
+      auto b = (*many)->Run(feeds, {model.loss}, {model.step}, run);
+      ASSERT_TRUE(b.ok()) << b.status().ToString();
+      ExpectNear((*b)[0], (*a)[0], fmt::format("loss of step {}", step));
+    }
+    auto want = (*one)->Run({}, single.variables);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    for (int r = 0; r < 2; ++r) {
+      std::vector<std::string> names;
+      for (const auto& v : model.variables) names.push_back(ops::ReplicaName(v, r));
+      auto got = (*many)->Run({}, names);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      for (size_t v = 0; v < names.size(); ++v) ExpectNear((*got)[v], (*want)[v], names[v]);
+    }
+    // Replica 1's second stage runs on cpu:3.
+    const Graph& g = (*many)->graph();
+    for (const char* name : {"replica1/microbatch0/dense3", "replica1/w3"}) {
+      auto id = g.FindNode(name);
+      ASSERT_TRUE(id) << name;
+      EXPECT_EQ((*many)->device_set().DisplayName((*many)->placement().device_of[*id]), "cpu:3")
+          << name;
+    }
+  }
+  // Replica device lists that do not match are refused, naming the replica or the device.
+  DeepMlp model(2, false);
+  ops::ReplicateOptions bad;
+  bad.devices = {"cpu:0", "cpu:2"};
+  bad.replica_devices = {{"cpu:0", "cpu:1"}, {"cpu:2"}};
+  auto uneven = ops::Replicate(model.root.graph(), bad);
+  ASSERT_FALSE(uneven.ok());
+  EXPECT_TRUE(MessageHas(uneven.status(), {"replica 1 has 1 devices"}));
+  bad.replica_devices = {{"cpu:0", "cpu:1"}, {"cpu:2", "cpu:1"}};
+  auto twice = ops::Replicate(model.root.graph(), bad);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_TRUE(MessageHas(twice.status(), {"'cpu:1' is given twice"}));
 }
 
 TEST(PipelineTest, BadRequestsNameWhatIsWrong) {
