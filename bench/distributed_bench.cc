@@ -9,6 +9,8 @@
 //                          master and back;
 //   BM_ModelParallelStep2Proc   the wide MLP's training step (placer_bench's) over two
 //                          dflow-workers of one core each, against two in-process devices;
+//   BM_PipelineStep2Proc   placer_bench's pipelined step (two stages, 1F1B, 8 micro-batches) with
+//                          each stage on a dflow-worker of one core;
 //   BM_AllReduce2Proc      the ring all-reduce of 256 KiB, 4 MiB and 64 MiB between two
 //                          dflow-workers (scripts/bench.sh: against MPI_Allreduce and gloo);
 //                          DFLOW_ALLREDUCE_TRACE=FILE writes FILE.BYTES, a timeline of three
@@ -44,8 +46,10 @@
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
 #include "ops/unary_ops.h"
+#include "placer/pipeline.h"
 #include "rewrite/all_reduce.h"
 #include "rewrite/replicate.h"
+#include "runtime/calibration.h"
 #include "runtime/step_trace.h"
 #include "runtime/train/checkpointer.h"
 #include "transport/ucx/ucx_transport.h"
@@ -634,6 +638,72 @@ BENCHMARK(BM_ModelParallelStep2Proc)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(3.0)
     ->UseRealTime();
+
+// Pipeline parallelism across processes: placer_bench's BM_PipelineStep/3 (bench::DeepMlp, batch
+// kPipelineBatch, two stages planned with kPipelineLimit each, 1F1B, 8 micro-batches) with the
+// stages on two dflow-workers of one core each. The workers have twice the limit, as in
+// BM_ModelParallelStep2Proc (received tensors are not counted by the placer yet). Reports the
+// plan's predicted step.
+void BM_PipelineStep2Proc(benchmark::State& state) {
+  bench::DeepMlp m(bench::kPipelineLayers, bench::kPipelineWidth, bench::kPipelineInputs);
+  auto workers = StartWorkers({"--memory-limit", "128MiB"});
+  if (!workers.ok()) {
+    state.SkipWithError(workers.status().ToString().c_str());
+    return;
+  }
+  // The plan's figures: this host's CPU as calibrated with one thread, as the workers run.
+  auto calibration = CachedCpuCalibration(1);
+  if (!calibration.ok()) {
+    state.SkipWithError(calibration.status().ToString().c_str());
+    return;
+  }
+  PipelineOptions pipeline;
+  DeviceSet set;
+  for (int t = 0; t < 2; ++t) {
+    DeviceSpec spec = calibration->Apply({});
+    spec.name = DeviceName::Full("worker", t, "CPU", 0);
+    spec.memory_bytes = bench::kPipelineLimit;
+    if (Status s = set.Add(spec); !s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      return;
+    }
+    pipeline.devices.push_back(spec.name.ToString());
+  }
+  pipeline.micro_batches = 8;
+  pipeline.schedule = PipelineSchedule::k1F1B;
+  pipeline.loss = m.loss.node_name();
+  pipeline.device_set = &set;
+  pipeline.costs.unknown_dim = bench::kPipelineBatch;
+  auto piped = Pipeline(m.root.graph(), pipeline);
+  if (!piped.ok()) {
+    state.SkipWithError(piped.status().ToString().c_str());
+    return;
+  }
+  SessionOptions options;
+  options.device_memory_bytes = bench::kPipelineLimit;
+  options.placer.costs.unknown_dim = bench::kPipelineBatch / pipeline.micro_batches;
+  auto session =
+      distributed::DistributedSession::Create(*piped->graph, options, (*workers)->cluster);
+  if (!session.ok()) {
+    state.SkipWithError(session.status().ToString().c_str());
+    return;
+  }
+  if (Status s = (*session)->Run({}, {}, m.init).status(); !s.ok()) {
+    state.SkipWithError(s.ToString().c_str());
+    return;
+  }
+  const Session::Feeds feeds = m.Batch(bench::kPipelineBatch);
+  for (int i = 0; i < 3; ++i) (void)(*session)->Run(feeds, {m.loss.name()}, {m.step.name()});
+  for (auto _ : state) {
+    auto out = (*session)->Run(feeds, {m.loss.name()}, {m.step.name()});
+    if (!out.ok()) {
+      state.SkipWithError(out.status().ToString().c_str());
+      break;
+    }
+  }
+  state.counters["predicted_ms"] = piped->plan.predicted_step_s * 1e3;
+}
+BENCHMARK(BM_PipelineStep2Proc)->Unit(benchmark::kMillisecond)->MinTime(3.0)->UseRealTime();
 
 }  // namespace
 }  // namespace dflow

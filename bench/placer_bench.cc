@@ -96,10 +96,11 @@ BENCHMARK(BM_ModelParallelStep)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->
 //      activations: no cut fits the limit)
 // The pipelined mode reports the plan's predicted step (predicted_ms) and the prediction from
 // the node times of profiled steps (profiled_predicted_ms).
-constexpr int kPipelineLayers = 4;
-constexpr int64_t kPipelineWidth = 1024, kPipelineInputs = 1536;
-constexpr int64_t kPipelineBatch = 1024;
-constexpr double kPipelineLimit = 64.0 * (1 << 20);
+using bench::kPipelineBatch;
+using bench::kPipelineInputs;
+using bench::kPipelineLayers;
+using bench::kPipelineLimit;
+using bench::kPipelineWidth;
 
 void BM_PipelineStep(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(0));

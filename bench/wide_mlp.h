@@ -56,6 +56,13 @@ struct WideMlp {
   }
 };
 
+// The pipeline benchmarks' model and batch (placer_bench's BM_PipelineStep, distributed_bench's
+// BM_PipelineStep2Proc): training it needs about twice one device's kPipelineLimit.
+inline constexpr int kPipelineLayers = 4;
+inline constexpr int64_t kPipelineWidth = 1024, kPipelineInputs = 1536;
+inline constexpr int64_t kPipelineBatch = 1024;
+inline constexpr double kPipelineLimit = 64.0 * (1 << 20);
+
 // The pipeline benchmark's model: `layers` dense layers (ReLU) of width `width` and a 10-way
 // head on [batch, inputs] inputs, Adam. A layer's work is its forward product and its weight
 // gradient's, and its input gradient's except in the first layer: with inputs = 1.5 x width

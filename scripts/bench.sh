@@ -271,6 +271,16 @@ if os.path.exists(dpath):
               f"(predicted {two['predicted_ms']:.2f}ms) in_process_two_devices="
               f"{one['real_time']:.2f}ms (predicted {one['predicted_ms']:.2f}ms) "
               f"ratio={two['real_time'] / one['real_time']:.2f}")
+    pp2 = dist.get("BM_PipelineStep2Proc/min_time:3.000/real_time")
+    if pp2 and all(pp.values()):
+        # The pipeline's stages on two dflow-workers of one core each, against placer_bench's
+        # one device of one thread and of both threads (targets as above).
+        t2 = pp2["real_time"]
+        print(f"bench pipeline_step_2stage_2proc: step={t2:.1f}ms "
+              f"one_device_1thread={t[0]:.1f}ms speedup={t[0] / t2:.2f} target=1.6 "
+              f"one_device_2threads={t[1]:.1f}ms throughput_ratio={t[1] / t2:.2f} target=0.9 "
+              f"in_process={t[3]:.1f}ms predicted={pp2['predicted_ms']:.1f}ms "
+              f"predicted/measured={pp2['predicted_ms'] / t2:.2f}")
     prof = dist.get("BM_ModelParallelStep2Proc/2/min_time:3.000/real_time")
     if prof:
         # Placed again with the node times of profiled steps (dflow-run --save-costs).

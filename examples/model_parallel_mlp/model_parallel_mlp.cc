@@ -33,6 +33,7 @@
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
 #include "placer/pipeline.h"
+#include "runtime/calibration.h"
 #include "runtime/session_devices.h"
 #include "tools/placement_flags.h"
 #ifdef DFLOW_WITH_DISTRIBUTED
@@ -181,10 +182,16 @@ int main(int argc, char** argv) {
       if (k > static_cast<int>(workers.size())) {
         return InvalidArgument("--stages {}: the cluster has {} workers", k, workers.size());
       }
+      // The figures: this host's CPU calibrated with one thread, as the local workers run
+      // (--fixed-costs: the defaults).
+      CpuCalibration calibration;
+      if (!placement.fixed_costs) {
+        ASSIGN_OR_RETURN(calibration, CachedCpuCalibration(1));
+      }
       std::vector<std::string> devices;
       DeviceSet set;
       for (int t = 0; t < k; ++t) {
-        DeviceSpec spec;
+        DeviceSpec spec = placement.fixed_costs ? DeviceSpec{} : calibration.Apply({});
         spec.name = DeviceName::Full("worker", t, "CPU", 0);
         if (placement.memory_bytes > 0)
           spec.memory_bytes = static_cast<double>(placement.memory_bytes);
