@@ -10,6 +10,10 @@
 // contention between devices included). --trace writes a Chrome trace / Perfetto timeline
 // of every step (runtime/step_trace.h). Output files are checked before the first step, and
 // with --checkpoint-every N the variables are saved every N steps as well as at the end.
+// --micro-batches M pipelines a training graph (placer/pipeline.h): stages on the devices
+// (--stages K: cpu:0 to cpu:K-1; on a cluster, a worker each), the fed batch split into M
+// micro-batches, 1F1B or GPipe (--schedule); --loss names the loss (default "loss"), --gather
+// the per-example nodes to fetch whole. The stages and the predicted step go to stderr.
 // --save-graph writes the graph (an ONNX model as imported; --trainable: its initializers as
 // variables) to a .dfg file and runs nothing; --export-onnx writes what the fetches depend on,
 // with the variables' values after the steps, as an ONNX model.
@@ -46,6 +50,8 @@
 #if DFLOW_HAS_ONNX
 #include "onnx/onnx_export.h"
 #endif
+#include "runtime/session_devices.h"
+#include "tools/pipeline_flags.h"
 #include "tools/placement_flags.h"
 
 using namespace dflow;
@@ -174,6 +180,8 @@ int main(int argc, char** argv) {
                   "/job:localhost/task:0/device:CPU:1). Default: cpu:0 up to the highest CPU a "
                   "node of the graph requests (a graph pinned to cpu:3 gets cpu:0 .. cpu:3) and "
                   "the other devices nodes request, or one CPU when none is requested");
+  tools::PipelineFlags pipeline;
+  pipeline.AddTo(app, /*graph_names=*/true, "--devices");
   app.add_option("--cost-file", cost_file, "Measured per-node seconds (JSON) for the placer");
   app.add_option("--save-costs", save_costs,
                  "Time every node in the steps after the first and write the means to this JSON "
@@ -228,6 +236,7 @@ int main(int argc, char** argv) {
                  "left (default: a job of its own, ended with the run)");
   if (auto code = tools::Parse(app, argc, argv)) return *code;
   if (Status s = placement.Check(); !s.ok()) return Fail(s, kUsageError);
+  if (Status s = pipeline.Check(app); !s.ok()) return Fail(s, kUsageError);
   const bool on_cluster = !cluster_file.empty() || !rendezvous.empty();
   if (!job.empty() && !on_cluster) {
     return Fail(InvalidArgument("--job goes with --cluster or --rendezvous"), kUsageError);
@@ -337,11 +346,47 @@ int main(int argc, char** argv) {
     if (!matched.ok()) return Fail(matched.status(), kRunError);
     feeds.emplace_back(name, std::move(*matched));
   }
+  // --micro-batches: the graph cut into stages over `devices`; the batch to split is a fed
+  // placeholder's whose first dimension is unknown (--assume-batch for the plan when given).
+  auto pipelined = [&](const std::vector<std::string>& devices, const DeviceSet& set) -> Status {
+    if (!graph->validated()) RETURN_IF_ERROR(graph->Validate());
+    int64_t batch = 0;
+    for (const auto& [name, tensor] : feeds) {
+      auto id = graph->FindNode(name);
+      const Shape& shape = graph->node(*id).output_shape(0);
+      if (shape.rank() > 0 && shape.dims()[0] < 0 && tensor.shape().rank() > 0) {
+        batch = tensor.shape().dims()[0];
+        break;
+      }
+    }
+    if (batch == 0) {
+      return InvalidArgument(
+          "--micro-batches: no batch to split; feed a placeholder whose first dimension is "
+          "unknown");
+    }
+    ASSIGN_OR_RETURN(
+        PipelinedGraph piped,
+        pipeline.Apply(*graph, devices, set, batch, static_cast<double>(placement.memory_bytes),
+                       stderr, &options.placer.costs.unknown_dim));
+    *graph = *piped.graph;
+    return Status::OK();
+  };
   Result<std::unique_ptr<Session>> session = Internal("no session");
 #ifdef DFLOW_WITH_DISTRIBUTED
   std::unique_ptr<distributed::RendezvousServer> workers_joined;  // the workers stay while it does
 #endif
   if (!on_cluster) {
+    if (pipeline.on()) {
+      options.devices = pipeline.LocalDevices(options.devices);
+      if (options.devices.empty()) {
+        return Fail(InvalidArgument("--micro-batches needs the stages' devices: --devices or "
+                                    "--stages"),
+                    kUsageError);
+      }
+      auto devices = CreateSessionDevices(options);
+      if (!devices.ok()) return Fail(devices.status(), kRunError);
+      if (Status s = pipelined(options.devices, devices->set); !s.ok()) return Fail(s, kRunError);
+    }
     session = Session::Create(std::move(*graph), options);
   } else {
 #ifdef DFLOW_WITH_DISTRIBUTED
@@ -363,6 +408,16 @@ int main(int argc, char** argv) {
       auto spec = distributed::ClusterSpec::Load(cluster_file);
       if (!spec.ok()) return Fail(spec.status(), kRunError);
       cluster.cluster = *spec;
+    }
+    if (pipeline.on()) {
+      // A stage on each worker's cpu:0, planned with this host's CPU at one thread a worker.
+      DeviceSet set;
+      auto workers = cluster.cluster.jobs.find("worker");
+      auto devices = pipeline.WorkerDevices(
+          workers == cluster.cluster.jobs.end() ? 0 : static_cast<int>(workers->second.size()), 1,
+          placement.fixed_costs, static_cast<double>(placement.memory_bytes), &set);
+      if (!devices.ok()) return Fail(devices.status(), kRunError);
+      if (Status s = pipelined(*devices, set); !s.ok()) return Fail(s, kRunError);
     }
     auto made = distributed::DistributedSession::Create(std::move(*graph), options, cluster);
     if (made.ok()) {

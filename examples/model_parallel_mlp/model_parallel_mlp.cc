@@ -32,9 +32,8 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
-#include "placer/pipeline.h"
-#include "runtime/calibration.h"
 #include "runtime/session_devices.h"
+#include "tools/pipeline_flags.h"
 #include "tools/placement_flags.h"
 #ifdef DFLOW_WITH_DISTRIBUTED
 #include "examples/common/local_cluster.h"
@@ -48,8 +47,8 @@ int main(int argc, char** argv) {
   tools::Configure(app, "model_parallel_mlp");
   examples::TrainFlags flags(1);
   int64_t width = 2048;
-  int layers = 2, micro_batches = 0, stages = 0;
-  std::string schedule_name = "1f1b";
+  int layers = 2;
+  tools::PipelineFlags pipeline;  // --micro-batches, --stages, --schedule
   bool check_split = false, log_placement = false;
   // The placer's flags as dflow-run takes them, with this example's defaults.
   tools::PlacementFlags placement;
@@ -61,18 +60,8 @@ int main(int argc, char** argv) {
   placement.AddTo(app,
                   "The devices the placer splits the model across: cpu:0,cpu:1,... as "
                   "dflow-run takes them");
-  app.add_option("--micro-batches", micro_batches,
-                 "Pipeline parallelism: stages on the devices, each batch split into M "
-                 "micro-batches that flow through them (0: no pipeline, the placer splits the "
-                 "model)")
-      ->check(CLI::Range(0, 4096));
-  app.add_option("--schedule", schedule_name, "The pipeline's schedule: 1f1b or gpipe")
-      ->check(CLI::IsMember({"1f1b", "gpipe"}));
-  app.add_option("--stages", stages,
-                 "Pipeline stages: the devices cpu:0 to cpu:K-1 (with workers, the first K "
-                 "workers' cpu:0); default: every device, or every worker")
-      ->check(CLI::Range(1, 64))
-      ->excludes("--devices");
+  pipeline.AddTo(app, /*graph_names=*/false, "--devices");
+  pipeline.gathered = {"logits"};
   app.add_flag("--log-placement", log_placement, "Print the device of every node");
   app.add_flag("--check-split", check_split,
                "Exit with status 1 unless every device holds nodes (the model was split)");
@@ -86,17 +75,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
     return tools::kUsageError;
   }
-  if (stages > 0) {
-    placement.device_list.clear();
-    for (int k = 0; k < stages; ++k) placement.device_list.push_back(fmt::format("cpu:{}", k));
-  }
-  if ((stages > 0 || app.count("--schedule") > 0) && micro_batches == 0) {
-    std::fprintf(stderr, "error: --stages and --schedule need --micro-batches\n");
+  if (Status s = pipeline.Check(app); !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
     return tools::kUsageError;
   }
-  if (micro_batches > 0 && flags.batch_size % micro_batches != 0) {
+  placement.device_list = pipeline.LocalDevices(placement.device_list);
+  if (pipeline.on() && flags.batch_size % pipeline.micro_batches != 0) {
     std::fprintf(stderr, "error: --batch-size %lld does not divide into %d micro-batches\n",
-                 static_cast<long long>(flags.batch_size), micro_batches);
+                 static_cast<long long>(flags.batch_size), pipeline.micro_batches);
     return tools::kUsageError;
   }
   const double memory_mib = static_cast<double>(placement.memory_bytes) / (1 << 20);
@@ -134,25 +120,14 @@ int main(int argc, char** argv) {
   auto pipelined = [&](const Scope& scope, SessionOptions& o,
                        const std::vector<std::string>& devices,
                        const DeviceSet& set) -> Result<std::shared_ptr<Graph>> {
-    PipelineOptions pipe;
-    pipe.devices = devices;
-    pipe.micro_batches = micro_batches;
-    ASSIGN_OR_RETURN(pipe.schedule, ParseSchedule(schedule_name));
-    pipe.loss = "loss";
-    pipe.gathered = {"logits"};
-    pipe.device_set = &set;
-    pipe.costs = o.placer.costs;  // unknown_dim: the whole batch
-    ASSIGN_OR_RETURN(PipelinedGraph piped, Pipeline(scope.graph(), pipe));
-    std::vector<double> limits;
-    if (placement.memory_bytes > 0) {
-      limits.assign(devices.size(), static_cast<double>(placement.memory_bytes));
-    }
-    std::printf("%s", piped.Summary(limits).c_str());
-    o.placer.costs.unknown_dim = std::max<int64_t>(1, o.placer.costs.unknown_dim / micro_batches);
+    ASSIGN_OR_RETURN(PipelinedGraph piped,
+                     pipeline.Apply(scope.graph(), devices, set, flags.batch_size,
+                                    static_cast<double>(placement.memory_bytes), stdout,
+                                    &o.placer.costs.unknown_dim));
     return piped.graph;
   };
   examples::SessionMaker make;
-  if (micro_batches > 0) {
+  if (pipeline.on()) {
     make = [&](const Scope& scope, const SessionOptions& o) -> Result<std::unique_ptr<Session>> {
       SessionOptions mine = o;
       ASSIGN_OR_RETURN(SessionDevices devices, CreateSessionDevices(mine));
@@ -170,34 +145,19 @@ int main(int argc, char** argv) {
     if (!started.ok()) return Fail(started.status());
     cluster = std::move(started).value();
     make = [&](const Scope& scope, const SessionOptions& o) -> Result<std::unique_ptr<Session>> {
-      if (micro_batches == 0) {
+      if (!pipeline.on()) {
         ASSIGN_OR_RETURN(
             auto s, distributed::DistributedSession::Create(scope.graph(), o, cluster.options));
         return std::unique_ptr<Session>(std::move(s));
       }
       // A stage on each worker's cpu:0 (the first --stages workers), planned with
-      // --memory-limit per device.
-      const auto& workers = cluster.options.cluster.jobs.at("worker");
-      const int k = stages > 0 ? stages : static_cast<int>(workers.size());
-      if (k > static_cast<int>(workers.size())) {
-        return InvalidArgument("--stages {}: the cluster has {} workers", k, workers.size());
-      }
-      // The figures: this host's CPU calibrated with one thread, as the local workers run
-      // (--fixed-costs: the defaults).
-      CpuCalibration calibration;
-      if (!placement.fixed_costs) {
-        ASSIGN_OR_RETURN(calibration, CachedCpuCalibration(1));
-      }
-      std::vector<std::string> devices;
+      // --memory-limit per device and this host's CPU as the workers run it (one thread).
       DeviceSet set;
-      for (int t = 0; t < k; ++t) {
-        DeviceSpec spec = placement.fixed_costs ? DeviceSpec{} : calibration.Apply({});
-        spec.name = DeviceName::Full("worker", t, "CPU", 0);
-        if (placement.memory_bytes > 0)
-          spec.memory_bytes = static_cast<double>(placement.memory_bytes);
-        RETURN_IF_ERROR(set.Add(spec));
-        devices.push_back(spec.name.ToString());
-      }
+      ASSIGN_OR_RETURN(
+          std::vector<std::string> devices,
+          pipeline.WorkerDevices(static_cast<int>(cluster.options.cluster.jobs.at("worker").size()),
+                                 1, placement.fixed_costs,
+                                 static_cast<double>(placement.memory_bytes), &set));
       SessionOptions mine = o;
       ASSIGN_OR_RETURN(auto graph, pipelined(scope, mine, devices, set));
       ASSIGN_OR_RETURN(auto s,
@@ -213,7 +173,9 @@ int main(int argc, char** argv) {
   std::string title = "Fashion-MNIST, wide MLP 784";
   for (int l = 0; l < layers; ++l) title += "-" + std::to_string(width);
   title += "-10";
-  if (micro_batches > 0) title += fmt::format(", pipelined in {} micro-batches", micro_batches);
+  if (pipeline.on()) {
+    title += fmt::format(", pipelined in {} micro-batches", pipeline.micro_batches);
+  }
   return examples::TrainClassifier(root, p, logits, labels, flags, title, options, summary, make,
-                                   micro_batches > 0 ? EvaluationName("logits") : "");
+                                   pipeline.on() ? EvaluationName("logits") : "");
 }

@@ -21,6 +21,8 @@
 #include "ops/array_ops.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
+#include "ops/nn_ops.h"
+#include "ops/optimizers.h"
 #include "ops/state_ops.h"
 #include "ops/unary_ops.h"
 #include "placer/cost_model.h"
@@ -340,6 +342,84 @@ TEST(DflowRunTest, MemoryLimitSplitsVariablesAndBadSizesAreUsageErrors) {
 }
 
 // --assume-batch: the placer's estimate of activations uses it.
+// --micro-batches: a training graph pipelined over two stages trains as unsplit (the loss of
+// the last step and the variables saved after three steps, against the run without it); the
+// stages and the predicted step are printed; a pipeline flag alone, or no batch fed, is refused.
+TEST(DflowRunTest, MicroBatchesPipelineATrainingGraph) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 8});
+  auto labels = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
+  std::vector<Output> vars;
+  std::vector<Output> inits;
+  Output h = x;
+  for (int l = 0; l < 3; ++l) {
+    auto w = ops::InitializedVariable(root.WithOpName("w" + std::to_string(l)),
+                                      Shape{l == 0 ? 8 : 16, l == 2 ? 4 : 16},
+                                      ops::Initializer::GlorotUniform(l + 1));
+    vars.push_back(w.var);
+    inits.push_back(w.init);
+    h = ops::MatMul(root.WithOpName("dense" + std::to_string(l)), h, w.var);
+    if (l < 2) h = ops::Tanh(root, h);
+  }
+  ops::Identity(root.WithOpName("logits"), h);
+  auto loss = ops::ReduceMean(root.WithOpName("loss"),
+                              ops::SparseSoftmaxCrossEntropyWithLogits(root, h, labels).loss);
+  const std::string step = ops::SGD({.learning_rate = 0.5}).Minimize(root, loss, vars).name();
+  ops::NoOp(root.WithOpName("init").WithControlDependencies(inits));
+  const std::string graph = Temp("pipelined_mlp.dfg");
+  ASSERT_TRUE(serialization::SaveGraph(root.graph(), graph).ok());
+  Tensor xs(DType::kF32, Shape{16, 8}), ys(DType::kI32, Shape{16});
+  for (int64_t i = 0; i < xs.num_elements(); ++i) xs.data<float>()[i] = ((i * 7) % 13) / 6.5f - 1;
+  for (int i = 0; i < 16; ++i) ys.data<int32_t>()[i] = (i * 3) % 4;
+  ASSERT_TRUE(serialization::WriteNpy(xs, Temp("pp_x.npy")).ok());
+  ASSERT_TRUE(serialization::WriteNpy(ys, Temp("pp_y.npy")).ok());
+  Ran init = RunTool(graph + " --target init --save " + Temp("pp_init.dfckpt"));
+  ASSERT_EQ(init.code, 0) << init.output;
+  const std::string train = graph + " --restore " + Temp("pp_init.dfckpt") +
+                            " --feed x=" + Temp("pp_x.npy") + " --feed labels=" + Temp("pp_y.npy") +
+                            " --target " + step + " --steps 3";
+  Ran plain = RunTool(train + " --fetch loss=" + Temp("pp_loss_plain.npy") + " --save " +
+                      Temp("pp_plain.dfckpt"));
+  ASSERT_EQ(plain.code, 0) << plain.output;
+  Ran piped = RunTool(train + " --stages 2 --micro-batches 4 --gather logits --fetch loss=" +
+                      Temp("pp_loss_piped.npy") + " --fetch logits=" + Temp("pp_logits.npy") +
+                      " --save " + Temp("pp_piped.dfckpt"));
+  ASSERT_EQ(piped.code, 0) << piped.output;
+  EXPECT_NE(piped.output.find("pipeline: 2 stages x 4 micro-batches (1f1b), predicted step"),
+            std::string::npos)
+      << piped.output;
+  EXPECT_NE(piped.output.find("stage 1 on cpu:1"), std::string::npos) << piped.output;
+  auto a = serialization::ReadNpy(Temp("pp_loss_plain.npy"));
+  auto b = serialization::ReadNpy(Temp("pp_loss_piped.npy"));
+  auto logits = serialization::ReadNpy(Temp("pp_logits.npy"));
+  ASSERT_TRUE(a.ok() && b.ok() && logits.ok());
+  EXPECT_NEAR(b->data<float>()[0], a->data<float>()[0], 1e-5);
+  EXPECT_EQ(logits->shape(), (Shape{16, 4}));
+  auto want = serialization::LoadCheckpoint(Temp("pp_plain.dfckpt"));
+  auto got = serialization::LoadCheckpoint(Temp("pp_piped.dfckpt"));
+  ASSERT_TRUE(want.ok() && got.ok());
+  for (const char* v : {"w0", "w1", "w2"}) {
+    auto w = want->at(v).ToVector<float>(), g = got->at(v).ToVector<float>();
+    ASSERT_EQ(w.size(), g.size()) << v;
+    for (size_t i = 0; i < w.size(); ++i) ASSERT_NEAR(g[i], w[i], 1e-5) << v << "[" << i << "]";
+  }
+
+  Ran alone = RunTool(train + " --stages 2");
+  EXPECT_EQ(alone.code, 2) << alone.output;
+  EXPECT_NE(alone.output.find("error: InvalidArgument: --stages goes with --micro-batches"),
+            std::string::npos)
+      << alone.output;
+  Ran odd = RunTool(train + " --stages 2 --micro-batches 3");
+  EXPECT_EQ(odd.code, 1) << odd.output;
+  EXPECT_NE(odd.output.find("the batch of 16 examples does not divide into 3 micro-batches"),
+            std::string::npos)
+      << odd.output;
+  Ran nobatch = RunTool(graph + " --target init --stages 2 --micro-batches 2");
+  EXPECT_EQ(nobatch.code, 1) << nobatch.output;
+  EXPECT_NE(nobatch.output.find("--micro-batches: no batch to split"), std::string::npos)
+      << nobatch.output;
+}
+
 TEST(DflowRunTest, AssumedBatchSizesTheActivations) {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 1024});
