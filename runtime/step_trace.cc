@@ -63,6 +63,24 @@ json Metadata(const char* name, int pid, int tid, json args) {
   return e;
 }
 
+// The micro-batch of a pipelined graph's node ("microbatchM/NAME", placer/pipeline.h; also
+// inside a replica's scope, "replica1/microbatchM/NAME"), or -1.
+int MicroBatchOf(std::string_view name) {
+  constexpr std::string_view kPrefix = "microbatch";
+  for (size_t at = name.find(kPrefix); at != std::string_view::npos;
+       at = name.find(kPrefix, at + 1)) {
+    if (at > 0 && name[at - 1] != '/') continue;
+    size_t i = at + kPrefix.size();
+    int m = 0;
+    const size_t digits = i;
+    while (i < name.size() && name[i] >= '0' && name[i] <= '9' && m < 1'000'000) {
+      m = m * 10 + (name[i++] - '0');
+    }
+    if (i > digits && i < name.size() && name[i] == '/') return m;
+  }
+  return -1;
+}
+
 }  // namespace
 
 std::string ChromeTraceJson(const std::vector<StepTrace>& steps) {
@@ -161,6 +179,8 @@ std::string ChromeTraceJson(const std::vector<StepTrace>& steps) {
         }
         const double ts = micros(start);
         const double dur = static_cast<double>(end - start) / 1000.0;
+        json args = {{"op", n->op}, {"step", step.step}};
+        if (int m = MicroBatchOf(n->name); m >= 0) args["micro_batch"] = m;
         events.push_back({{"ph", "X"},
                           {"name", n->name},
                           {"cat", n->op},
@@ -168,7 +188,7 @@ std::string ChromeTraceJson(const std::vector<StepTrace>& steps) {
                           {"tid", tid},
                           {"ts", ts},
                           {"dur", dur},
-                          {"args", {{"op", n->op}, {"step", step.step}}}});
+                          {"args", std::move(args)}});
         if (!n->transfer.empty()) {
           auto& pair = transfers[n->transfer];
           (n->span.async ? pair.second : pair.first) = Placed{pid, tid, ts + dur / 2};

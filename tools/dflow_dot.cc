@@ -11,6 +11,10 @@
 // bytes; control edges are dashed. With --devices the graph is placed as dflow-run would place it
 // (the placement's summary goes to stderr); without, a node's device is the one the file says it
 // was assigned, else the one it requests, else "any".
+// --micro-batches M with --stages K (or --devices) and --assume-batch B draws the stages a
+// training graph is cut into for pipeline parallelism (placer/pipeline.h, as dflow-run
+// --micro-batches cuts it; --loss names the loss): one box per stage and its device, the plan
+// (stage times, memory, predicted step) on stderr.
 // --collapse-scopes draws one box per name scope ("dense1/...") and device. Exit codes: 0
 // success, 1 an error while loading, placing or drawing, 2 a usage error; errors go to stderr
 // as one line "error: <Code>: <message>".
@@ -27,6 +31,7 @@
 #include "serialization/graph_file.h"
 #include "tools/cli.h"
 #include "tools/graph_input.h"
+#include "tools/pipeline_flags.h"
 #include "tools/placement_flags.h"
 #include "tools/subprocess.h"
 #ifdef DFLOW_WITH_DISTRIBUTED
@@ -123,11 +128,31 @@ int main(int argc, char** argv) {
                  "Place the graph over the dflow-workers of this cluster spec (JSON: {\"worker\": "
                  "[\"HOST:PORT\", ...]}) and draw one box per task");
   app.add_option("--token-file", token_file, "The cluster token (with --cluster)");
+  tools::PipelineFlags pipeline;
+  pipeline.AddTo(app, /*graph_names=*/true, "--devices");
   app.add_option("-o,--output", out,
                  "OUT.dot, OUT.svg or OUT.png (SVG and PNG need Graphviz's dot); default: DOT "
                  "on stdout");
   if (auto code = tools::Parse(app, argc, argv)) return *code;
   if (Status s = placement.Check(); !s.ok()) return Fail(s, tools::kUsageError);
+  if (Status s = pipeline.Check(app); !s.ok()) return Fail(s, tools::kUsageError);
+  if (pipeline.on()) {
+    if (!cluster_file.empty()) {
+      return Fail(InvalidArgument("--micro-batches draws the stages on this process's devices "
+                                  "(--stages or --devices), not a cluster's"),
+                  2);
+    }
+    if (pipeline.LocalDevices(placement.device_list).empty()) {
+      return Fail(InvalidArgument("--micro-batches needs the stages' devices: --stages or "
+                                  "--devices"),
+                  2);
+    }
+    if (placement.assume_batch <= 0) {
+      return Fail(InvalidArgument("--micro-batches needs --assume-batch: the batch the stages "
+                                  "are planned for"),
+                  2);
+    }
+  }
   if (cluster_file.empty() != token_file.empty()) {
     return Fail(InvalidArgument("--cluster and --token-file go together"), 2);
   }
@@ -135,7 +160,8 @@ int main(int argc, char** argv) {
     return Fail(InvalidArgument("--devices and --cluster: the cluster's workers are the devices"),
                 2);
   }
-  if (placement.devices.empty() && cluster_file.empty() && placement.tunes_placer()) {
+  if (placement.devices.empty() && cluster_file.empty() && placement.tunes_placer() &&
+      !pipeline.on()) {
     return Fail(InvalidArgument("--memory-limit and --assume-batch tune the placer; give "
                                 "--devices or --cluster to place the graph"),
                 2);
@@ -176,6 +202,24 @@ int main(int argc, char** argv) {
 #else
     return Fail(Unimplemented("--cluster: this dflow-dot was built without UCX"), 1);
 #endif
+  } else if (pipeline.on()) {
+    // The single graph's nodes by the stage the pipeline puts them on.
+    SessionOptions options;
+    placement.ApplyTo(options);
+    options.devices = pipeline.LocalDevices(placement.device_list);
+    if (Status s = graph.Validate(); !s.ok()) return Fail(s, 1);
+    auto devices = CreateSessionDevices(options);
+    if (!devices.ok()) return Fail(devices.status(), 1);
+    int64_t micro_batch = 0;
+    auto piped = pipeline.Apply(graph, options.devices, devices->set, placement.assume_batch,
+                                static_cast<double>(placement.memory_bytes), stderr, &micro_batch);
+    if (!piped.ok()) return Fail(piped.status(), 1);
+    for (int v = 0; v < graph.num_nodes(); ++v) {
+      auto stage = piped->stage_of.find(graph.node(v).name());
+      device_of[v] = stage == piped->stage_of.end() ? "any"
+                                                    : fmt::format("stage {}: {}", stage->second,
+                                                                  options.devices[stage->second]);
+    }
   } else if (!placement.devices.empty()) {
     // The pipeline's first stages, as a session would run them, without making one.
     SessionOptions options;

@@ -279,6 +279,34 @@ TEST(StepTraceTest, OverlappingRecvWaitsGetSeparateTracks) {
   EXPECT_DOUBLE_EQ(r1->dur, 4.0);
 }
 
+// A pipelined graph's nodes carry their micro-batch in the slice's args ("micro_batch"); other
+// nodes have none.
+TEST(StepTraceTest, MicroBatchNodesAreLabelled) {
+  StepTrace step;
+  step.step = 1;
+  DeviceTrace& d = step.devices.emplace_back();
+  d.device = "/job:localhost/task:0/device:CPU:0";
+  int64_t t = 1000;
+  for (const char* name : {"microbatch3/dense1/MatMul", "replica1/microbatch12/loss", "dense1",
+                           "microbatch/x", "x/microbatch_split", "my_microbatch2/y"}) {
+    d.nodes.push_back({name, "Neg", {t, t + 100, 0, false}, ""});
+    t += 200;
+  }
+  auto parsed = nlohmann::json::parse(ChromeTraceJson({step}));
+  std::map<std::string, int> micro_batch;
+  for (const auto& e : parsed["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    micro_batch[e["name"]] =
+        e["args"].contains("micro_batch") ? e["args"]["micro_batch"].get<int>() : -1;
+  }
+  EXPECT_EQ(micro_batch["microbatch3/dense1/MatMul"], 3);
+  EXPECT_EQ(micro_batch["replica1/microbatch12/loss"], 12);
+  EXPECT_EQ(micro_batch["dense1"], -1);
+  EXPECT_EQ(micro_batch["microbatch/x"], -1);
+  EXPECT_EQ(micro_batch["x/microbatch_split"], -1);
+  EXPECT_EQ(micro_batch["my_microbatch2/y"], -1);
+}
+
 // A Recv ready at the step's start shows the transfer: its slice starts when its Send did.
 TEST(StepTraceTest, ARecvSliceStartsAtItsSend) {
   StepTrace step;

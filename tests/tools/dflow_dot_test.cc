@@ -7,7 +7,10 @@
 #include <fstream>
 
 #include "ops/array_ops.h"
+#include "ops/initializers.h"
 #include "ops/math_ops.h"
+#include "ops/nn_ops.h"
+#include "ops/optimizers.h"
 #include "ops/unary_ops.h"
 #include "serialization/file_util.h"
 #include "serialization/graph_file.h"
@@ -100,6 +103,52 @@ TEST(DflowDotTest, OneClusterPerDeviceAndSendRecvEdges) {
   std::string text = *serialization::ReadFile(Temp("pinned.svg"));
   EXPECT_NE(text.find("<svg"), std::string::npos);
   EXPECT_NE(text.find("cpu:1"), std::string::npos);
+}
+
+// --micro-batches: the stages of a training graph (two dense layers, SGD) as boxes, each
+// layer with its weight, its gradient and its update on its stage's device; the plan on stderr.
+TEST(DflowDotTest, MicroBatchesDrawThePipelinesStages) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 256});
+  auto labels = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
+  auto w0 = ops::InitializedVariable(root.WithOpName("w0"), Shape{256, 256},
+                                     ops::Initializer::GlorotUniform(1));
+  auto w1 = ops::InitializedVariable(root.WithOpName("w1"), Shape{256, 4},
+                                     ops::Initializer::GlorotUniform(2));
+  auto h = ops::Tanh(root.WithOpName("hidden"), ops::MatMul(root.WithOpName("dense0"), x, w0.var));
+  auto logits = ops::MatMul(root.WithOpName("dense1"), h, w1.var);
+  auto loss = ops::ReduceMean(root.WithOpName("loss"),
+                              ops::SparseSoftmaxCrossEntropyWithLogits(root, logits, labels).loss);
+  ops::SGD({}).Minimize(root, loss, {w0.var, w1.var});
+  const std::string path = Temp("two_layers.dfg");
+  ASSERT_TRUE(serialization::SaveGraph(root.graph(), path).ok());
+  Ran drawn = RunDot(path + " --stages 2 --micro-batches 4 --assume-batch 64");
+  ASSERT_EQ(drawn.code, 0) << drawn.output;
+  EXPECT_NE(drawn.output.find("pipeline: 2 stages x 4 micro-batches (1f1b)"), std::string::npos)
+      << drawn.output;
+  // The box of each stage holds its nodes.
+  auto in_box = [&](const std::string& box, const std::string& node) {
+    size_t at = drawn.output.find("label=\"" + box + "\"");
+    size_t end = drawn.output.find("  }", at);
+    size_t found = drawn.output.find("\"" + node + "\" [label=", at);
+    return at != std::string::npos && found != std::string::npos && found < end;
+  };
+  for (const char* node : {"dense0", "w0", "w0/update/ApplySGD"}) {
+    EXPECT_TRUE(in_box("stage 0: cpu:0", node)) << node << "\n" << drawn.output;
+  }
+  for (const char* node : {"dense1", "w1", "w1/update/ApplySGD", "loss"}) {
+    EXPECT_TRUE(in_box("stage 1: cpu:1", node)) << node << "\n" << drawn.output;
+  }
+
+  Ran no_batch = RunDot(path + " --stages 2 --micro-batches 4");
+  EXPECT_EQ(no_batch.code, 2) << no_batch.output;
+  EXPECT_NE(no_batch.output.find("error: InvalidArgument: --micro-batches needs --assume-batch"),
+            std::string::npos)
+      << no_batch.output;
+  Ran no_devices = RunDot(path + " --micro-batches 4 --assume-batch 64");
+  EXPECT_EQ(no_devices.code, 2) << no_devices.output;
+  EXPECT_NE(no_devices.output.find("--micro-batches needs the stages' devices"), std::string::npos)
+      << no_devices.output;
 }
 
 TEST(DflowDotTest, ExitCodesAndErrorLines) {
