@@ -1,8 +1,9 @@
 // Calibration: measured figures for this process's virtual CPU devices, the defaults of a
 // multi-device session's device specs (placer/device_set.h).
 //
-//   peak_flops         a 384x384x384 f32 MatMul through the CPU kernel, on a device with the
-//                      given threads (best of a few runs)
+//   peak_flops         a dense layer's three f32 MatMuls in training (128 rows through a
+//                      1024 x 1024 weight: forward, input gradient, weight gradient) through the
+//                      CPU kernel, on a device with the given threads (best of a few runs each)
 //   memory_bandwidth   a 16 MiB copy: bytes read plus bytes written per second
 //   launch_overhead_s  a chain of 512 cheap nodes (Neg of a scalar): seconds per node
 //   same_process       a scalar bounced between two devices through Send/Recv: the seconds per
