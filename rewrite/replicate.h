@@ -49,9 +49,9 @@ struct ReplicateOptions {
   std::vector<std::string> averaged;  // nodes whose output 0 is averaged under their own name
   // Replicas that span several devices (a pipeline's stages, placer/pipeline.h, or a model split
   // by hand): in replica r, the single graph's nodes that request device replica_devices[0][k]
-  // (compared as parsed device names) run on replica_devices[r][k], the others on devices[r]. One list per
-  // replica, all of one length, no device twice; all-reduce only (no parameter servers). Each
-  // gradient is all-reduced among the copies of the device that made it (a bucket holds one
+  // (compared as parsed device names) run on replica_devices[r][k], the others on devices[r]. One
+  // list per replica, all of one length, no device twice; all-reduce only (no parameter servers).
+  // Each gradient is all-reduced among the copies of the device that made it (a bucket holds one
   // device's gradients), a batch placeholder is split on its own device of replica 0, and
   // `hosts` stays one per replica.
   std::vector<std::vector<std::string>> replica_devices;
