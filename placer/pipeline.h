@@ -77,8 +77,9 @@ struct PipelinedGraph {
   std::vector<std::string> devices;  // stage s's device
   StagePlan plan;
   std::vector<std::string> items;  // the forward nodes, in order (plan.first_item indexes them)
-  // Stage of each node of the single graph that is copied per micro-batch, and of each
-  // variable and shared node that a stage reads.
+  // Stage of each node of the single graph that is copied per micro-batch, and of each node
+  // kept once that goes with a stage: variables, their updates and initializers, what only
+  // those read. (Nodes of no stage, such as the train target, have no entry.)
   std::map<std::string, int> stage_of;
   // Each gathered node against its forward-only copy (EvaluationName), for inference.
   std::map<std::string, std::string> evaluation;
