@@ -24,6 +24,12 @@ struct GradUse {
   int input;
 };
 
+// A device's parsed name ("cpu:1" and "/device:CPU:1" give the same), or `device` as given.
+std::string CanonicalDevice(const std::string& device) {
+  auto name = DeviceName::Parse(device);
+  return name.ok() ? name->ToString() : device;
+}
+
 class Replicator {
  public:
   // `split`: the rewrite that made `single` with variables in row blocks, if one did.
@@ -31,7 +37,7 @@ class Replicator {
       : g_(single), o_(options), n_(static_cast<int>(options.devices.size())) {
     if (!options.replica_devices.empty()) {
       for (size_t k = 0; k < options.replica_devices[0].size(); ++k) {
-        mapped_.emplace(Canonical(options.replica_devices[0][k]), static_cast<int>(k));
+        mapped_.emplace(CanonicalDevice(options.replica_devices[0][k]), static_cast<int>(k));
       }
     }
     if (split != nullptr) {
@@ -153,14 +159,10 @@ class Replicator {
 
   // Replica r's device for a node of the single graph that requests `requested`: its
   // counterpart among replica_devices[r], or devices[r].
-  // (Devices compare by their parsed names: "cpu:1" requests "/device:CPU:1".)
-  static std::string Canonical(const std::string& device) {
-    auto name = DeviceName::Parse(device);
-    return name.ok() ? name->ToString() : device;
-  }
+  // (Devices compare by their parsed names, CanonicalDevice.)
   const std::string& DeviceIn(const std::string& requested, int r) const {
     if (mapped_.empty()) return o_.devices[r];
-    auto it = mapped_.find(Canonical(requested));
+    auto it = mapped_.find(CanonicalDevice(requested));
     return it != mapped_.end() ? o_.replica_devices[r][it->second] : o_.devices[r];
   }
 
@@ -558,7 +560,7 @@ class Replicator {
   const Graph& g_;
   const ReplicateOptions& o_;
   const int n_;
-  std::map<std::string, int> mapped_;  // replica_devices[0][k] (Canonical) -> k
+  std::map<std::string, int> mapped_;  // replica_devices[0][k] (CanonicalDevice) -> k
   std::set<std::string> whole_reads_;  // Concats standing for split variables
   std::map<std::string, int> split_;   // split variable -> its blocks
   Scope root_ = Scope::NewRootScope();
@@ -609,7 +611,7 @@ Result<ReplicatedGraph> Replicate(const Graph& single, const ReplicateOptions& o
                                lists[r].size(), lists[0].size());
       }
       for (const std::string& d : lists[r]) {
-        if (!seen.insert(d).second) {
+        if (!seen.insert(CanonicalDevice(d)).second) {
           return InvalidArgument("Replicate: device '{}' is given twice in replica_devices", d);
         }
       }

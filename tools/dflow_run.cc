@@ -346,8 +346,8 @@ int main(int argc, char** argv) {
     if (!matched.ok()) return Fail(matched.status(), kRunError);
     feeds.emplace_back(name, std::move(*matched));
   }
-  // --micro-batches: the graph cut into stages over `devices`; the batch to split is a fed
-  // placeholder's whose first dimension is unknown (--assume-batch for the plan when given).
+  // --micro-batches: the graph cut into stages over `devices`; the batch to split (and to plan
+  // for) is the first dimension of the first fed placeholder whose first dimension is unknown.
   auto pipelined = [&](const std::vector<std::string>& devices, const DeviceSet& set) -> Status {
     if (!graph->validated()) RETURN_IF_ERROR(graph->Validate());
     int64_t batch = 0;

@@ -355,10 +355,10 @@ TEST(PipelineTest, ReplicasOfAPipelineEqualTheUnsplitStep) {
   auto uneven = ops::Replicate(model.root.graph(), bad);
   ASSERT_FALSE(uneven.ok());
   EXPECT_TRUE(MessageHas(uneven.status(), {"replica 1 has 1 devices"}));
-  bad.replica_devices = {{"cpu:0", "cpu:1"}, {"cpu:2", "cpu:1"}};
+  bad.replica_devices = {{"cpu:0", "cpu:1"}, {"cpu:2", "/device:CPU:1"}};
   auto twice = ops::Replicate(model.root.graph(), bad);
   ASSERT_FALSE(twice.ok());
-  EXPECT_TRUE(MessageHas(twice.status(), {"'cpu:1' is given twice"}));
+  EXPECT_TRUE(MessageHas(twice.status(), {"'/device:CPU:1' is given twice"}));
 }
 
 TEST(PipelineTest, BadRequestsNameWhatIsWrong) {
