@@ -36,7 +36,7 @@ Result<Tensor*> KernelContext::ForwardOrAllocateOutput(int in, int out, DType dt
   const Tensor& t = input(in);
   if (IsLastUse(in) && t.buffer_unique() && t.dtype() == dtype && t.shape() == shape) {
     outputs_[out] = t;
-    outputs_[out].set_known_finite(false);  // the kernel is about to overwrite it
+    outputs_[out].clear_known_bound();  // the kernel is about to overwrite it
     return &outputs_[out];
   }
   return AllocateOutput(out, dtype, shape);

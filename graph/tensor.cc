@@ -69,7 +69,7 @@ Tensor& Tensor::operator=(const Tensor& o) {
   if (o.buf_) o.buf_->Ref();
   if (buf_) buf_->Unref();
   dtype_ = o.dtype_;
-  known_finite_ = o.known_finite_;
+  known_bound_.store(o.known_bound(), std::memory_order_relaxed);
   shape_ = o.shape_;
   buf_ = o.buf_;
   offset_ = o.offset_;
@@ -80,7 +80,7 @@ Tensor& Tensor::operator=(Tensor&& o) noexcept {
   if (this != &o) {
     if (buf_) buf_->Unref();
     dtype_ = o.dtype_;
-    known_finite_ = o.known_finite_;
+    known_bound_.store(o.known_bound(), std::memory_order_relaxed);
     shape_ = o.shape_;
     buf_ = o.buf_;
     offset_ = o.offset_;
@@ -113,7 +113,7 @@ Tensor Tensor::Clone() const {
   if (!valid()) return Tensor();
   Tensor t(dtype_, shape_);
   if (num_bytes() > 0) std::memcpy(t.raw_data(), raw_data(), num_bytes());
-  t.known_finite_ = known_finite_;
+  t.known_bound_.store(known_bound(), std::memory_order_relaxed);
   return t;
 }
 

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -77,7 +78,7 @@ class Tensor {
 
   Tensor(const Tensor& o)
       : dtype_(o.dtype_),
-        known_finite_(o.known_finite_),
+        known_bound_(o.known_bound()),
         shape_(o.shape_),
         buf_(o.buf_),
         offset_(o.offset_) {
@@ -85,7 +86,7 @@ class Tensor {
   }
   Tensor(Tensor&& o) noexcept
       : dtype_(o.dtype_),
-        known_finite_(o.known_finite_),
+        known_bound_(o.known_bound()),
         shape_(o.shape_),
         buf_(o.buf_),
         offset_(o.offset_) {
@@ -141,14 +142,32 @@ class Tensor {
   // Number of Tensors sharing the buffer (0 for an empty tensor).
   int buffer_refs() const { return buf_ ? buf_->refs() : 0; }
 
-  // True when the kernel that wrote this value vouched that every element is a finite float (no
-  // NaN, no infinity): a convolution that clipped finite inputs to finite bounds says so, and
-  // the convolution reading its output then needs no check of its own. A fact about the value,
-  // not the memory: copies, Reshaped, Part and Clone keep it; a kernel that writes into an
-  // existing buffer (ForwardOrAllocateOutput, a variable's update) clears it on the tensor it
-  // writes. False unless set.
-  bool known_finite() const { return known_finite_; }
-  void set_known_finite(bool finite) { known_finite_ = finite; }
+  // A bound the kernel that wrote this value vouched for: every element's magnitude is at most
+  // known_bound(), so none is NaN or infinite; +infinity (the default) when nothing is known. A
+  // convolution of bounded inputs and constant weights bounds its output (so the convolution
+  // reading it needs no NaN check of its own, and one of them re-measures the value only when the
+  // bound grows too large to rule out an overflow); a clip to finite limits bounds it by them;
+  // pooling and layout changes keep it. A fact about the value, not the memory: copies, Reshaped,
+  // Part and Clone keep it; a kernel that writes into an existing buffer
+  // (ForwardOrAllocateOutput, a variable's update) clears it on the tensor it writes.
+  float known_bound() const { return known_bound_.load(std::memory_order_relaxed); }
+  bool known_finite() const { return known_bound() <= std::numeric_limits<float>::max(); }
+  // REQUIRES: bound >= 0 (NaN counts as +infinity: nothing known).
+  void set_known_bound(float bound) {
+    known_bound_.store(bound >= 0 ? bound : std::numeric_limits<float>::infinity(),
+                       std::memory_order_relaxed);
+  }
+  void clear_known_bound() { set_known_bound(std::numeric_limits<float>::infinity()); }
+  // A reader that measured the value (the largest magnitude, +infinity for NaN) lowers the bound
+  // to it, for the readers of this same Tensor after it (the other consumers of one output share
+  // it), which may run on other threads. Only for values no one writes in place while they are
+  // read (not a variable's).
+  void NoteMeasuredBound(float bound) const {
+    float seen = known_bound();
+    while (bound < seen &&
+           !known_bound_.compare_exchange_weak(seen, bound, std::memory_order_relaxed)) {
+    }
+  }
 
   // Same dtype, shape and bytes.
   bool BitwiseEquals(const Tensor& o) const;
@@ -157,7 +176,7 @@ class Tensor {
 
  private:
   DType dtype_ = DType::kInvalid;
-  bool known_finite_ = false;
+  mutable std::atomic<float> known_bound_{std::numeric_limits<float>::infinity()};
   Shape shape_;
   Buffer* buf_ = nullptr;
   size_t offset_ = 0;  // bytes into buf_ (a Part)

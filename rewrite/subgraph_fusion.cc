@@ -27,6 +27,8 @@ class SubgraphFuser {
     for (int id : g_.topological_order()) {
       if (removed_[id] || replaced_.count(id)) continue;
       if (MatchGelu(id, &out.stats) || MatchLayerNorm(id, &out.stats)) continue;
+      if (MatchScaledBatchMatMul(id, &out.stats)) continue;
+      if (MatchTransposedOperands(id, &out.stats)) continue;
       MatchMatMulBias(id, &out.stats);
     }
     for (int id : g_.topological_order()) {
@@ -127,12 +129,25 @@ class SubgraphFuser {
     inner.push_back(tail);
     if (!SamePlace(inner)) return false;
     inner.pop_back();
+    stats->gelu++;
+    // x = Reshape(_FusedMatMul) as MatchMatMulBias made it, read by nothing but this GELU (its
+    // Div and Mul): the GELU becomes the product's post-op and the Reshape takes its place.
+    if (auto m = matmul_behind_.find(x.node);
+        m != matmul_behind_.end() && x.index == 0 && !pinned_[x.node] && !removed_[x.node] &&
+        consumers_[x.node].size() == 2 && SamePlace({x.node, tail})) {
+      NodeDef reshape = std::move(replaced_.at(x.node));
+      replaced_.erase(x.node);
+      removed_[x.node] = true;
+      replaced_.at(m->second).attrs["activation"] = std::string("Gelu");
+      Replace(std::move(reshape), inner, tail);
+      stats->matmul_gelu++;
+      return true;
+    }
     NodeDef def;
     def.op = "Gelu";
     def.inputs = {{N(x.node).name(), x.index}};
     def.attrs["T"] = DType::kF32;
     Replace(std::move(def), inner, tail);
-    stats->gelu++;
     return true;
   }
 
@@ -234,7 +249,111 @@ class SubgraphFuser {
       replaced_.emplace(*m, std::move(fused));
       Replace(N(*r).def(), {}, tail);
       removed_[*r] = true;
+      matmul_behind_[tail] = *m;
       stats->matmul_bias++;
+      return true;
+    }
+    return false;
+  }
+
+  // What is emitted for `id` so far: its replacement, or its own def.
+  NodeDef DefOf(int id) const {
+    auto r = replaced_.find(id);
+    return r != replaced_.end() ? r->second : N(id).def();
+  }
+
+  // A BatchMatMul operand Transpose(x, perm) whose perm moves x's last axis to the second last
+  // place (an attention's keys, [B, S, H, D] -> [B, H, D, S]): the product reads it transposed
+  // instead, so the Transpose keeps the last axis where it is (a copy of whole rows) or, when
+  // nothing else is left of it, goes.
+  bool MatchTransposedOperands(int id, SubgraphStats* stats) {
+    if (N(id).op() != "BatchMatMul" || N(id).output_dtype(0) != DType::kF32) return false;
+    NodeDef product = N(id).def();
+    for (const char* flag : {"transpose_a", "transpose_b"}) {
+      product.attrs[flag] = std::get<bool>(*N(id).FindAttr(flag));
+    }
+    bool changed = false;
+    for (int side = 0; side < 2; ++side) {
+      auto t = Input(id, side, "Transpose");
+      if (!t || !Inner(*t) || !SamePlace({*t, id})) continue;
+      auto perm = std::get<std::vector<int64_t>>(*N(*t).FindAttr("perm"));
+      const int64_t r = static_cast<int64_t>(perm.size());
+      if (r < 3 || perm[r - 2] != r - 1 || perm[r - 1] == r - 1) continue;
+      std::swap(perm[r - 1], perm[r - 2]);
+      bool identity = true;
+      for (int64_t i = 0; i < r; ++i) identity = identity && perm[i] == i;
+      const char* flag = side == 0 ? "transpose_a" : "transpose_b";
+      product.attrs[flag] = !std::get<bool>(product.attrs.find(flag)->second);
+      if (identity) {
+        product.inputs[side] = N(*t).def().inputs[0];
+        MergeControlInputs(g_, {*t}, &product);
+        removed_[*t] = true;
+      } else {
+        NodeDef kept = N(*t).def();
+        kept.attrs["perm"] = perm;
+        replaced_.emplace(*t, std::move(kept));
+      }
+      changed = true;
+      stats->transposed_operands++;
+    }
+    if (changed) replaced_[id] = std::move(product);
+    return changed;
+  }
+
+  // tail = Add(Div(BatchMatMul(a, b), c) or Mul(BatchMatMul(a, b), c), m), either way round,
+  // with c a scalar constant and m broadcast to the product (the Add's output is the product's
+  // shape): _ScaledBatchMatMul(a, b, m) with alpha 1 / c or c.
+  bool MatchScaledBatchMatMul(int tail, SubgraphStats* stats) {
+    if (N(tail).op() != "Add" || !HasKernel("_ScaledBatchMatMul") ||
+        N(tail).output_dtype(0) != DType::kF32) {
+      return false;
+    }
+    for (int side = 0; side < 2; ++side) {
+      const int scaled = N(tail).inputs()[side].node;
+      const std::string& op = N(scaled).op();
+      if ((op != "Div" && op != "Mul") || N(tail).inputs()[side].index != 0 || !Inner(scaled)) {
+        continue;
+      }
+      std::optional<int> product;
+      std::optional<float> c;
+      for (int i = 0; i < 2 && !product; ++i) {
+        if (op == "Div" && i == 1) break;  // the product is the dividend
+        const int p = N(scaled).inputs()[i].node;
+        if (N(p).op() == "BatchMatMul" && N(scaled).inputs()[i].index == 0 && !pinned_[p] &&
+            !removed_[p] && consumers_[p].size() == 1) {
+          product = p;
+          c = ScalarInput(scaled, 1 - i);
+        }
+      }
+      if (!product || !c || !std::isfinite(*c) || *c == 0) continue;
+      const Endpoint mask = N(tail).inputs()[1 - side];
+      const Shape& y = ShapeOf({scaled, 0});
+      const Shape& m = ShapeOf(mask);
+      if (y.unknown_rank() || m.unknown_rank() || m.rank() > y.rank() ||
+          N(tail).output_shape(0) != y || N(mask.node).output_dtype(mask.index) != DType::kF32 ||
+          !SamePlace({*product, scaled, tail})) {
+        continue;
+      }
+      bool broadcasts = true;
+      for (int i = 1; i <= m.rank(); ++i) {
+        const int64_t d = m[m.rank() - i], p = y[y.rank() - i];
+        broadcasts = broadcasts && (d == 1 || (d >= 0 && d == p) || (d < 0 && p < 0));
+      }
+      if (!broadcasts) continue;
+      NodeDef bmm = DefOf(*product);
+      for (const char* flag : {"transpose_a", "transpose_b"}) {
+        if (!bmm.attrs.count(flag)) bmm.attrs[flag] = std::get<bool>(*N(*product).FindAttr(flag));
+      }
+      NodeDef def;
+      def.op = "_ScaledBatchMatMul";
+      def.inputs = {bmm.inputs[0], bmm.inputs[1], {N(mask.node).name(), mask.index}};
+      def.attrs["T"] = DType::kF32;
+      def.attrs["transpose_a"] = bmm.attrs.find("transpose_a")->second;
+      def.attrs["transpose_b"] = bmm.attrs.find("transpose_b")->second;
+      def.attrs["alpha"] = static_cast<double>(op == "Div" ? 1 / *c : *c);
+      replaced_.erase(*product);
+      Replace(std::move(def), {*product, scaled}, tail);
+      stats->scaled_matmuls++;
       return true;
     }
     return false;
@@ -246,6 +365,8 @@ class SubgraphFuser {
   std::function<bool(const char*)> has_;
   std::vector<bool> removed_;
   std::unordered_map<int, NodeDef> replaced_;  // node id -> what is emitted in its place
+  // A bias Add that became a Reshape of a _FusedMatMul -> that MatMul's id.
+  std::unordered_map<int, int> matmul_behind_;
 };
 
 }  // namespace

@@ -7,11 +7,19 @@
 //                                                          becomes  _LayerNorm(x, scale, bias)
 //   Add(Reshape(MatMul(a, b)), bias [N])                  becomes  Reshape(_FusedMatMul(a, b,
 //   bias))
+//   Gelu(Reshape(_FusedMatMul(a, b, bias)))                becomes  Reshape(_FusedMatMul(a, b,
+//   bias) with the GELU as its activation)
+//   BatchMatMul(Transpose(x, perm)) whose perm moves the last axis into the second last
+//                                     becomes  BatchMatMul(Transpose(x, perm with its last two
+//                                              swapped) or x itself, transposed in the product)
+//   Add(Div(BatchMatMul(a, b), c), m), c a scalar    becomes  _ScaledBatchMatMul(a, b, m, 1/c)
+//   (and Mul by c), m broadcast to the product       (an attention's scores and mask)
 //
-// (PyTorch's exports of GELU, LayerNorm before ONNX's own op, and Linear on more than two
-// dimensions.) Only f32 subgraphs whose inner values nobody else reads fuse, on one requested
-// device and colocation group; the fused node takes the name of the subgraph's last node. The
-// session runs this pass before epilogue fusion (rewrite/fusion.h) on every plan it compiles.
+// (PyTorch's exports of GELU, LayerNorm before ONNX's own op, Linear on more than two
+// dimensions, and attention's keys transposed for the product.) Only f32 subgraphs whose inner
+// values nobody else reads fuse, on one requested device and colocation group; the fused node takes
+// the name of the subgraph's last node. The session runs this pass before epilogue fusion
+// (rewrite/fusion.h) on every plan it compiles.
 #pragma once
 
 #include <functional>
@@ -25,6 +33,9 @@ struct SubgraphStats {
   int gelu = 0;
   int layer_norm = 0;
   int matmul_bias = 0;  // biases moved before a Reshape into the MatMul
+  int matmul_gelu = 0;  // GELUs (also counted in `gelu`) taken into the _FusedMatMul before them
+  int transposed_operands = 0;  // Transposes before a BatchMatMul that now keep the last axis
+  int scaled_matmuls = 0;       // _ScaledBatchMatMul
 };
 
 struct SubgraphFused {

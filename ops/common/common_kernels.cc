@@ -154,7 +154,7 @@ class DeviceAssignKernel : public OpKernel {
       ASSIGN_OR_RETURN(next, Tensor::Allocate(ctx.allocator(), value.dtype(), value.shape()));
       RETURN_IF_ERROR(device.CopyOnDevice(value, next));
     }
-    next.set_known_finite(false);  // a variable's buffer is updated in place later
+    next.clear_known_bound();  // a variable's buffer is updated in place later
     MutexLock lock(var_->mu);
     var_->value = std::move(next);
     ctx.set_output(0, var_->value);

@@ -43,7 +43,7 @@ inline Result<Tensor> UpdateTarget(const KernelContext& ctx, const VarRef& ref)
   const Tensor& cur = Value(ref);
   if (CanUpdateInPlace(ctx, cur, ref.input)) {
     Tensor target = cur;
-    target.set_known_finite(false);
+    target.clear_known_bound();
     return target;
   }
   return Tensor::Allocate(ctx.allocator(), cur.dtype(), cur.shape());

@@ -8,8 +8,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
@@ -209,26 +211,90 @@ std::string CacheKey(const ConvGeometry& g, Pass pass, const ConvForm& form) {
 // Inputs of a blocked convolution up to this size are checked for NaN and infinities before a
 // ReLU post-op (they are likely still in cache from their producer, so the check costs little);
 // larger ones take the ReLU that keeps NaN instead: checking a 100 MB activation (ResNet-50's first
-// stage at batch 32) took half as long as the 1x1 convolution reading it.
+// stage at batch 32) took half as long as the 1x1 convolution reading it. This holds only for
+// weights that are not a Const: with constant weights the inputs' bounds decide (OutputBound).
 constexpr int64_t kCheckedInputBytes = int64_t{1} << 20;
+
+// Bounds through a convolution (Tensor::known_bound). Every output sums `taps` products of an
+// input and a weight (C/G * KH * KW), so with inputs of magnitude at most bx and weights whose
+// rows' magnitudes sum to at most `norm`, no output exceeds bx * norm plus the bias and the
+// residual added, and the rounding of the sum (at most 2 * taps units of the last place of
+// bx * norm). Winograd's F(4x4, 3x3) works on transformed tiles that are up to ~1e4 times larger
+// (the input transform's rows sum to 10 in magnitude, the output transform's to 19, so 100 and
+// 361 in two dimensions, and implementations scale the filter transform by up to 24^2), so its
+// intermediate values must stay clear of the float range by kWinogradGrowth, and its rounding
+// errors grow with them by up to kWinogradError. The result: a bound of every output, or
+// +infinity when the computation could overflow (or a bound is unknown), so the output could
+// hold an infinity or a NaN.
+constexpr double kWinogradGrowth = 1e7;
+constexpr double kWinogradError = 1e4;
+
+float OutputBound(float bx, float norm, float bias, float residual, int64_t taps, bool winograd) {
+  constexpr double kUnit = 0x1p-24;  // float's unit roundoff
+  constexpr double kRoom = std::numeric_limits<float>::max() / 4;
+  const double product = static_cast<double>(bx) * norm;  // NaN or inf when one is unknown
+  const double growth = winograd ? kWinogradGrowth : 1;
+  if (!(product * growth < kRoom) || !(bias < kRoom) || !(residual < kRoom)) {
+    return std::numeric_limits<float>::infinity();
+  }
+  const double rounding =
+      2 * static_cast<double>(taps + 64) * kUnit * (winograd ? kWinogradError : 1);
+  const double bound = (product * (1 + rounding) + bias + residual) * (1 + 4 * kUnit);
+  if (!(bound < kRoom)) return std::numeric_limits<float>::infinity();
+  return std::nextafter(static_cast<float>(bound), std::numeric_limits<float>::infinity());
+}
 
 // The forward convolution of inputs 0 (x) and 1 (w) [+ 2 (bias)] [+ 3 (a residual, in out)] into
 // `out` with `form`'s post-ops; the activation runs as a pass that keeps NaN when an input is not
-// finite. Marks `out` known finite when it clipped finite inputs.
+// finite. Bounds `out` (Tensor::known_bound) when its weights are a Const and its inputs are
+// bounded, or were measured for the post-ops.
 Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form, PackedWeights& weights,
                   Tensor& out) {
+  constexpr float kUnknown = std::numeric_limits<float>::infinity();
   void* y = out.raw_data();
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   const void* bias = form.bias ? ctx.input(2).raw_data() : nullptr;
-  // Winograd needs finite inputs, so they are checked anyway (the check costs little against
-  // the 3x3 convolution's compute), and the ReLU post-op needs no other.
+  // Winograd and the ReLU and clip post-ops need finite inputs (the transforms turn an infinity
+  // into NaN and spread a NaN over a tile; the post-ops turn NaN into their lower bound).
   form.winograd = form.block > 0 && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 &&
                   g.dw == 1 && g.groups == 1;
+  const bool wants_finite =
+      form.act == ConvForm::Act::kRelu || form.act == ConvForm::Act::kClip || form.winograd;
+  const int64_t taps = g.cg() * g.kh * g.kw;
+  // Constant weights: the output's bound from the inputs' (read before the run, which may write
+  // the residual's buffer). Where the post-ops need finite inputs and the bound is unknown or too
+  // large to rule out an overflow, the inputs are measured: one pass that bounds this output
+  // and, through it, the convolutions after it, until their bounds grow too large in turn.
+  const float norm = weights.MaxRowAbsSum(w, g.o);
+  const bool bounded = norm <= std::numeric_limits<float>::max();
+  float bx = bounded ? x.known_bound() : kUnknown;
+  float bb = bounded && form.bias ? MaxAbs(ctx.input(2).data<float>(), g.o) : 0;
+  float br = bounded && form.sum ? ctx.input(3).known_bound() : 0;
+  float bound = OutputBound(bx, norm, bb, br, taps, form.winograd);
+  // A blocked input is another blocked kernel's output (never a variable's, which is updated in
+  // place), so what is measured of it holds for its other readers too: the residual of a
+  // ResNet block is the input its first convolution measured.
+  if (bounded && wants_finite && !(bound < kUnknown)) {
+    bx = MaxAbsParallel(x.data<float>(), x.num_elements());
+    if (form.x_blocked) x.NoteMeasuredBound(bx);
+    bound = OutputBound(bx, norm, bb, br, taps, form.winograd);
+    if (form.sum && !(bound < kUnknown)) {
+      br = MaxAbsParallel(ctx.input(3).data<float>(), ctx.input(3).num_elements());
+      ctx.input(3).NoteMeasuredBound(br);
+      bound = OutputBound(bx, norm, bb, br, taps, form.winograd);
+    }
+  }
+  if (form.winograd && bounded && !(bound < kUnknown)) {
+    // Too large (or not finite) for Winograd: the direct algorithm may still be safe.
+    form.winograd = false;
+    bound = OutputBound(bx, norm, bb, br, taps, false);
+  }
   const int64_t read_bytes = x.num_bytes() + (form.sum ? ctx.input(3).num_bytes() : 0);
   // Inputs their producer vouched for (a clipped convolution's output) need no check: the
   // activation is the exact post-op whatever their size.
-  const bool inputs_known_finite = x.known_finite() && (!form.sum || ctx.input(3).known_finite());
+  const bool inputs_known_finite =
+      bound < kUnknown || (x.known_finite() && (!form.sum || ctx.input(3).known_finite()));
   if (form.act == ConvForm::Act::kRelu && form.block > 0 && !form.winograd &&
       !inputs_known_finite && read_bytes > kCheckedInputBytes) {
     form.act = ConvForm::Act::kReluKeepingNaN;
@@ -248,17 +314,21 @@ Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form, Pack
     });
   };
   std::shared_ptr<const DnnlConv> conv = primitive();
-  ASSIGN_OR_RETURN(
-      PackedWeights::Packed staged,
-      weights.Get(conv->plain_weights_desc(), conv->weights_desc(), w,
-                  act == ConvForm::Act::kRelu || act == ConvForm::Act::kClip || form.winograd));
+  const bool post_op_needs_finite =
+      act == ConvForm::Act::kRelu || act == ConvForm::Act::kClip || form.winograd;
+  ASSIGN_OR_RETURN(PackedWeights::Packed staged,
+                   weights.Get(conv->plain_weights_desc(), conv->weights_desc(), w,
+                               post_op_needs_finite && !(bound < kUnknown)));
   bool finite = true;
-  if (act == ConvForm::Act::kRelu || act == ConvForm::Act::kClip || form.winograd) {
+  if (post_op_needs_finite && !(bound < kUnknown)) {
     auto all_finite = [&](int i) {
       return ctx.input(i).known_finite() ||
              AllFiniteParallel(ctx.input(i).data<float>(), ctx.input(i).num_elements());
     };
-    finite = staged.finite && all_finite(0) && (!form.bias || all_finite(2)) &&
+    // With constant weights the inputs were measured: an input is not finite, or the product
+    // could overflow (finite inputs then still give an infinity or a NaN, which the post-ops
+    // would turn into their lower bound).
+    finite = !bounded && staged.finite && all_finite(0) && (!form.bias || all_finite(2)) &&
              (!form.sum || all_finite(3));
     if (!finite) {
       form.act = ConvForm::Act::kNone;
@@ -275,11 +345,13 @@ Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form, Pack
                             bias, packed));
   const int64_t n = out.num_elements();
   if (clip_after) ClipKeepingNaN(static_cast<float*>(y), n, form.lo, form.hi);
-  // Finite inputs clipped to finite bounds: the output is finite, and the next convolution
-  // reading it skips its check.
-  if (finite && act == ConvForm::Act::kClip && std::isfinite(form.lo) && std::isfinite(form.hi)) {
-    out.set_known_finite(true);
+  // A ReLU keeps the bound, a clip to finite limits makes one of them; finite inputs clipped
+  // are finite even without a bound of the product.
+  const float clip_bound = std::max(std::fabs(form.lo), std::fabs(form.hi));
+  if (act == ConvForm::Act::kClip && finite && clip_bound <= std::numeric_limits<float>::max()) {
+    bound = std::min(bound, clip_bound);
   }
+  out.set_known_bound(finite ? bound : kUnknown);
   if (finite || act == ConvForm::Act::kNone) return Status::OK();
   if (act == ConvForm::Act::kRelu) {
     ReluKeepingNaN(static_cast<float*>(y), n);
@@ -441,6 +513,7 @@ class ChannelBlockKernel : public OpKernel {
       dnnl::reorder(blk, nchw).execute(st, blk, nchw);
     }
     st.wait();
+    out->set_known_bound(x.known_bound());  // the same values (and zeros padding the channels)
     return Status::OK();
   }
 

@@ -38,4 +38,15 @@ bool AllFiniteParallel(const float* x, int64_t n) {
   return finite.load(std::memory_order_relaxed);
 }
 
+float MaxAbsParallel(const float* x, int64_t n) {
+  std::atomic<float> most{0.f};
+  ParallelFor(n, [&](int64_t begin, int64_t end) {
+    const float m = MaxAbs(x + begin, end - begin);
+    float seen = most.load(std::memory_order_relaxed);
+    while (m > seen && !most.compare_exchange_weak(seen, m, std::memory_order_relaxed)) {
+    }
+  });
+  return most.load(std::memory_order_relaxed);
+}
+
 }  // namespace dflow::cpu

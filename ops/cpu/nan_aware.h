@@ -37,6 +37,23 @@ inline bool AllFinite(const float* x, int64_t n) {
   return all_ones_seen == 0;
 }
 
+// The largest magnitude of n floats, or +infinity when one is NaN or infinite (0 for none): one
+// pass over their bits without the sign, which order as the magnitudes do and put NaN above
+// infinity, so an integer maximum the compiler vectorises finds both.
+inline float MaxAbs(const float* x, int64_t n) {
+  uint32_t most = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof(bits));
+    bits &= 0x7fffffffu;
+    most = bits > most ? bits : most;
+  }
+  if (most >= 0x7f800000u) return __builtin_inff();
+  float m;
+  std::memcpy(&m, &most, sizeof(m));
+  return m;
+}
+
 // ReLU over n floats in place, NaN kept: what the fused kernels apply where oneDNN's ReLU
 // post-op (which turns NaN into 0) cannot be used. Threads split the floats.
 void ReluKeepingNaN(float* x, int64_t n);
@@ -44,5 +61,7 @@ void ReluKeepingNaN(float* x, int64_t n);
 void ClipKeepingNaN(float* x, int64_t n, float lo, float hi);
 // AllFinite split across the calling thread's OpenMP team.
 bool AllFiniteParallel(const float* x, int64_t n);
+// MaxAbs split across the calling thread's OpenMP team.
+float MaxAbsParallel(const float* x, int64_t n);
 
 }  // namespace dflow::cpu

@@ -34,11 +34,22 @@ class PackedWeights {
   Result<Packed> Get(const dnnl::memory::desc& plain, const dnnl::memory::desc& want,
                      const Tensor& w, bool check_finite);
 
+  // For a constant w of `rows` rows of contiguous floats (a convolution's [O, ...] filter, a
+  // grouped one's [G * O/G, ...]): the largest sum of magnitudes along a row, so that no output
+  // of the convolution exceeds it times the inputs' largest magnitude (plus bias and rounding).
+  // Computed once per constant; +infinity for weights that are not a Const or not all finite.
+  float MaxRowAbsSum(const Tensor& w, int64_t rows);
+
  private:
+  // Forgets what was computed of other weights than `w`.
+  void Refresh(const Tensor& w) DFLOW_REQUIRES(mu_);
+
   const bool constant_;
   Mutex mu_;
   const void* source_ DFLOW_GUARDED_BY(mu_) = nullptr;
   bool finite_ DFLOW_GUARDED_BY(mu_) = false;
+  int64_t norm_rows_ DFLOW_GUARDED_BY(mu_) = 0;  // 0: row_norm_ not computed
+  float row_norm_ DFLOW_GUARDED_BY(mu_) = 0;
   dnnl::memory::desc desc_ DFLOW_GUARDED_BY(mu_);
   Tensor packed_ DFLOW_GUARDED_BY(mu_);
 };

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -285,6 +287,18 @@ class MaxPoolGradArgmaxKernel : public WindowKernel {
 // with a NaN takes a loop that keeps it.
 template <Kind kKind>
 class BlockedPoolKernel : public WindowKernel {
+  // A maximum of inputs bounded by `bound` is bounded by it; so is a mean, but for the rounding
+  // of its sum (at most 2 units of the last place per element), which must not overflow.
+  float PooledBound(float bound) const {
+    if (kKind == Kind::kMax) return bound;
+    const double window = static_cast<double>(k_[0]) * k_[1];
+    if (!(bound * window < std::numeric_limits<float>::max() / 2)) {
+      return std::numeric_limits<float>::infinity();
+    }
+    return std::nextafter(static_cast<float>(bound * (1 + 2 * window * 0x1p-24)),
+                          std::numeric_limits<float>::infinity());
+  }
+
  public:
   explicit BlockedPoolKernel(const KernelInit& init)
       : WindowKernel(init), channels_(std::get<int64_t>(*init.node.FindAttr("channels"))) {}
@@ -300,15 +314,23 @@ class BlockedPoolKernel : public WindowKernel {
     ASSIGN_OR_RETURN(Tensor * out,
                      ctx.AllocateOutput(0, DType::kF32, Shape{xs[0], xs[1], oh, ow, b}));
     if (out->num_elements() == 0) return Status::OK();
-    if (kKind == Kind::kAvg || AllFiniteParallel(x.data<float>(), x.num_elements())) {
+    // Every window holds an input (no window lies in the padding alone), so a bound of the
+    // inputs bounds the maxima and the means; a bounded input also needs no check for NaN.
+    const bool windows_hold_inputs =
+        pads_[0] < k_[0] && pads_[1] < k_[1] && pads_[2] < k_[0] && pads_[3] < k_[1];
+    if (kKind == Kind::kAvg || x.known_finite() ||
+        AllFiniteParallel(x.data<float>(), x.num_elements())) {
       using dnnl::memory;
       const memory::format_tag tag =
           b == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;
-      return RunDnnl(ctx, kKind == Kind::kMax,
-                     fmt::format("blocked_pool:{}:{}", fmt::join(xs.dim_vector(), ","), channels_),
-                     memory::desc({xs[0], channels_, xs[2], xs[3]}, memory::data_type::f32, tag),
-                     memory::desc({xs[0], channels_, oh, ow}, memory::data_type::f32, tag),
-                     x.raw_data(), out->raw_data());
+      RETURN_IF_ERROR(
+          RunDnnl(ctx, kKind == Kind::kMax,
+                  fmt::format("blocked_pool:{}:{}", fmt::join(xs.dim_vector(), ","), channels_),
+                  memory::desc({xs[0], channels_, xs[2], xs[3]}, memory::data_type::f32, tag),
+                  memory::desc({xs[0], channels_, oh, ow}, memory::data_type::f32, tag),
+                  x.raw_data(), out->raw_data()));
+      if (windows_hold_inputs) out->set_known_bound(PooledBound(x.known_bound()));
+      return Status::OK();
     }
     // [n, cb] planes of H x W x b in parallel.
     const float* px = x.data<float>();

@@ -36,7 +36,7 @@ class AssignKernel : public OpKernel {
       // Nobody else will read the value: the variable takes its buffer, so assigning (an
       // initializer, most often) needs no second copy of the variable's memory.
       cur = value;
-      cur.set_known_finite(false);
+      cur.clear_known_bound();
       ctx.set_output(0, cur);
       return Status::OK();
     }
@@ -44,7 +44,7 @@ class AssignKernel : public OpKernel {
       ASSIGN_OR_RETURN(cur, Tensor::Allocate(ctx.allocator(), value.dtype(), value.shape()));
     }
     if (value.num_bytes() > 0) std::memcpy(cur.raw_data(), value.raw_data(), value.num_bytes());
-    cur.set_known_finite(false);  // kept off variables, whose buffers are updated in place
+    cur.clear_known_bound();  // kept off variables, whose buffers are updated in place
     ctx.set_output(0, cur);
     return Status::OK();
   }

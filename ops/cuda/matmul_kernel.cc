@@ -97,6 +97,9 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
     if (epilogue_.bias && t == DType::kF64) {
       return InvalidArgument("no GPU _FusedMatMul for {} (f32, f16 or bf16)", t);
     }
+    if (epilogue_.gelu && half) {
+      return InvalidArgument("no GPU _FusedMatMul with a Gelu for {} (f32)", t);
+    }
     auto* cuda = dynamic_cast<CudaContext*>(ctx.device_context());
     if (cuda == nullptr) return Internal("a GPU kernel ran without the CUDA device's context");
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), dims.out));
@@ -161,6 +164,13 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
                       out->raw_data(), out->num_elements(), 0, cuda->stream()),
           "Relu");
     }
+    // GELU (the erf form; cuBLASLt's GELU epilogue is the tanh approximation) after the product.
+    if (epilogue_.gelu) {
+      return Launched(
+          LaunchUnary(UnaryOp::kGelu, f64 ? ElemType::kF64 : ElemType::kF32, out->raw_data(),
+                      out->raw_data(), out->num_elements(), 0, cuda->stream()),
+          "Gelu");
+    }
     return Status::OK();
   }
 
@@ -210,10 +220,10 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
     RETURN_IF_ERROR(Launched(LaunchBiasAdd(type, out.raw_data(), ctx.input(2).raw_data(),
                                            out.raw_data(), count, n, stream),
                              "BiasAdd"));
-    if (!epilogue_.relu) return Status::OK();
-    return Launched(
-        LaunchUnary(UnaryOp::kRelu, type, out.raw_data(), out.raw_data(), count, 0, stream),
-        "Relu");
+    if (!epilogue_.relu && !epilogue_.gelu) return Status::OK();
+    return Launched(LaunchUnary(epilogue_.relu ? UnaryOp::kRelu : UnaryOp::kGelu, type,
+                                out.raw_data(), out.raw_data(), count, 0, stream),
+                    epilogue_.relu ? "Relu" : "Gelu");
   }
 
   std::mutex mu_;

@@ -12,12 +12,14 @@ namespace {
 
 // The fused op's shape function: the base op's on inputs 0 and 1, then a check that the bias
 // (input 2) has one value per output channel: the last dimension for MatMul, dimension 1 for
-// Conv2D.
+// Conv2D. The activation after the bias: none, Relu, or (for MatMul) Gelu, the erf form.
 ShapeFn FusedShape(ShapeFn base, int channel_axis) {
   return [base = std::move(base), channel_axis](InferenceContext& c) -> Status {
     RETURN_IF_ERROR(base(c));
     ASSIGN_OR_RETURN(std::string act, c.GetAttr<std::string>("activation"));
-    if (act != "" && act != "Relu") return c.Error("unknown activation '{}'", act);
+    if (act != "" && act != "Relu" && !(act == "Gelu" && channel_axis < 0)) {
+      return c.Error("unknown activation '{}'", act);
+    }
     const Shape& y = c.output_shapes[0];
     const Shape& bias = c.input_shape(2);
     int axis = channel_axis < 0 ? y.rank() + channel_axis : channel_axis;
@@ -224,6 +226,36 @@ Status RegisterFusedOps(OpRegistry& r) {
          return Status::OK();
        },
        .cost_fn = ElementwiseCostFn(8)}));
+  // alpha * (a x b) + addend: an attention's scores (the product of queries and keys, divided by
+  // the square root of their width, plus the mask) in one oneDNN matmul whose output scale and
+  // binary post-op do the rest. BatchMatMul's shapes; the addend broadcasts to the product
+  // (each of its dimensions, counted from the last, 1 or the product's).
+  const OpDef* bmm = r.Find("BatchMatMul");
+  RETURN_IF_ERROR(r.Register(
+      {.name = "_ScaledBatchMatMul",
+       .inputs = {f32("a"), f32("b"), f32("addend")},
+       .outputs = {f32("y")},
+       .attrs = {{"T", AttrType::kDType, std::nullopt},
+                 {"transpose_a", AttrType::kBool, false},
+                 {"transpose_b", AttrType::kBool, false},
+                 {"alpha", AttrType::kFloat, 1.0}},
+       .shape_fn = [base = bmm->shape_fn](InferenceContext& c) -> Status {
+         RETURN_IF_ERROR(base(c));
+         const Shape& y = c.output_shapes[0];
+         const Shape& addend = c.input_shape(2);
+         if (y.unknown_rank() || addend.unknown_rank()) return Status::OK();
+         if (addend.rank() > y.rank()) {
+           return c.Error("addend {} has more dimensions than the product {}", addend, y);
+         }
+         for (int i = 1; i <= addend.rank(); ++i) {
+           const int64_t d = addend[addend.rank() - i], p = y[y.rank() - i];
+           if (d >= 0 && p >= 0 && d != 1 && d != p) {
+             return c.Error("addend {} does not broadcast to the product {}", addend, y);
+           }
+         }
+         return Status::OK();
+       },
+       .cost_fn = bmm->cost_fn}));
   RETURN_IF_ERROR(RegisterLayoutOps(r));
   return Status::OK();
 }

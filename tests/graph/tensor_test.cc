@@ -54,10 +54,13 @@ TEST(TensorTest, FromVectorCloneAndDebugString) {
   EXPECT_EQ(Tensor::Scalar<bool>(true).DebugString(), "bool[] {true}");
 }
 
-TEST(TensorTest, KnownFiniteIsAFactAboutTheValue) {
+TEST(TensorTest, KnownBoundIsAFactAboutTheValue) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
   Tensor t = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, Shape{2, 3});
   EXPECT_FALSE(t.known_finite());  // unless a kernel says so
-  t.set_known_finite(true);
+  EXPECT_EQ(t.known_bound(), kInf);
+  t.set_known_bound(6);
+  EXPECT_TRUE(t.known_finite());
   Tensor copy = t;
   Tensor assigned;
   assigned = t;
@@ -66,12 +69,21 @@ TEST(TensorTest, KnownFiniteIsAFactAboutTheValue) {
   move_assigned = std::move(assigned);
   for (const Tensor& same :
        {moved, move_assigned, t.Reshaped(Shape{6}), t.Part(2, Shape{3}), t.Clone()}) {
-    EXPECT_TRUE(same.known_finite()) << same.DebugString();
+    EXPECT_EQ(same.known_bound(), 6.f) << same.DebugString();
   }
-  t.set_known_finite(false);
-  EXPECT_TRUE(moved.known_finite());  // each tensor holds its own mark
+  t.clear_known_bound();
+  EXPECT_EQ(moved.known_bound(), 6.f);  // each tensor holds its own bound
   EXPECT_FALSE(t.Reshaped(Shape{3, 2}).known_finite());
   EXPECT_FALSE(Tensor(DType::kF32, Shape{2}).known_finite());
+  // A bound of 0 is one (all zeros); NaN and negative ones mean nothing is known.
+  t.set_known_bound(0);
+  EXPECT_TRUE(t.known_finite());
+  t.set_known_bound(std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(t.known_bound(), kInf);
+  t.set_known_bound(-1);
+  EXPECT_EQ(t.known_bound(), kInf);
+  t.set_known_bound(kInf);
+  EXPECT_FALSE(t.known_finite());
 }
 
 TEST(TensorTest, TensorsOutliveTheirAllocatorsOwner) {

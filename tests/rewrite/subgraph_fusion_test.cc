@@ -8,7 +8,9 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/manip_ops.h"
 #include "ops/math_ops.h"
+#include "ops/nn_ops.h"
 #include "ops/unary_ops.h"
 #include "rewrite_fixture.h"
 
@@ -102,6 +104,144 @@ TEST(SubgraphFusionTest, ALinearLayersBiasMovesIntoTheMatMulBeforeItsReshape) {
   EXPECT_EQ(ops["_FusedMatMul"], 1);
   EXPECT_EQ(ops["Add"], 0);
   EXPECT_EQ(ops["MatMul"], 0);
+}
+
+// A feed-forward layer as PyTorch exports it: Linear, then the spelled-out GELU. The GELU becomes
+// the _FusedMatMul's post-op; NaN and infinities (an inf product makes inf, a -inf one NaN, as
+// Gelu gives them) land where the plain plan puts them.
+TEST(SubgraphFusionTest, AGeluAfterALinearLayerBecomesItsPostOp) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2, 5, 6});
+  Output rows = ops::Reshape(root, x, {-1, 6});
+  Output y = ops::Reshape(root, ops::MatMul(root, rows, Const(root, {6, 4}, 1)), {2, 5, 4});
+  Output h = ops::Add(root, y, Const(root, {4}, 2));
+  ops::Identity(root.WithOpName("y"), SpelledGelu(root, h));
+  for (int bad = 0; bad < 4; ++bad) {
+    std::vector<float> v = RandomFloats(60, 3, -3, 3);
+    const float special[] = {0.f, std::numeric_limits<float>::quiet_NaN(),
+                             std::numeric_limits<float>::infinity(),
+                             -std::numeric_limits<float>::infinity()};
+    if (bad > 0) v[13] = special[bad];
+    auto ops = ExpectSameWithFusion(root, {{"x", Tensor::FromVector(v, Shape{2, 5, 6})}}, {"y"});
+    EXPECT_EQ(ops["_FusedMatMul"], 1);
+    for (const char* gone : {"Gelu", "Erf", "Div", "Mul", "Add", "MatMul"}) {
+      EXPECT_EQ(ops[gone], 0) << gone;
+    }
+  }
+  Graph g = Validated(root);
+  auto fused = ops::FuseSubgraphs(g, {*g.FindNode("x"), *g.FindNode("y")});
+  ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+  EXPECT_EQ(fused->stats.gelu, 1);
+  EXPECT_EQ(fused->stats.matmul_gelu, 1);
+  EXPECT_EQ(fused->stats.matmul_bias, 1);
+}
+
+// When the product before the GELU is fetched too, the GELU stays an op of its own.
+TEST(SubgraphFusionTest, AGeluAfterAFetchedLinearLayerStaysAnOp) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2, 5, 6});
+  Output rows = ops::Reshape(root, x, {-1, 6});
+  Output y = ops::Reshape(root, ops::MatMul(root, rows, Const(root, {6, 4}, 1)), {2, 5, 4});
+  Output h = ops::Add(root.WithOpName("h"), y, Const(root, {4}, 2));
+  ops::Identity(root.WithOpName("y"), SpelledGelu(root, h));
+  auto xv = Tensor::FromVector(RandomFloats(60, 4, -2, 2), Shape{2, 5, 6});
+  auto ops = ExpectSameWithFusion(root, {{"x", xv}}, {"y", "h"});
+  EXPECT_EQ(ops["Gelu"], 1);
+  EXPECT_EQ(ops["_FusedMatMul"], 1);
+}
+
+// Self-attention as PyTorch exports it, on [B, S, H, D] = [2, 5, 3, 4]: queries and values
+// transposed to [B, H, S, D], keys to [B, H, D, S], the scores divided by sqrt(D) (or times
+// 1 / sqrt(D), either way round), plus a mask [B, 1, 1, S], softmax, then the values.
+Output SpelledAttention(const Scope& s, Output q, Output k, Output v, Output mask, bool mul) {
+  Output qt = ops::Transpose(s, q, {0, 2, 1, 3});
+  Output kt = ops::Transpose(s, k, {0, 2, 3, 1});
+  Output vt = ops::Transpose(s, v, {0, 2, 1, 3});
+  Output scores = ops::BatchMatMul(s, qt, kt);
+  Output scaled =
+      mul ? ops::Mul(s, ops::Const(s, 0.5f), scores) : ops::Div(s, scores, ops::Const(s, 2.f));
+  Output p = ops::Softmax(s, ops::Add(s, mask, scaled));
+  return ops::Transpose(s.WithOpName("y"), ops::BatchMatMul(s, p, vt), {0, 2, 1, 3});
+}
+
+// The scores, their scale and the mask become one _ScaledBatchMatMul that reads the keys
+// transposed (their Transpose keeps the last axis); NaN and infinities in the queries and the
+// mask land where the plain plan puts them.
+TEST(SubgraphFusionTest, AttentionScoresBecomeOneScaledProduct) {
+  for (bool mul : {false, true}) {
+    Scope root = Scope::NewRootScope();
+    const Shape x{2, 5, 3, 4};
+    auto q = ops::Placeholder(root.WithOpName("q"), DType::kF32, x);
+    auto k = ops::Placeholder(root.WithOpName("k"), DType::kF32, x);
+    auto v = ops::Placeholder(root.WithOpName("v"), DType::kF32, x);
+    auto mask = ops::Placeholder(root.WithOpName("mask"), DType::kF32, Shape{2, 1, 1, 5});
+    SpelledAttention(root, q, k, v, mask, mul);
+    std::vector<float> qv = RandomFloats(120, 1, -2, 2), mv(10, 0.f);
+    mv[3] = mv[4] = -10000.f;  // the first sequence padded after 3 tokens
+    for (int bad = 0; bad < 3; ++bad) {
+      if (bad == 1) qv[7] = std::numeric_limits<float>::quiet_NaN();
+      if (bad == 2) mv[6] = -std::numeric_limits<float>::infinity();
+      Session::Feeds feeds = {{"q", Tensor::FromVector(qv, x)},
+                              {"k", Tensor::FromVector(RandomFloats(120, 2, -2, 2), x)},
+                              {"v", Tensor::FromVector(RandomFloats(120, 3, -2, 2), x)},
+                              {"mask", Tensor::FromVector(mv, Shape{2, 1, 1, 5})}};
+      auto ops = ExpectSameWithFusion(root, feeds, {"y"}, 1e-5);
+      EXPECT_EQ(ops["_ScaledBatchMatMul"], 1);
+      EXPECT_EQ(ops["BatchMatMul"], 1);  // the values' product
+      EXPECT_EQ(ops["Transpose"], 4);
+      for (const char* gone : {"Div", "Mul", "Add"}) EXPECT_EQ(ops[gone], 0) << gone;
+    }
+    Graph g = Validated(root);
+    auto fused = ops::FuseSubgraphs(g, {*g.FindNode("y")});
+    ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+    EXPECT_EQ(fused->stats.scaled_matmuls, 1);
+    EXPECT_EQ(fused->stats.transposed_operands, 1);
+    for (int i = 0; i < fused->graph.num_nodes(); ++i) {
+      const Node& n = fused->graph.node(i);
+      if (n.op() == "Transpose") {
+        EXPECT_EQ(std::get<std::vector<int64_t>>(*n.FindAttr("perm")),
+                  std::vector<int64_t>({0, 2, 1, 3}));
+      }
+      if (n.op() == "_ScaledBatchMatMul") {
+        EXPECT_EQ(std::get<double>(*n.FindAttr("alpha")), 0.5);
+        EXPECT_TRUE(std::get<bool>(*n.FindAttr("transpose_b")));
+      }
+    }
+  }
+}
+
+// A Transpose of the last two axes before a product goes altogether: the product transposes.
+TEST(SubgraphFusionTest, ATransposeOfTheLastTwoAxesFoldsIntoTheProduct) {
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Placeholder(root.WithOpName("a"), DType::kF32, Shape{2, 4, 3});
+  auto b = ops::Placeholder(root.WithOpName("b"), DType::kF32, Shape{2, 5, 3});
+  ops::BatchMatMul(root.WithOpName("y"), a, ops::Transpose(root, b, {0, 2, 1}));
+  Session::Feeds feeds = {{"a", Tensor::FromVector(RandomFloats(24, 4), Shape{2, 4, 3})},
+                          {"b", Tensor::FromVector(RandomFloats(30, 5), Shape{2, 5, 3})}};
+  auto ops = ExpectSameWithFusion(root, feeds, {"y"}, 1e-5);
+  EXPECT_EQ(ops["Transpose"], 0);
+  EXPECT_EQ(ops["BatchMatMul"], 1);
+}
+
+// Scores the mask broadcasts to a larger shape (the product [1, H, S, S], the mask [2, 1, 1,
+// S]) and a scale that is not a constant keep their ops.
+TEST(SubgraphFusionTest, AScaledProductFusesOnlyWhereTheMaskBroadcastsToIt) {
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Placeholder(root.WithOpName("a"), DType::kF32, Shape{1, 3, 5, 4});
+  auto b = ops::Placeholder(root.WithOpName("b"), DType::kF32, Shape{1, 3, 4, 5});
+  auto mask = ops::Placeholder(root.WithOpName("mask"), DType::kF32, Shape{2, 1, 1, 5});
+  auto c = ops::Placeholder(root.WithOpName("c"), DType::kF32, Shape{});
+  Output scores = ops::BatchMatMul(root, a, b);
+  ops::Add(root.WithOpName("y"), ops::Div(root, scores, ops::Const(root, 2.f)), mask);
+  ops::Add(root.WithOpName("z"), ops::Div(root, ops::BatchMatMul(root, a, b), c),
+           ops::Const(root, 1.f));
+  Session::Feeds feeds = {{"a", Tensor::FromVector(RandomFloats(60, 6), Shape{1, 3, 5, 4})},
+                          {"b", Tensor::FromVector(RandomFloats(60, 7), Shape{1, 3, 4, 5})},
+                          {"mask", Tensor::FromVector(RandomFloats(10, 8), Shape{2, 1, 1, 5})},
+                          {"c", Tensor::Scalar<float>(3.f)}};
+  auto ops = ExpectSameWithFusion(root, feeds, {"y", "z"}, 1e-5);
+  EXPECT_EQ(ops["_ScaledBatchMatMul"], 0);
+  EXPECT_EQ(ops["Div"], 2);
 }
 
 TEST(SubgraphFusionTest, ABiasOfAnotherShapeStaysAnAdd) {

@@ -16,7 +16,7 @@ namespace {
 // [batch..., M, N] = a [batch..., M, K] x b [batch..., K, N] after the transposes, with an
 // optional bias over N and ReLU.
 Tensor MatMulRef(const Tensor& a, const Tensor& b, bool ta, bool tb, const Tensor* bias = nullptr,
-                 bool relu = false) {
+                 bool relu = false, bool gelu = false) {
   const Shape& sa = a.shape();
   const Shape& sb = b.shape();
   int r = sa.rank();
@@ -40,6 +40,7 @@ Tensor MatMulRef(const Tensor& a, const Tensor& b, bool ta, bool tb, const Tenso
         for (int64_t p = 0; p < k; ++p) {
           acc += (ta ? pa[p * m + i] : pa[i * k + p]) * (tb ? pb[j * k + p] : pb[p * n + j]);
         }
+        if (gelu) acc = 0.5 * acc * (1 + std::erf(acc / std::sqrt(2.0)));
         out[(q * m + i) * n + j] = relu && acc < 0 ? 0 : acc;
       }
     }
@@ -114,34 +115,88 @@ void AddMatMul(CaseRng& rng, std::vector<OpCase>& cases) {
   // The fused op exists only in compiled plans; the case adds it directly.
   struct Fused {
     int64_t m, k, n;
-    bool ta, relu;
+    bool ta;
+    std::string act;
   };
-  for (const auto& d : std::vector<Fused>{{7, 13, 5, false, true},
-                                          {7, 13, 5, false, false},
-                                          {1, 1, 1, false, true},
-                                          {33, 17, 9, true, true}}) {
-    bool ta = d.ta, relu = d.relu;
+  for (const auto& d : std::vector<Fused>{{7, 13, 5, false, "Relu"},
+                                          {7, 13, 5, false, ""},
+                                          {1, 1, 1, false, "Relu"},
+                                          {33, 17, 9, true, "Relu"},
+                                          {7, 13, 5, false, "Gelu"},
+                                          {33, 17, 9, true, "Gelu"},
+                                          {4, 0, 3, false, "Gelu"}}) {
+    bool ta = d.ta;
+    std::string act = d.act;
     cases.push_back(OpCase{
         .op = "_FusedMatMul",
-        .tag = TransposeTag(ta, false) + (relu ? "relu" : ""),
+        .tag = TransposeTag(ta, false) + (act == "Relu"   ? "relu"
+                                          : act == "Gelu" ? "gelu"
+                                                          : ""),
         .inputs = {rng.Uniform(DType::kF32, Transposed(d.m, d.k, ta)),
                    rng.Uniform(DType::kF32, Shape{d.k, d.n}), rng.Uniform(DType::kF32, Shape{d.n})},
-        .build = One([ta, relu](const Scope& s, const std::vector<Output>& in) {
-          return s.OutputOf(s.AddNode("_FusedMatMul", {in[0], in[1], in[2]},
-                                      {{"transpose_a", ta},
-                                       {"transpose_b", false},
-                                       {"activation", std::string(relu ? "Relu" : "")}}));
+        .build = One([ta, act](const Scope& s, const std::vector<Output>& in) {
+          return s.OutputOf(
+              s.AddNode("_FusedMatMul", {in[0], in[1], in[2]},
+                        {{"transpose_a", ta}, {"transpose_b", false}, {"activation", act}}));
         }),
-        .reference = One([ta, relu](const std::vector<Tensor>& in) {
-          return MatMulRef(in[0], in[1], ta, false, &in[2], relu);
+        .reference = One([ta, act](const std::vector<Tensor>& in) {
+          return MatMulRef(in[0], in[1], ta, false, &in[2], act == "Relu", act == "Gelu");
         }),
         .no_gradient = "fused ops exist only in compiled plans (no grad_fn)"});
   }
+  // _ScaledBatchMatMul: alpha * (a x b) + addend, the addend broadcast (an attention mask
+  // [B, 1, 1, N], a row [N], the whole product), b transposed or not, and over k = 0.
+  struct Scaled {
+    int64_t k;
+    bool tb;
+    Shape addend;
+  };
+  for (const auto& d : std::vector<Scaled>{{5, true, Shape{2, 1, 1, 6}},
+                                           {5, false, Shape{6}},
+                                           {9, true, Shape{2, 3, 4, 6}},
+                                           {1, false, Shape{3, 1, 6}},
+                                           {0, true, Shape{2, 1, 1, 6}}}) {
+    const bool tb = d.tb;
+    cases.push_back(
+        OpCase{.op = "_ScaledBatchMatMul",
+               .tag = TransposeTag(false, tb),
+               .inputs = {rng.Uniform(DType::kF32, Shape{2, 3, 4, d.k}),
+                          rng.Uniform(DType::kF32, tb ? Shape{2, 3, 6, d.k} : Shape{2, 3, d.k, 6}),
+                          rng.Uniform(DType::kF32, d.addend)},
+               .build = One([tb](const Scope& s, const std::vector<Output>& in) {
+                 return s.OutputOf(
+                     s.AddNode("_ScaledBatchMatMul", {in[0], in[1], in[2]},
+                               {{"transpose_a", false}, {"transpose_b", tb}, {"alpha", 0.125}}));
+               }),
+               .reference = One([tb](const std::vector<Tensor>& in) {
+                 Tensor p = MatMulRef(in[0], in[1], false, tb);
+                 std::vector<double> v = ToDoubles(p), add = ToDoubles(in[2]);
+                 const Shape& y = p.shape();
+                 const Shape& a = in[2].shape();
+                 for (int64_t i = 0; i < y.num_elements(); ++i) {
+                   // The addend's element for product element i: its index, dimension by dimension
+                   // from the last, 0 where the addend has 1.
+                   int64_t rest = i, at = 0, step = 1;
+                   for (int dim = 1; dim <= y.rank(); ++dim) {
+                     const int64_t index = rest % y[y.rank() - dim];
+                     rest /= y[y.rank() - dim];
+                     if (dim <= a.rank()) {
+                       const int64_t size = a[a.rank() - dim];
+                       at += (size == 1 ? 0 : index) * step;
+                       step *= size;
+                     }
+                   }
+                   v[i] = 0.125 * v[i] + add[at];
+                 }
+                 return FromDoubles(DType::kF32, y, v);
+               }),
+               .no_gradient = "fused ops exist only in compiled plans (no grad_fn)"});
+  }
   // _MatMulAdd: addend + a x b, the sum added in the addend's buffer or a fresh one.
-  for (const auto& d : std::vector<Fused>{{7, 13, 5, false, false},
-                                          {33, 17, 9, true, false},
-                                          {1, 1, 1, true, false},
-                                          {4, 0, 3, false, false}}) {
+  for (const auto& d : std::vector<Fused>{{7, 13, 5, false, ""},
+                                          {33, 17, 9, true, ""},
+                                          {1, 1, 1, true, ""},
+                                          {4, 0, 3, false, ""}}) {
     bool ta = d.ta;
     cases.push_back(
         OpCase{.op = "_MatMulAdd",

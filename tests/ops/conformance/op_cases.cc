@@ -157,6 +157,7 @@ const std::map<std::string, std::map<std::string, std::string>>& NotOnDevice() {
            {"_MatMulAdd", kFused},
            {"_MaxPoolWithArgmax", kFused},
            {"_LayerNorm", kFused},
+           {"_ScaledBatchMatMul", kFused},
            {"_BlockedConv2D", kBlocked},
            {"_BlockedMaxPool", kBlocked},
            {"_BlockedAvgPool", kBlocked},
