@@ -105,6 +105,88 @@ class Blocker {
       RETURN_IF_ERROR(out.graph.AddNode(std::move(def)).status());
     }
     RETURN_IF_ERROR(out.graph.Validate());
+    return FuseDepthwise(std::move(out));
+  }
+
+  // An expanding 1x1 _BlockedConv2D read only by a depthwise 3x3 one (stride 1 or 2, padding
+  // 1, no residual either way): one _BlockedConvDw named as the depthwise one.
+  Result<BlockedGraph> FuseDepthwise(BlockedGraph in) const {
+    const Graph& g = in.graph;
+    const auto consumers = g.Consumers();
+    auto ints = [&g](int id, const char* attr) {
+      return std::get<std::vector<int64_t>>(*g.node(id).FindAttr(attr));
+    };
+    auto kept = [&](int id) {
+      auto original = g_.FindNode(g.node(id).name());
+      if (original && pinned_[*original]) return true;
+      for (auto [consumer, slot] : consumers[id]) {
+        if (slot < 0) return true;
+      }
+      return false;
+    };
+    std::vector<int> partner(g.num_nodes(), -1);  // the 1x1 convolution <-> the depthwise one
+    int pairs = 0;
+    for (int id : g.topological_order()) {
+      const Node& dw = g.node(id);
+      if (dw.op() != "_BlockedConv2D" || dw.inputs().size() != 3 ||
+          !std::get<bool>(*dw.FindAttr("x_blocked"))) {
+        continue;
+      }
+      const Shape& dww = g.node(dw.inputs()[1].node).output_shape(dw.inputs()[1].index);
+      const int64_t s = ints(id, "strides")[0];
+      if (!dww.fully_defined() || dww.rank() != 4 || dww[1] != 1 || dww[2] != 3 || dww[3] != 3 ||
+          std::get<int64_t>(*dw.FindAttr("groups")) != dww[0] || (s != 1 && s != 2) ||
+          ints(id, "strides") != std::vector<int64_t>{s, s} ||
+          ints(id, "pads") != std::vector<int64_t>{1, 1, 1, 1} ||
+          ints(id, "dilations") != std::vector<int64_t>{1, 1}) {
+        continue;
+      }
+      const int a = dw.inputs()[0].node;
+      const Node& pw = g.node(a);
+      if (dw.inputs()[0].index != 0 || pw.op() != "_BlockedConv2D" || pw.inputs().size() != 3 ||
+          !std::get<bool>(*pw.FindAttr("x_blocked")) || consumers[a].size() != 1 || kept(a) ||
+          partner[a] >= 0 || pw.requested_device() != dw.requested_device() ||
+          pw.colocation_group() != dw.colocation_group()) {
+        continue;
+      }
+      const Shape& pww = g.node(pw.inputs()[1].node).output_shape(pw.inputs()[1].index);
+      if (!pww.fully_defined() || pww.rank() != 4 || pww[0] != dww[0] || pww[2] != 1 ||
+          pww[3] != 1 || std::get<int64_t>(*pw.FindAttr("groups")) != 1 ||
+          ints(a, "strides") != std::vector<int64_t>{1, 1} ||
+          ints(a, "pads") != std::vector<int64_t>{0, 0, 0, 0} ||
+          ints(a, "dilations") != std::vector<int64_t>{1, 1}) {
+        continue;
+      }
+      partner[a] = id;
+      partner[id] = a;
+      pairs++;
+    }
+    if (pairs == 0) return in;
+    BlockedGraph out{Graph(&g.registry()), in.stats};
+    out.stats.depthwise_fused = pairs;
+    for (int id : g.topological_order()) {
+      const Node& n = g.node(id);
+      if (partner[id] >= 0 && n.inputs()[0].node != partner[id]) continue;  // the 1x1, folded
+      NodeDef def = n.def();
+      if (partner[id] >= 0) {
+        const Node& pw = g.node(partner[id]);
+        def = pw.def();
+        def.name = n.name();
+        def.op = "_BlockedConvDw";
+        def.inputs.push_back(n.def().inputs[1]);
+        def.inputs.push_back(n.def().inputs[2]);
+        def.attrs["dw_stride"] = ints(id, "strides")[0];
+        def.attrs["dw_activation"] = *n.FindAttr("activation");
+        def.attrs["dw_clip_min"] = *n.FindAttr("clip_min");
+        def.attrs["dw_clip_max"] = *n.FindAttr("clip_max");
+        def.device = n.requested_device();
+        def.colocation_group = n.colocation_group();
+        def.control_inputs.clear();
+        MergeControlInputs(g, {partner[id], id}, &def);
+      }
+      RETURN_IF_ERROR(out.graph.AddNode(std::move(def)).status());
+    }
+    RETURN_IF_ERROR(out.graph.Validate());
     return out;
   }
 

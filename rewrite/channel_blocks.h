@@ -5,6 +5,8 @@
 //   _FusedConv2D(x, w, bias)                    becomes  _BlockedConv2D(x, w, bias)
 //   ... -> Add(that, r) [-> Relu]  (r blocked)   folds in  (residual r, activation)
 //   ... -> Maximum(that, lo) -> Minimum(., hi)   folds in  (activation Clip [lo, hi])
+//   _BlockedConv2D 1x1 -> _BlockedConv2D depthwise 3x3 (stride 1 or 2, padding 1), the 1x1's
+//   output read by nothing else                  becomes  _BlockedConvDw (MobileNet's block)
 //
 // The element-wise ops that keep the padding channels finite (Relu, Identity, and Add, Sub,
 // Mul, Maximum, Minimum of blocked tensors of one shape or of a blocked tensor and a finite
@@ -24,12 +26,13 @@
 namespace dflow::ops {
 
 struct ChannelBlockStats {
-  int convs = 0;        // convolutions that compute in the blocked layout
-  int residuals = 0;    // of those, the ones that took a residual Add
-  int clips = 0;        // and a Maximum/Minimum pair as a clip
-  int elementwise = 0;  // element-wise ops that run on blocked tensors
-  int pools = 0;        // MaxPool, AvgPool and global means (ReduceMean) that do
-  int unblocks = 0;     // _UnblockChannels nodes added
+  int convs = 0;            // convolutions that compute in the blocked layout
+  int residuals = 0;        // of those, the ones that took a residual Add
+  int clips = 0;            // and a Maximum/Minimum pair as a clip
+  int elementwise = 0;      // element-wise ops that run on blocked tensors
+  int pools = 0;            // MaxPool, AvgPool and global means (ReduceMean) that do
+  int unblocks = 0;         // _UnblockChannels nodes added
+  int depthwise_fused = 0;  // expanding 1x1 convolutions fused with the depthwise one after
 };
 
 struct BlockedGraph {

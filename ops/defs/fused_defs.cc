@@ -227,9 +227,8 @@ Status RegisterFusedOps(OpRegistry& r) {
        },
        .cost_fn = ElementwiseCostFn(8)}));
   // alpha * (a x b) + addend: an attention's scores (the product of queries and keys, divided by
-  // the square root of their width, plus the mask) in one oneDNN matmul whose output scale and
-  // binary post-op do the rest. BatchMatMul's shapes; the addend broadcasts to the product
-  // (each of its dimensions, counted from the last, 1 or the product's).
+  // the square root of their width, plus the mask). BatchMatMul's shapes; the addend broadcasts
+  // to the product (each of its dimensions, counted from the last, 1 or the product's).
   const OpDef* bmm = r.Find("BatchMatMul");
   RETURN_IF_ERROR(r.Register(
       {.name = "_ScaledBatchMatMul",
@@ -279,6 +278,58 @@ Status RegisterLayoutOps(OpRegistry& r) {
                               .attrs = conv_attrs,
                               .shape_fn = BlockedConvShape,
                               .cost_fn = r.Find("Conv2D")->cost_fn}));
+  // y = dw_activation(depthwise3x3(activation(conv1x1(x, w) + bias), dw_w) + dw_bias), stride
+  // dw_stride (1 or 2), padding 1: MobileNet's expanding convolution and the depthwise one after
+  // it, whose expanded activation never goes to memory. The 1x1 convolution's attributes are
+  // _BlockedConv2D's (stride 1, no padding, one group); dw_w is [C, 1, 3, 3], C its output
+  // channels.
+  std::vector<AttrDef> dw_attrs = conv_attrs;
+  dw_attrs.push_back({"dw_stride", AttrType::kInt, int64_t{1}});
+  dw_attrs.push_back({"dw_activation", AttrType::kString, std::string()});
+  dw_attrs.push_back({"dw_clip_min", AttrType::kFloat, 0.0});
+  dw_attrs.push_back({"dw_clip_max", AttrType::kFloat, 0.0});
+  RETURN_IF_ERROR(r.Register(
+      {.name = "_BlockedConvDw",
+       .inputs = {f32("x"), f32("w"), f32("bias"), f32("dw_w"), f32("dw_bias")},
+       .outputs = {f32("y")},
+       .attrs = dw_attrs,
+       .shape_fn = [](InferenceContext& c) -> Status {
+         ASSIGN_OR_RETURN(int64_t block, BlockAttr(c));
+         ASSIGN_OR_RETURN(bool x_blocked, c.GetAttr<bool>("x_blocked"));
+         ASSIGN_OR_RETURN(int64_t stride, c.GetAttr<int64_t>("dw_stride"));
+         for (const char* a : {"activation", "dw_activation"}) {
+           ASSIGN_OR_RETURN(std::string act, c.GetAttr<std::string>(a));
+           if (act != "" && act != "Relu" && act != "Clip") {
+             return c.Error("unknown {} '{}'", a, act);
+           }
+         }
+         if (stride != 1 && stride != 2) return c.Error("dw_stride {} (1 or 2)", stride);
+         const Shape& x = c.input_shape(0);
+         const Shape& w = c.input_shape(1);
+         const Shape& dw = c.input_shape(3);
+         if (!w.fully_defined() || w.rank() != 4 || w[2] != 1 || w[3] != 1) {
+           return c.Error("needs a 1x1 filter [O, C, 1, 1], got {}", w);
+         }
+         if (!dw.fully_defined() || dw != Shape{w[0], 1, 3, 3}) {
+           return c.Error("needs a depthwise filter [{}, 1, 3, 3], got {}", w[0], dw);
+         }
+         if (x.unknown_rank() || x.rank() != (x_blocked ? 5 : 4) || (x_blocked && x[4] != block) ||
+             (!x_blocked && x[1] >= 0 && x[1] != w[1]) ||
+             (x_blocked && x[1] >= 0 && x[1] != (w[1] + block - 1) / block)) {
+           return c.Error("input {} is not {} of {} channels", x,
+                          x_blocked ? "blocked [N, C/b, H, W, b]" : "[N, C, H, W]", w[1]);
+         }
+         for (int i : {2, 4}) {
+           const Shape& b = c.input_shape(i);
+           if (b.fully_defined() && b.num_elements() != w[0]) {
+             return c.Error("bias {} does not have one value per output channel ({})", b, w[0]);
+           }
+         }
+         auto out = [stride](int64_t in) { return in < 0 ? -1 : (in - 1) / stride + 1; };
+         c.set_output(0, Blocked(Shape{x[0], w[0], out(x[2]), out(x[3])}, block));
+         return Status::OK();
+       },
+       .cost_fn = r.Find("Conv2D")->cost_fn}));
   // MaxPool and AvgPool (their attributes) of a blocked x of `channels` channels, y blocked.
   for (const char* base : {"MaxPool", "AvgPool"}) {
     std::vector<AttrDef> attrs = r.Find(base)->attrs;

@@ -3,6 +3,7 @@
 // one does, NaN included (the run without the plan rewrites is the reference).
 #include "rewrite/channel_blocks.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -174,9 +175,65 @@ TEST_F(ChannelBlocksTest, ClipsAsPostOpOrAfterKeepNaNAndInfinities) {
     }
     auto ops =
         ExpectSameWithFusion(root, {{"x", Tensor::FromVector(v, Shape{1, 8, 20, 20})}}, {"y"});
-    EXPECT_EQ(ops["_BlockedConv2D"], 4);
+    // The expanding and depthwise convolutions as one _BlockedConvDw, which runs them one after
+    // the other (as two _BlockedConv2D) on the NaN.
+    EXPECT_EQ(ops["_BlockedConv2D"], 2);
+    EXPECT_EQ(ops["_BlockedConvDw"], 1);
     EXPECT_EQ(ops["Minimum"], 0);
   }
+}
+
+// MobileNetV2's inverted residual block: an expanding 1x1 convolution and ReLU6, a depthwise
+// 3x3 one (stride 1 or 2) and ReLU6, a projecting 1x1 one (and the residual at stride 1). The
+// first two become one _BlockedConvDw: oneDNN's fused kernel at stride 2, its composition of the
+// two over row chunks at stride 1 where the expanded activation outgrows the cache (4 MiB: the
+// 112x112 image with 96 channels), the two one after the other below that and where the inputs'
+// bounds do not rule out NaN (a NaN, an infinity). The values are the plain plan's.
+TEST_F(ChannelBlocksTest, AnExpandingAndADepthwiseConvolutionRunAsOne) {
+  for (int64_t stride : {1, 2}) {
+    for (int64_t side : {12, 112}) {
+      for (bool with_nan : {false, true}) {
+        SCOPED_TRACE(fmt::format("stride {} side {}{}", stride, side, with_nan ? " NaN" : ""));
+        Scope root = Scope::NewRootScope();
+        auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{1, 16, side, side});
+        auto relu6 = [&](Output v) {
+          return ops::Minimum(root, ops::Maximum(root, v, ops::Const(root, 0.f)),
+                              ops::Const(root, 6.f));
+        };
+        Output c0 = ConvLayer(root, x, 16, 16, 1, 1, {});  // into the blocked layout
+        Output e = relu6(ConvLayer(root, c0, 16, 96, 1, 3, {}));
+        Output d =
+            relu6(ConvLayer(root, e, 96, 96, 3, 5,
+                            {.strides = {stride, stride}, .pads = {1, 1, 1, 1}, .groups = 96}));
+        Output p = ConvLayer(root, d, 96, 16, 1, 7, {});
+        ops::Identity(root.WithOpName("y"), stride == 1 ? ops::Add(root, p, c0) : p);
+        std::vector<float> v = RandomFloats(16 * side * side, 41, -2, 2);
+        if (with_nan) {
+          v[side * 3 + 5] = std::numeric_limits<float>::quiet_NaN();
+          v[9 * side * side + 2] = std::numeric_limits<float>::infinity();
+        }
+        auto ops = ExpectSameWithFusion(
+            root, {{"x", Tensor::FromVector(v, Shape{1, 16, side, side})}}, {"y"});
+        EXPECT_EQ(ops["_BlockedConvDw"], 1) << "stride " << stride << " side " << side;
+        EXPECT_EQ(ops["_BlockedConv2D"], 2) << "stride " << stride << " side " << side;
+      }
+    }
+  }
+}
+
+// The expanding convolution's output read elsewhere too (here fetched) keeps both convolutions.
+TEST_F(ChannelBlocksTest, AnExpandedActivationReadElsewhereKeepsItsConvolution) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{1, 16, 10, 10});
+  Output c0 = ConvLayer(root, x, 16, 16, 1, 1, {});
+  Output e = ops::Relu(root, ConvLayer(root, c0, 16, 32, 1, 3, {}));
+  Output d = ConvLayer(root, e, 32, 32, 3, 5, {.pads = {1, 1, 1, 1}, .groups = 32});
+  ops::Identity(root.WithOpName("y"), ops::Add(root, d, ops::Const(root, 1.f)));
+  ops::Identity(root.WithOpName("z"), ops::Mul(root, e, ops::Const(root, 2.f)));
+  auto ops = ExpectSameWithFusion(
+      root, {{"x", Tensor::FromVector(RandomFloats(1600, 43, -2, 2), Shape{1, 16, 10, 10})}},
+      {"y", "z"});
+  EXPECT_EQ(ops["_BlockedConvDw"], 0);
 }
 
 // A global mean (ONNX's GlobalAveragePool) of a blocked tensor pools the whole image in the

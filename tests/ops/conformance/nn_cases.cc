@@ -665,6 +665,65 @@ void AddBlockedLayouts(CaseRng& rng, std::vector<OpCase>& cases) {
         .no_gradient = kPlanOnly});
   }
 
+  // _BlockedConvDw: an expanding 1x1 convolution, its activation, a depthwise 3x3 one of
+  // stride 1 or 2 (padding 1), its activation; against the two convolutions by loops.
+  for (const auto& [stride, act, dw_act, tag] :
+       std::vector<std::tuple<int64_t, std::string, std::string, std::string>>{
+           {1, "Clip", "Clip", "s1_clip"},
+           {2, "Relu", "", "s2_relu"},
+           {2, "Clip", "Clip", "s2_clip"}}) {
+    const Shape xs{2, 16, 9, 9}, ws{32, 16, 1, 1}, dws{32, 1, 3, 3};
+    const ops::Conv2DAttrs a1{},
+        a2{.strides = {stride, stride}, .pads = {1, 1, 1, 1}, .groups = 32};
+    cases.push_back(OpCase{
+        .op = "_BlockedConvDw",
+        .tag = tag,
+        .inputs = {rng.Uniform(DType::kF32, xs), rng.Uniform(DType::kF32, ws),
+                   rng.Uniform(DType::kF32, Shape{32}), rng.Uniform(DType::kF32, dws),
+                   rng.Uniform(DType::kF32, Shape{32})},
+        .build = One([stride, act, dw_act](const Scope& s, const std::vector<Output>& in) {
+          Output y =
+              s.OutputOf(s.AddNode("_BlockedConvDw", {Block(s, in[0]), in[1], in[2], in[3], in[4]},
+                                   {{"strides", std::vector<int64_t>{1, 1}},
+                                    {"pads", std::vector<int64_t>{0, 0, 0, 0}},
+                                    {"dilations", std::vector<int64_t>{1, 1}},
+                                    {"groups", int64_t{1}},
+                                    {"block", kBlock},
+                                    {"x_blocked", true},
+                                    {"activation", act},
+                                    {"clip_min", 0.0},
+                                    {"clip_max", 0.5},
+                                    {"dw_stride", stride},
+                                    {"dw_activation", dw_act},
+                                    {"dw_clip_min", -0.25},
+                                    {"dw_clip_max", 0.25}}));
+          return Unblock(s, y, 32);
+        }),
+        .reference = One([a1, a2, act, dw_act](const std::vector<Tensor>& in) {
+          auto conv = [](const Shape& xs, const std::vector<double>& x, const Tensor& w,
+                         const Tensor& bias, const ops::Conv2DAttrs& a, const std::string& act,
+                         double lo, double hi, Shape* ys) {
+            ConvGeom cg = Conv(xs, w.shape(), a);
+            std::vector<double> wv = ToDoubles(w), y(cg.n * cg.o * cg.oh * cg.ow, 0);
+            ForEachTap(cg, [&](int64_t xi, int64_t wi, int64_t yi) { y[yi] += x[xi] * wv[wi]; });
+            const int64_t plane = cg.oh * cg.ow;
+            for (size_t i = 0; i < y.size(); ++i) {
+              y[i] += ElementAsDouble(bias, (i / plane) % cg.o);
+              if (act == "Relu") y[i] = std::max(y[i], 0.0);
+              if (act == "Clip") y[i] = std::min(std::max(y[i], lo), hi);
+            }
+            *ys = Shape{cg.n, cg.o, cg.oh, cg.ow};
+            return y;
+          };
+          Shape mid, out;
+          std::vector<double> e =
+              conv(in[0].shape(), ToDoubles(in[0]), in[1], in[2], a1, act, 0.0, 0.5, &mid);
+          std::vector<double> y = conv(mid, e, in[3], in[4], a2, dw_act, -0.25, 0.25, &out);
+          return FromDoubles(DType::kF32, out, y);
+        }),
+        .no_gradient = kPlanOnly});
+  }
+
   for (const auto& [k, st, pads, tag] :
        std::vector<std::tuple<std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>,
                               std::string>>{{{2, 2}, {2, 2}, {0, 0, 0, 0}, "k2s2"},

@@ -159,6 +159,7 @@ const std::map<std::string, std::map<std::string, std::string>>& NotOnDevice() {
            {"_LayerNorm", kFused},
            {"_ScaledBatchMatMul", kFused},
            {"_BlockedConv2D", kBlocked},
+           {"_BlockedConvDw", kBlocked},
            {"_BlockedMaxPool", kBlocked},
            {"_BlockedAvgPool", kBlocked},
            {"_BlockChannels", kBlocked},
