@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -272,7 +273,8 @@ class ScaledBatchMatMulKernel : public OpKernel {
     });
   }
 
-  // out += addend, broadcast over the dimensions where add_dims has 1.
+  // out += addend, broadcast over the dimensions where add_dims has 1; bounds out by the largest
+  // magnitude of the sums (measured as they are made), so a Softmax after it needs no check.
   static void AddBroadcast(const float* add, const std::vector<int64_t>& add_dims, Tensor* out) {
     const Shape& y = out->shape();
     const int r = y.rank();
@@ -284,7 +286,9 @@ class ScaledBatchMatMulKernel : public OpKernel {
     }
     const int64_t n = y[r - 1], rows = out->num_elements() / std::max<int64_t>(n, 1);
     float* o = out->data<float>();
+    std::atomic<float> most{0.f};
     ParallelFor(rows, 64, [&](int64_t begin, int64_t end) {
+      float local = 0;
       for (int64_t row = begin; row < end; ++row) {
         int64_t rest = row, offset = 0;
         for (int i = r - 2; i >= 0; --i) {
@@ -294,8 +298,13 @@ class ScaledBatchMatMulKernel : public OpKernel {
         float* dst = o + row * n;
         const float* src = add + offset;
         for (int64_t j = 0; j < n; ++j) dst[j] += src[j * stride[r - 1]];
+        local = std::max(local, MaxAbs(dst, n));
+      }
+      float seen = most.load(std::memory_order_relaxed);
+      while (local > seen && !most.compare_exchange_weak(seen, local, std::memory_order_relaxed)) {
       }
     });
+    out->set_known_bound(most.load(std::memory_order_relaxed));
   }
 
   const bool ta_, tb_;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "ops/array_ops.h"
@@ -176,6 +177,50 @@ TEST(MatMulKernelTest, MatchesTripleLoop) {
       CheckMatMul(3, 0, 4, ta, tb, seed++);
     }
   }
+}
+
+// _ScaledBatchMatMul bounds its output by the largest magnitude it wrote (so the Softmax reading
+// an attention's scores needs no check), and bounds nothing when a NaN got in; a mask that does
+// not broadcast to the product is refused naming both shapes.
+TEST(MatMulKernelTest, AScaledProductBoundsWhatItWrote) {
+  ops::RegisterStandardOps();
+  for (bool with_nan : {false, true}) {
+    std::vector<float> av = RandomFloats(2 * 3 * 4 * 5, 41, -3, 3);
+    if (with_nan) av[7] = std::numeric_limits<float>::quiet_NaN();
+    Scope root = Scope::NewRootScope();
+    Output a = ops::Const(root, Tensor::FromVector(av, Shape{2, 3, 4, 5}));
+    Output b =
+        ops::Const(root, Tensor::FromVector(RandomFloats(2 * 3 * 5 * 6, 42), Shape{2, 3, 5, 6}));
+    Output m = ops::Const(root, Tensor::FromVector(RandomFloats(2 * 6, 43), Shape{2, 1, 1, 6}));
+    Output y = root.OutputOf(root.WithOpName("y").AddNode(
+        "_ScaledBatchMatMul", {a, b, m},
+        {{"transpose_a", false}, {"transpose_b", false}, {"alpha", 0.5}}));
+    auto out = RunScope(root, {}, {y});
+    ASSERT_EQ(out.size(), 1u);
+    float most = 0;
+    int nans = 0;
+    for (float v : out[0].ToVector<float>()) {
+      nans += std::isnan(v);
+      most = std::max(most, std::fabs(v));
+    }
+    EXPECT_EQ(out[0].known_finite(), !with_nan);
+    EXPECT_EQ(nans, with_nan ? 6 : 0);  // the NaN's row of one product
+    if (!with_nan) EXPECT_EQ(out[0].known_bound(), most);
+  }
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Placeholder(root.WithOpName("a"), DType::kF32, Shape{-1, 3, 4, 5});
+  auto mask = ops::Placeholder(root.WithOpName("mask"), DType::kF32, Shape{-1, 1, 1, 6});
+  Output b = ops::Const(root, Tensor::FromVector(RandomFloats(3 * 5 * 6, 44), Shape{1, 3, 5, 6}));
+  root.WithOpName("y").AddNode("_ScaledBatchMatMul", {a, b, mask},
+                               {{"transpose_a", false}, {"transpose_b", false}, {"alpha", 1.0}});
+  auto session = LocalSession::Create(root);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto bad =
+      (*session)->Run({{"a", Tensor::FromVector(RandomFloats(60, 45), Shape{1, 3, 4, 5})},
+                       {"mask", Tensor::FromVector(RandomFloats(12, 46), Shape{2, 1, 1, 6})}},
+                      {"y"});
+  EXPECT_TRUE(testing::MessageHas(bad.status(), {"addend [2,1,1,6]", "product [1,3,4,6]", "y"}))
+      << bad.status().ToString();
 }
 
 TEST(MatMulKernelTest, BatchMatMulMatchesPerBatchLoops) {
