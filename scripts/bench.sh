@@ -345,16 +345,17 @@ fi  # only = all
 
 # Imported models: ResNet-50 and MobileNetV2 at batch 1 and 32, the BERT-base-shaped encoder at
 # batch 8 x sequence 128 and batch 1 x sequence 32, exported from PyTorch
-# (bench/peers/export_models_onnx.py). dflow-run's median step and ONNX Runtime's (the better of
-# 1 and 2 threads) on the same input, in $DFLOW_BENCH_ONNX_ROUNDS rounds (default 3) that take
-# turns, dflow then ORT: this machine's speed drifts by 10-30% from minute to minute, so each
-# round's ratio compares the two at one moment, and the line gives the medians over the rounds
-# (the ratio is the median of the rounds' ratios, which are listed). The outputs are compared
+# (bench/peers/export_models_onnx.py). dflow-run's median step and ONNX Runtime's on the same
+# input, in $DFLOW_BENCH_ONNX_ROUNDS rounds (default 5) that take turns, dflow first in odd rounds
+# and ORT first in even ones: this machine's speed drifts by 10-30% from minute to minute, so
+# each round's ratio compares the two at one moment, and the line gives the medians over the
+# rounds (the ratio is the median of the rounds' ratios, which are listed). ORT runs on 1 and 2
+# intra-op threads in the first round and on the better of them after. The outputs are compared
 # (a line on stderr when they differ by more than 1e-4 of their scale).
-rounds=${DFLOW_BENCH_ONNX_ROUNDS:-3}
+rounds=${DFLOW_BENCH_ONNX_ROUNDS:-5}
 if [ -d "$ort_dir/node_modules/onnxruntime-node" ] && "$py" -c "import torchvision" 2>/dev/null; then
-  for spec in resnet50:1:20 resnet50:32:5 mobilenet_v2:1:50 mobilenet_v2:32:10 encoder:8:5:128 \
-    encoder:1:20:32; do
+  for spec in resnet50:1:30 resnet50:32:5 mobilenet_v2:1:150 mobilenet_v2:32:10 encoder:8:5:128 \
+    encoder:1:30:32; do
     IFS=: read -r model batch runs seq <<< "$spec"
     dir="$out/onnx_${model}_b$batch"
     "$py" bench/peers/export_models_onnx.py "$dir" --models "$model" --batch "$batch" \
@@ -365,14 +366,28 @@ if [ -d "$ort_dir/node_modules/onnxruntime-node" ] && "$py" -c "import torchvisi
       name=$(basename "$f" .npy); name=${name#"$model".}
       [ "$name" = torch ] || feeds+=("$name=$f")
     done
-    : > "$dir/rounds.txt"
-    for round in $(seq "$rounds"); do
-      ours=$("$build/bin/dflow-run" "$dir/$model.onnx" "${feeds[@]/#/--feed=}" \
+    run_ours() {
+      "$build/bin/dflow-run" "$dir/$model.onnx" "${feeds[@]/#/--feed=}" \
         --fetch "y=$dir/dflow.npy" --steps "$runs" 2>&1 |
-        sed -n 's/.* steps: median \([0-9.]*\) ms.*/\1/p')
-      ort=$(DFLOW_ORT_DIR="$ort_dir" node bench/peers/ort_models.mjs "$dir/$model.onnx" \
-        "$dir/ort.npy" "$runs" "${feeds[@]}" 2>/dev/null || true)
+        sed -n 's/.* steps: median \([0-9.]*\) ms.*/\1/p'
+    }
+    run_ort() {
+      DFLOW_ORT_DIR="$ort_dir" DFLOW_ORT_THREADS="$ort_threads" node bench/peers/ort_models.mjs \
+        "$dir/$model.onnx" "$dir/ort.npy" "$runs" "${feeds[@]}" 2>/dev/null || true
+    }
+    : > "$dir/rounds.txt"
+    ort_threads=1,2
+    for round in $(seq "$rounds"); do
+      if [ $((round % 2)) = 1 ]; then
+        ours=$(run_ours); ort=$(run_ort)
+      else
+        ort=$(run_ort); ours=$(run_ours)
+      fi
       echo "${ours:-nan} ${ort:-none}" >> "$dir/rounds.txt"
+      if [ "$round" = 1 ] && [ -n "$ort" ]; then  # later rounds: the better thread count only
+        ort_threads=$("$py" -c 'import json, sys; r = json.loads(sys.argv[1])
+print(min((1, 2), key=lambda t: r[f"ms_{t}t"]))' "$ort")
+      fi
     done
     name="onnx_${model}_b$batch"
     [ "$model" = encoder ] && name="onnx_encoder_b${batch}_s$seq"
@@ -385,8 +400,10 @@ ours = [float(o) for o, _ in rounds]
 line = f"bench {name}: step={statistics.median(ours):.2f}ms"
 peers = [json.loads(r) for _, r in rounds if r.strip() != "none"]
 if len(peers) == len(rounds):
-    # Each round's better thread count; the line names the one most rounds chose.
-    best = [min((1, 2), key=lambda t: r[f"ms_{t}t"]) for r in peers]
+    # Each round's better thread count (the first round's after it); the line names the one
+    # most rounds chose.
+    best = [min((t for t in (1, 2) if f"ms_{t}t" in r), key=lambda t: r[f"ms_{t}t"])
+            for r in peers]
     t = max(set(best), key=best.count)
     theirs = [r[f"ms_{b}t"] for r, b in zip(peers, best)]
     ratios = [o / p for o, p in zip(ours, theirs)]

@@ -1,7 +1,7 @@
 // ONNX Runtime peer of the imported-model benchmarks: runs MODEL on the inputs NAME=FILE.npy
 // (float32 or int64), writes the first output to OUT.npy (to compare with dflow's) and prints
 // {"version", "ms_1t", "ms_2t"} as JSON: median milliseconds of RUNS runs after a few warm-up
-// runs, on one and two intra-op threads.
+// runs, on one and two intra-op threads (or only on those $DFLOW_ORT_THREADS lists, e.g. "2").
 // Usage: node ort_models.mjs MODEL OUT.npy RUNS NAME=FILE.npy...  (onnxruntime-node resolvable
 // from $DFLOW_ORT_DIR, or else from the current folder)
 import { createRequire } from "module";
@@ -50,15 +50,18 @@ for (const arg of inputs) {
   feeds[arg.slice(0, eq)] = readNpy(arg.slice(eq + 1));
 }
 const result = { version: require("onnxruntime-node/package.json").version };
-for (const threads of [1, 2]) {
+const threadCounts = (process.env.DFLOW_ORT_THREADS ?? "1,2").split(",").map(Number);
+let written = false;
+for (const threads of threadCounts) {
   const session = await ort.InferenceSession.create(model, {
     intraOpNumThreads: threads,
     interOpNumThreads: 1,
     graphOptimizationLevel: "all",
   });
-  if (threads === 1) {
+  if (!written) {
     const y = await session.run(feeds);
     writeNpy(out, y[session.outputNames[0]]);
+    written = true;
   }
   result[`ms_${threads}t`] = await medianMs(session, feeds, Math.max(2, runs / 10), Number(runs));
 }
