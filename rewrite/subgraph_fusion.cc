@@ -21,11 +21,17 @@ class SubgraphFuser {
     }
   }
 
-  Result<SubgraphFused> Run() {
-    SubgraphFused out{Graph(&g_.registry()), {}};
+  // The first pass puts back the ops; the second (on the first's graph, whose fused ops are
+  // nodes now) fuses the attentions they form.
+  Result<SubgraphFused> Run(bool attention, SubgraphStats stats = {}) {
+    SubgraphFused out{Graph(&g_.registry()), stats};
     removed_.assign(g_.num_nodes(), false);
     for (int id : g_.topological_order()) {
       if (removed_[id] || replaced_.count(id)) continue;
+      if (attention) {
+        MatchAttention(id, &out.stats);
+        continue;
+      }
       if (MatchGelu(id, &out.stats) || MatchLayerNorm(id, &out.stats)) continue;
       if (MatchScaledBatchMatMul(id, &out.stats)) continue;
       if (MatchTransposedOperands(id, &out.stats)) continue;
@@ -359,6 +365,100 @@ class SubgraphFuser {
     return false;
   }
 
+  bool IsPerm(int id, std::initializer_list<int64_t> want) const {
+    return N(id).op() == "Transpose" &&
+           std::get<std::vector<int64_t>>(*N(id).FindAttr("perm")) == std::vector<int64_t>(want);
+  }
+  bool Flag(int id, const char* name) const { return std::get<bool>(*N(id).FindAttr(name)); }
+
+  // Where a head's rows come from: `x` [B, S, heads, dim] itself (column 0), or, when x is
+  // Reshape(To)(Slice(p)) of a [B, S, W] p along its last axis (a Split of a projection that
+  // computes queries, keys and values at once), p from the slice's first column.
+  struct HeadSource {
+    Endpoint tensor;
+    int64_t col = 0;
+    std::vector<int> inner;  // the Reshape and Slice that go
+  };
+  HeadSource SourceOf(const Endpoint& x) const {
+    HeadSource plain{x, 0, {}};
+    const Node& r = N(x.node);
+    if ((r.op() != "Reshape" && r.op() != "ReshapeTo") || x.index != 0 || !Inner(x.node)) {
+      return plain;
+    }
+    const int slice = r.inputs()[0].node;
+    if (N(slice).op() != "Slice" || r.inputs()[0].index != 0 || !Inner(slice) ||
+        !SamePlace({slice, x.node})) {
+      return plain;
+    }
+    const Shape& y = ShapeOf(x);
+    const Endpoint p = N(slice).inputs()[0];
+    const Shape& ps = ShapeOf(p);
+    const auto begin = std::get<std::vector<int64_t>>(*N(slice).FindAttr("begin"));
+    const auto size = std::get<std::vector<int64_t>>(*N(slice).FindAttr("size"));
+    if (!ps.fully_defined() || ps.rank() != 3 || y[0] != ps[0] || y[1] != ps[1] || begin[0] != 0 ||
+        begin[1] != 0 || (size[0] != -1 && size[0] != ps[0]) ||
+        (size[1] != -1 && size[1] != ps[1]) || size[2] != y[2] * y[3] ||
+        N(p.node).output_dtype(p.index) != DType::kF32) {
+      return plain;
+    }
+    return {p, begin[2], {slice, x.node}};
+  }
+
+  // tail = Transpose(BatchMatMul(Softmax(_ScaledBatchMatMul(Transpose(q), Transpose(k), m)),
+  // Transpose(v)), [0, 2, 1, 3]) with q, k, v [B, S, heads, dim], every Transpose [0, 2, 1, 3]
+  // and the keys' read transposed (as the first pass leaves an attention PyTorch exported):
+  // _Attention(q, k, v, m), reading each from the projection it was sliced from where it was.
+  bool MatchAttention(int tail, SubgraphStats* stats) {
+    if (!HasKernel("_Attention") || !IsPerm(tail, {0, 2, 1, 3}) ||
+        N(tail).output_dtype(0) != DType::kF32) {
+      return false;
+    }
+    auto pv = Input(tail, 0, "BatchMatMul");
+    if (!pv || !Inner(*pv) || Flag(*pv, "transpose_a") || Flag(*pv, "transpose_b")) return false;
+    auto sm = Input(*pv, 0, "Softmax");
+    if (!sm || !Inner(*sm)) return false;
+    auto sc = Input(*sm, 0, "_ScaledBatchMatMul");
+    if (!sc || !Inner(*sc) || Flag(*sc, "transpose_a") || !Flag(*sc, "transpose_b")) return false;
+    auto tq = Input(*sc, 0, "Transpose");
+    auto tk = Input(*sc, 1, "Transpose");
+    auto tv = Input(*pv, 1, "Transpose");
+    if (!tq || !tk || !tv) return false;
+    for (int t : {*tq, *tk, *tv}) {
+      if (!Inner(t) || !IsPerm(t, {0, 2, 1, 3})) return false;
+    }
+    const Endpoint xq = N(*tq).inputs()[0], xk = N(*tk).inputs()[0], xv = N(*tv).inputs()[0];
+    const Shape &q = ShapeOf(xq), &k = ShapeOf(xk), &v = ShapeOf(xv);
+    // The heads and their widths known; the batch and the sequences may be unknown (the kernel
+    // checks that they agree, as the products would).
+    for (const Shape* s : {&q, &k, &v}) {
+      if (s->unknown_rank() || s->rank() != 4 || (*s)[2] < 0 || (*s)[3] < 0) return false;
+    }
+    if (k[2] != q[2] || v[2] != q[2] || k[3] != q[3]) return false;
+    std::vector<int> inner = {*tq, *tk, *tv, *sc, *sm, *pv};
+    if (!SamePlace({*tq, *tk, *tv, *sc, *sm, *pv, tail})) return false;
+    NodeDef def;
+    def.op = "_Attention";
+    def.attrs["T"] = DType::kF32;
+    def.attrs["heads"] = q[2];
+    def.attrs["head_dim"] = q[3];
+    def.attrs["value_dim"] = v[3];
+    def.attrs["alpha"] = std::get<double>(*N(*sc).FindAttr("alpha"));
+    const std::pair<Endpoint, const char*> sources[] = {
+        {xq, "q_col"}, {xk, "k_col"}, {xv, "v_col"}};
+    for (const auto& [x, col] : sources) {
+      HeadSource src = SourceOf(x);
+      // The same Slice read for two of q, k and v is read twice: Inner rules that out.
+      def.inputs.push_back({N(src.tensor.node).name(), src.tensor.index});
+      def.attrs[col] = src.col;
+      inner.insert(inner.end(), src.inner.begin(), src.inner.end());
+    }
+    const Endpoint mask = N(*sc).inputs()[2];
+    def.inputs.push_back({N(mask.node).name(), mask.index});
+    Replace(std::move(def), inner, tail);
+    stats->attention++;
+    return true;
+  }
+
   const Graph& g_;
   std::vector<std::vector<std::pair<int, int>>> consumers_;
   std::vector<bool> pinned_;
@@ -374,7 +474,13 @@ class SubgraphFuser {
 Result<SubgraphFused> FuseSubgraphs(const Graph& graph, const std::vector<int>& keep,
                                     const std::function<bool(const char* op)>& has_kernel) {
   if (!graph.validated()) return FailedPrecondition("FuseSubgraphs needs a validated graph");
-  return SubgraphFuser(graph, keep, has_kernel).Run();
+  ASSIGN_OR_RETURN(SubgraphFused ops, SubgraphFuser(graph, keep, has_kernel).Run(false));
+  // The kept nodes by name: each fused node is named as the last node it replaces.
+  std::vector<int> kept;
+  for (int k : keep) {
+    if (auto id = ops.graph.FindNode(graph.node(k).name())) kept.push_back(*id);
+  }
+  return SubgraphFuser(ops.graph, kept, has_kernel).Run(true, ops.stats);
 }
 
 }  // namespace dflow::ops

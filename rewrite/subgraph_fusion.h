@@ -14,6 +14,10 @@
 //                                              swapped) or x itself, transposed in the product)
 //   Add(Div(BatchMatMul(a, b), c), m), c a scalar    becomes  _ScaledBatchMatMul(a, b, m, 1/c)
 //   (and Mul by c), m broadcast to the product       (an attention's scores and mask)
+//   Transpose(BatchMatMul(Softmax(_ScaledBatchMatMul(   becomes  _Attention(q, k, v, m): the
+//     Transpose(q), Transpose(k), m)), Transpose(v)))           heads read in place, from the
+//   over q, k, v [B, S, heads, dim], every perm                 projection q, k and v were
+//   [0, 2, 1, 3] (a second pass, on the first's graph)           sliced from where they were
 //
 // (PyTorch's exports of GELU, LayerNorm before ONNX's own op, Linear on more than two
 // dimensions, and attention's keys transposed for the product.) Only f32 subgraphs whose inner
@@ -36,6 +40,7 @@ struct SubgraphStats {
   int matmul_gelu = 0;  // GELUs (also counted in `gelu`) taken into the _FusedMatMul before them
   int transposed_operands = 0;  // Transposes before a BatchMatMul that now keep the last axis
   int scaled_matmuls = 0;       // _ScaledBatchMatMul
+  int attention = 0;            // _Attention
 };
 
 struct SubgraphFused {

@@ -10,6 +10,7 @@ Status RegisterCpuKernels() {
   RETURN_IF_ERROR(RegisterArrayKernels());
   RETURN_IF_ERROR(RegisterElementwiseKernels());
   RETURN_IF_ERROR(RegisterMatMulKernels());
+  RETURN_IF_ERROR(RegisterAttentionKernels());
   RETURN_IF_ERROR(RegisterReduceKernels());
   RETURN_IF_ERROR(RegisterStateKernels());
   RETURN_IF_ERROR(RegisterUnaryKernels());

@@ -8,6 +8,7 @@ namespace dflow::cpu {
 Status RegisterArrayKernels();
 Status RegisterElementwiseKernels();
 Status RegisterMatMulKernels();
+Status RegisterAttentionKernels();
 Status RegisterReduceKernels();
 Status RegisterStateKernels();
 Status RegisterUnaryKernels();

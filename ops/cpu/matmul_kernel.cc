@@ -8,10 +8,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 
+#include "ops/cpu/broadcast_add.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
 #include "ops/cpu/nan_aware.h"
@@ -221,7 +221,9 @@ class ScaledBatchMatMulKernel : public OpKernel {
     } else {
       std::memset(out->raw_data(), 0, out->num_bytes());
     }
-    AddBroadcast(addend.data<float>(), add_dims, out);
+    // The sums' bound: a Softmax after the scores needs no finiteness pass.
+    out->set_known_bound(
+        AddBroadcastBounded(addend.data<float>(), add_dims, y, out->data<float>()));
     return Status::OK();
   }
 
@@ -271,40 +273,6 @@ class ScaledBatchMatMulKernel : public OpKernel {
       return std::make_shared<const Prim>(Prim{dnnl::matmul(pd), pd.src_desc(), pd.weights_desc(),
                                                pd.dst_desc(), pd.scratchpad_desc()});
     });
-  }
-
-  // out += addend, broadcast over the dimensions where add_dims has 1; bounds out by the largest
-  // magnitude of the sums (measured as they are made), so a Softmax after it needs no check.
-  static void AddBroadcast(const float* add, const std::vector<int64_t>& add_dims, Tensor* out) {
-    const Shape& y = out->shape();
-    const int r = y.rank();
-    std::vector<int64_t> stride(r, 0);  // the addend's stride along each of y's dimensions
-    int64_t step = 1;
-    for (int i = r - 1; i >= 0; --i) {
-      stride[i] = add_dims[i] == 1 ? 0 : step;
-      step *= add_dims[i];
-    }
-    const int64_t n = y[r - 1], rows = out->num_elements() / std::max<int64_t>(n, 1);
-    float* o = out->data<float>();
-    std::atomic<float> most{0.f};
-    ParallelFor(rows, 64, [&](int64_t begin, int64_t end) {
-      float local = 0;
-      for (int64_t row = begin; row < end; ++row) {
-        int64_t rest = row, offset = 0;
-        for (int i = r - 2; i >= 0; --i) {
-          offset += rest % y[i] * stride[i];
-          rest /= y[i];
-        }
-        float* dst = o + row * n;
-        const float* src = add + offset;
-        for (int64_t j = 0; j < n; ++j) dst[j] += src[j * stride[r - 1]];
-        local = std::max(local, MaxAbs(dst, n));
-      }
-      float seen = most.load(std::memory_order_relaxed);
-      while (local > seen && !most.compare_exchange_weak(seen, local, std::memory_order_relaxed)) {
-      }
-    });
-    out->set_known_bound(most.load(std::memory_order_relaxed));
   }
 
   const bool ta_, tb_;

@@ -1,5 +1,6 @@
 // The fused ops the fusion rewrite makes (rewrite/fusion.h): they exist only in compiled plans,
 // never in a user's graph, and have no gradient.
+#include "ops/attention_dims.h"
 #include "ops/conv_geometry.h"
 #include "ops/defs/op_defs.h"
 
@@ -255,6 +256,53 @@ Status RegisterFusedOps(OpRegistry& r) {
          return Status::OK();
        },
        .cost_fn = bmm->cost_fn}));
+  // softmax(alpha * q k^T + mask) v per head: a self-attention's scores, mask, softmax and
+  // values as one op that reads the heads from the projections' rows and writes [B, S, heads,
+  // value_dim], so no Transpose moves them (ops/attention_dims.h gives the shapes).
+  RETURN_IF_ERROR(r.Register(
+      {.name = "_Attention",
+       .inputs = {f32("q"), f32("k"), f32("v"), f32("mask")},
+       .outputs = {f32("y")},
+       .attrs = {{"T", AttrType::kDType, std::nullopt},
+                 {"heads", AttrType::kInt, std::nullopt},
+                 {"head_dim", AttrType::kInt, std::nullopt},
+                 {"value_dim", AttrType::kInt, std::nullopt},
+                 {"q_col", AttrType::kInt, int64_t{0}},
+                 {"k_col", AttrType::kInt, int64_t{0}},
+                 {"v_col", AttrType::kInt, int64_t{0}},
+                 {"alpha", AttrType::kFloat, 1.0}},
+       .shape_fn = [](InferenceContext& c) -> Status {
+         AttentionAttrs a;
+         for (auto [name, field] : {std::pair{"heads", &a.heads},
+                                    {"head_dim", &a.head_dim},
+                                    {"value_dim", &a.value_dim},
+                                    {"q_col", &a.q_col},
+                                    {"k_col", &a.k_col},
+                                    {"v_col", &a.v_col}}) {
+           ASSIGN_OR_RETURN(*field, c.GetAttr<int64_t>(name));
+         }
+         Result<AttentionDims> d = AttentionShapes(c.input_shape(0), c.input_shape(1),
+                                                   c.input_shape(2), c.input_shape(3), a);
+         if (!d.ok()) return c.Error("{}", d.status().message());
+         c.set_output(0, d->out);
+         return Status::OK();
+       },
+       .cost_fn =
+           [](const CostContext& c) {
+             // Two products per head ([S, d] x [d, Sk], [S, Sk] x [Sk, dv]) and the softmax.
+             OpCost cost = ElementwiseCost(c, 0);
+             const Shape& q = c.input_shapes[0];
+             const Shape& k = c.input_shapes[1];
+             const Shape& y = c.output_shapes[0];
+             if (q.fully_defined() && k.fully_defined() && y.fully_defined() && y.rank() == 4) {
+               const double heads = static_cast<double>(y[2]);
+               const double d =
+                   static_cast<double>(std::get<int64_t>(*c.node.FindAttr("head_dim")));
+               const double scores = static_cast<double>(y[0]) * heads * y[1] * k[1];
+               cost.flops = 2.0 * scores * (d + static_cast<double>(y[3])) + 8.0 * scores;
+             }
+             return cost;
+           }}));
   RETURN_IF_ERROR(RegisterLayoutOps(r));
   return Status::OK();
 }

@@ -13,6 +13,7 @@
 #include "ops/nn_ops.h"
 #include "ops/unary_ops.h"
 #include "rewrite_fixture.h"
+#include "status_matchers.h"
 
 namespace dflow {
 namespace {
@@ -150,9 +151,9 @@ TEST(SubgraphFusionTest, AGeluAfterAFetchedLinearLayerStaysAnOp) {
   EXPECT_EQ(ops["_FusedMatMul"], 1);
 }
 
-// Self-attention as PyTorch exports it, on [B, S, H, D] = [2, 5, 3, 4]: queries and values
-// transposed to [B, H, S, D], keys to [B, H, D, S], the scores divided by sqrt(D) (or times
-// 1 / sqrt(D), either way round), plus a mask [B, 1, 1, S], softmax, then the values.
+// Self-attention as PyTorch exports it, on q [B, S, H, D] and k, v [B, Sk, H, D]: queries and
+// values transposed to [B, H, S, D], keys to [B, H, D, Sk], the scores divided by sqrt(D) (or
+// times 1 / sqrt(D), either way round), plus a mask, softmax ("p"), then the values ("y").
 Output SpelledAttention(const Scope& s, Output q, Output k, Output v, Output mask, bool mul) {
   Output qt = ops::Transpose(s, q, {0, 2, 1, 3});
   Output kt = ops::Transpose(s, k, {0, 2, 3, 1});
@@ -160,42 +161,84 @@ Output SpelledAttention(const Scope& s, Output q, Output k, Output v, Output mas
   Output scores = ops::BatchMatMul(s, qt, kt);
   Output scaled =
       mul ? ops::Mul(s, ops::Const(s, 0.5f), scores) : ops::Div(s, scores, ops::Const(s, 2.f));
-  Output p = ops::Softmax(s, ops::Add(s, mask, scaled));
+  Output p = ops::Softmax(s.WithOpName("p"), ops::Add(s, mask, scaled));
   return ops::Transpose(s.WithOpName("y"), ops::BatchMatMul(s, p, vt), {0, 2, 1, 3});
 }
 
-// The scores, their scale and the mask become one _ScaledBatchMatMul that reads the keys
-// transposed (their Transpose keeps the last axis); NaN and infinities in the queries and the
-// mask land where the plain plan puts them.
-TEST(SubgraphFusionTest, AttentionScoresBecomeOneScaledProduct) {
+// Feeds for SpelledAttention on [2, 5, 3, 4] with a mask [2, 1, 1, 5] that pads the first
+// sequence after 3 tokens; `bad` 1 puts a NaN in the queries, 2 also -infinity in the mask.
+Session::Feeds AttentionFeeds(int bad) {
+  const Shape x{2, 5, 3, 4};
+  std::vector<float> qv = RandomFloats(120, 1, -2, 2), mv(10, 0.f);
+  mv[3] = mv[4] = -10000.f;
+  if (bad >= 1) qv[7] = std::numeric_limits<float>::quiet_NaN();
+  if (bad >= 2) mv[6] = -std::numeric_limits<float>::infinity();
+  return {{"q", Tensor::FromVector(qv, x)},
+          {"k", Tensor::FromVector(RandomFloats(120, 2, -2, 2), x)},
+          {"v", Tensor::FromVector(RandomFloats(120, 3, -2, 2), x)},
+          {"mask", Tensor::FromVector(mv, Shape{2, 1, 1, 5})}};
+}
+
+Scope AttentionScope(bool mul, const Shape& x = Shape{2, 5, 3, 4}) {
+  Scope root = Scope::NewRootScope();
+  auto q = ops::Placeholder(root.WithOpName("q"), DType::kF32, x);
+  auto k = ops::Placeholder(root.WithOpName("k"), DType::kF32, x);
+  auto v = ops::Placeholder(root.WithOpName("v"), DType::kF32, x);
+  auto mask = ops::Placeholder(root.WithOpName("mask"), DType::kF32, Shape{x[0], 1, 1, x[1]});
+  SpelledAttention(root, q, k, v, mask, mul);
+  return root;
+}
+
+// The whole attention becomes one _Attention that reads the heads where they lie (no
+// Transpose left), also when the batch and the sequence are unknown until run time; NaN and
+// infinities in the queries and the mask land where the plain plan puts them.
+TEST(SubgraphFusionTest, AttentionBecomesOneOp) {
   for (bool mul : {false, true}) {
-    Scope root = Scope::NewRootScope();
-    const Shape x{2, 5, 3, 4};
-    auto q = ops::Placeholder(root.WithOpName("q"), DType::kF32, x);
-    auto k = ops::Placeholder(root.WithOpName("k"), DType::kF32, x);
-    auto v = ops::Placeholder(root.WithOpName("v"), DType::kF32, x);
-    auto mask = ops::Placeholder(root.WithOpName("mask"), DType::kF32, Shape{2, 1, 1, 5});
-    SpelledAttention(root, q, k, v, mask, mul);
-    std::vector<float> qv = RandomFloats(120, 1, -2, 2), mv(10, 0.f);
-    mv[3] = mv[4] = -10000.f;  // the first sequence padded after 3 tokens
+    for (const Shape& x : {Shape{2, 5, 3, 4}, Shape{-1, -1, 3, 4}}) {
+      Scope root = AttentionScope(mul, x);
+      for (int bad = 0; bad < 3; ++bad) {
+        auto ops = ExpectSameWithFusion(root, AttentionFeeds(bad), {"y"}, 1e-5);
+        EXPECT_EQ(ops["_Attention"], 1);
+        for (const char* gone :
+             {"Transpose", "BatchMatMul", "_ScaledBatchMatMul", "Softmax", "Div", "Mul", "Add"}) {
+          EXPECT_EQ(ops[gone], 0) << gone;
+        }
+      }
+      Graph g = Validated(root);
+      auto fused = ops::FuseSubgraphs(g, {*g.FindNode("y")});
+      ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+      EXPECT_EQ(fused->stats.scaled_matmuls, 1);
+      EXPECT_EQ(fused->stats.attention, 1);
+      const Node& y = fused->graph.node(*fused->graph.FindNode("y"));
+      ASSERT_EQ(y.op(), "_Attention");
+      EXPECT_EQ(std::get<double>(*y.FindAttr("alpha")), 0.5);
+      EXPECT_EQ(std::get<int64_t>(*y.FindAttr("heads")), 3);
+      EXPECT_EQ(std::get<int64_t>(*y.FindAttr("head_dim")), 4);
+      EXPECT_EQ(y.inputs()[0].node, *fused->graph.FindNode("q"));
+    }
+  }
+}
+
+// With the probabilities fetched too, the scores, their scale and the mask become one
+// _ScaledBatchMatMul that reads the keys transposed (their Transpose keeps the last axis), and
+// the rest stays.
+TEST(SubgraphFusionTest, AttentionWithItsProbabilitiesFetchedFusesTheScores) {
+  for (bool mul : {false, true}) {
+    Scope root = AttentionScope(mul);
     for (int bad = 0; bad < 3; ++bad) {
-      if (bad == 1) qv[7] = std::numeric_limits<float>::quiet_NaN();
-      if (bad == 2) mv[6] = -std::numeric_limits<float>::infinity();
-      Session::Feeds feeds = {{"q", Tensor::FromVector(qv, x)},
-                              {"k", Tensor::FromVector(RandomFloats(120, 2, -2, 2), x)},
-                              {"v", Tensor::FromVector(RandomFloats(120, 3, -2, 2), x)},
-                              {"mask", Tensor::FromVector(mv, Shape{2, 1, 1, 5})}};
-      auto ops = ExpectSameWithFusion(root, feeds, {"y"}, 1e-5);
+      auto ops = ExpectSameWithFusion(root, AttentionFeeds(bad), {"y", "p"}, 1e-5);
       EXPECT_EQ(ops["_ScaledBatchMatMul"], 1);
+      EXPECT_EQ(ops["_Attention"], 0);
       EXPECT_EQ(ops["BatchMatMul"], 1);  // the values' product
       EXPECT_EQ(ops["Transpose"], 4);
       for (const char* gone : {"Div", "Mul", "Add"}) EXPECT_EQ(ops[gone], 0) << gone;
     }
     Graph g = Validated(root);
-    auto fused = ops::FuseSubgraphs(g, {*g.FindNode("y")});
+    auto fused = ops::FuseSubgraphs(g, {*g.FindNode("y"), *g.FindNode("p")});
     ASSERT_TRUE(fused.ok()) << fused.status().ToString();
     EXPECT_EQ(fused->stats.scaled_matmuls, 1);
     EXPECT_EQ(fused->stats.transposed_operands, 1);
+    EXPECT_EQ(fused->stats.attention, 0);
     for (int i = 0; i < fused->graph.num_nodes(); ++i) {
       const Node& n = fused->graph.node(i);
       if (n.op() == "Transpose") {
@@ -206,6 +249,61 @@ TEST(SubgraphFusionTest, AttentionScoresBecomeOneScaledProduct) {
         EXPECT_EQ(std::get<double>(*n.FindAttr("alpha")), 0.5);
         EXPECT_TRUE(std::get<bool>(*n.FindAttr("transpose_b")));
       }
+    }
+  }
+}
+
+// Queries, keys and values sliced from one projection [B, S, 3 * H * D] and reshaped to heads
+// (PyTorch's split of a fused in-projection): _Attention reads them from the projection at three
+// offsets, so neither the Slices nor the Reshapes run. With a batch unknown until run time the
+// Reshapes could move rows between sequences, so each head keeps its slice.
+TEST(SubgraphFusionTest, AttentionReadsSlicedHeadsFromTheirProjection) {
+  for (int64_t batch : {2, -1}) {
+    Scope root = Scope::NewRootScope();
+    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{batch, 5, 36});
+    auto mask = ops::Placeholder(root.WithOpName("mask"), DType::kF32, Shape{batch, 1, 1, 5});
+    std::vector<Output> heads;
+    for (int64_t i = 0; i < 3; ++i) {
+      Output part = ops::Slice(root, x, {0, 0, 12 * i}, {-1, -1, 12});
+      heads.push_back(ops::Reshape(root, part, {batch < 0 ? -1 : 2, 5, 3, 4}));
+    }
+    SpelledAttention(root, heads[0], heads[1], heads[2], mask, false);
+    std::vector<float> xv = RandomFloats(2 * 5 * 36, 11, -2, 2);
+    xv[40] = std::numeric_limits<float>::infinity();  // a key of the first sequence
+    Session::Feeds feeds = {{"x", Tensor::FromVector(xv, Shape{2, 5, 36})},
+                            {"mask", AttentionFeeds(0).back().second}};
+    auto ops = ExpectSameWithFusion(root, feeds, {"y"}, 1e-5);
+    EXPECT_EQ(ops["_Attention"], 1) << batch;
+    EXPECT_EQ(ops["Transpose"], 0);
+    EXPECT_EQ(ops["Slice"], batch < 0 ? 3 : 0);
+    Graph g = Validated(root);
+    auto fused = ops::FuseSubgraphs(g, {*g.FindNode("y")});
+    ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+    const Node& y = fused->graph.node(*fused->graph.FindNode("y"));
+    ASSERT_EQ(y.op(), "_Attention");
+    if (batch > 0) {
+      for (int i = 0; i < 3; ++i) EXPECT_EQ(y.inputs()[i].node, *fused->graph.FindNode("x"));
+      EXPECT_EQ(std::get<int64_t>(*y.FindAttr("k_col")), 12);
+      EXPECT_EQ(std::get<int64_t>(*y.FindAttr("v_col")), 24);
+    }
+  }
+}
+
+// Queries and keys of different lengths at run time are refused, naming both.
+TEST(SubgraphFusionTest, AnAttentionOfMismatchedBatchesFailsNamingTheShapes) {
+  Scope root = AttentionScope(false, Shape{-1, -1, 3, 4});
+  Session::Feeds feeds = AttentionFeeds(0);
+  feeds[1].second = Tensor::FromVector(RandomFloats(3 * 5 * 12, 4), Shape{3, 5, 3, 4});  // k
+  for (bool fuse : {false, true}) {
+    SessionOptions options;
+    options.fuse_epilogues = fuse;
+    auto session = LocalSession::Create(root, options);
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    auto out = (*session)->Run(feeds, {"y"});
+    EXPECT_FALSE(out.ok());
+    if (fuse) {
+      EXPECT_TRUE(testing::MessageHas(out.status(), {"[2,5,3,4]", "[3,5,3,4]", "y"}))
+          << out.status().ToString();
     }
   }
 }

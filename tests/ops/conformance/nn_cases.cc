@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "op_cases.h"
+#include "ops/attention_dims.h"
 #include "ops/batch_norm_ops.h"
 #include "ops/conv_ops.h"
 #include "ops/nn_ops.h"
@@ -774,6 +775,126 @@ void AddBlockedLayouts(CaseRng& rng, std::vector<OpCase>& cases) {
       .no_gradient = kPlanOnly});
 }
 
+// _Attention's reference: softmax_j(alpha * q_h . k_h + mask) v_h for every batch, query and
+// head, by loops over the heads' columns of the rows (ops/attention_dims.h), in double.
+Tensor AttentionReference(const std::vector<Tensor>& in, const AttentionAttrs& a, double alpha) {
+  const Shape &qs = in[0].shape(), &ks = in[1].shape(), &vs = in[2].shape(), &ms = in[3].shape();
+  const int64_t b = qs[0], s = qs[1], sk = ks[1], h = a.heads, d = a.head_dim, dv = a.value_dim;
+  const int64_t wq = qs.num_elements() / std::max<int64_t>(1, b * s);
+  const int64_t wk = ks.num_elements() / std::max<int64_t>(1, b * sk);
+  const int64_t wv = vs.num_elements() / std::max<int64_t>(1, b * sk);
+  std::vector<double> q = ToDoubles(in[0]), k = ToDoubles(in[1]), v = ToDoubles(in[2]),
+                      m = ToDoubles(in[3]);
+  // The mask's element for scores index (bi, hi, si, j), its dimensions from the last.
+  auto mask_at = [&](int64_t bi, int64_t hi, int64_t si, int64_t j) {
+    const int64_t idx[4] = {bi, hi, si, j};
+    int64_t at = 0, step = 1;
+    for (int dim = 1; dim <= ms.rank(); ++dim) {
+      const int64_t size = ms[ms.rank() - dim];
+      at += (size == 1 ? 0 : idx[4 - dim]) * step;
+      step *= size;
+    }
+    return m[at];
+  };
+  std::vector<double> y(b * s * h * dv, 0.0), p(sk);
+  for (int64_t bi = 0; bi < b; ++bi) {
+    for (int64_t si = 0; si < s; ++si) {
+      for (int64_t hi = 0; hi < h; ++hi) {
+        double top = -INFINITY;
+        for (int64_t j = 0; j < sk; ++j) {
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c) {
+            dot += q[(bi * s + si) * wq + a.q_col + hi * d + c] *
+                   k[(bi * sk + j) * wk + a.k_col + hi * d + c];
+          }
+          p[j] = alpha * dot + mask_at(bi, hi, si, j);
+          top = std::max(top, p[j]);
+        }
+        double total = 0;
+        for (int64_t j = 0; j < sk; ++j) total += p[j] = std::exp(p[j] - top);
+        for (int64_t e = 0; e < dv; ++e) {
+          double sum = 0;
+          for (int64_t j = 0; j < sk; ++j) {
+            sum += p[j] / total * v[(bi * sk + j) * wv + a.v_col + hi * dv + e];
+          }
+          y[((bi * s + si) * h + hi) * dv + e] = sum;
+        }
+      }
+    }
+  }
+  return FromDoubles(DType::kF32, Shape{b, s, h, dv}, y);
+}
+
+// _Attention (the fused self-attention of rewrite/subgraph_fusion.h): heads read from one
+// projection [B, S, 3 * H] at three offsets, or from q, k and v of their own with more keys
+// than queries, values wider than keys and a mask over every score; no keys at all.
+void AddAttention(CaseRng& rng, std::vector<OpCase>& cases) {
+  struct Attn {
+    std::string tag;
+    bool packed;
+    Shape q, k, v, mask;
+    AttentionAttrs attrs;
+    double alpha;
+  };
+  const std::vector<Attn> all = {
+      {"packed", true, Shape{2, 5, 36}, {}, {}, Shape{2, 1, 1, 5}, {3, 4, 4, 0, 12, 24}, 0.5},
+      {"cross",
+       false,
+       Shape{2, 5, 3, 4},
+       Shape{2, 7, 3, 4},
+       Shape{2, 7, 3, 6},
+       Shape{2, 3, 5, 7},
+       {3, 4, 6, 0, 0, 0},
+       0.25},
+      {"row_mask",
+       false,
+       Shape{1, 9, 2, 8},
+       Shape{1, 9, 2, 8},
+       Shape{1, 9, 2, 8},
+       Shape{9},
+       {2, 8, 8, 0, 0, 0},
+       1.0},
+      {"no_keys",
+       false,
+       Shape{1, 3, 2, 4},
+       Shape{1, 0, 2, 4},
+       Shape{1, 0, 2, 3},
+       Shape{1, 1, 1, 0},
+       {2, 4, 3, 0, 0, 0},
+       1.0},
+  };
+  for (const Attn& t : all) {
+    std::vector<Tensor> inputs = {rng.Uniform(DType::kF32, t.q)};
+    if (!t.packed) {
+      inputs.push_back(rng.Uniform(DType::kF32, t.k));
+      inputs.push_back(rng.Uniform(DType::kF32, t.v));
+    }
+    inputs.push_back(rng.Uniform(DType::kF32, t.mask, -3, 0));
+    const AttentionAttrs a = t.attrs;
+    const bool packed = t.packed;
+    const double alpha = t.alpha;
+    cases.push_back(OpCase{
+        .op = "_Attention",
+        .tag = t.tag,
+        .inputs = std::move(inputs),
+        .build = One([a, packed, alpha](const Scope& s, const std::vector<Output>& in) {
+          std::vector<Output> args = packed ? std::vector<Output>{in[0], in[0], in[0], in[1]} : in;
+          return s.OutputOf(s.AddNode("_Attention", args,
+                                      {{"heads", a.heads},
+                                       {"head_dim", a.head_dim},
+                                       {"value_dim", a.value_dim},
+                                       {"q_col", a.q_col},
+                                       {"k_col", a.k_col},
+                                       {"v_col", a.v_col},
+                                       {"alpha", alpha}}));
+        }),
+        .reference = One([a, packed, alpha](const std::vector<Tensor>& in) {
+          return AttentionReference(packed ? std::vector<Tensor>{in[0], in[0], in[0], in[1]} : in,
+                                    a, alpha);
+        }),
+        .no_gradient = kPlanOnly});
+  }
+}
 }  // namespace
 
 void AddNnCases(CaseRng& rng, std::vector<OpCase>& cases) {
@@ -782,6 +903,7 @@ void AddNnCases(CaseRng& rng, std::vector<OpCase>& cases) {
   AddBlockedLayouts(rng, cases);
   AddSoftmax(rng, cases);
   AddBatchNorm(rng, cases);
+  AddAttention(rng, cases);
 }
 
 }  // namespace dflow::conformance

@@ -158,6 +158,7 @@ const std::map<std::string, std::map<std::string, std::string>>& NotOnDevice() {
            {"_MaxPoolWithArgmax", kFused},
            {"_LayerNorm", kFused},
            {"_ScaledBatchMatMul", kFused},
+           {"_Attention", kFused},
            {"_BlockedConv2D", kBlocked},
            {"_BlockedConvDw", kBlocked},
            {"_BlockedMaxPool", kBlocked},
