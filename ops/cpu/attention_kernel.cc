@@ -1,16 +1,15 @@
 // CPU _Attention: softmax(alpha * q k^T + mask) v for every batch and head, as three passes:
 // the scores of all heads in one oneDNN matmul that reads each head's queries and keys where
-// they lie in the projections' rows (strides, no Transpose), the mask added with the sums'
-// bound measured on the way, the softmax in place (oneDNN's when the bound rules out NaN and
-// infinities, a loop that keeps them otherwise), then one matmul of the probabilities and the
-// values that writes each head's output into its columns of [B, S, heads, value_dim].
+// they lie in the projections' rows (strides, no Transpose), the mask added and the softmax
+// taken in one pass over each row (ops/cpu/softmax_rows.h), then one matmul of the
+// probabilities and the values that writes each head's output into its columns of
+// [B, S, heads, value_dim].
 #include <fmt/format.h>
 
 #include <cmath>
 #include <cstring>
 
 #include "ops/attention_dims.h"
-#include "ops/cpu/broadcast_add.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
 #include "ops/cpu/primitive_cache.h"
@@ -74,8 +73,7 @@ class AttentionKernel : public OpKernel {
     } else {
       std::memset(scores, 0, sizeof(float) * scores_shape.num_elements());
     }
-    const float bound = AddBroadcastBounded(mask.data<float>(), d.mask_dims, scores_shape, scores);
-    SoftmaxRows(d.batch * heads * d.seq, d.keys, scores, scores, std::isfinite(bound));
+    MaskedSoftmaxRows(mask.data<float>(), d.mask_dims, scores_shape, scores);
     return run(p->values, scores, v.data<float>() + attrs_.v_col, out->data<float>());
   }
 

@@ -14,7 +14,6 @@
 #include "ops/cpu/nan_aware.h"
 #include "ops/cpu/parallel.h"
 #include "ops/cpu/primitive_cache.h"
-#include "ops/cpu/softmax_rows.h"
 
 namespace dflow::cpu {
 namespace {
@@ -150,20 +149,6 @@ class DropoutKernel : public OpKernel {
 };
 
 }  // namespace
-
-void SoftmaxRows(int64_t rows, int64_t c, const float* x, float* y, bool finite) {
-  if (rows == 0 || c == 0) return;
-  if (finite) {
-    RunDnnlSoftmax<false>(rows, c, x, y);
-    return;
-  }
-  ParallelFor(rows, std::max<int64_t>(1, kParallelGrain / c), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      LogSoftmaxRow(x + r * c, y + r * c, c);
-      for (int64_t j = 0; j < c; ++j) y[r * c + j] = std::exp(y[r * c + j]);
-    }
-  });
-}
 
 // _LayerNorm (rewrite/subgraph_fusion.h): each row of the last axis normalised by its mean and
 // (biased) variance, then scaled and shifted: two passes over a row in cache instead of the
