@@ -17,6 +17,19 @@ bool Match(int64_t a, int64_t b) { return a < 0 || b < 0 || a == b; }
 
 }  // namespace
 
+Result<AttentionAttrs> AttentionAttrsOf(const Node& node) {
+  AttentionAttrs a;
+  for (auto [name, field] : {std::pair{"heads", &a.heads},
+                             {"head_dim", &a.head_dim},
+                             {"value_dim", &a.value_dim},
+                             {"q_col", &a.q_col},
+                             {"k_col", &a.k_col},
+                             {"v_col", &a.v_col}}) {
+    ASSIGN_OR_RETURN(*field, node.GetAttr<int64_t>(name));
+  }
+  return a;
+}
+
 Result<AttentionDims> AttentionShapes(const Shape& q, const Shape& k, const Shape& v,
                                       const Shape& mask, const AttentionAttrs& a) {
   if (a.heads <= 0 || a.head_dim < 0 || a.value_dim < 0 || a.q_col < 0 || a.k_col < 0 ||

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "graph/graph.h"
 #include "graph/shape.h"
 #include "graph/status.h"
 
@@ -21,6 +22,10 @@ struct AttentionAttrs {
   int64_t heads = 0, head_dim = 0, value_dim = 0;
   int64_t q_col = 0, k_col = 0, v_col = 0;
 };
+
+// The node's attributes heads, head_dim, value_dim, q_col, k_col and v_col; InvalidArgument
+// naming the node when one is missing or not an int.
+Result<AttentionAttrs> AttentionAttrsOf(const Node& node);
 
 struct AttentionDims {
   int64_t batch = 0, seq = 0, keys = 0;  // B, S, Sk

@@ -6,7 +6,6 @@
 // [B, S, heads, value_dim].
 #include <fmt/format.h>
 
-#include <cmath>
 #include <cstring>
 
 #include "ops/attention_dims.h"
@@ -21,16 +20,9 @@ namespace {
 class AttentionKernel : public OpKernel {
  public:
   explicit AttentionKernel(const KernelInit& init)
-      : alpha_(static_cast<float>(std::get<double>(*init.node.FindAttr("alpha")))) {
-    for (auto [name, field] : {std::pair{"heads", &attrs_.heads},
-                               {"head_dim", &attrs_.head_dim},
-                               {"value_dim", &attrs_.value_dim},
-                               {"q_col", &attrs_.q_col},
-                               {"k_col", &attrs_.k_col},
-                               {"v_col", &attrs_.v_col}}) {
-      *field = std::get<int64_t>(*init.node.FindAttr(name));
-    }
-  }
+      // The graph's validation checked the attributes (the op's shape function reads them).
+      : attrs_(AttentionAttrsOf(init.node).value()),
+        alpha_(static_cast<float>(std::get<double>(*init.node.FindAttr("alpha")))) {}
 
   Status Compute(KernelContext& ctx) override {
     const Tensor& q = ctx.input(0);

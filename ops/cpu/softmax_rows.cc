@@ -5,6 +5,7 @@
 #include <climits>
 #include <cmath>
 
+#include "ops/cpu/broadcast_add.h"
 #include "ops/cpu/nan_aware.h"
 #include "ops/cpu/parallel.h"
 
@@ -74,37 +75,17 @@ void SpecialSoftmaxRow(float* x, int64_t c) {
 
 void MaskedSoftmaxRows(const float* add, const std::vector<int64_t>& add_dims, const Shape& y,
                        float* x) {
-  const int r = y.rank();
-  std::vector<int64_t> stride(r, 0);  // the addend's stride along each of y's dimensions
-  int64_t step = 1;
-  for (int i = r - 1; i >= 0; --i) {
-    stride[i] = add_dims[i] == 1 ? 0 : step;
-    step *= add_dims[i];
-  }
-  const int64_t c = y[r - 1];
+  const int64_t c = y[y.rank() - 1];
   if (c == 0) return;
-  const int64_t rows = y.num_elements() / c;
-  const bool along = stride[r - 1] != 0;  // a row of the addend, or one value for the row
-  ParallelFor(rows, std::max<int64_t>(1, kParallelGrain / c), [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      int64_t rest = row, offset = 0;
-      for (int i = r - 2; i >= 0; --i) {
-        offset += rest % y[i] * stride[i];
-        rest /= y[i];
-      }
-      float* dst = x + row * c;
-      const float* src = add + offset;
-      if (along) {
-#pragma omp simd
-        for (int64_t j = 0; j < c; ++j) dst[j] += src[j];
-      } else {
-        const float s = *src;
-#pragma omp simd
-        for (int64_t j = 0; j < c; ++j) dst[j] += s;
-      }
-      if (!FiniteSoftmaxRow(dst, c)) SpecialSoftmaxRow(dst, c);
-    }
-  });
+  const BroadcastRows rows(add_dims, y);
+  ParallelFor(y.num_elements() / c, std::max<int64_t>(1, kParallelGrain / c),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t row = begin; row < end; ++row) {
+                  float* dst = x + row * c;
+                  rows.AddTo(add, row, dst);
+                  if (!FiniteSoftmaxRow(dst, c)) SpecialSoftmaxRow(dst, c);
+                }
+              });
 }
 
 }  // namespace dflow::cpu

@@ -272,15 +272,7 @@ Status RegisterFusedOps(OpRegistry& r) {
                  {"v_col", AttrType::kInt, int64_t{0}},
                  {"alpha", AttrType::kFloat, 1.0}},
        .shape_fn = [](InferenceContext& c) -> Status {
-         AttentionAttrs a;
-         for (auto [name, field] : {std::pair{"heads", &a.heads},
-                                    {"head_dim", &a.head_dim},
-                                    {"value_dim", &a.value_dim},
-                                    {"q_col", &a.q_col},
-                                    {"k_col", &a.k_col},
-                                    {"v_col", &a.v_col}}) {
-           ASSIGN_OR_RETURN(*field, c.GetAttr<int64_t>(name));
-         }
+         ASSIGN_OR_RETURN(AttentionAttrs a, AttentionAttrsOf(c.node()));
          Result<AttentionDims> d = AttentionShapes(c.input_shape(0), c.input_shape(1),
                                                    c.input_shape(2), c.input_shape(3), a);
          if (!d.ok()) return c.Error("{}", d.status().message());

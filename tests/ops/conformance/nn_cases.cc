@@ -783,8 +783,10 @@ Tensor AttentionReference(const std::vector<Tensor>& in, const AttentionAttrs& a
   const int64_t wq = qs.num_elements() / std::max<int64_t>(1, b * s);
   const int64_t wk = ks.num_elements() / std::max<int64_t>(1, b * sk);
   const int64_t wv = vs.num_elements() / std::max<int64_t>(1, b * sk);
-  std::vector<double> q = ToDoubles(in[0]), k = ToDoubles(in[1]), v = ToDoubles(in[2]),
-                      m = ToDoubles(in[3]);
+  const std::vector<double> q = ToDoubles(in[0]);
+  const std::vector<double> k = ToDoubles(in[1]);
+  const std::vector<double> v = ToDoubles(in[2]);
+  const std::vector<double> m = ToDoubles(in[3]);
   // The mask's element for scores index (bi, hi, si, j), its dimensions from the last.
   auto mask_at = [&](int64_t bi, int64_t hi, int64_t si, int64_t j) {
     const int64_t idx[4] = {bi, hi, si, j};
