@@ -58,6 +58,16 @@ endfunction()
 # SHARDED: under the sanitizers, the binary runs as two ctest tests (GoogleTest's shards)
 # instead: the conformance binaries' ~1350 cases each take 7-10 s in one process under ASan,
 # and over 10 minutes as a process per case (each start costs about half a second there).
+# dflow_test_objects(NAME SOURCES ... DEPS ...): test sources that several test binaries share,
+# compiled once with the tests' flags; a dflow_test lists NAME among its DEPS to take them.
+function(dflow_test_objects name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} OBJECT ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${DFLOW_WARNINGS})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS} GTest::gtest)
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/tests)
+endfunction()
+
 function(dflow_test name)
   cmake_parse_arguments(ARG "SERIAL;SHARDED" "" "SOURCES;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})

@@ -34,7 +34,7 @@ fi
 
 out=build-fuzz
 cmake -S . -B "$out" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DDFLOW_FUZZ=ON -DDFLOW_WITH_CUDA=OFF -DDFLOW_WITH_UCX=AUTO \
+  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DDFLOW_USE_LLD=ON -DDFLOW_FUZZ=ON -DDFLOW_WITH_CUDA=OFF -DDFLOW_WITH_UCX=AUTO \
   -DDFLOW_BUILD_TESTS=OFF -DDFLOW_BUILD_BENCH=OFF -DDFLOW_BUILD_EXAMPLES=OFF \
   -DCMAKE_OPTIMIZE_DEPENDENCIES=ON >"$out.configure.log" || { cat "$out.configure.log" >&2; exit 1; }
 # The libraries no fuzz target links, their own objects only (CMAKE_OPTIMIZE_DEPENDENCIES: a

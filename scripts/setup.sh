@@ -8,7 +8,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  clang-format clang libclang-rt-dev
+  clang-format clang libclang-rt-dev lld
   libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libdnnl-dev libomp-dev ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers
   libflatbuffers-dev flatbuffers-compiler

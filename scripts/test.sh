@@ -8,13 +8,15 @@ jobs=$(nproc)
 # As root (CI), the Slurm and Open MPI launch tests must run, not skip: setup.sh installed them.
 if [ "$(id -u)" -eq 0 ]; then export DFLOW_REQUIRE_LAUNCHERS=1; fi
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDFLOW_BUILD_BENCH=ON
+# Line tables only and lld: the suite builds about a third faster than with full debug info.
+fast_build=(-DDFLOW_DEBUG_INFO=lines -DDFLOW_USE_LLD=ON)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDFLOW_BUILD_BENCH=ON "${fast_build[@]}"
 cmake --build build -j "$jobs"
 (cd build && ctest --output-on-failure -j "$jobs")
 
 if [ "${DFLOW_SKIP_SANITIZE:-0}" != "1" ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDFLOW_SANITIZE=ON \
-    -DDFLOW_BUILD_BENCH=OFF
+    -DDFLOW_BUILD_BENCH=OFF "${fast_build[@]}"
   cmake --build build-asan -j "$jobs"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --output-on-failure -j "$jobs")

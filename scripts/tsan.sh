@@ -12,7 +12,7 @@ if ! command -v clang++ >/dev/null; then
 fi
 out=build-tsan
 cmake -S . -B "$out" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DDFLOW_TSAN=ON -DDFLOW_WITH_CUDA=OFF \
+  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DDFLOW_USE_LLD=ON -DDFLOW_TSAN=ON -DDFLOW_WITH_CUDA=OFF \
   -DDFLOW_BUILD_BENCH=OFF -DDFLOW_BUILD_EXAMPLES=OFF -DCMAKE_OPTIMIZE_DEPENDENCIES=ON \
   >"$out.configure.log" || { cat "$out.configure.log" >&2; exit 1; }
 cmake --build "$out" -j "$(nproc)" --target transport_tests >"$out.build.log" \
