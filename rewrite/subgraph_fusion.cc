@@ -373,13 +373,14 @@ class SubgraphFuser {
 
   // Where a head's rows come from: `x` [B, S, heads, dim] itself (column 0), or, when x is
   // Reshape(To)(Slice(p)) of a [B, S, W] p along its last axis (a Split of a projection that
-  // computes queries, keys and values at once), p from the slice's first column.
+  // computes queries, keys and values at once) placed as the attention's `tail`, p from the
+  // slice's first column.
   struct HeadSource {
     Endpoint tensor;
     int64_t col = 0;
     std::vector<int> inner;  // the Reshape and Slice that go
   };
-  HeadSource SourceOf(const Endpoint& x) const {
+  HeadSource SourceOf(const Endpoint& x, int tail) const {
     HeadSource plain{x, 0, {}};
     const Node& r = N(x.node);
     if ((r.op() != "Reshape" && r.op() != "ReshapeTo") || x.index != 0 || !Inner(x.node)) {
@@ -387,7 +388,7 @@ class SubgraphFuser {
     }
     const int slice = r.inputs()[0].node;
     if (N(slice).op() != "Slice" || r.inputs()[0].index != 0 || !Inner(slice) ||
-        !SamePlace({slice, x.node})) {
+        !SamePlace({slice, x.node, tail})) {
       return plain;
     }
     const Shape& y = ShapeOf(x);
@@ -446,7 +447,7 @@ class SubgraphFuser {
     const std::pair<Endpoint, const char*> sources[] = {
         {xq, "q_col"}, {xk, "k_col"}, {xv, "v_col"}};
     for (const auto& [x, col] : sources) {
-      HeadSource src = SourceOf(x);
+      HeadSource src = SourceOf(x, tail);
       // The same Slice read for two of q, k and v is read twice: Inner rules that out.
       def.inputs.push_back({N(src.tensor.node).name(), src.tensor.index});
       def.attrs[col] = src.col;

@@ -14,6 +14,7 @@
 #include "ops/cpu/broadcast_add.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
+#include "ops/cpu/gemv.h"
 #include "ops/cpu/nan_aware.h"
 #include "ops/cpu/packed_weights.h"
 #include "ops/cpu/parallel.h"
@@ -27,7 +28,8 @@ namespace {
 // and optionally a ReLU (a pass over the output that keeps NaN, which oneDNN's post-op drops) or
 // a GELU (oneDNN's gelu_erf post-op: it gives NaN, infinities and -0 as the Gelu kernel's loop
 // does, on AVX-512, AVX2 and SSE4.1 alike, within 6e-8 of the exact value elsewhere).
-// A constant b (an imported model's weights) is packed into the primitive's own layout once.
+// A constant b (an imported model's weights) is packed into the primitive's own layout once, or,
+// for one row of a (a classifier at batch 1), into GemvWeights' panels.
 class MatMulKernel : public common::MatMulBase<MatMulKernel> {
  public:
   explicit MatMulKernel(const KernelInit& init) : MatMulBase(init), weights_(init, 1) {}
@@ -59,6 +61,13 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
         MatMulF64(a.data<double>() + i * m * k, b.data<double>() + i * k * n,
                   out->data<double>() + i * m * n, m, k, n);
       }
+      return Status::OK();
+    }
+    if (batch == 1 && m == 1 && weights_.constant() && !epilogue_.gelu && GemvPays(k, n)) {
+      ASSIGN_OR_RETURN(Tensor panels, gemv_weights_.Get(b, k, n, tb_));
+      Gemv(a.data<float>(), panels.data<float>(),
+           epilogue_.bias ? ctx.input(2).data<float>() : nullptr, out->data<float>(), k, n);
+      if (epilogue_.relu) ReluKeepingNaN(out->data<float>(), out->num_elements());
       return Status::OK();
     }
     std::shared_ptr<const Prim> p = Primitive(batch, m, k, n, weights_.constant());
@@ -168,6 +177,7 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
   }
 
   PackedWeights weights_;
+  GemvWeights gemv_weights_;
 };
 
 // _ScaledBatchMatMul: y = alpha * (a x b) + addend, the addend broadcast to the product: one

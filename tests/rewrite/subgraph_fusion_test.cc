@@ -289,6 +289,34 @@ TEST(SubgraphFusionTest, AttentionReadsSlicedHeadsFromTheirProjection) {
   }
 }
 
+// A head sliced and reshaped where another device was asked for stays as it is: the attention
+// reads the Reshape's output, and the Slice of that head alone remains.
+TEST(SubgraphFusionTest, AttentionKeepsAHeadSlicedOnAnotherRequestedDevice) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{2, 5, 36});
+  auto mask = ops::Placeholder(root.WithOpName("mask"), DType::kF32, Shape{2, 1, 1, 5});
+  std::vector<Output> heads;
+  for (int64_t i = 0; i < 3; ++i) {
+    const Scope at = i == 0 ? root.WithDevice("cpu:1") : root;
+    Output part = ops::Slice(at, x, {0, 0, 12 * i}, {-1, -1, 12});
+    heads.push_back(ops::Reshape(at.WithOpName("head" + std::to_string(i)), part, {2, 5, 3, 4}));
+  }
+  SpelledAttention(root, heads[0], heads[1], heads[2], mask, false);
+  Graph g = Validated(root);
+  auto fused = ops::FuseSubgraphs(g, {*g.FindNode("y")});
+  ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+  const Graph& f = fused->graph;
+  const Node& y = f.node(*f.FindNode("y"));
+  ASSERT_EQ(y.op(), "_Attention");
+  EXPECT_EQ(y.inputs()[0].node, *f.FindNode("head0"));
+  EXPECT_EQ(std::get<int64_t>(*y.FindAttr("q_col")), 0);
+  EXPECT_EQ(y.inputs()[1].node, *f.FindNode("x"));
+  EXPECT_EQ(y.inputs()[2].node, *f.FindNode("x"));
+  int slices = 0;
+  for (int id = 0; id < f.num_nodes(); ++id) slices += f.node(id).op() == "Slice";
+  EXPECT_EQ(slices, 1);
+}
+
 // Queries and keys of different lengths at run time are refused, naming both.
 TEST(SubgraphFusionTest, AnAttentionOfMismatchedBatchesFailsNamingTheShapes) {
   Scope root = AttentionScope(false, Shape{-1, -1, 3, 4});
