@@ -1,14 +1,39 @@
 // What the optimizer kernels of every device share (ops/common/kernel_base.h): ApplySGD,
 // ApplyMomentum, ApplyAdam and ApplyAdamW lock their variables, check them (variable_update.h),
 // choose where each new value goes and store the new values once the device's kernel has
-// written them.
+// written them. Their gated twins (ApplySGDIf, ...: a last bool input "apply") first read the
+// gate and, when it is false, leave every variable as it was without calling the kernel.
 #pragma once
 
+#include "framework/device_context.h"
 #include "graph/mutex.h"
 #include "ops/common/kernel_base.h"
 #include "ops/common/variable_update.h"
 
 namespace dflow::common {
+
+// Whether a gated update (an op "<update>If") applies: its last input, a bool scalar, copied to
+// the host when it is in a device's memory. Always true for an ungated update.
+class UpdateGate {
+ public:
+  explicit UpdateGate(const KernelInit& init)
+      : gated_(init.node.op().ends_with("If")), context_(init.device_context) {}
+  Result<bool> Applies(KernelContext& ctx) const {
+    if (!gated_) return true;
+    const Tensor& apply = ctx.input(ctx.num_inputs() - 1);
+    if (apply.num_elements() != 1) {
+      return InvalidArgument("apply must be one bool, got {} elements", apply.num_elements());
+    }
+    if (apply.host_accessible()) return apply.data<bool>()[0];
+    DeviceContext& device = context_ != nullptr ? *context_ : HostMemoryContext();
+    ASSIGN_OR_RETURN(Tensor host, device.CopyToHost(apply));
+    return host.data<bool>()[0];
+  }
+
+ private:
+  bool gated_;
+  DeviceContext* context_;
+};
 
 // The current values of Adam's variables, valid while their locks are held.
 struct AdamValues {
@@ -29,12 +54,17 @@ struct AdamTargets {
 template <typename Derived>
 class AdamBase : public KernelBase<Derived> {
  public:
-  explicit AdamBase(const KernelInit& init) : a_(init) {}
+  explicit AdamBase(const KernelInit& init) : a_(init), gate_(init) {}
   Status Compute(KernelContext& ctx) final {
     const Tensor& lr = ctx.input(4);
     const Tensor& grad = ctx.input(5);
+    ASSIGN_OR_RETURN(bool applies, gate_.Applies(ctx));
     MutexLocks lock(a_.var.var->mu, a_.m.var->mu, a_.v.var->mu, a_.step.var->mu);
     RETURN_IF_ERROR(CheckAdam(a_, grad, lr));
+    if (!applies) {
+      ctx.set_output(0, Value(a_.var));
+      return Status::OK();
+    }
     AdamTargets dst;
     ASSIGN_OR_RETURN(dst.var, UpdateTarget(ctx, a_.var));
     ASSIGN_OR_RETURN(dst.m, UpdateTarget(ctx, a_.m));
@@ -52,6 +82,7 @@ class AdamBase : public KernelBase<Derived> {
 
  protected:
   const AdamOperands a_;
+  const UpdateGate gate_;
 };
 
 // ApplySGD (kMomentum false: var, lr, grad) and ApplyMomentum (var, accum, lr, grad, with
@@ -61,7 +92,7 @@ class AdamBase : public KernelBase<Derived> {
 template <typename Derived, bool kMomentum>
 class MomentumBase : public KernelBase<Derived> {
  public:
-  explicit MomentumBase(const KernelInit& init) : var_(LookupVariable(init, 0)) {
+  explicit MomentumBase(const KernelInit& init) : var_(LookupVariable(init, 0)), gate_(init) {
     if constexpr (kMomentum) {
       accum_ = LookupVariable(init, 1);
       momentum_ = std::get<double>(*init.node.FindAttr("momentum"));
@@ -71,12 +102,17 @@ class MomentumBase : public KernelBase<Derived> {
   Status Compute(KernelContext& ctx) final {
     const Tensor& lr = ctx.input(kMomentum ? 2 : 1);
     const Tensor& grad = ctx.input(kMomentum ? 3 : 2);
+    ASSIGN_OR_RETURN(bool applies, gate_.Applies(ctx));
     if constexpr (kMomentum) {
       MutexLocks lock(var_.var->mu, accum_.var->mu);
       RETURN_IF_ERROR(CheckInitialized(var_));
       RETURN_IF_ERROR(CheckInitialized(accum_));
       RETURN_IF_ERROR(CheckGrad(var_, grad, lr));
       RETURN_IF_ERROR(CheckGrad(accum_, grad, lr));
+      if (!applies) {
+        ctx.set_output(0, Value(var_));
+        return Status::OK();
+      }
       ASSIGN_OR_RETURN(Tensor var_dst, UpdateTarget(ctx, var_));
       ASSIGN_OR_RETURN(Tensor accum_dst, UpdateTarget(ctx, accum_));
       RETURN_IF_ERROR(
@@ -88,6 +124,10 @@ class MomentumBase : public KernelBase<Derived> {
       MutexLock lock(var_.var->mu);
       RETURN_IF_ERROR(CheckInitialized(var_));
       RETURN_IF_ERROR(CheckGrad(var_, grad, lr));
+      if (!applies) {
+        ctx.set_output(0, Value(var_));
+        return Status::OK();
+      }
       ASSIGN_OR_RETURN(Tensor var_dst, UpdateTarget(ctx, var_));
       RETURN_IF_ERROR(this->derived().Run(ctx, grad, lr, Value(var_), nullptr, var_dst, nullptr));
       Value(var_) = var_dst;
@@ -100,6 +140,7 @@ class MomentumBase : public KernelBase<Derived> {
   VarRef var_, accum_;  // accum_: ApplyMomentum's only
   double momentum_ = 0;
   bool nesterov_ = false;
+  const UpdateGate gate_;
 };
 
 }  // namespace dflow::common

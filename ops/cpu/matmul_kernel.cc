@@ -15,6 +15,7 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
 #include "ops/cpu/gemv.h"
+#include "ops/cpu/half.h"
 #include "ops/cpu/nan_aware.h"
 #include "ops/cpu/packed_weights.h"
 #include "ops/cpu/parallel.h"
@@ -32,11 +33,15 @@ namespace {
 // for one row of a (a classifier at batch 1), into GemvWeights' panels.
 class MatMulKernel : public common::MatMulBase<MatMulKernel> {
  public:
-  explicit MatMulKernel(const KernelInit& init) : MatMulBase(init), weights_(init, 1) {}
+  explicit MatMulKernel(const KernelInit& init)
+      : MatMulBase(init), op_(init.node.op()), weights_(init, 1) {}
   Status Run(KernelContext& ctx, const Tensor& a, const Tensor& b, const MatMulDims& d) {
-    if (a.dtype() != DType::kF32 && a.dtype() != DType::kF64) {
-      return InvalidArgument("no CPU MatMul for {} (f32 or f64; f16 and bf16 run on a GPU)",
-                             a.dtype());
+    const bool half = a.dtype() == DType::kBF16 || a.dtype() == DType::kF16;
+    if (a.dtype() != DType::kF32 && a.dtype() != DType::kF64 && !half) {
+      return InvalidArgument("no CPU {} for {} (f32, f64, bf16 or f16)", op_, a.dtype());
+    }
+    if (half && (epilogue_.bias || epilogue_.relu || epilogue_.gelu)) {
+      return InvalidArgument("no CPU {} for {} with a bias or an activation (f32)", op_, a.dtype());
     }
     const int64_t batch = d.batch, m = d.m, k = d.k, n = d.n;
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, a.dtype(), d.out));
@@ -56,6 +61,7 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
       }
       return Status::OK();
     }
+    if (half) return RunHalf(ctx, a, b, *out, d);
     if (a.dtype() == DType::kF64) {
       for (int64_t i = 0; i < batch; ++i) {
         MatMulF64(a.data<double>() + i * m * k, b.data<double>() + i * k * n,
@@ -119,20 +125,104 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
     }
   }
 
+  // bf16 or f16 operands and result with f32 accumulation: bf16 on oneDNN's own primitive (AMX
+  // or AVX512-BF16 where the CPU has them; emulated on plain AVX-512); f16, for which oneDNN 2.6
+  // has no CPU primitive, widened exactly to f32, multiplied there and rounded once, as a GPU's
+  // f16 product with f32 accumulation rounds. Weights are not packed: a half-precision product
+  // comes from the mixed-precision rewrite, whose weights are cast every step.
+  Status RunHalf(KernelContext& ctx, const Tensor& a, const Tensor& b, Tensor& out,
+                 const MatMulDims& d) const {
+    if (a.dtype() == DType::kF16) return RunWidened(ctx, a, b, out, d);
+    const dnnl::memory::data_type t = dnnl::memory::data_type::bf16;
+    const std::string key = fmt::format("matmul_half:{}:{}:{}:{}:{}:{}:{}", static_cast<int>(t),
+                                        ta_, tb_, d.batch, d.m, d.k, d.n);
+    std::shared_ptr<const Prim> p;
+    try {
+      p = PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
+        auto desc = dnnl::matmul::desc(Desc(false, d.batch, d.m, d.k, ta_, t),
+                                       Desc(false, d.batch, d.k, d.n, tb_, t),
+                                       Desc(false, d.batch, d.m, d.n, false, t));
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::matmul::primitive_desc pd(desc, attr, CpuEngine());
+        return std::make_shared<const Prim>(
+            Prim{dnnl::matmul(pd), pd.scratchpad_desc(), pd.weights_desc()});
+      });
+    } catch (const dnnl::error&) {
+      return Unimplemented("no CPU {} for {} on this processor (oneDNN has no such primitive)", op_,
+                           a.dtype());
+    }
+    dnnl::memory am(Desc(false, d.batch, d.m, d.k, ta_, t), CpuEngine(),
+                    const_cast<void*>(a.raw_data()));
+    dnnl::memory bm(Desc(false, d.batch, d.k, d.n, tb_, t), CpuEngine(),
+                    const_cast<void*>(b.raw_data()));
+    dnnl::memory cm(Desc(false, d.batch, d.m, d.n, false, t), CpuEngine(), out.raw_data());
+    TempBuffers temp(ctx.allocator());
+    ASSIGN_OR_RETURN(void* scratch_data, temp.Get(p->scratch.get_size()));
+    dnnl::memory scratch(p->scratch, CpuEngine(), scratch_data);
+    dnnl::stream& stream = ThreadStream();
+    p->prim.execute(stream, {{DNNL_ARG_SRC, am},
+                             {DNNL_ARG_WEIGHTS, bm},
+                             {DNNL_ARG_DST, cm},
+                             {DNNL_ARG_SCRATCHPAD, scratch}});
+    stream.wait();
+    return Status::OK();
+  }
+
+  // f16: the product of the operands widened to f32, rounded to f16.
+  Status RunWidened(KernelContext& ctx, const Tensor& a, const Tensor& b, Tensor& out,
+                    const MatMulDims& d) const {
+    const dnnl::memory::data_type f32 = dnnl::memory::data_type::f32;
+    const std::string key =
+        fmt::format("matmul_widened:{}:{}:{}:{}:{}:{}", ta_, tb_, d.batch, d.m, d.k, d.n);
+    std::shared_ptr<const Prim> p = PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
+      auto desc = dnnl::matmul::desc(Desc(false, d.batch, d.m, d.k, ta_, f32),
+                                     Desc(false, d.batch, d.k, d.n, tb_, f32),
+                                     Desc(false, d.batch, d.m, d.n, false, f32));
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::matmul::primitive_desc pd(desc, attr, CpuEngine());
+      return std::make_shared<const Prim>(
+          Prim{dnnl::matmul(pd), pd.scratchpad_desc(), pd.weights_desc()});
+    });
+    TempBuffers temp(ctx.allocator());
+    const int64_t na = a.num_elements(), nb = b.num_elements(), nc = out.num_elements();
+    ASSIGN_OR_RETURN(void* wa, temp.Get(na * sizeof(float)));
+    ASSIGN_OR_RETURN(void* wb, temp.Get(nb * sizeof(float)));
+    ASSIGN_OR_RETURN(void* wc, temp.Get(nc * sizeof(float)));
+    ASSIGN_OR_RETURN(void* scratch_data, temp.Get(p->scratch.get_size()));
+    HalfToFloat(DType::kF16, static_cast<const uint16_t*>(a.raw_data()), static_cast<float*>(wa),
+                na);
+    HalfToFloat(DType::kF16, static_cast<const uint16_t*>(b.raw_data()), static_cast<float*>(wb),
+                nb);
+    dnnl::stream& stream = ThreadStream();
+    p->prim.execute(
+        stream,
+        {{DNNL_ARG_SRC, dnnl::memory(Desc(false, d.batch, d.m, d.k, ta_, f32), CpuEngine(), wa)},
+         {DNNL_ARG_WEIGHTS,
+          dnnl::memory(Desc(false, d.batch, d.k, d.n, tb_, f32), CpuEngine(), wb)},
+         {DNNL_ARG_DST, dnnl::memory(Desc(false, d.batch, d.m, d.n, false, f32), CpuEngine(), wc)},
+         {DNNL_ARG_SCRATCHPAD, dnnl::memory(p->scratch, CpuEngine(), scratch_data)}});
+    stream.wait();
+    FloatToHalf(DType::kF16, static_cast<const float*>(wc), static_cast<uint16_t*>(out.raw_data()),
+                nc);
+    return Status::OK();
+  }
+
   // A batch of logical [rows, cols] matrices stored row-major, or transposed (each stored as
   // [cols, rows]); as one 2-D matrix when `matrix` (a batch of 1 whose b is packed: oneDNN packs
   // 2-D weights only, 3-D "any" weights stay plain, and a plain [768, 3072] b took 1.6x as long
   // as the packed one; an unpacked b keeps the 3-D form, whose scratchpad is smaller).
   static dnnl::memory::desc Desc(bool matrix, int64_t batch, int64_t rows, int64_t cols,
-                                 bool transposed) {
+                                 bool transposed,
+                                 dnnl::memory::data_type t = dnnl::memory::data_type::f32) {
     if (matrix) {
       return dnnl::memory::desc(
-          {rows, cols}, dnnl::memory::data_type::f32,
-          transposed ? dnnl::memory::dims{1, rows} : dnnl::memory::dims{cols, 1});
+          {rows, cols}, t, transposed ? dnnl::memory::dims{1, rows} : dnnl::memory::dims{cols, 1});
     }
     dnnl::memory::dims strides = transposed ? dnnl::memory::dims{rows * cols, 1, rows}
                                             : dnnl::memory::dims{rows * cols, cols, 1};
-    return dnnl::memory::desc({batch, rows, cols}, dnnl::memory::data_type::f32, strides);
+    return dnnl::memory::desc({batch, rows, cols}, t, strides);
   }
 
   static dnnl::memory::desc BiasDesc(bool matrix, int64_t n) {
@@ -176,6 +266,7 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
     });
   }
 
+  const std::string op_;
   PackedWeights weights_;
   GemvWeights gemv_weights_;
 };

@@ -8,6 +8,7 @@
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
+#include "ops/cpu/nan_aware.h"
 #include "ops/cpu/parallel.h"
 
 namespace dflow::cpu {
@@ -114,6 +115,37 @@ class ApplyAdamKernel : public common::AdamBase<ApplyAdamKernel> {
   }
 };
 
+// AllFinite: whether no input holds a NaN or an infinity (the check of a step's gradients under
+// dynamic loss scaling); stops at the first input that does.
+class AllFiniteKernel : public OpKernel {
+ public:
+  explicit AllFiniteKernel(const KernelInit&) {}
+  Status Compute(KernelContext& ctx) override {
+    bool finite = true;
+    for (int i = 0; i < ctx.num_inputs() && finite; ++i) {
+      const Tensor& x = ctx.input(i);
+      if (x.dtype() == DType::kF32) {
+        finite = AllFiniteParallel(x.data<float>(), x.num_elements());
+        continue;
+      }
+      if (x.dtype() == DType::kF64) {
+        const double* p = x.data<double>();
+        for (int64_t j = 0; j < x.num_elements() && finite; ++j) finite = std::isfinite(p[j]);
+        continue;
+      }
+      // bf16 or f16, raw bits: finite unless the exponent is all ones.
+      const uint16_t exponent = x.dtype() == DType::kBF16 ? 0x7f80 : 0x7c00;
+      const uint16_t* p = static_cast<const uint16_t*>(x.raw_data());
+      for (int64_t j = 0; j < x.num_elements() && finite; ++j) {
+        finite = (p[j] & exponent) != exponent;
+      }
+    }
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DType::kBool, Shape{}));
+    out->data<bool>()[0] = finite;
+    return Status::OK();
+  }
+};
+
 }  // namespace
 
 Status RegisterTrainingKernels() {
@@ -121,6 +153,11 @@ Status RegisterTrainingKernels() {
   RETURN_IF_ERROR(RegisterKernel<ApplyMomentumKernel>("ApplyMomentum", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ApplyAdamKernel>("ApplyAdam", "CPU"));
   RETURN_IF_ERROR(RegisterKernel<ApplyAdamKernel>("ApplyAdamW", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ApplySGDKernel>("ApplySGDIf", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ApplyMomentumKernel>("ApplyMomentumIf", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ApplyAdamKernel>("ApplyAdamIf", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<ApplyAdamKernel>("ApplyAdamWIf", "CPU"));
+  RETURN_IF_ERROR(RegisterKernel<AllFiniteKernel>("AllFinite", "CPU"));
   return Status::OK();
 }
 

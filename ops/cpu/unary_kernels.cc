@@ -12,6 +12,7 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dispatch.h"
 #include "ops/cpu/dnnl_context.h"
+#include "ops/cpu/half.h"
 #include "ops/cpu/nan_aware.h"
 #include "ops/cpu/parallel.h"
 #include "ops/cpu/primitive_cache.h"
@@ -320,55 +321,6 @@ class ActivationGradKernel : public common::ActivationGradBase<ActivationGradKer
  private:
   F f_{};
 };
-
-// f16 and bf16 (raw 16 bits) to and from f32, rounding to nearest even; a NaN stays a quiet
-// NaN, f16 overflows to infinity and underflows through its subnormals to zero.
-float HalfToFloat(DType t, uint16_t bits) {
-  uint32_t u;
-  if (t == DType::kBF16) {
-    u = uint32_t{bits} << 16;
-  } else {
-    const uint32_t sign = uint32_t{bits & 0x8000u} << 16;
-    const uint32_t exp = (bits >> 10) & 0x1f, mant = bits & 0x3ffu;
-    if (exp == 0) {  // zero or subnormal: mant * 2^-24, exact in f32
-      const float v = std::ldexp(static_cast<float>(mant), -24);
-      return (bits & 0x8000u) ? -v : v;
-    }
-    u = exp == 31 ? sign | 0x7f800000u | (mant << 13) : sign | ((exp + 112) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-uint16_t FloatToHalf(DType t, float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if (t == DType::kBF16) {
-    if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);
-    u += 0x7fff + ((u >> 16) & 1);
-    return static_cast<uint16_t>(u >> 16);
-  }
-  const uint32_t sign = (u >> 16) & 0x8000u, abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
-  if (abs >= 0x47800000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 2^16: infinity
-  const int e = static_cast<int>(abs >> 23) - 127;
-  const uint32_t m24 = (abs & 0x7fffffu) | 0x800000u;
-  uint32_t h, rest, half;
-  if (e >= -14) {  // normal: keep 10 of the 23 mantissa bits
-    h = (static_cast<uint32_t>(e + 15) << 10) | ((abs & 0x7fffffu) >> 13);
-    rest = abs & 0x1fffu;
-    half = 0x1000u;
-  } else {                       // subnormal: units of 2^-24
-    const int shift = -(e + 1);  // >= 14
-    if (shift > 24) return static_cast<uint16_t>(sign);
-    h = m24 >> shift;
-    rest = m24 & ((1u << shift) - 1);
-    half = 1u << (shift - 1);
-  }
-  if (rest > half || (rest == half && (h & 1))) ++h;  // a carry may reach infinity: right
-  return static_cast<uint16_t>(sign | h);
-}
 
 bool IsHalf(DType t) { return t == DType::kF16 || t == DType::kBF16; }
 

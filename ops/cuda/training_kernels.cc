@@ -70,6 +70,11 @@ Status RegisterTrainingKernels() {
   RETURN_IF_ERROR(RegisterKernel<ApplyAdamKernel>("ApplyAdamW", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ApplyMomentumKernel<false>>("ApplySGD", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ApplyMomentumKernel<true>>("ApplyMomentum", "GPU"));
+  // The gated twins read their gate on the host (a one-byte copy that waits for the stream).
+  RETURN_IF_ERROR(RegisterKernel<ApplyAdamKernel>("ApplyAdamIf", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<ApplyAdamKernel>("ApplyAdamWIf", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<ApplyMomentumKernel<false>>("ApplySGDIf", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<ApplyMomentumKernel<true>>("ApplyMomentumIf", "GPU"));
   return Status::OK();
 }
 

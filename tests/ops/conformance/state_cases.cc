@@ -1,8 +1,12 @@
 // Cases for the stateful ops: Variable, Assign and the variable updates (ApplySGD,
-// ApplyMomentum, ApplyAdam, ApplyAdamW and the fused _MatMulApplySGD). Each case initialises its
-// variables from fed values in a first run, then runs the update once and compares the value it
-// outputs.
+// ApplyMomentum, ApplyAdam, ApplyAdamW, their gated twins ApplySGDIf, ... and the fused
+// _MatMulApplySGD). Each case initialises its variables from fed values in a first run, then runs
+// the update once and compares the value it outputs. AllFinite, the gate's check, is here too.
+#include <fmt/format.h>
+
 #include <cmath>
+#include <limits>
+#include <string_view>
 
 #include "op_cases.h"
 #include "ops/state_ops.h"
@@ -199,11 +203,135 @@ void AddUpdates(CaseRng& rng, std::vector<OpCase>& cases) {
   }
 }
 
+// The gated updates with the gate open (the update's value) and shut (the variable as it was).
+// Attributes at their defaults: momentum 0.9; Adam's 0.9, 0.999, 1e-8 (AdamW decays by 0.01).
+void AddGatedUpdates(CaseRng& rng, std::vector<OpCase>& cases) {
+  const Shape s{5, 3};
+  const DType f = DType::kF32;
+  for (bool apply : {true, false}) {
+    const Tensor gate = Tensor::Scalar<bool>(apply);
+    const std::string tag = apply ? "open" : "shut";
+    cases.push_back(OpCase{
+        .op = "ApplySGDIf",
+        .tag = tag,
+        .inputs = {rng.Uniform(f, s), rng.Uniform(f, Shape{}, 0.01, 0.5), rng.Uniform(f, s), gate},
+        .build =
+            [](const Scope& sc, const std::vector<Output>& in) {
+              CaseGraph g;
+              Output v = InitVariable(sc, in[0], g.init_targets);
+              g.outputs = {sc.OutputOf(sc.AddNode("ApplySGDIf", {v, in[1], in[2], in[3]}, {}))};
+              return g;
+            },
+        .reference = One([apply](const std::vector<Tensor>& in) {
+          std::vector<double> w = ToDoubles(in[0]), grad = ToDoubles(in[2]);
+          const double lr = ElementAsDouble(in[1], 0);
+          for (size_t i = 0; apply && i < w.size(); ++i) w[i] -= lr * grad[i];
+          return FromDoubles(in[0].dtype(), in[0].shape(), w);
+        }),
+        .no_gradient = kStateful});
+    cases.push_back(OpCase{.op = "ApplyMomentumIf",
+                           .tag = tag,
+                           .inputs = {rng.Uniform(f, s), rng.Uniform(f, s),
+                                      rng.Uniform(f, Shape{}, 0.01, 0.5), rng.Uniform(f, s), gate},
+                           .build =
+                               [](const Scope& sc, const std::vector<Output>& in) {
+                                 CaseGraph g;
+                                 Output v = InitVariable(sc, in[0], g.init_targets);
+                                 Output accum = InitVariable(sc, in[1], g.init_targets);
+                                 g.outputs = {sc.OutputOf(sc.AddNode(
+                                     "ApplyMomentumIf", {v, accum, in[2], in[3], in[4]}, {}))};
+                                 return g;
+                               },
+                           .reference = One([apply](const std::vector<Tensor>& in) {
+                             std::vector<double> w = ToDoubles(in[0]), acc = ToDoubles(in[1]),
+                                                 grad = ToDoubles(in[3]);
+                             const double lr = ElementAsDouble(in[2], 0);
+                             for (size_t i = 0; apply && i < w.size(); ++i) {
+                               acc[i] = 0.9 * acc[i] + grad[i];
+                               w[i] -= lr * acc[i];
+                             }
+                             return FromDoubles(in[0].dtype(), in[0].shape(), w);
+                           }),
+                           .no_gradient = kStateful});
+    for (const char* op : {"ApplyAdamIf", "ApplyAdamWIf"}) {
+      const double decay = std::string_view(op) == "ApplyAdamWIf" ? 0.01 : 0.0;
+      cases.push_back(OpCase{
+          .op = op,
+          .tag = tag,
+          .inputs = {rng.Uniform(f, s), rng.Uniform(f, s), rng.Uniform(f, s, 0.01, 1),
+                     Tensor::Scalar<int64_t>(3), rng.Uniform(f, Shape{}, 0.01, 0.5),
+                     rng.Uniform(f, s), gate},
+          .build =
+              [op](const Scope& sc, const std::vector<Output>& in) {
+                CaseGraph g;
+                Output v = InitVariable(sc, in[0], g.init_targets);
+                Output m = InitVariable(sc, in[1], g.init_targets);
+                Output sq = InitVariable(sc, in[2], g.init_targets);
+                Output step = InitVariable(sc, in[3], g.init_targets);
+                g.outputs = {
+                    sc.OutputOf(sc.AddNode(op, {v, m, sq, step, in[4], in[5], in[6]}, {}))};
+                return g;
+              },
+          .reference = One([apply, decay](const std::vector<Tensor>& in) {
+            std::vector<double> w = ToDoubles(in[0]), m = ToDoubles(in[1]), v = ToDoubles(in[2]),
+                                grad = ToDoubles(in[5]);
+            const double lr = ElementAsDouble(in[4], 0);
+            const double t = ElementAsDouble(in[3], 0) + 1;
+            const double step = lr * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(0.9, t));
+            for (size_t i = 0; apply && i < w.size(); ++i) {
+              m[i] = 0.9 * m[i] + 0.1 * grad[i];
+              v[i] = 0.999 * v[i] + 0.001 * grad[i] * grad[i];
+              w[i] = w[i] - lr * decay * w[i] - step * m[i] / (std::sqrt(v[i]) + 1e-8);
+            }
+            return FromDoubles(in[0].dtype(), in[0].shape(), w);
+          }),
+          .tolerance = 4,
+          .no_gradient = kStateful});
+    }
+  }
+}
+
+// AllFinite over three tensors of f32 or f64, with an infinity or a NaN planted in one of them or
+// in none (f16 and bf16, which the cases cannot feed: tests/ops/cpu/kernels_test.cc).
+void AddAllFinite(CaseRng& rng, std::vector<OpCase>& cases) {
+  const double kInf = std::numeric_limits<double>::infinity();
+  for (DType dt : {DType::kF32, DType::kF64}) {
+    for (int planted : {-1, 0, 1}) {  // -1: none; 0: an infinity in the first; 1: a NaN in the last
+      std::vector<Tensor> in = {rng.Uniform(dt, Shape{4, 5}), rng.Uniform(dt, Shape{}),
+                                rng.Uniform(dt, Shape{1000})};
+      if (planted >= 0) {
+        Tensor& t = planted == 0 ? in[0] : in[2];
+        std::vector<double> v = ToDoubles(t);
+        v[planted == 0 ? 7 : 999] = planted == 0 ? -kInf : std::nan("");
+        t = FromDoubles(dt, t.shape(), v);
+      }
+      cases.push_back(OpCase{.op = "AllFinite",
+                             .tag = fmt::format("{}_{}", DTypeName(dt),
+                                                planted < 0    ? "finite"
+                                                : planted == 0 ? "inf"
+                                                               : "nan"),
+                             .inputs = in,
+                             .build =
+                                 [](const Scope& sc, const std::vector<Output>& x) {
+                                   CaseGraph g;
+                                   g.outputs = {sc.OutputOf(sc.AddNode("AllFinite", x, {}))};
+                                   return g;
+                                 },
+                             .reference = One([planted](const std::vector<Tensor>&) {
+                               return Tensor::Scalar<bool>(planted < 0);
+                             }),
+                             .no_gradient = "a bool"});
+    }
+  }
+}
+
 }  // namespace
 
 void AddStateCases(CaseRng& rng, std::vector<OpCase>& cases) {
   AddVariables(rng, cases);
   AddUpdates(rng, cases);
+  AddGatedUpdates(rng, cases);
+  AddAllFinite(rng, cases);
 }
 
 }  // namespace dflow::conformance

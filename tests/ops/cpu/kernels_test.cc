@@ -431,19 +431,19 @@ TEST(CastKernelTest, F16SubnormalsOverflowAndNan) {
   EXPECT_TRUE(std::isnan(f[6]));
 }
 
-// f16 MatMul is a GPU kernel's: on the CPU it fails naming the node and the dtype.
-TEST(CastKernelTest, AnF16MatMulOnTheCpuNamesTheNodeAndDtype) {
+// An f16 MatMul runs on the CPU (widened to f32, tests/ops/cpu/half_matmul_test.cc); a bf16
+// convolution is a GPU kernel's: on the CPU it fails naming the node and the dtype.
+TEST(CastKernelTest, AnF16MatMulRunsAndABf16ConvolutionNamesTheNodeAndDtype) {
   Scope root = Scope::NewRootScope();
   auto x =
       ops::Cast(root, ops::Const(root, std::vector<float>{1, 2, 3, 4}, Shape{2, 2}), DType::kF16);
-  auto y = ops::MatMul(root.WithOpName("half_product"), x, x);
+  auto y = ops::Cast(root, ops::MatMul(root.WithOpName("half_product"), x, x), DType::kF32);
   ASSERT_TRUE(root.ok()) << root.status().ToString();
   auto session = Session::Create(root);
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   auto out = (*session)->Run({}, {y.name()});
-  ASSERT_FALSE(out.ok());
-  EXPECT_TRUE(MessageHas(out.status(), {"half_product", "f16"})) << out.status().ToString();
-  // So does a bf16 convolution.
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->at(0).ToVector<float>(), (std::vector<float>{7, 10, 15, 22}));
   Scope conv_root = Scope::NewRootScope();
   auto img = ops::Cast(
       conv_root, ops::Const(conv_root, std::vector<float>(16, 1), Shape{1, 1, 4, 4}), DType::kBF16);
@@ -456,6 +456,35 @@ TEST(CastKernelTest, AnF16MatMulOnTheCpuNamesTheNodeAndDtype) {
   auto conv_out = (*conv_session)->Run({}, {conv.name()});
   ASSERT_FALSE(conv_out.ok());
   EXPECT_TRUE(MessageHas(conv_out.status(), {"half_conv", "bf16"})) << conv_out.status().ToString();
+}
+
+// AllFinite reads f16 and bf16 by their bits: an infinity, a NaN or an f16 overflow (70000) is
+// not finite; the largest finite values and subnormals are.
+TEST(AllFiniteKernelTest, ReadsHalfPrecisionBits) {
+  const float kInf = std::numeric_limits<float>::infinity();
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    struct Case {
+      std::vector<float> values;
+      bool finite;
+    };
+    const float largest = t == DType::kF16 ? 65504.f : 3.3895e38f;
+    for (const Case& c : std::vector<Case>{{{1, -2, largest, std::ldexp(1.f, -24)}, true},
+                                           {{1, -kInf, 3}, false},
+                                           {{std::nanf(""), 0}, false},
+                                           {{t == DType::kF16 ? 70000.f : kInf}, false}}) {
+      Scope root = Scope::NewRootScope();
+      const int64_t n = static_cast<int64_t>(c.values.size());
+      auto x = ops::Cast(root, ops::Const(root, c.values, Shape{n}), t);
+      auto ones = ops::Cast(root, ops::Const(root, std::vector<float>(5, 1), Shape{5}), t);
+      auto finite = root.OutputOf(root.AddNode("AllFinite", {ones, x}, {}));
+      ASSERT_TRUE(root.ok()) << root.status().ToString();
+      auto session = Session::Create(root);
+      ASSERT_TRUE(session.ok()) << session.status().ToString();
+      auto out = (*session)->Run({}, {finite.name()});
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      EXPECT_EQ(out->at(0).data<bool>()[0], c.finite) << DTypeName(t) << " " << c.values[0];
+    }
+  }
 }
 
 }  // namespace
