@@ -25,6 +25,7 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
+#include "rewrite/mixed_precision.h"
 #include "runtime/session.h"
 #include "runtime/train/checkpointer.h"
 
@@ -162,8 +163,9 @@ void BM_MlpInference(benchmark::State& state) {
   }
 }
 
-// conv 3x3 (32) -> relu -> maxpool -> conv 3x3 (64) -> relu -> maxpool -> dense 128 -> dense 10.
-void BM_CnnTrainStep(benchmark::State& state) {
+// conv 3x3 (32) -> relu -> maxpool -> conv 3x3 (64) -> relu -> maxpool -> dense 128 -> dense 10;
+// with `bf16`, its products in bf16 by the mixed-precision rewrite (rewrite/mixed_precision.h).
+void CnnTrainStep(benchmark::State& state, bool bf16) {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 1, 28, 28});
   auto y = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
@@ -191,7 +193,17 @@ void BM_CnnTrainStep(benchmark::State& state) {
   auto loss = ops::ReduceMean(root, ops::SparseSoftmaxCrossEntropyWithLogits(root, logits, y).loss);
   ops::SGD sgd({.learning_rate = 0.01});
   auto step = sgd.Minimize(root, loss, vars);
-  auto session = CreateOrDie(root);
+  std::unique_ptr<Session> session;
+  if (bf16) {
+    auto mp = ops::MixedPrecision(root.graph(), {.compute = DType::kBF16});
+    if (!mp.ok()) {
+      std::fprintf(stderr, "models_bench: %s\n", mp.status().ToString().c_str());
+      std::exit(1);
+    }
+    session = CreateOrDie(Scope::ExtendGraph(*mp->graph));
+  } else {
+    session = CreateOrDie(root);
+  }
   if (!session->Run({}, {}, init).ok()) std::abort();
   Tensor images(DType::kF32, Shape{kBatch, 1, 28, 28}), labels(DType::kI32, Shape{kBatch});
   std::mt19937 gen(1);
@@ -208,6 +220,8 @@ void BM_CnnTrainStep(benchmark::State& state) {
   }
   ReportMemory(state, *session);
 }
+void BM_CnnTrainStep(benchmark::State& state) { CnnTrainStep(state, false); }
+void BM_CnnTrainStepBf16(benchmark::State& state) { CnnTrainStep(state, true); }
 
 // ResNet-50 (examples/resnet50/resnet.h) at CIFAR-10 shapes: SGD with momentum and the batch
 // norms' running statistics, as the example trains it.
@@ -285,6 +299,7 @@ void BM_AdamUpdate(benchmark::State& state) {
 }
 
 BENCHMARK(BM_CnnTrainStep)->Unit(benchmark::kMillisecond)->MinTime(3.0);
+BENCHMARK(BM_CnnTrainStepBf16)->Unit(benchmark::kMillisecond)->MinTime(3.0);
 BENCHMARK(BM_MlpTrainStep)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_MlpInference)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_MlpTrainCheckpointed)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->MinTime(2.0);

@@ -203,7 +203,9 @@ Result<MixedPrecisionGraph> MixedPrecision(const Graph& training, const MixedPre
   std::optional<Scaling> scaling_graph;
   std::string seed;
   if (scaling) {
-    std::optional<int> loss = g.FindNode(o.loss);
+    // The node, also when named as its output ("loss:0").
+    ASSIGN_OR_RETURN(InputRef loss_ref, ParseInputRef(o.loss));
+    std::optional<int> loss = g.FindNode(loss_ref.node);
     if (!loss) return NotFound("MixedPrecision: no loss node '{}'", o.loss);
     for (const char* name : {"loss_scale", "scaled_seed"}) {
       if (taken.count(fmt::format("{}/{}", kScope, name)) != 0) {

@@ -40,7 +40,7 @@ struct MixedPrecisionOptions {
                                   "Conv2DBackpropFilter"};
   enum class LossScaling { kNone, kStatic, kDynamic };
   LossScaling loss_scaling = LossScaling::kNone;
-  std::string loss;  // the loss node; required with loss scaling
+  std::string loss;  // the loss node (or its output, "loss:0"); required with loss scaling
   double initial_scale = 65536;
   double growth_factor = 2;
   double backoff_factor = 0.5;

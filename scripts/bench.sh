@@ -160,6 +160,8 @@ def best(result, key):
 for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_step_b128", "train_ms"),
                             ("BM_MlpInference", "mlp_inference_b128", "infer_ms"),
                             ("BM_CnnTrainStep", "cnn_train_step_b128", "cnn_train_ms"),
+                            ("BM_CnnTrainStepBf16", "cnn_train_step_bf16_b128",
+                             "cnn_train_bf16_ms"),
                             ("BM_AdamUpdate", "adam_update_2048x2048", "adam_ms")]:
     ours = mlp[key]["real_time"]  # ms
     line = f"bench {name}: step={ours:.3f}ms"
@@ -168,6 +170,8 @@ for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_step_b128", "train_ms
         line += f" pytorch{torch['version'].split('+')[0]}_{t}t={ms:.3f}ms ratio={ours / ms:.2f}"
     else:
         line += " pytorch=not-found"
+    if key == "BM_CnnTrainStepBf16":
+        line += f" f32_step={mlp['BM_CnnTrainStep']['real_time']:.3f}ms"
     if peer_key == "infer_ms":
         if ort:
             t, ms = best(ort, peer_key)

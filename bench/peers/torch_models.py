@@ -1,5 +1,5 @@
 """PyTorch peer of bench/models_bench.cc: the same MLP (SGD training step and inference) and CNN
-(SGD training step), batch 128, f32, and an Adam update of a 2048x2048 parameter; median
+(SGD training step, f32 and with bf16 autocast), batch 128, and an Adam update of a 2048x2048 parameter; median
 milliseconds over timed runs after warm-up, for 1 and 2 threads. Prints one JSON object. Run
 with Debian's /usr/bin/python3 (python3-torch)."""
 import json
@@ -72,6 +72,16 @@ def main():
         loss.backward()
         cnn_opt.step()
 
+    # The same step with its products in bf16 (autocast, as the mixed-precision rewrite does),
+    # the weights, loss and update in f32.
+    def cnn_step_bf16():
+        cnn_opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = cnn(images)
+        loss = loss_fn(out.float(), y)
+        loss.backward()
+        cnn_opt.step()
+
     # One Adam update of a 2048x2048 parameter with its gradient set (torch.optim.Adam's default
     # implementation on the CPU).
     param = torch.nn.Parameter(torch.rand(2048, 2048))
@@ -86,6 +96,7 @@ def main():
         result[f"train_ms_{threads}t"] = median_ms(train_step)
         result[f"infer_ms_{threads}t"] = median_ms(infer)
         result[f"cnn_train_ms_{threads}t"] = median_ms(cnn_step, warmup=5, runs=40)
+        result[f"cnn_train_bf16_ms_{threads}t"] = median_ms(cnn_step_bf16, warmup=5, runs=40)
         result[f"adam_ms_{threads}t"] = median_ms(adam.step, warmup=5, runs=100)
     json.dump(result, sys.stdout)
 

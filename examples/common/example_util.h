@@ -16,6 +16,7 @@
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
+#include "rewrite/mixed_precision.h"
 #include "runtime/train/trainer.h"
 #include "serialization/file_util.h"
 #include "serialization/graph_file.h"
@@ -105,6 +106,8 @@ struct TrainFlags {
     bool epochs = true;    // --epochs, --steps-per-epoch (else the example counts --steps)
     bool devices = true;   // --devices (else the example places on devices of its own)
     bool accuracy = true;  // --min-accuracy
+    // --mixed-precision and --loss-scale (programs that train through TrainClassifier).
+    bool mixed_precision = false;
   };
   int epochs;
   int64_t batch_size = 128;
@@ -119,6 +122,8 @@ struct TrainFlags {
   std::string save_graph;   // write the training graph here and exit
   std::string save_batch;   // write a batch's feeds as .npy files into this folder and exit
   std::string export_onnx;  // after training: the inference part as an ONNX model
+  std::string mixed_precision = "none";  // or bf16, f16: the products (rewrite/mixed_precision.h)
+  std::string loss_scale = "auto";       // none, static, dynamic; auto: dynamic for f16
   // Not a flag: the placeholder fed with the images [N, 784] (a program whose model names its
   // input otherwise sets it).
   std::string images_feed = "x";
@@ -146,6 +151,17 @@ struct TrainFlags {
       app.add_option("--devices", devices,
                      "Where the graph runs, as dflow-run takes it: cpu:0, gpu:0 (where dflow was "
                      "built with CUDA and a GPU is present), or several, placed by the cost model");
+    }
+    if (uses.mixed_precision) {
+      app.add_option("--mixed-precision", mixed_precision,
+                     "Run the matmuls and convolutions in bf16 or f16, the variables, "
+                     "normalisations, loss and updates staying f32 (none: all f32)")
+          ->check(CLI::IsMember({"none", "bf16", "f16"}));
+      app.add_option("--loss-scale", loss_scale,
+                     "With --mixed-precision: scale the loss's gradient (static: by 65536; "
+                     "dynamic: from 65536, skipping steps whose gradients overflow; auto: dynamic "
+                     "for f16, none for bf16)")
+          ->check(CLI::IsMember({"auto", "none", "static", "dynamic"}));
     }
     app.add_option("--data", data_dir, "Folder with the Fashion-MNIST IDX files");
     app.add_option("--save", save_graph,
@@ -240,7 +256,8 @@ using SessionMaker =
 
 inline Result<std::unique_ptr<Session>> CreateInitializedSession(
     const Scope& root, const TrainFlags& f, const Params& params, const ops::Optimizer& opt,
-    SessionOptions options = {}, const SessionMaker& make = {}) {
+    SessionOptions options = {}, const SessionMaker& make = {},
+    const std::vector<std::string>& more_init = {}) {
   options.threads.num_threads = f.threads;
   if (options.devices.empty()) {
     // One device runs the whole graph; several are placed by the cost model.
@@ -255,8 +272,32 @@ inline Result<std::unique_ptr<Session>> CreateInitializedSession(
   }
   std::vector<std::string> init = opt.init_targets();
   for (const auto& t : params.init_targets()) init.push_back(t);
+  init.insert(init.end(), more_init.begin(), more_init.end());
   RETURN_IF_ERROR(session->Run({}, {}, init).status());
   return session;
+}
+
+// --mixed-precision: the training graph with its products in bf16 or f16 (and the loss scaling
+// --loss-scale asks for), or nullopt for none. Prints what it converted.
+inline Result<std::optional<ops::MixedPrecisionGraph>> MixedPrecisionOf(const Scope& root,
+                                                                        const std::string& loss,
+                                                                        const TrainFlags& f) {
+  if (f.mixed_precision == "none") return std::optional<ops::MixedPrecisionGraph>();
+  using Scaling = ops::MixedPrecisionOptions::LossScaling;
+  ops::MixedPrecisionOptions o;
+  ASSIGN_OR_RETURN(o.compute, ParseDType(f.mixed_precision));
+  const std::string scale = f.loss_scale != "auto"     ? f.loss_scale
+                            : o.compute == DType::kF16 ? "dynamic"
+                                                       : "none";
+  o.loss_scaling = scale == "dynamic"  ? Scaling::kDynamic
+                   : scale == "static" ? Scaling::kStatic
+                                       : Scaling::kNone;
+  o.loss = loss;
+  ASSIGN_OR_RETURN(ops::MixedPrecisionGraph mp, ops::MixedPrecision(root.graph(), o));
+  std::printf("mixed precision: %d products in %s (%d casts), loss scaling %s\n", mp.converted,
+              f.mixed_precision.c_str(), mp.casts,
+              scale == "none" ? "off" : fmt::format("{} from {}", scale, o.initial_scale).c_str());
+  return std::optional<ops::MixedPrecisionGraph>(std::move(mp));
 }
 
 // Names in the session's graph that TrainAndReport runs.
@@ -347,13 +388,19 @@ inline int TrainClassifier(const Scope& root, Params& p, Output logits, Output l
   ops::Adam adam({.learning_rate = f.lr});
   auto step = adam.Minimize(root, loss, p.variables());
   // The session runs the graph --save writes, "init" included, so dflow-run places a saved graph
-  // as the example does.
+  // as the example does; with --mixed-precision, the rewritten one.
   std::vector<std::string> init_names = adam.init_targets();
   for (const auto& t : p.init_targets()) init_names.push_back(t);
-  if (Status s = AddInitOp(root, init_names); !s.ok()) return Fail(s);
+  auto mixed = MixedPrecisionOf(root, loss.node_name(), f);
+  if (!mixed.ok()) return Fail(mixed.status());
+  const Scope graph = *mixed ? Scope::ExtendGraph(*(*mixed)->graph) : root;
+  const std::vector<std::string> scale_init =
+      *mixed ? (*mixed)->init_targets : std::vector<std::string>{};
+  init_names.insert(init_names.end(), scale_init.begin(), scale_init.end());
+  if (Status s = AddInitOp(graph, init_names); !s.ok()) return Fail(s);
   if (!f.save_graph.empty() || !f.save_batch.empty()) {
     if (!f.save_graph.empty()) {
-      auto nodes = SaveScopeGraph(root, f.save_graph);
+      auto nodes = SaveScopeGraph(graph, f.save_graph);
       if (!nodes.ok()) return Fail(nodes.status());
       std::printf("saved the training graph (%d nodes; targets 'init' and '%s', loss '%s') to %s\n",
                   *nodes, step.name().c_str(), loss.name().c_str(), f.save_graph.c_str());
@@ -370,7 +417,7 @@ inline int TrainClassifier(const Scope& root, Params& p, Output logits, Output l
   if (!train.ok()) return Fail(train.status());
   auto test = LoadFashionMnist(false, f.data_dir);
   if (!test.ok()) return Fail(test.status());
-  auto session = CreateInitializedSession(root, f, p, adam, std::move(options), make);
+  auto session = CreateInitializedSession(graph, f, p, adam, std::move(options), make, scale_init);
   if (!session.ok()) return Fail(session.status());
   if (ready) {
     if (Status s = ready(**session); !s.ok()) return Fail(s);

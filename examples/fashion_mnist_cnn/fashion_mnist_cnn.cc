@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   CLI::App app("Trains a CNN (2 conv + 2 dense layers) on Fashion-MNIST");
   examples::TrainFlags flags(3);
   tools::Configure(app, "fashion_mnist_cnn");
-  flags.AddTo(app);
+  flags.AddTo(app, {.mixed_precision = true});
   if (auto code = examples::Parse(app, argc, argv, flags)) return *code;
 
   Scope root = Scope::NewRootScope();

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   CLI::App app("Trains an MLP (784-512-512-10) on Fashion-MNIST");
   examples::TrainFlags flags(10);
   tools::Configure(app, "fashion_mnist_mlp");
-  flags.AddTo(app);
+  flags.AddTo(app, {.mixed_precision = true});
   if (auto code = examples::Parse(app, argc, argv, flags)) return *code;
 
   Scope root = Scope::NewRootScope();

@@ -16,6 +16,7 @@
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/dnnl_context.h"
+#include "ops/cpu/half.h"
 #include "ops/cpu/nan_aware.h"
 #include "ops/cpu/packed_weights.h"
 #include "ops/cpu/primitive_cache.h"
@@ -61,24 +62,24 @@ dnnl::memory::format_tag BlockedTag(int block) {
 // a residual and an activation (ConvForm: post-ops of _FusedConv2D and _BlockedConv2D).
 class DnnlConv {
  public:
-  DnnlConv(const ConvGeometry& g, Pass pass, const ConvForm& form = {}) {
-    using dt = memory::data_type;
+  // `type`: of the activations and weights (f32, or bf16 without post-ops); the bias is f32.
+  DnnlConv(const ConvGeometry& g, Pass pass, const ConvForm& form = {},
+           memory::data_type type = memory::data_type::f32) {
     using tag = memory::format_tag;
     memory::dims src_dims = {g.n, g.c, g.h, g.w}, dst_dims = {g.n, g.o, g.oh, g.ow};
     memory::dims wts_dims = g.groups == 1 ? memory::dims{g.o, g.c, g.kh, g.kw}
                                           : memory::dims{g.groups, g.og(), g.cg(), g.kh, g.kw};
     tag wts_plain = g.groups == 1 ? tag::oihw : tag::goihw;
-    plain_src_ =
-        memory::desc(src_dims, dt::f32, form.x_blocked ? BlockedTag(form.block) : tag::nchw);
-    plain_dst_ = memory::desc(dst_dims, dt::f32, form.block ? BlockedTag(form.block) : tag::nchw);
-    plain_wts_ = memory::desc(wts_dims, dt::f32, wts_plain);
+    plain_src_ = memory::desc(src_dims, type, form.x_blocked ? BlockedTag(form.block) : tag::nchw);
+    plain_dst_ = memory::desc(dst_dims, type, form.block ? BlockedTag(form.block) : tag::nchw);
+    plain_wts_ = memory::desc(wts_dims, type, wts_plain);
     // oneDNN picks the layouts. Keeping plain layouts for a 1-channel first layer (its im2col
     // path looks 7x faster under ONEDNN_VERBOSE) made the whole CNN step slower here: 35.3 ms
     // against 31.8 ms (medians of 3), so every convolution takes oneDNN's choice, but for
     // blocked activations, which stay in their layout from one convolution to the next.
-    memory::desc src = form.x_blocked ? plain_src_ : memory::desc(src_dims, dt::f32, tag::any);
-    memory::desc dst = form.block ? plain_dst_ : memory::desc(dst_dims, dt::f32, tag::any);
-    memory::desc wts(wts_dims, dt::f32, tag::any);
+    memory::desc src = form.x_blocked ? plain_src_ : memory::desc(src_dims, type, tag::any);
+    memory::desc dst = form.block ? plain_dst_ : memory::desc(dst_dims, type, tag::any);
+    memory::desc wts(wts_dims, type, tag::any);
     memory::dims strides = {g.sh, g.sw}, dil = {g.dh - 1, g.dw - 1}, pl = {g.pt, g.pl},
                  pr = {g.pb, g.pr};
     dnnl::primitive_attr attr;
@@ -103,7 +104,7 @@ class DnnlConv {
         ops.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, form.lo, form.hi);
       }
       fused.set_post_ops(ops);
-      memory::desc bias_desc({g.o}, dt::f32, tag::a);
+      memory::desc bias_desc({g.o}, memory::data_type::f32, tag::a);
       auto make = [&](dnnl::prop_kind prop, dnnl::algorithm a) {
         auto desc = form.bias ? dnnl::convolution_forward::desc(prop, a, src, wts, bias_desc, dst,
                                                                 strides, dil, pl, pr)
@@ -202,11 +203,56 @@ class DnnlConv {
   dnnl::primitive prim_;
 };
 
-std::string CacheKey(const ConvGeometry& g, Pass pass, const ConvForm& form) {
+std::string CacheKey(const ConvGeometry& g, Pass pass, const ConvForm& form,
+                     memory::data_type type = memory::data_type::f32) {
   const int64_t* fields = reinterpret_cast<const int64_t*>(&g);
   static_assert(sizeof(ConvGeometry) % sizeof(int64_t) == 0);
-  return fmt::format("conv:{}:{}:{}", static_cast<int>(pass), form.Key(),
+  return fmt::format("conv:{}:{}:{}:{}", static_cast<int>(pass), static_cast<int>(type), form.Key(),
                      fmt::join(fields, fields + sizeof(ConvGeometry) / sizeof(int64_t), ","));
+}
+
+// Runs a pass without post-ops on the graph's operands: forward x, w -> y; backward data dy,
+// w -> dx; backward filter x, dy -> dw (in0 and in1 as the kernel takes them).
+Status RunPlainPass(const DnnlConv& conv, TempBuffers& temp, Pass pass, const void* in0,
+                    const void* in1, void* out) {
+  void* a = const_cast<void*>(in0);
+  void* b = const_cast<void*>(in1);
+  if (pass == Pass::kForward) return conv.Run(temp, pass, a, b, out);
+  if (pass == Pass::kBackwardData) return conv.Run(temp, pass, out, b, a);
+  return conv.Run(temp, pass, a, out, b);
+}
+
+// A pass in bf16 on oneDNN's primitive (f32 accumulation), or in f16, for which oneDNN 2.6 has no
+// CPU primitive, on the operands widened exactly to f32 with the result rounded once.
+Status RunHalfPass(KernelContext& ctx, const ConvGeometry& g, Pass pass, const Tensor& in0,
+                   const Tensor& in1, Tensor& out) {
+  TempBuffers temp(ctx.allocator());
+  if (in0.dtype() == DType::kBF16) {
+    std::shared_ptr<const DnnlConv> conv;
+    try {
+      conv = PrimitiveCache::Global().GetOrCreate<DnnlConv>(
+          CacheKey(g, pass, {}, memory::data_type::bf16), [&] {
+            return std::make_shared<const DnnlConv>(g, pass, ConvForm{}, memory::data_type::bf16);
+          });
+    } catch (const dnnl::error&) {
+      return Unimplemented("no CPU bf16 convolution of this shape on this processor");
+    }
+    return RunPlainPass(*conv, temp, pass, in0.raw_data(), in1.raw_data(), out.raw_data());
+  }
+  std::shared_ptr<const DnnlConv> conv = PrimitiveCache::Global().GetOrCreate<DnnlConv>(
+      CacheKey(g, pass, {}), [&] { return std::make_shared<const DnnlConv>(g, pass); });
+  const int64_t n0 = in0.num_elements(), n1 = in1.num_elements(), no = out.num_elements();
+  ASSIGN_OR_RETURN(void* w0, temp.Get(n0 * sizeof(float)));
+  ASSIGN_OR_RETURN(void* w1, temp.Get(n1 * sizeof(float)));
+  ASSIGN_OR_RETURN(void* wo, temp.Get(no * sizeof(float)));
+  HalfToFloat(DType::kF16, static_cast<const uint16_t*>(in0.raw_data()), static_cast<float*>(w0),
+              n0);
+  HalfToFloat(DType::kF16, static_cast<const uint16_t*>(in1.raw_data()), static_cast<float*>(w1),
+              n1);
+  RETURN_IF_ERROR(RunPlainPass(*conv, temp, pass, w0, w1, wo));
+  FloatToHalf(DType::kF16, static_cast<const float*>(wo), static_cast<uint16_t*>(out.raw_data()),
+              no);
+  return Status::OK();
 }
 
 // Inputs of a blocked convolution up to this size are checked for NaN and infinities before a
@@ -386,12 +432,22 @@ class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
     const ConvGeometry& g = shapes.g;
     const Shape& out_shape = shapes.out;
     DType dtype = in0.dtype();
-    if (dtype != DType::kF32 && dtype != DType::kF64) {
-      return InvalidArgument("no CPU convolution for {} (f32 or f64; f16 and bf16 run on a GPU)",
-                             dtype);
+    const bool half = dtype == DType::kBF16 || dtype == DType::kF16;
+    if (dtype != DType::kF32 && dtype != DType::kF64 && !half) {
+      return InvalidArgument("no CPU convolution for {} (f32, f64, bf16 or f16)", dtype);
+    }
+    if (half && (epilogue_.bias || epilogue_.relu)) {
+      return InvalidArgument("no CPU convolution for {} with a bias or an activation (f32)", dtype);
     }
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, dtype, out_shape));
     if (out->num_elements() == 0) return Status::OK();
+    if (half) {
+      if (g.oh == 0 || g.ow == 0) {
+        std::memset(out->raw_data(), 0, out->num_bytes());
+        return Status::OK();
+      }
+      return RunHalfPass(ctx, g, kPass, in0, in1, *out);
+    }
     if (dtype == DType::kF64) {
       std::memset(out->raw_data(), 0, out->num_bytes());
       const double* a = in0.data<double>();
@@ -414,10 +470,7 @@ class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
       std::shared_ptr<const DnnlConv> conv = PrimitiveCache::Global().GetOrCreate<DnnlConv>(
           CacheKey(g, kPass, {}), [&] { return std::make_shared<const DnnlConv>(g, kPass); });
       TempBuffers temp(ctx.allocator());
-      if (kPass == Pass::kBackwardData) {
-        return conv->Run(temp, kPass, out->raw_data(), in1.raw_data(), in0.raw_data());
-      }
-      return conv->Run(temp, kPass, in0.raw_data(), out->raw_data(), in1.raw_data());
+      return RunPlainPass(*conv, temp, kPass, in0.raw_data(), in1.raw_data(), out->raw_data());
     }
     ConvForm form{.bias = epilogue_.bias,
                   .act = epilogue_.relu ? ConvForm::Act::kRelu : ConvForm::Act::kNone};

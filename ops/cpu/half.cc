@@ -54,14 +54,42 @@ uint16_t FloatToHalf(DType t, float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
+namespace {
+
+// bf16's conversions without branches, so that GCC vectorises them: widening is a shift;
+// narrowing rounds to nearest even, a NaN kept quiet by setting its top mantissa bit. Built for
+// AVX-512 and AVX2 besides the baseline, chosen at load.
+[[gnu::target_clones("avx512f", "avx2", "default")]] void Bf16ToFloat(const uint16_t* in,
+                                                                      float* out, int64_t n) {
+  auto* o = reinterpret_cast<uint32_t*>(out);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) o[i] = uint32_t{in[i]} << 16;
+}
+
+[[gnu::target_clones("avx512f", "avx2", "default")]] void FloatToBf16(const float* in,
+                                                                      uint16_t* out, int64_t n) {
+  const auto* u = reinterpret_cast<const uint32_t*>(in);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t v = u[i];
+    const uint32_t rounded = (v + 0x7fffu + ((v >> 16) & 1u)) >> 16;
+    const uint32_t quiet = (v >> 16) | 0x40u;
+    out[i] = static_cast<uint16_t>((v & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+  }
+}
+
+}  // namespace
+
 void HalfToFloat(DType t, const uint16_t* in, float* out, int64_t n) {
   ParallelFor(n, [=](int64_t begin, int64_t end) {
+    if (t == DType::kBF16) return Bf16ToFloat(in + begin, out + begin, end - begin);
     for (int64_t i = begin; i < end; ++i) out[i] = HalfToFloat(t, in[i]);
   });
 }
 
 void FloatToHalf(DType t, const float* in, uint16_t* out, int64_t n) {
   ParallelFor(n, [=](int64_t begin, int64_t end) {
+    if (t == DType::kBF16) return FloatToBf16(in + begin, out + begin, end - begin);
     for (int64_t i = begin; i < end; ++i) out[i] = FloatToHalf(t, in[i]);
   });
 }

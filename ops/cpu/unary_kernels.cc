@@ -357,6 +357,10 @@ class CastKernel : public common::CastBase<CastKernel> {
         for (int64_t i = 0; i < n; ++i) po[i] = FloatToHalf(dst_, HalfToFloat(x.dtype(), px[i]));
         return Status::OK();
       }
+      if (dst_ == DType::kF32) {
+        HalfToFloat(x.dtype(), px, out.data<float>(), n);
+        return Status::OK();
+      }
       return DispatchAll(dst_, [&]<typename D>() -> Status {
         D* po = out.data<D>();
         for (int64_t i = 0; i < n; ++i) {
@@ -371,6 +375,10 @@ class CastKernel : public common::CastBase<CastKernel> {
       });
     }
     auto* po = static_cast<uint16_t*>(out.raw_data());
+    if (x.dtype() == DType::kF32) {  // the mixed-precision rewrite's casts: in parallel
+      FloatToHalf(dst_, x.data<float>(), po, n);
+      return Status::OK();
+    }
     return DispatchAll(x.dtype(), [&]<typename S>() -> Status {
       const S* px = x.data<S>();
       for (int64_t i = 0; i < n; ++i) po[i] = FloatToHalf(dst_, static_cast<float>(px[i]));

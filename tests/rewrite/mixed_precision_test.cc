@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "ops/array_ops.h"
+#include "ops/conv_ops.h"
 #include "ops/initializers.h"
 #include "ops/math_ops.h"
 #include "ops/nn_ops.h"
@@ -219,6 +221,56 @@ TEST(MixedPrecisionTest, TrainsAsTheModelWithItsCastsWrittenByHand) {
     ExpectClose(Fetch(*rewritten, plain.variables), Fetch(*hand, by_hand.variables), 1e-6,
                 plain.variables);
   }
+}
+
+// Two convolutions (the second's input gradient and both filter gradients converted too) train
+// as the same model with its casts written by hand.
+TEST(MixedPrecisionTest, ConvolutionsTrainAsWithTheirCastsWrittenByHand) {
+  auto build = [](DType hand_cast, std::vector<std::string>& init) {
+    Scope root = Scope::NewRootScope();
+    Output x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 1, 6, 6});
+    std::vector<Output> vars;
+    Output h = x;
+    const Shape shapes[] = {Shape{4, 1, 3, 3}, Shape{3, 4, 3, 3}};
+    for (int l = 0; l < 2; ++l) {
+      auto w = ops::InitializedVariable(root.WithOpName(fmt::format("w{}", l)), shapes[l],
+                                        ops::Initializer::HeNormal(l + 7));
+      vars.push_back(w.var);
+      init.push_back(w.init.node_name());
+      const ops::Conv2DAttrs attrs{.pads = {1, 1, 1, 1}};
+      h = hand_cast == DType::kInvalid
+              ? ops::Conv2D(root, h, w.var, attrs)
+              : ops::Cast(root,
+                          ops::Conv2D(root, ops::Cast(root, h, hand_cast),
+                                      ops::Cast(root, w.var, hand_cast), attrs),
+                          DType::kF32);
+      if (l == 0) h = ops::Relu(root, h);
+    }
+    Output loss = ops::ReduceMean(root.WithOpName("loss"), ops::Square(root, h));
+    ops::SGD({.learning_rate = 0.1}).Minimize(root, loss, vars);
+    Graph g = root.graph();
+    EXPECT_TRUE(g.Validate().ok());
+    return g;
+  };
+  std::vector<std::string> init_plain, init_hand;
+  const Graph plain = build(DType::kInvalid, init_plain);
+  ops::MixedPrecisionGraph mp = Rewrite(plain, {.compute = DType::kBF16});
+  ASSERT_NE(mp.graph, nullptr);
+  EXPECT_EQ(mp.converted, 5);  // two forward, two filter gradients, one input gradient
+  auto rewritten = Start(*mp.graph, init_plain);
+  const Graph by_hand = build(DType::kBF16, init_hand);
+  auto hand = Start(by_hand, init_hand);
+  ASSERT_TRUE(rewritten && hand);
+  for (int step = 0; step < 4; ++step) {
+    Tensor x(DType::kF32, Shape{2, 1, 6, 6});
+    std::vector<float> v = testing::RandomFloats(72, step + 1);
+    std::copy(v.begin(), v.end(), x.data<float>());
+    auto a = rewritten->Run({{"x", x}}, {"loss"}, {"train_step"});
+    auto b = hand->Run({{"x", x}}, {"loss"}, {"train_step"});
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << b.status().ToString();
+    EXPECT_EQ((*a)[0].data<float>()[0], (*b)[0].data<float>()[0]) << "step " << step;
+  }
+  ExpectClose(Fetch(*rewritten, {"w0", "w1"}), Fetch(*hand, {"w0", "w1"}), 1e-6, {"w0", "w1"});
 }
 
 // bf16 products follow the f32 training closely, and the loss falls as it does.

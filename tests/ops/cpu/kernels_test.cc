@@ -431,31 +431,38 @@ TEST(CastKernelTest, F16SubnormalsOverflowAndNan) {
   EXPECT_TRUE(std::isnan(f[6]));
 }
 
-// An f16 MatMul runs on the CPU (widened to f32, tests/ops/cpu/half_matmul_test.cc); a bf16
-// convolution is a GPU kernel's: on the CPU it fails naming the node and the dtype.
-TEST(CastKernelTest, AnF16MatMulRunsAndABf16ConvolutionNamesTheNodeAndDtype) {
+// An f16 MatMul and a bf16 convolution run on the CPU (tests/ops/cpu/half_precision_test.cc
+// checks them against loops); an i32 convolution is refused naming the node and the dtype.
+TEST(CastKernelTest, HalfProductsRunAndAnI32ConvolutionNamesTheNodeAndDtype) {
   Scope root = Scope::NewRootScope();
   auto x =
       ops::Cast(root, ops::Const(root, std::vector<float>{1, 2, 3, 4}, Shape{2, 2}), DType::kF16);
   auto y = ops::Cast(root, ops::MatMul(root.WithOpName("half_product"), x, x), DType::kF32);
+  auto img =
+      ops::Cast(root, ops::Const(root, std::vector<float>(16, 1), Shape{1, 1, 4, 4}), DType::kBF16);
+  auto w =
+      ops::Cast(root, ops::Const(root, std::vector<float>(4, 1), Shape{1, 1, 2, 2}), DType::kBF16);
+  auto conv = ops::Cast(root, ops::Conv2D(root.WithOpName("half_conv"), img, w, {}), DType::kF32);
   ASSERT_TRUE(root.ok()) << root.status().ToString();
   auto session = Session::Create(root);
   ASSERT_TRUE(session.ok()) << session.status().ToString();
-  auto out = (*session)->Run({}, {y.name()});
+  auto out = (*session)->Run({}, {y.name(), conv.name()});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(out->at(0).ToVector<float>(), (std::vector<float>{7, 10, 15, 22}));
-  Scope conv_root = Scope::NewRootScope();
-  auto img = ops::Cast(
-      conv_root, ops::Const(conv_root, std::vector<float>(16, 1), Shape{1, 1, 4, 4}), DType::kBF16);
-  auto w = ops::Cast(conv_root, ops::Const(conv_root, std::vector<float>(4, 1), Shape{1, 1, 2, 2}),
-                     DType::kBF16);
-  auto conv = ops::Conv2D(conv_root.WithOpName("half_conv"), img, w, {});
-  ASSERT_TRUE(conv_root.ok()) << conv_root.status().ToString();
-  auto conv_session = Session::Create(conv_root);
-  ASSERT_TRUE(conv_session.ok()) << conv_session.status().ToString();
-  auto conv_out = (*conv_session)->Run({}, {conv.name()});
-  ASSERT_FALSE(conv_out.ok());
-  EXPECT_TRUE(MessageHas(conv_out.status(), {"half_conv", "bf16"})) << conv_out.status().ToString();
+  EXPECT_EQ(out->at(1).ToVector<float>(), std::vector<float>(9, 4));
+  Scope int_root = Scope::NewRootScope();
+  auto iimg = ops::Const(int_root, std::vector<int32_t>(16, 1), Shape{1, 1, 4, 4});
+  auto iw = ops::Const(int_root, std::vector<int32_t>(4, 1), Shape{1, 1, 2, 2});
+  auto iconv = ops::Conv2D(int_root.WithOpName("int_conv"), iimg, iw, {});
+  if (!int_root.ok()) {  // refused when built: the op takes float types only
+    EXPECT_TRUE(MessageHas(int_root.status(), {"int_conv", "i32"})) << int_root.status().ToString();
+    return;
+  }
+  auto int_session = Session::Create(int_root);
+  ASSERT_TRUE(int_session.ok()) << int_session.status().ToString();
+  auto int_out = (*int_session)->Run({}, {iconv.name()});
+  ASSERT_FALSE(int_out.ok());
+  EXPECT_TRUE(MessageHas(int_out.status(), {"int_conv", "i32"})) << int_out.status().ToString();
 }
 
 // AllFinite reads f16 and bf16 by their bits: an infinity, a NaN or an f16 overflow (70000) is

@@ -1,14 +1,18 @@
-// The CPU MatMul and BatchMatMul in bf16 and f16 (oneDNN, f32 accumulation), as the
-// mixed-precision rewrite runs them, against a double-precision loop over the same rounded
-// operands whose result is rounded once: shapes around oneDNN's blocks, transposes, a batch.
-// The rounding here is the test's own (nearest even, from the bits), not the Cast kernel's.
+// The CPU MatMul, BatchMatMul and the three convolution passes in bf16 and f16 (oneDNN, f32
+// accumulation), as the mixed-precision rewrite runs them. Products against a double-precision
+// loop over the same rounded operands whose result is rounded once (the rounding here is the
+// test's own, nearest even from the bits, not the Cast kernel's): shapes around oneDNN's blocks,
+// transposes, a batch. Convolutions against the f64 convolution (a plain loop) of the operands
+// rounded by Cast: strides, padding, dilation, groups.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "ops/array_ops.h"
+#include "ops/conv_ops.h"
 #include "ops/math_ops.h"
 #include "ops/unary_ops.h"
 #include "test_util.h"
@@ -135,6 +139,80 @@ TEST(HalfMatMulTest, FusedEpilogueInHalfPrecisionIsRefused) {
   EXPECT_NE(out.status().message().find("_FusedMatMul"), std::string::npos)
       << out.status().ToString();
   EXPECT_NE(out.status().message().find("bf16"), std::string::npos) << out.status().ToString();
+}
+
+// Each pass of a convolution in `t` against the f64 convolution of the same rounded operands,
+// rounded once; the tolerance adds what an f32 sum of the taps may lose, from the f64
+// convolution of the operands' magnitudes.
+void ExpectConvLikeF64(DType t, const Shape& xs, const Shape& ws, const ops::Conv2DAttrs& attrs) {
+  Scope root = Scope::NewRootScope();
+  auto rounded = [&](Output v, DType to) { return ops::Cast(root, ops::Cast(root, v, t), to); };
+  Output x = ops::Const(root, testing::RandomFloats(xs.num_elements(), 3, -2, 2), xs);
+  Output w = ops::Const(root, testing::RandomFloats(ws.num_elements(), 4, -2, 2), ws);
+  // The forward output's shape gives dy's.
+  Output y64 = ops::Conv2D(root, rounded(x, DType::kF64), rounded(w, DType::kF64), attrs);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  auto probe = Session::Create(root);
+  ASSERT_TRUE(probe.ok());
+  auto y_value = (*probe)->Run({}, {y64.name()});
+  ASSERT_TRUE(y_value.ok()) << y_value.status().ToString();
+  const Shape ys = y_value->at(0).shape();
+  Output dy = ops::Const(root, testing::RandomFloats(ys.num_elements(), 5, -2, 2), ys);
+  struct Pass {
+    const char* name;
+    Output half, exact, magnitude;
+  };
+  auto hx = ops::Cast(root, x, t), hw = ops::Cast(root, w, t), hdy = ops::Cast(root, dy, t);
+  auto ex = rounded(x, DType::kF64), ew = rounded(w, DType::kF64), edy = rounded(dy, DType::kF64);
+  auto ax = ops::Abs(root, ex), aw = ops::Abs(root, ew), ady = ops::Abs(root, edy);
+  std::vector<Pass> passes = {
+      {"forward", ops::Conv2D(root, hx, hw, attrs), ops::Conv2D(root, ex, ew, attrs),
+       ops::Conv2D(root, ax, aw, attrs)},
+      {"backward data", ops::Conv2DBackpropInput(root, hdy, hw, hx, attrs),
+       ops::Conv2DBackpropInput(root, edy, ew, ex, attrs),
+       ops::Conv2DBackpropInput(root, ady, aw, ax, attrs)},
+      {"backward filter", ops::Conv2DBackpropFilter(root, hx, hdy, hw, attrs),
+       ops::Conv2DBackpropFilter(root, ex, edy, ew, attrs),
+       ops::Conv2DBackpropFilter(root, ax, ady, aw, attrs)}};
+  std::vector<std::string> fetches;
+  for (const Pass& p : passes) {
+    fetches.push_back(ops::Cast(root, p.half, DType::kF32).name());
+    fetches.push_back(ops::Cast(root, ops::Cast(root, p.exact, t), DType::kF64).name());
+    fetches.push_back(p.magnitude.name());
+  }
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto out = (*session)->Run({}, fetches);
+  ASSERT_TRUE(out.ok()) << DTypeName(t) << ": " << out.status().ToString();
+  const double ulp = t == DType::kBF16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -10);
+  // Terms per output: C/G * KH * KW forward, O/G * KH * KW backward data, N * OH * OW for the
+  // filter's gradient; the largest of them.
+  const int64_t kernel = ws.dim(2) * ws.dim(3);
+  const int64_t taps = std::max(
+      {ws.dim(1) * kernel, ws.dim(0) / attrs.groups * kernel, ys.dim(0) * ys.dim(2) * ys.dim(3)});
+  for (size_t p = 0; p < passes.size(); ++p) {
+    const Tensor& got = out->at(3 * p);
+    const Tensor& want = out->at(3 * p + 1);
+    const Tensor& mag = out->at(3 * p + 2);
+    ASSERT_EQ(got.shape(), want.shape()) << passes[p].name;
+    for (int64_t i = 0; i < got.num_elements(); ++i) {
+      const double g = got.data<float>()[i], e = want.data<double>()[i];
+      ASSERT_NEAR(g, e, ulp * std::abs(e) + 2 * taps * std::ldexp(mag.data<double>()[i], -24))
+          << DTypeName(t) << " " << passes[p].name << " [" << i << "] of " << xs << " * " << ws;
+    }
+  }
+}
+
+TEST(HalfConvTest, EveryPassLikeTheF64Convolution) {
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    ExpectConvLikeF64(t, Shape{2, 3, 9, 9}, Shape{8, 3, 3, 3}, {});
+    ExpectConvLikeF64(t, Shape{1, 16, 12, 10}, Shape{16, 16, 3, 3},
+                      {.strides = {2, 2}, .pads = {1, 1, 1, 1}});
+    ExpectConvLikeF64(t, Shape{2, 4, 8, 8}, Shape{6, 2, 3, 3},
+                      {.pads = {2, 1, 0, 1}, .dilations = {2, 1}, .groups = 2});
+    ExpectConvLikeF64(t, Shape{1, 1, 28, 28}, Shape{32, 1, 5, 5}, {.pads = {2, 2, 2, 2}});
+  }
 }
 
 }  // namespace
