@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -82,22 +83,23 @@ int GradInput(const Node& node) {
 struct Scaling {
   Graph graph;
   std::map<std::string, std::string> placeholders;  // its placeholder -> the tensor it stands for
-  std::string scaled_seed;
-  std::vector<std::string> unscaled;  // per update, its gradient divided by the scale
-  std::string finite;                 // kDynamic
+  std::vector<std::string> scaled_seeds;            // per seed
+  std::vector<std::string> unscaled;                // per update, its gradient divided by the scale
+  std::string finite;                               // kDynamic
   std::vector<std::string> scale_updates, init_targets, reads_of_scale;
   std::string scale;
 };
 
-Result<Scaling> BuildScaling(const Graph& g, const MixedPrecisionOptions& o, const Node& seed,
-                             const std::vector<Endpoint>& grads) {
+// `checked[i]`: whether gradient i is among those AllFinite reads (a mirrored variable's
+// gradient, a replica's copy of replica 0's, is not read again).
+Result<Scaling> BuildScaling(const Graph& g, const MixedPrecisionOptions& o,
+                             const std::vector<int>& seeds, const std::vector<Endpoint>& grads,
+                             const std::vector<bool>& checked) {
   const bool dynamic = o.loss_scaling == MixedPrecisionOptions::LossScaling::kDynamic;
   Scope root = Scope::NewRootScope();
   Scope s = root.WithNameScope(kScope);
   Scaling r;
-  const DType seed_type = seed.output_dtype(0);
-  Output seed_in = Placeholder(s.WithOpName("in/seed"), seed_type, seed.output_shape(0));
-  r.placeholders[seed_in.node_name()] = seed.name();
+  const DType seed_type = g.node(seeds[0]).output_dtype(0);
   Output scale;
   if (dynamic) {
     scale = Variable(s.WithOpName("loss_scale"), Shape{}, seed_type);
@@ -108,10 +110,19 @@ Result<Scaling> BuildScaling(const Graph& g, const MixedPrecisionOptions& o, con
     scale = ScalarConst(s.WithOpName("loss_scale"), seed_type, o.initial_scale);
   }
   r.scale = scale.node_name();
-  Output scaled_seed = Mul(s.WithOpName("scaled_seed"), seed_in, scale);
-  r.scaled_seed = scaled_seed.node_name();
-  r.reads_of_scale.push_back(r.scaled_seed);
-  std::vector<Output> unscaled;
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    const Node& seed = g.node(seeds[i]);
+    const std::string suffix = i == 0 ? "" : fmt::format("_{}", i);
+    const DType t = seed.output_dtype(0);
+    Output seed_in = Placeholder(s.WithOpName("in/seed" + suffix), t, seed.output_shape(0));
+    r.placeholders[seed_in.node_name()] = seed.name();
+    Output scale_t = t == seed_type ? scale : Cast(s, scale, t);
+    Output scaled = Mul(s.WithOpName("scaled_seed" + suffix), seed_in, scale_t);
+    r.scaled_seeds.push_back(scaled.node_name());
+    r.reads_of_scale.push_back(scaled.node_name());
+    r.reads_of_scale.push_back(scale_t.node_name());
+  }
+  std::vector<Output> unscaled, to_check;
   std::map<DType, Output> inverse;  // 1 / scale in each gradient's dtype
   for (size_t i = 0; i < grads.size(); ++i) {
     const Node& producer = g.node(grads[i].node);
@@ -130,10 +141,12 @@ Result<Scaling> BuildScaling(const Graph& g, const MixedPrecisionOptions& o, con
     }
     Output u = Mul(s.WithOpName(fmt::format("unscaled_grad{}", i)), in, it->second);
     unscaled.push_back(u);
+    if (checked[i]) to_check.push_back(u);
     r.unscaled.push_back(u.node_name());
   }
   if (dynamic) {
-    Output finite = s.OutputOf(s.WithOpName("grads_finite").AddNode("AllFinite", unscaled, {}));
+    if (to_check.empty()) to_check = unscaled;
+    Output finite = s.OutputOf(s.WithOpName("grads_finite").AddNode("AllFinite", to_check, {}));
     r.finite = finite.node_name();
     const DType t = seed_type;
     Output good = Variable(s.WithOpName("good_steps"), Shape{}, t);
@@ -200,8 +213,10 @@ Result<MixedPrecisionGraph> MixedPrecision(const Graph& training, const MixedPre
   // Loss scaling: the seed, the updates and their gradients.
   std::vector<int> updates;
   std::vector<Endpoint> grads;
+  std::vector<bool> checked;
   std::optional<Scaling> scaling_graph;
-  std::string seed;
+  std::vector<int> seeds;
+  std::map<std::string, int> seed_index;  // seed name -> its index in `seeds`
   if (scaling) {
     // The node, also when named as its output ("loss:0").
     ASSIGN_OR_RETURN(InputRef loss_ref, ParseInputRef(o.loss));
@@ -214,15 +229,23 @@ Result<MixedPrecisionGraph> MixedPrecision(const Graph& training, const MixedPre
             kScope, name);
       }
     }
+    // The loss and what it is computed from: after Replicate the loss is the mean of the
+    // replicas' losses, each with its own seed.
+    std::vector<bool> feeds_loss(g.num_nodes(), false);
+    std::vector<int> stack = {*loss};
+    while (!stack.empty()) {
+      const int id = stack.back();
+      stack.pop_back();
+      if (feeds_loss[id]) continue;
+      feeds_loss[id] = true;
+      for (const Endpoint& e : g.node(id).inputs()) stack.push_back(e.node);
+    }
     for (int id = 0; id < g.num_nodes(); ++id) {
       const Node& n = g.node(id);
-      if (n.op() == "OnesLike" && n.num_inputs() == 1 && n.inputs()[0].node == *loss &&
-          n.name().ends_with("_seed")) {
-        if (!seed.empty()) {
-          return InvalidArgument("MixedPrecision: loss '{}' has two gradient seeds, '{}' and '{}'",
-                                 o.loss, seed, n.name());
-        }
-        seed = n.name();
+      if (n.op() == "OnesLike" && n.num_inputs() == 1 && feeds_loss[n.inputs()[0].node] &&
+          n.name().ends_with("_seed") && IsFloatingPoint(n.output_dtype(0))) {
+        seed_index[n.name()] = static_cast<int>(seeds.size());
+        seeds.push_back(id);
       }
       const int gi = GradInput(n);
       if (gi < 0) continue;
@@ -234,8 +257,10 @@ Result<MixedPrecisionGraph> MixedPrecision(const Graph& training, const MixedPre
       }
       updates.push_back(id);
       grads.push_back(n.inputs()[gi]);
+      const AttrValue* mirror = g.node(n.inputs()[0].node).FindAttr("mirror_of");
+      checked.push_back(mirror == nullptr || std::get<std::string>(*mirror).empty());
     }
-    if (seed.empty()) {
+    if (seeds.empty()) {
       return InvalidArgument(
           "MixedPrecision: loss '{}' has no gradient seed (build the training graph with "
           "Optimizer::Minimize or Gradients)",
@@ -244,7 +269,7 @@ Result<MixedPrecisionGraph> MixedPrecision(const Graph& training, const MixedPre
     if (updates.empty()) {
       return InvalidArgument("MixedPrecision: no update reads a gradient of loss '{}'", o.loss);
     }
-    ASSIGN_OR_RETURN(Scaling sc, BuildScaling(g, o, g.node(*g.FindNode(seed)), grads));
+    ASSIGN_OR_RETURN(Scaling sc, BuildScaling(g, o, seeds, grads, checked));
     scaling_graph = std::move(sc);
   }
 
@@ -293,7 +318,10 @@ Result<MixedPrecisionGraph> MixedPrecision(const Graph& training, const MixedPre
     }
     if (scaling) {
       for (auto& in : def.inputs) {
-        if (in.node == seed && in.index == 0) in = {scaling_graph->scaled_seed, 0};
+        auto it = seed_index.find(in.node);
+        if (it != seed_index.end() && in.index == 0) {
+          in = {scaling_graph->scaled_seeds[it->second], 0};
+        }
       }
     }
     if (auto u = update_index.find(id); u != update_index.end()) {

@@ -11,18 +11,20 @@
 //     "NAME/bf16" (or "NAME/f16"); a converted node that reads another's output directly reads
 //     its half-precision value (the cast back and forth is the identity).
 //   - Loss scaling (for f16, whose gradients underflow below 6e-8): the gradient seed of `loss`
-//     (the OnesLike that Gradients adds) is multiplied by a scale and every update's gradient by
-//     its inverse, so the products see gradients `scale` times larger. kStatic keeps
-//     `initial_scale`. kDynamic keeps the scale in a variable (mixed_precision/loss_scale) and
-//     checks the step's gradients (AllFinite): a step whose gradients hold an infinity or a NaN
+//     (the OnesLike that Gradients adds; every replica's, below) is multiplied by a scale and every
+//     update's gradient by its inverse, so the products see gradients `scale` times larger. kStatic
+//     keeps `initial_scale`. kDynamic keeps the scale in a variable (mixed_precision/loss_scale)
+//     and checks the step's gradients (AllFinite): a step whose gradients hold an infinity or a NaN
 //     is skipped (every update becomes its gated twin, ApplyAdamIf, ..., which then leaves its
 //     variables, moments and step counter as they were) and the scale is multiplied by
 //     `backoff_factor`; after `growth_interval` good steps in a row it is multiplied by
 //     `growth_factor` where that stays finite (PyTorch's GradScaler: 2^16, 2, 0.5, 2000).
 //
 // The scale's variables are initialised by `init_targets` (run them once, with the optimizer's).
-// Apply it after Replicate (rewrite/replicate.h), not before: the replicas must see one check of
-// the averaged gradients.
+// With data parallelism apply it after Replicate (rewrite/replicate.h): every replica's seed (of
+// its share of the loss, which `loss`, their mean, is computed from) is scaled, and one check
+// of replica 0's averaged gradients (the other replicas' are the same, all-reduced) gates every
+// replica's updates, so the replicas skip a step together.
 #pragma once
 
 #include <memory>

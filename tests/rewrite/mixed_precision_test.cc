@@ -23,6 +23,7 @@
 #include "ops/nn_ops.h"
 #include "ops/optimizers.h"
 #include "ops/unary_ops.h"
+#include "rewrite/replicate.h"
 #include "runtime/session.h"
 #include "test_util.h"
 
@@ -367,6 +368,58 @@ TEST(MixedPrecisionTest, DynamicScalingSkipsANonFiniteStepBacksOffAndGrows) {
   }
   EXPECT_EQ(Fetch(*sb, {b.loss_scale})[0][0], 1024.f);
   ExpectClose(Fetch(*sb, names), Fetch(*sa, names), 1e-6, names);
+}
+
+// After Replicate: each replica's seed is scaled, one check of replica 0's averaged gradients
+// gates every replica, and two replicas train as one does on the whole batch, skipping the
+// poisoned step together.
+TEST(MixedPrecisionTest, DataParallelReplicasScaleAndSkipTogether) {
+  Model single(true), model(true);
+  const ops::MixedPrecisionOptions options{.compute = DType::kBF16,
+                                           .loss_scaling = Scaling::kDynamic,
+                                           .loss = model.loss,
+                                           .initial_scale = 1024};
+  ops::MixedPrecisionGraph one = Rewrite(single.graph(), options);
+  auto replicated =
+      ops::Replicate(model.graph(), {.devices = {"cpu:0", "cpu:1"}, .averaged = {model.loss}});
+  ASSERT_TRUE(replicated.ok()) << replicated.status().ToString();
+  ops::MixedPrecisionGraph two = Rewrite(*replicated->graph, options);
+  ASSERT_TRUE(one.graph && two.graph);
+  int seeds = 0, checked = -1;
+  for (int id = 0; id < two.graph->num_nodes(); ++id) {
+    const Node& n = two.graph->node(id);
+    seeds += n.name().starts_with("mixed_precision/scaled_seed");
+    if (n.name() == two.grads_finite) checked = n.num_inputs();
+  }
+  EXPECT_EQ(seeds, 2);
+  EXPECT_EQ(checked, 4);  // replica 0's four gradients
+  std::vector<std::string> init1 = single.init, init2 = model.init;
+  init1.insert(init1.end(), one.init_targets.begin(), one.init_targets.end());
+  init2.insert(init2.end(), two.init_targets.begin(), two.init_targets.end());
+  auto s1 = Start(*one.graph, init1);
+  auto session = Session::Create(*two.graph, testing::Devices(2));
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto s2 = std::move(*session);
+  ASSERT_TRUE(s2->Run({}, {}, init2).ok());
+  for (int step = 0; step < 5; ++step) {
+    const bool poison = step == 2;  // in replica 1's half of the batch
+    Session::Feeds feeds = Batch(step, 12);
+    if (poison) feeds[0].second.data<float>()[8 * 9] = std::nanf("");
+    auto a = s1->Run(feeds, {single.loss, one.grads_finite}, {single.step});
+    auto b = s2->Run(feeds, {model.loss, two.grads_finite}, {model.step});
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << b.status().ToString();
+    EXPECT_EQ((*b)[1].data<bool>()[0], !poison) << "step " << step;
+    EXPECT_EQ((*a)[1].data<bool>()[0], !poison) << "step " << step;
+    if (!poison) {  // each replica's products round its half of the batch: bf16's tolerance
+      EXPECT_NEAR((*b)[0].data<float>()[0], (*a)[0].data<float>()[0], 1e-3) << "step " << step;
+    }
+  }
+  std::vector<std::string> names = model.variables, copies;
+  for (const auto& v : model.variables) copies.push_back("replica1/" + v);
+  const auto got = Fetch(*s2, names);
+  EXPECT_EQ(Fetch(*s2, copies), got);  // one averaged gradient, one update: the same bits
+  ExpectClose(got, Fetch(*s1, names), 2e-3, names, 1e-3);
+  EXPECT_EQ(Fetch(*s2, {two.loss_scale})[0][0], 512.f);
 }
 
 // A scale so large that the scaled gradients overflow (inputs of +-1000, so activations and
