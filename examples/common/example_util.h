@@ -297,6 +297,7 @@ inline Result<std::optional<ops::MixedPrecisionGraph>> MixedPrecisionOf(const Sc
   std::printf("mixed precision: %d products in %s (%d casts), loss scaling %s\n", mp.converted,
               f.mixed_precision.c_str(), mp.casts,
               scale == "none" ? "off" : fmt::format("{} from {}", scale, o.initial_scale).c_str());
+  std::fflush(stdout);
   return std::optional<ops::MixedPrecisionGraph>(std::move(mp));
 }
 
