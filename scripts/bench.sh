@@ -117,6 +117,9 @@ if "$py" -c "import torch" 2>/dev/null; then
   # ResNet-50 at BM_ResNet50TrainStep's batch, on as many threads as dflow uses (all cores).
   timeout 300 "$py" bench/peers/torch_resnet.py --batch-size 16 --steps 9 --warmup 2 \
     --threads "$(nproc)" > "$out/torch_resnet.json" 2>/dev/null || rm -f "$out/torch_resnet.json"
+  timeout 300 "$py" bench/peers/torch_resnet.py --batch-size 16 --steps 9 --warmup 2 --bf16 \
+    --threads "$(nproc)" > "$out/torch_resnet_bf16.json" 2>/dev/null ||
+    rm -f "$out/torch_resnet_bf16.json"
 fi
 
 # ONNX Runtime peer: the same MLP exported from PyTorch, run by onnxruntime-node.
@@ -179,16 +182,21 @@ for key, name, peer_key in [("BM_MlpTrainStep", "mlp_train_step_b128", "train_ms
         else:
             line += " onnxruntime=not-found"
     print(line)
-resnet = mlp.get("BM_ResNet50TrainStep")
-if resnet:
+for key, suffix, peer_file in [("BM_ResNet50TrainStep", "", "torch_resnet.json"),
+                               ("BM_ResNet50TrainStepBf16", "_bf16", "torch_resnet_bf16.json")]:
+    resnet = mlp.get(key)
+    if not resnet:
+        continue
     ours = resnet["real_time"]
-    line = f"bench resnet50_train_step_b{resnet['batch']:.0f}: step={ours:.1f}ms"
-    tr = peer("torch_resnet.json")
+    line = f"bench resnet50_train_step{suffix}_b{resnet['batch']:.0f}: step={ours:.1f}ms"
+    tr = peer(peer_file)
     if tr:
         line += (f" pytorch_{tr['threads']}t={tr['resnet_step_ms']:.1f}ms "
                  f"ratio={ours / tr['resnet_step_ms']:.2f}")
     else:
         line += " pytorch=not-found"
+    if suffix:
+        line += f" f32_step={mlp['BM_ResNet50TrainStep']['real_time']:.1f}ms"
     print(line)
 ck = {r["run_name"]: r for r in json.load(open(os.path.join(out, "models_bench.json")))[
     "benchmarks"] if r.get("aggregate_name") == "median"}

@@ -4,7 +4,9 @@
 #   bench gpu_matmul_4096: step=...ms cublas=...ms ratio=...        (target <= 1.10)
 #   bench gpu_conv2d_3x3: step=...ms cudnn=...ms ratio=...          (target <= 1.10)
 #   bench gpu_{mlp,cnn}_train_step_b128: step=...ms pytorch=...ms ratio=...
+#   bench gpu_cnn_train_step_bf16_b128: step=...ms pytorch=...ms ratio=...   (bf16 autocast)
 #   bench gpu_resnet50_train_step_b128: step=...ms pytorch=...ms ratio=... compile=...ms
+#   bench gpu_resnet50_train_step_bf16_b128: step=...ms pytorch=...ms ratio=...  (target <= 1.0)
 #   bench cuda_ipc_64mib: transfer=...ms bandwidth=...GB/s d2d_copy=...ms ratio=...
 # PyTorch is the GPU machine's python3 (bench/peers/torch_resnet.py, torch_gpu_models.py), in
 # f32 without TF32 on both sides (DFLOW_ALLOW_TF32 unset; torch's allow_tf32 off).
@@ -40,7 +42,7 @@ step() {
 
 step gpu_bench 90 "$bundle/run.sh" gpu_bench --benchmark_repetitions=5 --benchmark_format=json \
   --benchmark_out="$out/gpu.json" --benchmark_out_format=json >/dev/null || true
-DFLOW_BENCH_DEVICE=gpu:0 DFLOW_BENCH_RESNET_BATCH=128 step models_bench 150 "$bundle/run.sh" \
+DFLOW_BENCH_DEVICE=gpu:0 DFLOW_BENCH_RESNET_BATCH=128 step models_bench 240 "$bundle/run.sh" \
   models_bench --benchmark_filter='TrainStep' --benchmark_repetitions=5 --benchmark_format=json \
   --benchmark_out="$out/models.json" --benchmark_out_format=json >/dev/null || true
 if "$py" -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
@@ -48,6 +50,8 @@ if "$py" -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
     rm -f "$out/torch_models.json"
   step torch_resnet 90 "$py" bench/peers/torch_resnet.py --device cuda --no-tf32 --steps 20 \
     --warmup 5 >"$out/torch_resnet.json" || rm -f "$out/torch_resnet.json"
+  step torch_resnet_bf16 90 "$py" bench/peers/torch_resnet.py --device cuda --no-tf32 --bf16 \
+    --steps 20 --warmup 5 >"$out/torch_resnet_bf16.json" || rm -f "$out/torch_resnet_bf16.json"
   step torch_resnet_compile "${DFLOW_GPU_COMPILE_LIMIT:-240}" "$py" bench/peers/torch_resnet.py \
     --device cuda --no-tf32 --compile --steps 20 --warmup 5 >"$out/torch_resnet_compile.json" ||
     rm -f "$out/torch_resnet_compile.json"
@@ -78,7 +82,9 @@ for ours, lib, name, label in [("BM_GpuMatMul", "BM_CublasSgemm", "gpu_matmul_40
 m = medians("models.json")
 tm = peer("torch_models.json") or {}
 for key, name, peer_key in [("BM_MlpTrainStep", "gpu_mlp_train_step_b128", "mlp_train_ms"),
-                            ("BM_CnnTrainStep", "gpu_cnn_train_step_b128", "cnn_train_ms")]:
+                            ("BM_CnnTrainStep", "gpu_cnn_train_step_b128", "cnn_train_ms"),
+                            ("BM_CnnTrainStepBf16", "gpu_cnn_train_step_bf16_b128",
+                             "cnn_train_bf16_ms")]:
     if key not in m:
         print(f"bench {name}: not-run")
         continue
@@ -99,6 +105,16 @@ if r:
     print(line + " target=1.0")
 else:
     print("bench gpu_resnet50_train_step_b128: not-run")
+r = m.get("BM_ResNet50TrainStepBf16")
+if r:
+    ours = r["real_time"]
+    line = f"bench gpu_resnet50_train_step_bf16_b128: step={ours:.2f}ms"
+    tb = peer("torch_resnet_bf16.json")
+    line += (f" pytorch={tb['resnet_step_ms']:.2f}ms ratio={ours / tb['resnet_step_ms']:.2f}"
+             if tb else " pytorch=not-found")
+    print(line + " target=1.0")
+else:
+    print("bench gpu_resnet50_train_step_bf16_b128: not-run")
 PY
 step cuda_ipc_bench 60 "$bundle/run.sh" cuda_ipc_bench --mib 64 --reps 20 ||
   echo "bench cuda_ipc_64mib: failed"

@@ -16,8 +16,9 @@
 #   conformance  op_conformance_tests, the GPU's forward cases, then its gradient cases (two
 #                processes: a crash in one leaves the other's results)
 #   ipc          distributed_tests: GPU tensors between worker processes by CUDA IPC over UCX
-#   examples     resnet50, fashion_mnist_mlp and fashion_mnist_cnn trained on gpu:0 (the data from
-#                DFLOW_GPU_DATA, default the bundle's fashion-mnist folder)
+#   examples     resnet50, fashion_mnist_mlp and fashion_mnist_cnn trained on gpu:0 (the CNN also
+#                with --mixed-precision bf16 and f16, each to 87%; the data from DFLOW_GPU_DATA,
+#                default the bundle's fashion-mnist folder)
 #   bench        scripts/gpu_bench.sh: against cuBLAS, cuDNN, PyTorch eager; CUDA IPC bandwidth
 #
 # DFLOW_REQUIRE_GPU=1 is set for every part: a GPU test that finds no GPU fails instead of skipping.
@@ -131,7 +132,11 @@ if wants examples; then
   part resnet50 90 examples.log run resnet50 --devices gpu:0 --batch-size 128 --steps 10 --check-learns
   if [ -f "$data/train-images-idx3-ubyte.gz" ]; then
     part mlp 90 examples.log run fashion_mnist_mlp --devices gpu:0 --data "$data" --epochs 2
-    part cnn 120 examples.log run fashion_mnist_cnn --devices gpu:0 --data "$data" --epochs 1
+    # f32, then mixed precision (bf16; f16 with dynamic loss scaling) to the same accuracy.
+    for mp in none bf16 f16; do
+      part "cnn_$mp" 120 examples.log run fashion_mnist_cnn --devices gpu:0 --data "$data" \
+        --epochs 1 --min-accuracy 0.87 --mixed-precision "$mp"
+    done
   else
     echo "gpu_check examples: SKIPPED (0s) no Fashion-MNIST files in $data" | tee -a "$summary"
     failed=1

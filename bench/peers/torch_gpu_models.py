@@ -1,6 +1,6 @@
 """PyTorch peer of models_bench's MLP and CNN training steps on a GPU (scripts/gpu_bench.sh):
 the MLP 784-512-512-10 and the CNN of examples/fashion_mnist_cnn, SGD, batch 128, f32 without
-TF32; median milliseconds of a step (the loss read back, as dflow's step fetches it). Prints one
+TF32 (and the CNN with bf16 autocast); median milliseconds of a step (the loss read back, as dflow's step fetches it). Prints one
 JSON object."""
 import json
 import statistics
@@ -21,13 +21,18 @@ def median_ms(step, warmup=20, runs=200):
     return statistics.median(times)
 
 
-def train_step(model, x, y):
+def train_step(model, x, y, bf16=False):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        if bf16:  # mixed precision: the forward pass under bf16 autocast, the loss in f32
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                logits = model(x)
+            loss = loss_fn(logits.float(), y)
+        else:
+            loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
         return loss.item()
@@ -50,6 +55,8 @@ def main():
     result = {
         "mlp_train_ms": median_ms(train_step(mlp, torch.rand(128, 784, device=dev), y)),
         "cnn_train_ms": median_ms(train_step(cnn, torch.rand(128, 1, 28, 28, device=dev), y)),
+        "cnn_train_bf16_ms": median_ms(
+            train_step(cnn, torch.rand(128, 1, 28, 28, device=dev), y, bf16=True)),
         "version": torch.__version__,
         "gpu": torch.cuda.get_device_name(),
     }

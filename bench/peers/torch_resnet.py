@@ -66,6 +66,8 @@ def main():
     p.add_argument("--compile", action="store_true")
     p.add_argument("--no-tf32", action="store_true",
                    help="f32 convolutions and products without TF32 (as dflow's default)")
+    p.add_argument("--bf16", action="store_true",
+                   help="mixed precision: the forward pass under bf16 autocast, the loss in f32")
     a = p.parse_args()
     if a.no_tf32:
         torch.backends.cudnn.allow_tf32 = False
@@ -84,7 +86,12 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(fwd(x), y)
+        if a.bf16:
+            with torch.autocast(dev.type, dtype=torch.bfloat16):
+                logits = fwd(x)
+            loss = loss_fn(logits.float(), y)
+        else:
+            loss = loss_fn(fwd(x), y)
         loss.backward()
         opt.step()
         return loss
@@ -104,7 +111,7 @@ def main():
             times.append(ms)
         print(f"step {i + 1}: loss {value:.4f}, {ms:.1f} ms", file=sys.stderr)
     print(json.dumps({"resnet_step_ms": statistics.median(times), "device": a.device,
-                      "batch": a.batch_size, "width": a.width, "compile": a.compile,
+                      "batch": a.batch_size, "width": a.width, "compile": a.compile, "bf16": a.bf16,
                       "threads": torch.get_num_threads()}))
 
 

@@ -132,80 +132,55 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
   // comes from the mixed-precision rewrite, whose weights are cast every step.
   Status RunHalf(KernelContext& ctx, const Tensor& a, const Tensor& b, Tensor& out,
                  const MatMulDims& d) const {
-    if (a.dtype() == DType::kF16) return RunWidened(ctx, a, b, out, d);
-    const dnnl::memory::data_type t = dnnl::memory::data_type::bf16;
-    const std::string key = fmt::format("matmul_half:{}:{}:{}:{}:{}:{}:{}", static_cast<int>(t),
+    TempBuffers temp(ctx.allocator());
+    if (a.dtype() == DType::kBF16) {
+      return RunPlain(temp, d, dnnl::memory::data_type::bf16, a.raw_data(), b.raw_data(),
+                      out.raw_data(), a.dtype());
+    }
+    const int64_t na = a.num_elements(), nb = b.num_elements(), nc = out.num_elements();
+    ASSIGN_OR_RETURN(void* wa, temp.Get(na * sizeof(float)));
+    ASSIGN_OR_RETURN(void* wb, temp.Get(nb * sizeof(float)));
+    ASSIGN_OR_RETURN(void* wc, temp.Get(nc * sizeof(float)));
+    HalfToFloat(DType::kF16, static_cast<const uint16_t*>(a.raw_data()), static_cast<float*>(wa),
+                na);
+    HalfToFloat(DType::kF16, static_cast<const uint16_t*>(b.raw_data()), static_cast<float*>(wb),
+                nb);
+    RETURN_IF_ERROR(RunPlain(temp, d, dnnl::memory::data_type::f32, wa, wb, wc, a.dtype()));
+    FloatToHalf(DType::kF16, static_cast<const float*>(wc), static_cast<uint16_t*>(out.raw_data()),
+                nc);
+    return Status::OK();
+  }
+
+  // c = a x b in `t`, all three stored plain (a batch of matrices, transposed as ta_, tb_ say),
+  // without packing or epilogue. Unimplemented, naming `dtype`, where oneDNN has no primitive.
+  Status RunPlain(TempBuffers& temp, const MatMulDims& d, dnnl::memory::data_type t, const void* a,
+                  const void* b, void* c, DType dtype) const {
+    const dnnl::memory::desc ad = Desc(false, d.batch, d.m, d.k, ta_, t),
+                             bd = Desc(false, d.batch, d.k, d.n, tb_, t),
+                             cd = Desc(false, d.batch, d.m, d.n, false, t);
+    const std::string key = fmt::format("matmul_plain:{}:{}:{}:{}:{}:{}:{}", static_cast<int>(t),
                                         ta_, tb_, d.batch, d.m, d.k, d.n);
     std::shared_ptr<const Prim> p;
     try {
       p = PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
-        auto desc = dnnl::matmul::desc(Desc(false, d.batch, d.m, d.k, ta_, t),
-                                       Desc(false, d.batch, d.k, d.n, tb_, t),
-                                       Desc(false, d.batch, d.m, d.n, false, t));
         dnnl::primitive_attr attr;
         attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-        dnnl::matmul::primitive_desc pd(desc, attr, CpuEngine());
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), attr, CpuEngine());
         return std::make_shared<const Prim>(
             Prim{dnnl::matmul(pd), pd.scratchpad_desc(), pd.weights_desc()});
       });
     } catch (const dnnl::error&) {
       return Unimplemented("no CPU {} for {} on this processor (oneDNN has no such primitive)", op_,
-                           a.dtype());
+                           dtype);
     }
-    dnnl::memory am(Desc(false, d.batch, d.m, d.k, ta_, t), CpuEngine(),
-                    const_cast<void*>(a.raw_data()));
-    dnnl::memory bm(Desc(false, d.batch, d.k, d.n, tb_, t), CpuEngine(),
-                    const_cast<void*>(b.raw_data()));
-    dnnl::memory cm(Desc(false, d.batch, d.m, d.n, false, t), CpuEngine(), out.raw_data());
-    TempBuffers temp(ctx.allocator());
-    ASSIGN_OR_RETURN(void* scratch_data, temp.Get(p->scratch.get_size()));
-    dnnl::memory scratch(p->scratch, CpuEngine(), scratch_data);
+    ASSIGN_OR_RETURN(void* scratch, temp.Get(p->scratch.get_size()));
     dnnl::stream& stream = ThreadStream();
-    p->prim.execute(stream, {{DNNL_ARG_SRC, am},
-                             {DNNL_ARG_WEIGHTS, bm},
-                             {DNNL_ARG_DST, cm},
-                             {DNNL_ARG_SCRATCHPAD, scratch}});
+    p->prim.execute(stream,
+                    {{DNNL_ARG_SRC, dnnl::memory(ad, CpuEngine(), const_cast<void*>(a))},
+                     {DNNL_ARG_WEIGHTS, dnnl::memory(bd, CpuEngine(), const_cast<void*>(b))},
+                     {DNNL_ARG_DST, dnnl::memory(cd, CpuEngine(), c)},
+                     {DNNL_ARG_SCRATCHPAD, dnnl::memory(p->scratch, CpuEngine(), scratch)}});
     stream.wait();
-    return Status::OK();
-  }
-
-  // f16: the product of the operands widened to f32, rounded to f16.
-  Status RunWidened(KernelContext& ctx, const Tensor& a, const Tensor& b, Tensor& out,
-                    const MatMulDims& d) const {
-    const dnnl::memory::data_type f32 = dnnl::memory::data_type::f32;
-    const std::string key =
-        fmt::format("matmul_widened:{}:{}:{}:{}:{}:{}", ta_, tb_, d.batch, d.m, d.k, d.n);
-    std::shared_ptr<const Prim> p = PrimitiveCache::Global().GetOrCreate<Prim>(key, [&] {
-      auto desc = dnnl::matmul::desc(Desc(false, d.batch, d.m, d.k, ta_, f32),
-                                     Desc(false, d.batch, d.k, d.n, tb_, f32),
-                                     Desc(false, d.batch, d.m, d.n, false, f32));
-      dnnl::primitive_attr attr;
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      dnnl::matmul::primitive_desc pd(desc, attr, CpuEngine());
-      return std::make_shared<const Prim>(
-          Prim{dnnl::matmul(pd), pd.scratchpad_desc(), pd.weights_desc()});
-    });
-    TempBuffers temp(ctx.allocator());
-    const int64_t na = a.num_elements(), nb = b.num_elements(), nc = out.num_elements();
-    ASSIGN_OR_RETURN(void* wa, temp.Get(na * sizeof(float)));
-    ASSIGN_OR_RETURN(void* wb, temp.Get(nb * sizeof(float)));
-    ASSIGN_OR_RETURN(void* wc, temp.Get(nc * sizeof(float)));
-    ASSIGN_OR_RETURN(void* scratch_data, temp.Get(p->scratch.get_size()));
-    HalfToFloat(DType::kF16, static_cast<const uint16_t*>(a.raw_data()), static_cast<float*>(wa),
-                na);
-    HalfToFloat(DType::kF16, static_cast<const uint16_t*>(b.raw_data()), static_cast<float*>(wb),
-                nb);
-    dnnl::stream& stream = ThreadStream();
-    p->prim.execute(
-        stream,
-        {{DNNL_ARG_SRC, dnnl::memory(Desc(false, d.batch, d.m, d.k, ta_, f32), CpuEngine(), wa)},
-         {DNNL_ARG_WEIGHTS,
-          dnnl::memory(Desc(false, d.batch, d.k, d.n, tb_, f32), CpuEngine(), wb)},
-         {DNNL_ARG_DST, dnnl::memory(Desc(false, d.batch, d.m, d.n, false, f32), CpuEngine(), wc)},
-         {DNNL_ARG_SCRATCHPAD, dnnl::memory(p->scratch, CpuEngine(), scratch_data)}});
-    stream.wait();
-    FloatToHalf(DType::kF16, static_cast<const float*>(wc), static_cast<uint16_t*>(out.raw_data()),
-                nc);
     return Status::OK();
   }
 

@@ -24,6 +24,7 @@
 #include "ops/optimizers.h"
 #include "ops/unary_ops.h"
 #include "rewrite/replicate.h"
+#include "rewrite/replicate_fixture.h"
 #include "runtime/session.h"
 #include "test_util.h"
 
@@ -33,73 +34,7 @@ namespace {
 using Scaling = ops::MixedPrecisionOptions::LossScaling;
 using testing::MessageHas;
 
-// A two-layer MLP on [batch, 8] inputs and 4 classes. `hand_cast`: its products written as
-// Cast(x) x Cast(w) in that dtype, cast back to f32 (kInvalid: plain f32). The loss is scaled by
-// `loss_factor` (a tiny one makes f16 gradients underflow).
-struct Model {
-  Scope root = Scope::NewRootScope();
-  std::vector<std::string> init, variables, state;
-  std::string loss, step;
-  Model(bool adam, DType hand_cast = DType::kInvalid, double loss_factor = 1, double lr = 0) {
-    auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 8});
-    auto y = ops::Placeholder(root.WithOpName("labels"), DType::kI32, Shape{-1});
-    std::vector<Output> vars;
-    Output h = x;
-    const int64_t sizes[] = {8, 16, 4};
-    for (int l = 0; l < 2; ++l) {
-      auto w = ops::InitializedVariable(root.WithOpName(fmt::format("w{}", l)),
-                                        Shape{sizes[l], sizes[l + 1]},
-                                        ops::Initializer::GlorotUniform(l + 1));
-      auto b = ops::InitializedVariable(root.WithOpName(fmt::format("b{}", l)), Shape{sizes[l + 1]},
-                                        ops::Initializer::Constant(0.1));
-      vars.insert(vars.end(), {w.var, b.var});
-      init.insert(init.end(), {w.init.node_name(), b.init.node_name()});
-      Output product = hand_cast == DType::kInvalid
-                           ? ops::MatMul(root, h, w.var)
-                           : ops::Cast(root,
-                                       ops::MatMul(root, ops::Cast(root, h, hand_cast),
-                                                   ops::Cast(root, w.var, hand_cast)),
-                                       DType::kF32);
-      h = ops::BiasAdd(root, product, b.var);
-      if (l == 0) h = ops::Relu(root, h);
-    }
-    Output mean = ops::ReduceMean(root, ops::SparseSoftmaxCrossEntropyWithLogits(root, h, y).loss);
-    Output l =
-        ops::Mul(root.WithOpName("loss"), mean, ops::Const(root, static_cast<float>(loss_factor)));
-    loss = l.node_name();
-    for (const Output& v : vars) variables.push_back(v.node_name());
-    if (adam) {
-      ops::Adam opt({.learning_rate = lr > 0 ? lr : 0.01});
-      step = opt.Minimize(root, l, vars).name();
-      init.insert(init.end(), opt.init_targets().begin(), opt.init_targets().end());
-      for (const auto& v : variables) {
-        for (const char* slot : {"m", "v", "step"}) {
-          state.push_back(fmt::format("{}/update/{}", v, slot));
-        }
-      }
-    } else {
-      ops::SGD opt({.learning_rate = lr > 0 ? lr : 0.5});
-      step = opt.Minimize(root, l, vars).name();
-    }
-  }
-  Graph graph() const {
-    Graph g = root.graph();
-    EXPECT_TRUE(g.Validate().ok());
-    return g;
-  }
-};
-
-// Batch `step` of `rows` rows, inputs in [-magnitude, magnitude); with `poison` one is NaN.
-Session::Feeds Batch(int step, int rows, bool poison = false, float magnitude = 1) {
-  std::mt19937 gen(step + 17);
-  Tensor x(DType::kF32, Shape{rows, 8}), y(DType::kI32, Shape{rows});
-  for (float& v : x.flat<float>()) {
-    v = std::uniform_real_distribution<float>(-magnitude, magnitude)(gen);
-  }
-  for (int i = 0; i < rows; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(gen() % 4);
-  if (poison) x.data<float>()[5] = std::numeric_limits<float>::quiet_NaN();
-  return {{"x", x}, {"labels", y}};
-}
+using Model = Mlp;
 
 std::unique_ptr<Session> Start(const Graph& g, std::vector<std::string> init) {
   auto session = Session::Create(g);
@@ -208,7 +143,7 @@ TEST(MixedPrecisionTest, ConvertsEveryProductAndKeepsTheRestF32) {
 TEST(MixedPrecisionTest, TrainsAsTheModelWithItsCastsWrittenByHand) {
   for (bool adam : {false, true}) {
     SCOPED_TRACE(adam ? "Adam" : "SGD");
-    Model plain(adam), by_hand(adam, DType::kBF16);
+    Model plain(adam), by_hand(adam, {.hand_cast = DType::kBF16});
     ops::MixedPrecisionGraph mp = Rewrite(plain.graph(), {.compute = DType::kBF16});
     ASSERT_NE(mp.graph, nullptr);
     auto rewritten = Start(*mp.graph, plain.init);
@@ -459,8 +394,8 @@ TEST(MixedPrecisionTest, AnOverflowingScaleBacksOffUntilTheGradientsFit) {
 // the products see them 2^16 times larger and the update follows the f32 one.
 TEST(MixedPrecisionTest, F16GradientsThatUnderflowSurviveLossScaling) {
   const double kTiny = 1e-7, kLr = 1e5;  // SGD by lr * 1e-7-sized gradients: steps of 1e-2
-  Model f32(false, DType::kInvalid, kTiny, kLr), bare(false, DType::kInvalid, kTiny, kLr),
-      scaled(false, DType::kInvalid, kTiny, kLr);
+  const MlpOptions tiny{.loss_factor = kTiny, .lr = kLr};
+  Model f32(false, tiny), bare(false, tiny), scaled(false, tiny);
   ops::MixedPrecisionGraph nb = Rewrite(bare.graph(), {.compute = DType::kF16});
   ops::MixedPrecisionGraph sb =
       Rewrite(scaled.graph(),
