@@ -241,18 +241,9 @@ Status RunHalfPass(KernelContext& ctx, const ConvGeometry& g, Pass pass, const T
   }
   std::shared_ptr<const DnnlConv> conv = PrimitiveCache::Global().GetOrCreate<DnnlConv>(
       CacheKey(g, pass, {}), [&] { return std::make_shared<const DnnlConv>(g, pass); });
-  const int64_t n0 = in0.num_elements(), n1 = in1.num_elements(), no = out.num_elements();
-  ASSIGN_OR_RETURN(void* w0, temp.Get(n0 * sizeof(float)));
-  ASSIGN_OR_RETURN(void* w1, temp.Get(n1 * sizeof(float)));
-  ASSIGN_OR_RETURN(void* wo, temp.Get(no * sizeof(float)));
-  HalfToFloat(DType::kF16, static_cast<const uint16_t*>(in0.raw_data()), static_cast<float*>(w0),
-              n0);
-  HalfToFloat(DType::kF16, static_cast<const uint16_t*>(in1.raw_data()), static_cast<float*>(w1),
-              n1);
-  RETURN_IF_ERROR(RunPlainPass(*conv, temp, pass, w0, w1, wo));
-  FloatToHalf(DType::kF16, static_cast<const float*>(wo), static_cast<uint16_t*>(out.raw_data()),
-              no);
-  return Status::OK();
+  return WidenedF16(temp, in0, in1, out, [&](void* w0, void* w1, void* wo) {
+    return RunPlainPass(*conv, temp, pass, w0, w1, wo);
+  });
 }
 
 // Inputs of a blocked convolution up to this size are checked for NaN and infinities before a
@@ -441,13 +432,6 @@ class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
     }
     ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, dtype, out_shape));
     if (out->num_elements() == 0) return Status::OK();
-    if (half) {
-      if (g.oh == 0 || g.ow == 0) {
-        std::memset(out->raw_data(), 0, out->num_bytes());
-        return Status::OK();
-      }
-      return RunHalfPass(ctx, g, kPass, in0, in1, *out);
-    }
     if (dtype == DType::kF64) {
       std::memset(out->raw_data(), 0, out->num_bytes());
       const double* a = in0.data<double>();
@@ -466,6 +450,7 @@ class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
       std::memset(out->raw_data(), 0, out->num_bytes());
       return Status::OK();
     }
+    if (half) return RunHalfPass(ctx, g, kPass, in0, in1, *out);
     if (kPass != Pass::kForward) {
       std::shared_ptr<const DnnlConv> conv = PrimitiveCache::Global().GetOrCreate<DnnlConv>(
           CacheKey(g, kPass, {}), [&] { return std::make_shared<const DnnlConv>(g, kPass); });

@@ -137,18 +137,9 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
       return RunPlain(temp, d, dnnl::memory::data_type::bf16, a.raw_data(), b.raw_data(),
                       out.raw_data(), a.dtype());
     }
-    const int64_t na = a.num_elements(), nb = b.num_elements(), nc = out.num_elements();
-    ASSIGN_OR_RETURN(void* wa, temp.Get(na * sizeof(float)));
-    ASSIGN_OR_RETURN(void* wb, temp.Get(nb * sizeof(float)));
-    ASSIGN_OR_RETURN(void* wc, temp.Get(nc * sizeof(float)));
-    HalfToFloat(DType::kF16, static_cast<const uint16_t*>(a.raw_data()), static_cast<float*>(wa),
-                na);
-    HalfToFloat(DType::kF16, static_cast<const uint16_t*>(b.raw_data()), static_cast<float*>(wb),
-                nb);
-    RETURN_IF_ERROR(RunPlain(temp, d, dnnl::memory::data_type::f32, wa, wb, wc, a.dtype()));
-    FloatToHalf(DType::kF16, static_cast<const float*>(wc), static_cast<uint16_t*>(out.raw_data()),
-                nc);
-    return Status::OK();
+    return WidenedF16(temp, a, b, out, [&](void* wa, void* wb, void* wc) {
+      return RunPlain(temp, d, dnnl::memory::data_type::f32, wa, wb, wc, a.dtype());
+    });
   }
 
   // c = a x b in `t`, all three stored plain (a batch of matrices, transposed as ta_, tb_ say),
