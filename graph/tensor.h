@@ -110,6 +110,9 @@ class Tensor {
   bool host_accessible() const { return !buf_ || buf_->allocator()->host_accessible(); }
 
   void* raw_data() const { return buf_ ? static_cast<char*>(buf_->data()) + offset_ : nullptr; }
+  // How far into its buffer the data start (a Part's offset; 0 for most tensors): raw_data()
+  // less this is what the allocator handed out.
+  size_t byte_offset() const { return offset_; }
   // REQUIRES: DTypeOf<T> == dtype(). Aborts otherwise (a programmer error).
   template <typename T>
   T* data() const {

@@ -2,7 +2,9 @@
 // ApplyMomentum, ApplyAdam and ApplyAdamW lock their variables, check them (variable_update.h),
 // choose where each new value goes and store the new values once the device's kernel has
 // written them. Their gated twins (ApplySGDIf, ...: a last bool input "apply") first read the
-// gate and, when it is false, leave every variable as it was without calling the kernel.
+// gate and, when it is false, leave every variable as it was without calling the kernel; or,
+// for a kernel that reads the gate on the device (ReadsGateOnDevice), call it, and the kernel
+// keeps the values.
 #pragma once
 
 #include "framework/device_context.h"
@@ -12,28 +14,52 @@
 
 namespace dflow::common {
 
-// Whether a gated update (an op "<update>If") applies: its last input, a bool scalar, copied to
-// the host when it is in a device's memory. Always true for an ungated update.
+// The gate of a gated update (an op "<update>If"): its last input, a bool scalar.
 class UpdateGate {
  public:
   explicit UpdateGate(const KernelInit& init)
       : gated_(init.node.op().ends_with("If")), context_(init.device_context) {}
-  Result<bool> Applies(KernelContext& ctx) const {
+  // Whether the update applies, as far as the host decides: true for an ungated update, and
+  // where `device_reads` and the gate is in device memory (the device's kernel then reads
+  // DeviceGate itself, so the host never waits for the stream); otherwise the gate's value,
+  // copied to the host when it is in a device's memory. InvalidArgument for a gate that is not
+  // one element.
+  Result<bool> Applies(KernelContext& ctx, bool device_reads = false) const {
     if (!gated_) return true;
     const Tensor& apply = ctx.input(ctx.num_inputs() - 1);
     if (apply.num_elements() != 1) {
       return InvalidArgument("apply must be one bool, got {} elements", apply.num_elements());
     }
     if (apply.host_accessible()) return apply.data<bool>()[0];
+    if (device_reads) return true;
     DeviceContext& device = context_ != nullptr ? *context_ : HostMemoryContext();
     ASSIGN_OR_RETURN(Tensor host, device.CopyToHost(apply));
     return host.data<bool>()[0];
+  }
+  // The gate for a kernel that reads it on the device (after Applies(ctx, true)): null for an
+  // ungated update and a gate in host memory, which Applies decided.
+  const bool* DeviceGate(KernelContext& ctx) const {
+    if (!gated_) return nullptr;
+    const Tensor& apply = ctx.input(ctx.num_inputs() - 1);
+    return apply.host_accessible() ? nullptr : apply.data<bool>();
   }
 
  private:
   bool gated_;
   DeviceContext* context_;
 };
+
+// Whether Derived's kernel reads its gate on the device (a member `static constexpr bool
+// kReadsGateOnDevice = true`, with DeviceGate passed to it): it keeps every value as it was when
+// the gate is false, so the base neither waits for the gate nor skips the call.
+template <typename Derived>
+constexpr bool ReadsGateOnDevice() {
+  if constexpr (requires { Derived::kReadsGateOnDevice; }) {
+    return Derived::kReadsGateOnDevice;
+  } else {
+    return false;
+  }
+}
 
 // The current values of Adam's variables, valid while their locks are held.
 struct AdamValues {
@@ -58,7 +84,7 @@ class AdamBase : public KernelBase<Derived> {
   Status Compute(KernelContext& ctx) final {
     const Tensor& lr = ctx.input(4);
     const Tensor& grad = ctx.input(5);
-    ASSIGN_OR_RETURN(bool applies, gate_.Applies(ctx));
+    ASSIGN_OR_RETURN(bool applies, gate_.Applies(ctx, ReadsGateOnDevice<Derived>()));
     MutexLocks lock(a_.var.var->mu, a_.m.var->mu, a_.v.var->mu, a_.step.var->mu);
     RETURN_IF_ERROR(CheckAdam(a_, grad, lr));
     if (!applies) {
@@ -102,7 +128,7 @@ class MomentumBase : public KernelBase<Derived> {
   Status Compute(KernelContext& ctx) final {
     const Tensor& lr = ctx.input(kMomentum ? 2 : 1);
     const Tensor& grad = ctx.input(kMomentum ? 3 : 2);
-    ASSIGN_OR_RETURN(bool applies, gate_.Applies(ctx));
+    ASSIGN_OR_RETURN(bool applies, gate_.Applies(ctx, ReadsGateOnDevice<Derived>()));
     if constexpr (kMomentum) {
       MutexLocks lock(var_.var->mu, accum_.var->mu);
       RETURN_IF_ERROR(CheckInitialized(var_));

@@ -128,17 +128,13 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::Create(const DeviceName& name,
   if (e != cudaSuccess) return CudaError(e, "creating the compute stream", where);
   const size_t limit = memory_limit == 0 ? total_bytes : std::min(memory_limit, total_bytes);
   // Freed memory stays in the pool, up to the device's limit, for the next allocations. The
-  // pool is the GPU's default one, shared by every CudaDevice of this process on that GPU (two
-  // sessions, or two limits): the threshold only rises, so one device's small limit never
-  // makes another's freed memory go back to the driver.
-  cudaMemPool_t pool = nullptr;
-  if (cudaDeviceGetDefaultMemPool(&pool, ordinal) == cudaSuccess) {
-    uint64_t current = 0;
-    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &current);
-    uint64_t threshold = std::max<uint64_t>(current, limit);
-    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+  // pool is the GPU's current one (made exportable for CUDA IPC where the GPU can share it),
+  // shared by every CudaDevice of this process on that GPU.
+  auto exportable = PrepareTensorPool(ordinal, limit);
+  if (!exportable.ok()) {
+    OnDevice(ordinal, [&] { return cudaStreamDestroy(stream); });
+    return exportable.status();
   }
-  cudaGetLastError();
   return std::unique_ptr<CudaDevice>(
       new CudaDevice(name, ordinal, reinterpret_cast<CudaStream>(stream), limit));
 }
@@ -195,9 +191,10 @@ class CudaSentView final : public Allocator {
   bool host_accessible() const override { return false; }
   int ordinal() const { return ordinal_; }
   cudaEvent_t ready() const { return ready_; }
-  // To another process of this host: a CudaIpcHandle's wire form, the bytes copied (after the
-  // ready event) into a block of this process's exporter, which is the peer's until this view
-  // goes (the transport holds it until the peer is done).
+  // To another process of this host: a CudaIpcHandle's wire form, valid after the ready event:
+  // the sender's tensor itself where it is from the exportable pool, else the bytes copied
+  // into a block of this process's exporter. Either is the peer's until this view goes (the
+  // transport holds it until the peer is done).
   Result<std::string> ExportToPeer(const void* p, size_t bytes) override;
 
  private:
@@ -205,7 +202,7 @@ class CudaSentView final : public Allocator {
   Tensor source_;
   int ordinal_;
   cudaEvent_t ready_;
-  std::vector<uint64_t> exported_;  // blocks, released with the view
+  std::vector<CudaIpcHandle> exported_;  // released with the view
 };
 
 // This process's CUDA IPC exporter of each GPU, and the stream its copies go on.
@@ -237,10 +234,17 @@ Result<std::string> CudaSentView::ExportToPeer(const void* p, size_t bytes) {
   ASSIGN_OR_RETURN(GpuExporter * g, ExporterOf(ordinal_));
   cudaError_t e = OnDevice(ordinal_, [&] { return cudaStreamWaitEvent(g->stream, ready_, 0); });
   if (e != cudaSuccess) return CudaError(e, "ordering a CUDA IPC export", device());
-  ASSIGN_OR_RETURN(CudaIpcHandle h,
-                   g->exporter->Export(p, bytes, reinterpret_cast<CudaStream>(g->stream)));
-  exported_.push_back(h.block);
-  return h.Encode();
+  // The allocation holding the tensor, where this process's CudaAllocator made it.
+  const void* allocation = nullptr;
+  if (dynamic_cast<const CudaAllocator*>(source_.allocator()) != nullptr) {
+    allocation = static_cast<const char*>(source_.raw_data()) - source_.byte_offset();
+  }
+  ASSIGN_OR_RETURN(
+      CudaIpcHandle h,
+      g->exporter->Export(p, bytes, reinterpret_cast<CudaStream>(g->stream), allocation));
+  std::string wire = h.Encode();
+  exported_.push_back(std::move(h));
+  return wire;
 }
 
 CudaSentView::~CudaSentView() {
@@ -248,7 +252,7 @@ CudaSentView::~CudaSentView() {
   if (exported_.empty()) return;
   auto g = ExporterOf(ordinal_);
   if (!g.ok()) return;
-  for (uint64_t block : exported_) (void)(*g)->exporter->Release(block);
+  for (const CudaIpcHandle& h : exported_) (void)(*g)->exporter->Release(h);
 }
 
 // Creates an event and records it on `stream` (the caller's device current); on failure no
@@ -267,8 +271,8 @@ cudaError_t RecordNewEvent(cudaStream_t stream, cudaEvent_t* event) {
 // memory (peer access) and to the stream-ordered pool's. Best effort: without it, peer copies
 // are staged by CUDA.
 void EnablePeerAccess(int ordinal, int count) {
-  cudaMemPool_t pool = nullptr;
-  const bool have_pool = cudaDeviceGetDefaultMemPool(&pool, ordinal) == cudaSuccess;
+  cudaMemPool_t pool = nullptr;  // the tensors' (PrepareTensorPool)
+  const bool have_pool = cudaDeviceGetMemPool(&pool, ordinal) == cudaSuccess;
   for (int peer = 0; peer < count; ++peer) {
     int can = 0;
     if (peer == ordinal || cudaDeviceCanAccessPeer(&can, peer, ordinal) != cudaSuccess || !can) {

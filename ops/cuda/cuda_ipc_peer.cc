@@ -107,8 +107,11 @@ CudaIpcPeer::~CudaIpcPeer() {
 
 Result<uint64_t> CudaIpcPeer::Copy(const CudaIpcHandle& handle, bool hash,
                                    std::chrono::milliseconds deadline) {
+  const std::string wire = handle.Encode();
+  const auto length = static_cast<uint16_t>(wire.size());
   std::string request(1, static_cast<char>(hash ? kCopyAndHash : kCopy));
-  request += handle.Encode();
+  request.append(reinterpret_cast<const char*>(&length), sizeof length);
+  request += wire;
   if (!WriteFull(to_, request.data(), request.size())) {
     return Unavailable("cuda_ipc_peer (pid {}) stopped reading: {}", pid_, std::strerror(errno));
   }
@@ -146,10 +149,16 @@ int RunCudaIpcPeer(int ordinal, int in, int out) {
     cudaSetDevice(ordinal);
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   }
-  std::string wire(CudaIpcHandle::kWireBytes, '\0');
+  std::string wire;
   for (;;) {
     uint8_t op = kQuit;
+    uint16_t length = 0;
     if (!ReadFull(in, &op, 1, std::chrono::steady_clock::now() + kForever) || op == kQuit) break;
+    if (!ReadFull(in, &length, sizeof length, std::chrono::steady_clock::now() + kForever) ||
+        length > CudaIpcHandle::kFixedWireBytes + CudaIpcHandle::kMaxSocketBytes) {
+      break;  // not a client of this program
+    }
+    wire.assign(length, '\0');
     if (!ReadFull(in, wire.data(), wire.size(), std::chrono::steady_clock::now() + kForever)) {
       break;
     }

@@ -2,10 +2,11 @@
 // the CUDA IPC test and benchmark: the program cuda_ipc_peer, started with pipes to its stdin
 // and stdout, and the client that talks to it.
 //
-// Each request is one byte (kCopy, kCopyAndHash, kQuit) and a CudaIpcHandle's wire form; the
-// peer copies the tensor into its own memory (CudaIpcImporter::CopyOut), waits for the copy,
-// and replies with a CudaIpcReply: the FNV-1a hash of the bytes it copied when asked, and the
-// error when the copy failed. The client then releases the block.
+// Each request is one byte (kCopy, kCopyAndHash, kQuit), the length of a CudaIpcHandle's wire
+// form (2 bytes) and the wire form; the peer copies the tensor into its own memory
+// (CudaIpcImporter::CopyOut), waits for the copy, and replies with a CudaIpcReply: the FNV-1a
+// hash of the bytes it copied when asked, and the error when the copy failed. The client then
+// releases the handle.
 #pragma once
 
 #include <sys/types.h>

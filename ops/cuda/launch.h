@@ -151,12 +151,17 @@ struct AdamArgs {
   int64_t* step_out;
   double* scratch;  // two doubles of device memory for the step's factors
   double beta1, beta2, epsilon, weight_decay;
+  const bool* apply = nullptr;  // a gated update's gate, on the device (below)
 };
 int LaunchAdam(ElemType type, const AdamArgs& args, int64_t n, CudaStream stream);
 
 // One SGD step (accum null: w -= lr * g) or momentum step (accum = momentum * accum + g;
 // w -= lr * accum, or with Nesterov w -= lr * (g + momentum * accum)) on n elements (f32 or
 // f64), the learning rate read on the device. Outputs may be the inputs.
+//
+// Both updates, given `apply` (device memory), read it on the device: where it is false every
+// value stays as it was (copied to the outputs, and Adam's step counter not incremented), so a
+// skipped step costs one pass and no wait of the host.
 struct MomentumArgs {
   const void* grad;
   const void* w;
@@ -166,8 +171,15 @@ struct MomentumArgs {
   const void* lr;
   double momentum;
   bool nesterov;
+  const bool* apply = nullptr;  // a gated update's gate, on the device (below)
 };
 int LaunchMomentum(ElemType type, const MomentumArgs& args, int64_t n, CudaStream stream);
+
+// AllFinite's check of one input (dynamic loss scaling's, rewrite/mixed_precision.h): `type`
+// kF32, kF64, kF16 or kBF16 read as raw bits; sets *finite (device memory, which the caller
+// set true before the first input) to false where any of the n elements is NaN or infinite.
+int LaunchClearIfNotFinite(CastType type, const void* x, int64_t n, bool* finite,
+                           CudaStream stream);
 
 // inv[i] = 1 / sqrt(var[i] + eps) for i < c (f32 or f64; computed in double).
 int LaunchInvStd(ElemType type, const void* var, void* inv, int64_t c, double eps,

@@ -1,8 +1,8 @@
 // GPU kernels for training: fills, bias addition, reductions and their gradient, softmax
-// cross-entropy, the Adam, SGD and momentum updates and batch norm's inverse standard deviation
-// (ops/cuda/launch.h). One thread per output element in grid-stride loops, but for reductions
-// over long folds (a block per output element); rows of a softmax are short (classes), so one
-// thread takes a row.
+// cross-entropy, the Adam, SGD and momentum updates, AllFinite's check and batch norm's inverse
+// standard deviation (ops/cuda/launch.h). One thread per output element in grid-stride loops,
+// but for reductions over long folds (a block per output element); rows of a softmax are short
+// (classes), so one thread takes a row.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -165,8 +165,14 @@ __global__ void SoftmaxXent(const T* logits, const L* labels, T* loss, T* back, 
   }
 }
 
+__device__ inline bool Applies(const bool* apply) { return apply == nullptr || *apply; }
+
 template <typename T>
 __global__ void AdamFactors(AdamArgs a) {
+  if (!Applies(a.apply)) {  // a skipped step: the counter stays
+    a.step_out[0] = a.step_in[0];
+    return;
+  }
   const int64_t t = a.step_in[0] + 1;
   a.step_out[0] = t;
   const double rate = static_cast<double>(static_cast<const T*>(a.lr)[0]);
@@ -187,6 +193,14 @@ __global__ void Adam(AdamArgs a, int64_t n) {
   T* w_out = static_cast<T*>(a.w_out);
   T* m_out = static_cast<T*>(a.m_out);
   T* v_out = static_cast<T*>(a.v_out);
+  if (!Applies(a.apply)) {
+    DFLOW_GRID_LOOP(i, n) {
+      w_out[i] = w[i];
+      m_out[i] = m[i];
+      v_out[i] = v[i];
+    }
+    return;
+  }
   DFLOW_GRID_LOOP(i, n) {
     const T mi = b1 * m[i] + (1 - b1) * g[i];
     const T vi = b2 * v[i] + (1 - b2) * g[i] * g[i];
@@ -204,6 +218,13 @@ __global__ void Momentum(MomentumArgs a, int64_t n) {
   const T* acc = static_cast<const T*>(a.accum);
   T* w_out = static_cast<T*>(a.w_out);
   T* acc_out = static_cast<T*>(a.accum_out);
+  if (!Applies(a.apply)) {
+    DFLOW_GRID_LOOP(i, n) {
+      w_out[i] = w[i];
+      if (acc != nullptr) acc_out[i] = acc[i];
+    }
+    return;
+  }
   DFLOW_GRID_LOOP(i, n) {
     if (acc == nullptr) {  // plain SGD
       w_out[i] = w[i] - rate * g[i];
@@ -213,6 +234,14 @@ __global__ void Momentum(MomentumArgs a, int64_t n) {
     w_out[i] = w[i] - rate * (a.nesterov ? g[i] + mu * next : next);
     acc_out[i] = next;
   }
+}
+
+// *finite = false where an element's exponent bits are all ones (NaN or infinity).
+template <typename U>
+__global__ void ClearIfNotFinite(const U* x, int64_t n, U exponent, bool* finite) {
+  bool bad = false;
+  DFLOW_GRID_LOOP(i, n) bad |= (x[i] & exponent) == exponent;
+  if (bad) *finite = false;  // every writer writes the same value
 }
 
 template <typename T>
@@ -322,6 +351,29 @@ int LaunchMomentum(ElemType type, const MomentumArgs& args, int64_t n, CudaStrea
   if (type == ElemType::kF32) return launch.template operator()<float>();
   if (type == ElemType::kF64) return launch.template operator()<double>();
   return Invalid();
+}
+
+int LaunchClearIfNotFinite(CastType type, const void* x, int64_t n, bool* finite,
+                           CudaStream stream) {
+  if (n == 0) return 0;
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  auto launch = [&]<typename U>(U exponent) {
+    ClearIfNotFinite<U>
+        <<<Blocks(n), kThreads, 0, s>>>(static_cast<const U*>(x), n, exponent, finite);
+    return LastError();
+  };
+  switch (type) {
+    case CastType::kF32:
+      return launch(uint32_t{0x7f800000u});
+    case CastType::kF64:
+      return launch(uint64_t{0x7ff0000000000000ull});
+    case CastType::kF16:
+      return launch(uint16_t{0x7c00u});
+    case CastType::kBF16:
+      return launch(uint16_t{0x7f80u});
+    default:
+      return Invalid();
+  }
 }
 
 int LaunchInvStd(ElemType type, const void* var, void* inv, int64_t c, double eps,

@@ -1,6 +1,7 @@
-// GPU kernels of the optimizers' updates: ApplyAdam, ApplyAdamW, ApplySGD and ApplyMomentum, with
-// the CPU's checks (ops/common/training_kernels.h); the step counter and the learning rate stay
-// on the device, and the work is queued on the device's stream.
+// GPU kernels of the optimizers' updates (ApplyAdam, ApplyAdamW, ApplySGD and ApplyMomentum and
+// their gated twins) with the CPU's checks (ops/common/training_kernels.h), and AllFinite, their
+// gate's check. The step counter, the learning rate and the gate stay on the device, and the
+// work is queued on the device's stream.
 #include "ops/common/training_kernels.h"
 
 #include "ops/cuda/cuda_kernels.h"
@@ -14,6 +15,7 @@ namespace {
 class ApplyAdamKernel : public common::AdamBase<ApplyAdamKernel> {
  public:
   using AdamBase::AdamBase;
+  static constexpr bool kReadsGateOnDevice = true;
   Status Run(KernelContext& ctx, const Tensor& grad, const Tensor& lr,
              const common::AdamValues& cur, common::AdamTargets& dst) {
     ASSIGN_OR_RETURN(ElemType type, TypeOf(grad, /*floats_only=*/true));
@@ -33,7 +35,8 @@ class ApplyAdamKernel : public common::AdamBase<ApplyAdamKernel> {
                   .beta1 = a_.beta1,
                   .beta2 = a_.beta2,
                   .epsilon = a_.epsilon,
-                  .weight_decay = a_.weight_decay};
+                  .weight_decay = a_.weight_decay,
+                  .apply = gate_.DeviceGate(ctx)};
     return Launched(LaunchAdam(type, args, grad.num_elements(), stream), "ApplyAdam");
   }
 };
@@ -46,6 +49,7 @@ class ApplyMomentumKernel : public common::MomentumBase<ApplyMomentumKernel<kMom
 
  public:
   using Base::Base;
+  static constexpr bool kReadsGateOnDevice = true;
   Status Run(KernelContext& ctx, const Tensor& grad, const Tensor& lr, const Tensor& var,
              const Tensor* accum, Tensor& var_dst, Tensor* accum_dst) {
     ASSIGN_OR_RETURN(ElemType type, TypeOf(grad, /*floats_only=*/true));
@@ -57,9 +61,48 @@ class ApplyMomentumKernel : public common::MomentumBase<ApplyMomentumKernel<kMom
                       .accum_out = accum_dst != nullptr ? accum_dst->raw_data() : nullptr,
                       .lr = lr.raw_data(),
                       .momentum = this->momentum_,
-                      .nesterov = this->nesterov_};
+                      .nesterov = this->nesterov_,
+                      .apply = this->gate_.DeviceGate(ctx)};
     return Launched(LaunchMomentum(type, args, grad.num_elements(), stream),
                     kMomentum ? "ApplyMomentum" : "ApplySGD");
+  }
+};
+
+// AllFinite (dynamic loss scaling's check, rewrite/mixed_precision.h): the flag is set true,
+// then each input's check clears it on the device; the host never waits.
+class AllFiniteKernel : public OpKernel {
+ public:
+  explicit AllFiniteKernel(const KernelInit&) {}
+  Status Compute(KernelContext& ctx) override {
+    ASSIGN_OR_RETURN(CudaStream stream, StreamOf(ctx));
+    ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(0, DType::kBool, Shape{}));
+    bool* finite = out->data<bool>();
+    RETURN_IF_ERROR(Launched(LaunchFillBytes(finite, 1, 1, stream), "AllFinite"));
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      const Tensor& x = ctx.input(i);
+      CastType type;
+      switch (x.dtype()) {
+        case DType::kF32:
+          type = CastType::kF32;
+          break;
+        case DType::kF64:
+          type = CastType::kF64;
+          break;
+        case DType::kF16:
+          type = CastType::kF16;
+          break;
+        case DType::kBF16:
+          type = CastType::kBF16;
+          break;
+        default:
+          return InvalidArgument("AllFinite: input {} is {}, not a floating-point type", i,
+                                 x.dtype());
+      }
+      RETURN_IF_ERROR(
+          Launched(LaunchClearIfNotFinite(type, x.raw_data(), x.num_elements(), finite, stream),
+                   "AllFinite"));
+    }
+    return Status::OK();
   }
 };
 
@@ -70,11 +113,12 @@ Status RegisterTrainingKernels() {
   RETURN_IF_ERROR(RegisterKernel<ApplyAdamKernel>("ApplyAdamW", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ApplyMomentumKernel<false>>("ApplySGD", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ApplyMomentumKernel<true>>("ApplyMomentum", "GPU"));
-  // The gated twins read their gate on the host (a one-byte copy that waits for the stream).
+  // The gated twins read their gate on the device: the host never waits for it.
   RETURN_IF_ERROR(RegisterKernel<ApplyAdamKernel>("ApplyAdamIf", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ApplyAdamKernel>("ApplyAdamWIf", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ApplyMomentumKernel<false>>("ApplySGDIf", "GPU"));
   RETURN_IF_ERROR(RegisterKernel<ApplyMomentumKernel<true>>("ApplyMomentumIf", "GPU"));
+  RETURN_IF_ERROR(RegisterKernel<AllFiniteKernel>("AllFinite", "GPU"));
   return Status::OK();
 }
 

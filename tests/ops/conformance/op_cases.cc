@@ -124,9 +124,6 @@ const std::map<std::string, std::map<std::string, std::string>>& NotOnDevice() {
             "no GPU kernel yet: the examples count accuracy on the host from fetched logits"},
            {"CheckNumerics",
             "no GPU kernel yet: it would have to read the tensor back to the host every step"},
-           {"AllFinite",
-            "no GPU kernel yet (dynamic loss scaling's check, rewrite/mixed_precision.h): it "
-            "comes with the mixed-precision work on a lent GPU"},
            {"Concat", kArray},
            {"Slice", kArray},
            {"Split", kArray},

@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <utility>
 #include <vector>
 
 #include "gpu_required.h"
@@ -42,6 +43,9 @@ TEST(CudaIpcPeerTest, WithoutAGpuThePeerSaysWhy) {
   auto exporter = CudaIpcExporter::Create(0);
   ASSERT_FALSE(exporter.ok());
   EXPECT_TRUE(MessageHas(exporter.status(), {"gpu:0"})) << exporter.status().ToString();
+  auto pool = PrepareTensorPool(0, 0);
+  ASSERT_FALSE(pool.ok());
+  EXPECT_TRUE(MessageHas(pool.status(), {"gpu:0", "tensor pool"})) << pool.status().ToString();
 }
 
 TEST(CudaIpcPeerTest, APeerThatIsGoneIsAnErrorNamingIt) {
@@ -86,13 +90,14 @@ TEST(CudaIpcPeerTest, ExportedTensorsArriveInTheOtherProcessAndBlocksAreReused) 
       auto hash = (*peer)->Copy(*h, true);
       ASSERT_TRUE(hash.ok()) << hash.status().ToString();
       EXPECT_EQ(*hash, Fnv1a(host.data(), bytes)) << bytes << " bytes, round " << round;
-      ASSERT_TRUE((*exporter)->Release(h->block).ok());
+      EXPECT_EQ(h->kind, CudaIpcHandle::kBlock);  // cudaMalloc'd memory: copied into a block
+      ASSERT_TRUE((*exporter)->Release(*h).ok());
     }
   }
   // One block per size class, reused in every round; none left out.
   EXPECT_LE((*exporter)->blocks(), 3u);
   EXPECT_EQ((*exporter)->blocks_in_use(), 0u);
-  auto again = (*exporter)->Release(0);
+  auto again = (*exporter)->Release(CudaIpcHandle{});
   EXPECT_EQ(again.code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageHas(again, {"gpu:0", "block 0"})) << again.ToString();
   // This process's own handle is refused, naming it.
@@ -108,7 +113,84 @@ TEST(CudaIpcPeerTest, ExportedTensorsArriveInTheOtherProcessAndBlocksAreReused) 
   cudaStreamDestroy(stream);
 }
 
-TEST(CudaIpcHandleTest, TheWireFormRoundTripsAndAWrongSizeIsRefused) {
+// The pool way: a tensor allocated from the GPU's exportable pool (as CudaAllocator's are) is
+// read by the peer straight out of this process's allocation, at any offset into it; no block is
+// made. Memory from elsewhere in the same call takes the block way.
+TEST(CudaIpcPeerTest, TensorsOfTheExportablePoolArriveWithoutABlock) {
+  std::string why;
+  DFLOW_SKIP_WITHOUT_GPU(CudaDeviceCount(&why), why);
+  auto exportable = PrepareTensorPool(0, 0);
+  ASSERT_TRUE(exportable.ok()) << exportable.status().ToString();
+  if (!*exportable) GTEST_SKIP() << "gpu:0 shares no memory pool by file descriptor";
+  auto peer = CudaIpcPeer::Start(PeerBinary(), 0);
+  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  auto exporter = CudaIpcExporter::Create(0);
+  ASSERT_TRUE(exporter.ok()) << exporter.status().ToString();
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  const size_t big = size_t{64} << 20;
+  void* src = nullptr;
+  ASSERT_EQ(cudaMallocAsync(&src, big, stream), cudaSuccess);  // the GPU's current pool
+  std::vector<uint8_t> host(big);
+  for (size_t i = 0; i < big; ++i) host[i] = static_cast<uint8_t>((i * 2654435761u) >> 11);
+  ASSERT_EQ(cudaMemcpyAsync(src, host.data(), big, cudaMemcpyHostToDevice, stream), cudaSuccess);
+  auto* base = static_cast<char*>(src);
+  for (int round = 0; round < 3; ++round) {
+    for (auto [offset, bytes] : {std::pair<size_t, size_t>{0, 0},
+                                 {0, 1},
+                                 {4096, 3 << 20},
+                                 {7, (size_t{5} << 20) + 3},
+                                 {0, big}}) {
+      auto h = (*exporter)->Export(base + offset, bytes, reinterpret_cast<CudaStream>(stream), src);
+      ASSERT_TRUE(h.ok()) << h.status().ToString();
+      EXPECT_EQ(h->kind, CudaIpcHandle::kPool);
+      EXPECT_EQ(h->offset, offset);
+      EXPECT_FALSE(h->socket.empty());
+      auto hash = (*peer)->Copy(*h, true);
+      ASSERT_TRUE(hash.ok()) << hash.status().ToString();
+      EXPECT_EQ(*hash, Fnv1a(host.data() + offset, bytes))
+          << bytes << " bytes at " << offset << ", round " << round;
+      ASSERT_TRUE((*exporter)->Release(*h).ok());
+    }
+  }
+  EXPECT_EQ((*exporter)->blocks(), 0u);
+  EXPECT_EQ((*exporter)->pool_exports(), 15u);
+  EXPECT_EQ((*exporter)->events_in_use(), 0u);
+  CudaIpcHandle not_out;
+  not_out.kind = CudaIpcHandle::kPool;
+  not_out.block = 0;
+  Status again = (*exporter)->Release(not_out);
+  EXPECT_EQ(again.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(again, {"gpu:0", "event 0"})) << again.ToString();
+  // Memory that is not the pool's goes the block way, and arrives as well.
+  void* other = nullptr;
+  ASSERT_EQ(cudaMalloc(&other, 1 << 20), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(other, host.data(), 1 << 20, cudaMemcpyHostToDevice), cudaSuccess);
+  auto h = (*exporter)->Export(other, 1 << 20, reinterpret_cast<CudaStream>(stream), other);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(h->kind, CudaIpcHandle::kBlock);
+  auto hash = (*peer)->Copy(*h, true);
+  ASSERT_TRUE(hash.ok()) << hash.status().ToString();
+  EXPECT_EQ(*hash, Fnv1a(host.data(), 1 << 20));
+  ASSERT_TRUE((*exporter)->Release(*h).ok());
+  // A pool handle whose socket serves nothing is an error naming the socket, not a hang.
+  CudaIpcHandle lost = *h;
+  lost.kind = CudaIpcHandle::kPool;
+  lost.socket = "/nonexistent/dflow-fds.sock";
+  auto refused = (*peer)->Copy(lost, false);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(MessageHas(refused.status(), {"/nonexistent/dflow-fds.sock"}))
+      << refused.status().ToString();
+  cudaStreamSynchronize(stream);
+  cudaFree(other);
+  cudaFreeAsync(src, stream);
+  cudaStreamSynchronize(stream);
+  cudaStreamDestroy(stream);
+}
+
+TEST(CudaIpcHandleTest, TheWireFormRoundTripsAndWhatIsNotAHandleIsRefused) {
   CudaIpcHandle h;
   for (size_t i = 0; i < 64; ++i) {
     h.memory[i] = static_cast<uint8_t>(i);
@@ -119,19 +201,50 @@ TEST(CudaIpcHandleTest, TheWireFormRoundTripsAndAWrongSizeIsRefused) {
   h.block = 7;
   h.pid = 4242;
   std::string wire = h.Encode();
-  EXPECT_EQ(wire.size(), CudaIpcHandle::kWireBytes);
+  EXPECT_EQ(wire.size(), CudaIpcHandle::kFixedWireBytes);
   auto back = CudaIpcHandle::Decode(wire);
-  ASSERT_TRUE(back.ok());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->kind, CudaIpcHandle::kBlock);
   EXPECT_EQ(back->memory, h.memory);
   EXPECT_EQ(back->event, h.event);
   EXPECT_EQ(back->offset, h.offset);
   EXPECT_EQ(back->bytes, h.bytes);
   EXPECT_EQ(back->block, h.block);
   EXPECT_EQ(back->pid, h.pid);
-  auto bad = CudaIpcHandle::Decode(wire.substr(1));
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(MessageHas(bad.status(), {"CUDA IPC handle"})) << bad.status().ToString();
+  EXPECT_TRUE(back->socket.empty());
+
+  CudaIpcHandle pooled = h;
+  pooled.kind = CudaIpcHandle::kPool;
+  pooled.pool = 3;
+  pooled.socket = "/run/user/0/dflow-fds-4242-0-0badf00d.sock";
+  std::string pool_wire = pooled.Encode();
+  EXPECT_EQ(pool_wire.size(), CudaIpcHandle::kFixedWireBytes + pooled.socket.size());
+  auto pool_back = CudaIpcHandle::Decode(pool_wire);
+  ASSERT_TRUE(pool_back.ok()) << pool_back.status().ToString();
+  EXPECT_EQ(pool_back->kind, CudaIpcHandle::kPool);
+  EXPECT_EQ(pool_back->pool, 3);
+  EXPECT_EQ(pool_back->socket, pooled.socket);
+  EXPECT_EQ(pool_back->memory, h.memory);
+
+  auto refused = [](const std::string& bytes, const char* says) {
+    auto r = CudaIpcHandle::Decode(bytes);
+    EXPECT_FALSE(r.ok()) << says;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << says;
+    EXPECT_TRUE(MessageHas(r.status(), {"CUDA IPC", says})) << r.status().ToString();
+  };
+  refused(wire.substr(1), "not 162");
+  refused(std::string(1000, '\0'), "not 1000");
+  std::string bad_kind = wire;
+  bad_kind[0] = 9;
+  refused(bad_kind, "kind 9");
+  refused(pool_wire.substr(0, pool_wire.size() - 1), "says its socket is");
+  CudaIpcHandle no_socket = pooled;
+  no_socket.socket.clear();
+  refused(no_socket.Encode(), "without its exporter's socket");
+  CudaIpcHandle overflow = h;
+  overflow.offset = UINT64_MAX - 10;
+  overflow.bytes = 11;
+  refused(overflow.Encode(), "at offset");
 }
 
 }  // namespace
