@@ -67,16 +67,32 @@ TEST(CudaIpcPeerTest, TheStartOfAMissingProgramNamesIt) {
       << peer.status().ToString();
 }
 
-TEST(CudaIpcPeerTest, ExportedTensorsArriveInTheOtherProcessAndBlocksAreReused) {
-  std::string why;
-  DFLOW_SKIP_WITHOUT_GPU(CudaDeviceCount(&why), why);
-  auto peer = CudaIpcPeer::Start(PeerBinary(), 0);
-  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
-  auto exporter = CudaIpcExporter::Create(0);
-  ASSERT_TRUE(exporter.ok()) << exporter.status().ToString();
-  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+// On a GPU: the peer program, this process's exporter of gpu:0 and a stream.
+class CudaIpcPairTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    DFLOW_SKIP_WITHOUT_GPU(CudaDeviceCount(&why), why);
+    auto started = CudaIpcPeer::Start(PeerBinary(), 0);
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    peer = std::move(started).value();
+    auto made = CudaIpcExporter::Create(0);
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+    exporter = std::move(made).value();
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  }
+  void TearDown() override {
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+  CudaStream on() const { return reinterpret_cast<CudaStream>(stream); }
+
+  std::unique_ptr<CudaIpcPeer> peer;
+  std::unique_ptr<CudaIpcExporter> exporter;
   cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+};
+
+TEST_F(CudaIpcPairTest, ExportedTensorsArriveInTheOtherProcessAndBlocksAreReused) {
   const size_t big = size_t{64} << 20;
   void* src = nullptr;
   ASSERT_EQ(cudaMalloc(&src, big), cudaSuccess);
@@ -85,50 +101,40 @@ TEST(CudaIpcPeerTest, ExportedTensorsArriveInTheOtherProcessAndBlocksAreReused) 
   ASSERT_EQ(cudaMemcpy(src, host.data(), big, cudaMemcpyHostToDevice), cudaSuccess);
   for (int round = 0; round < 3; ++round) {
     for (size_t bytes : {size_t{0}, size_t{1}, (size_t{3} << 20) + 5, big}) {
-      auto h = (*exporter)->Export(src, bytes, reinterpret_cast<CudaStream>(stream));
+      auto h = exporter->Export(src, bytes, on());
       ASSERT_TRUE(h.ok()) << h.status().ToString();
-      auto hash = (*peer)->Copy(*h, true);
+      auto hash = peer->Copy(*h, true);
       ASSERT_TRUE(hash.ok()) << hash.status().ToString();
       EXPECT_EQ(*hash, Fnv1a(host.data(), bytes)) << bytes << " bytes, round " << round;
       EXPECT_EQ(h->kind, CudaIpcHandle::kBlock);  // cudaMalloc'd memory: copied into a block
-      ASSERT_TRUE((*exporter)->Release(*h).ok());
+      ASSERT_TRUE(exporter->Release(*h).ok());
     }
   }
   // One block per size class, reused in every round; none left out.
-  EXPECT_LE((*exporter)->blocks(), 3u);
-  EXPECT_EQ((*exporter)->blocks_in_use(), 0u);
-  auto again = (*exporter)->Release(CudaIpcHandle{});
+  EXPECT_LE(exporter->blocks(), 3u);
+  EXPECT_EQ(exporter->blocks_in_use(), 0u);
+  auto again = exporter->Release(CudaIpcHandle{});
   EXPECT_EQ(again.code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageHas(again, {"gpu:0", "block 0"})) << again.ToString();
   // This process's own handle is refused, naming it.
   auto importer = CudaIpcImporter::Create(0);
   ASSERT_TRUE(importer.ok());
-  auto h = (*exporter)->Export(src, 16, reinterpret_cast<CudaStream>(stream));
+  auto h = exporter->Export(src, 16, on());
   ASSERT_TRUE(h.ok());
-  Status own = (*importer)->CopyOut(*h, src, reinterpret_cast<CudaStream>(stream));
+  Status own = (*importer)->CopyOut(*h, src, on());
   EXPECT_EQ(own.code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageHas(own, {"this process"})) << own.ToString();
   cudaStreamSynchronize(stream);
   cudaFree(src);
-  cudaStreamDestroy(stream);
 }
 
 // The pool way: a tensor allocated from the GPU's exportable pool (as CudaAllocator's are) is
 // read by the peer straight out of this process's allocation, at any offset into it; no block is
 // made. Memory from elsewhere in the same call takes the block way.
-TEST(CudaIpcPeerTest, TensorsOfTheExportablePoolArriveWithoutABlock) {
-  std::string why;
-  DFLOW_SKIP_WITHOUT_GPU(CudaDeviceCount(&why), why);
+TEST_F(CudaIpcPairTest, TensorsOfTheExportablePoolArriveWithoutABlock) {
   auto exportable = PrepareTensorPool(0, 0);
   ASSERT_TRUE(exportable.ok()) << exportable.status().ToString();
   if (!*exportable) GTEST_SKIP() << "gpu:0 shares no memory pool by file descriptor";
-  auto peer = CudaIpcPeer::Start(PeerBinary(), 0);
-  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
-  auto exporter = CudaIpcExporter::Create(0);
-  ASSERT_TRUE(exporter.ok()) << exporter.status().ToString();
-  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   const size_t big = size_t{64} << 20;
   void* src = nullptr;
   ASSERT_EQ(cudaMallocAsync(&src, big, stream), cudaSuccess);  // the GPU's current pool
@@ -142,43 +148,43 @@ TEST(CudaIpcPeerTest, TensorsOfTheExportablePoolArriveWithoutABlock) {
                                  {4096, 3 << 20},
                                  {7, (size_t{5} << 20) + 3},
                                  {0, big}}) {
-      auto h = (*exporter)->Export(base + offset, bytes, reinterpret_cast<CudaStream>(stream), src);
+      auto h = exporter->Export(base + offset, bytes, on(), src);
       ASSERT_TRUE(h.ok()) << h.status().ToString();
       EXPECT_EQ(h->kind, CudaIpcHandle::kPool);
       EXPECT_EQ(h->offset, offset);
       EXPECT_FALSE(h->socket.empty());
-      auto hash = (*peer)->Copy(*h, true);
+      auto hash = peer->Copy(*h, true);
       ASSERT_TRUE(hash.ok()) << hash.status().ToString();
       EXPECT_EQ(*hash, Fnv1a(host.data() + offset, bytes))
           << bytes << " bytes at " << offset << ", round " << round;
-      ASSERT_TRUE((*exporter)->Release(*h).ok());
+      ASSERT_TRUE(exporter->Release(*h).ok());
     }
   }
-  EXPECT_EQ((*exporter)->blocks(), 0u);
-  EXPECT_EQ((*exporter)->pool_exports(), 15u);
-  EXPECT_EQ((*exporter)->events_in_use(), 0u);
+  EXPECT_EQ(exporter->blocks(), 0u);
+  EXPECT_EQ(exporter->pool_exports(), 15u);
+  EXPECT_EQ(exporter->events_in_use(), 0u);
   CudaIpcHandle not_out;
   not_out.kind = CudaIpcHandle::kPool;
   not_out.block = 0;
-  Status again = (*exporter)->Release(not_out);
+  Status again = exporter->Release(not_out);
   EXPECT_EQ(again.code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageHas(again, {"gpu:0", "event 0"})) << again.ToString();
   // Memory that is not the pool's goes the block way, and arrives as well.
   void* other = nullptr;
   ASSERT_EQ(cudaMalloc(&other, 1 << 20), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(other, host.data(), 1 << 20, cudaMemcpyHostToDevice), cudaSuccess);
-  auto h = (*exporter)->Export(other, 1 << 20, reinterpret_cast<CudaStream>(stream), other);
+  auto h = exporter->Export(other, 1 << 20, on(), other);
   ASSERT_TRUE(h.ok()) << h.status().ToString();
   EXPECT_EQ(h->kind, CudaIpcHandle::kBlock);
-  auto hash = (*peer)->Copy(*h, true);
+  auto hash = peer->Copy(*h, true);
   ASSERT_TRUE(hash.ok()) << hash.status().ToString();
   EXPECT_EQ(*hash, Fnv1a(host.data(), 1 << 20));
-  ASSERT_TRUE((*exporter)->Release(*h).ok());
+  ASSERT_TRUE(exporter->Release(*h).ok());
   // A pool handle whose socket serves nothing is an error naming the socket, not a hang.
   CudaIpcHandle lost = *h;
   lost.kind = CudaIpcHandle::kPool;
   lost.socket = "/nonexistent/dflow-fds.sock";
-  auto refused = (*peer)->Copy(lost, false);
+  auto refused = peer->Copy(lost, false);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
   EXPECT_TRUE(MessageHas(refused.status(), {"/nonexistent/dflow-fds.sock"}))
@@ -187,7 +193,6 @@ TEST(CudaIpcPeerTest, TensorsOfTheExportablePoolArriveWithoutABlock) {
   cudaFree(other);
   cudaFreeAsync(src, stream);
   cudaStreamSynchronize(stream);
-  cudaStreamDestroy(stream);
 }
 
 TEST(CudaIpcHandleTest, TheWireFormRoundTripsAndWhatIsNotAHandleIsRefused) {
