@@ -160,14 +160,15 @@ Result<bool> PrepareTensorPool(int ordinal, size_t keep_bytes) {
         props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
         props.location.type = cudaMemLocationTypeDevice;
         props.location.id = ordinal;
+        // Where it cannot be made or set, the default pool stays: the block way.
         cudaMemPool_t pool = nullptr;
-        cudaError_t r = cudaMemPoolCreate(&pool, &props);
-        if (r != cudaSuccess) return r;
-        if ((r = cudaDeviceSetMemPool(ordinal, pool)) != cudaSuccess) {
-          cudaMemPoolDestroy(pool);
-          return r;
+        if (cudaMemPoolCreate(&pool, &props) == cudaSuccess) {
+          if (cudaDeviceSetMemPool(ordinal, pool) == cudaSuccess) {
+            pools.exportable[ordinal] = pool;
+          } else {
+            cudaMemPoolDestroy(pool);
+          }
         }
-        pools.exportable[ordinal] = pool;
       }
       cudaGetLastError();
       pools.prepared[ordinal] = true;
@@ -175,10 +176,11 @@ Result<bool> PrepareTensorPool(int ordinal, size_t keep_bytes) {
     cudaMemPool_t current = nullptr;
     cudaError_t r = cudaDeviceGetMemPool(&current, ordinal);
     if (r != cudaSuccess) return r;
-    uint64_t threshold = 0;
+    uint64_t threshold = 0;  // best effort, as a cache size is
     cudaMemPoolGetAttribute(current, cudaMemPoolAttrReleaseThreshold, &threshold);
     threshold = std::max<uint64_t>(threshold, keep_bytes);
-    return cudaMemPoolSetAttribute(current, cudaMemPoolAttrReleaseThreshold, &threshold);
+    cudaMemPoolSetAttribute(current, cudaMemPoolAttrReleaseThreshold, &threshold);
+    return cudaSuccess;
   });
   if (e != cudaSuccess) {
     cudaGetLastError();

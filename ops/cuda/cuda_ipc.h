@@ -43,7 +43,8 @@ namespace dflow {
 // Makes the memory CudaAllocator takes on GPU `ordinal` exportable by the pool way (above), once
 // per process and GPU: where the GPU shares pools by file descriptor
 // (cudaDevAttrMemoryPoolSupportedHandleTypes) and DFLOW_CUDA_IPC_POOL is not "0", a pool of its
-// own becomes the GPU's current pool. Either way the current pool keeps freed memory up to
+// own becomes the GPU's current pool (where it cannot be made, the default pool stays and
+// exports go the block way). Either way the current pool keeps freed memory up to
 // `keep_bytes` (the threshold only rises: devices of one GPU share the pool, and one device's
 // small limit must not make another's freed memory go back to the driver). Returns whether the
 // pool is exportable; the CUDA error naming the GPU when the pool cannot be made or set.
