@@ -127,6 +127,9 @@ Result<cudaMemPool_t> OfferedPool(int ordinal, std::string* socket) {
   if (!pools.offered[ordinal]) {
     if (pools.server == nullptr) {
       ASSIGN_OR_RETURN(pools.server, FdServer::Start());
+      // The pools outlive main, the socket file must not: removed when the process exits.
+      static const std::string* path = new std::string(pools.server->path());
+      std::atexit([] { unlink(path->c_str()); });
     }
     int fd = -1;
     cudaError_t e = cudaMemPoolExportToShareableHandle(&fd, it->second,
