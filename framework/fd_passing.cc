@@ -54,30 +54,50 @@ bool WaitReady(int fd, short events, Clock::time_point deadline) {
   }
 }
 
-// Writes all of `data` to the non-blocking `fd` by `deadline`: empty, or what went wrong.
-std::string WriteAll(int fd, const char* data, size_t n, Clock::time_point deadline) {
+// How a transfer on a non-blocking socket ended.
+enum class Io { kDone, kHungUp, kDeadline, kFailed };
+
+// Sends all of `data` on `fd` by `deadline`, `pass` (a descriptor; -1: none) riding on the first
+// byte. kFailed with `error` set when the socket fails.
+Io SendAll(int fd, const char* data, size_t n, Clock::time_point deadline, int pass,
+           std::string* error) {
   while (n > 0) {
-    ssize_t w = send(fd, data, n, MSG_NOSIGNAL);
+    iovec iov{const_cast<char*>(data), n};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (pass >= 0) {
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &pass, sizeof pass);
+    }
+    ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (w > 0) {
+      pass = -1;  // gone with the first byte
       data += w;
       n -= static_cast<size_t>(w);
       continue;
     }
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!WaitReady(fd, POLLOUT, deadline)) return "timed out";
+      if (!WaitReady(fd, POLLOUT, deadline)) return Io::kDeadline;
       continue;
     }
-    return Errno(errno);
+    *error = Errno(errno);
+    return Io::kFailed;
   }
-  return "";
+  return Io::kDone;
 }
 
-// Reads exactly `n` bytes from the non-blocking `fd` by `deadline`, keeping every descriptor
-// that arrives with them in `fds`. 0: done; 1: the other side hung up first; 2: the deadline;
-// 3: an error (in `error`).
-int ReadAll(int fd, char* data, size_t n, Clock::time_point deadline, std::vector<UniqueFd>* fds,
-            std::string* error) {
+// Reads exactly `n` bytes from `fd` by `deadline`, keeping every descriptor that arrives with
+// them in `fds` (none taken when null). kFailed with `error` set when the socket fails.
+Io ReadAll(int fd, char* data, size_t n, Clock::time_point deadline, std::vector<UniqueFd>* fds,
+           std::string* error) {
   while (n > 0) {
     iovec iov{data, n};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
@@ -89,12 +109,12 @@ int ReadAll(int fd, char* data, size_t n, Clock::time_point deadline, std::vecto
     ssize_t r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!WaitReady(fd, POLLIN, deadline)) return 2;
+      if (!WaitReady(fd, POLLIN, deadline)) return Io::kDeadline;
       continue;
     }
     if (r < 0) {
       *error = Errno(errno);
-      return 3;
+      return Io::kFailed;
     }
     if (fds != nullptr) {
       for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
@@ -108,11 +128,19 @@ int ReadAll(int fd, char* data, size_t n, Clock::time_point deadline, std::vecto
       }
       if ((msg.msg_flags & MSG_CTRUNC) != 0) fds->emplace_back(-1);  // more came than fit
     }
-    if (r == 0) return 1;
+    if (r == 0) return Io::kHungUp;
     data += r;
     n -= static_cast<size_t>(r);
   }
-  return 0;
+  return Io::kDone;
+}
+
+// The address of the socket at `path`. REQUIRES: path.size() <= kMaxSocketPath.
+sockaddr_un UnixAddress(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  return addr;
 }
 
 std::string DefaultDir() {
@@ -153,10 +181,8 @@ Result<std::unique_ptr<FdServer>> FdServer::Start(const std::string& dir) {
   if (!listener.valid()) {
     return Unavailable("cannot serve descriptors at '{}': socket: {}", path, Errno(errno));
   }
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  if (bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  const sockaddr_un addr = UnixAddress(path);
+  if (bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     return Unavailable("cannot serve descriptors at '{}': bind: {}", path, Errno(errno));
   }
   if (chmod(path.c_str(), 0600) != 0 || listen(listener.get(), 64) != 0) {
@@ -231,47 +257,19 @@ void FdServer::Serve() {
 
 void FdServer::Answer(int conn) {
   const auto deadline = Clock::now() + kFdRequestDeadline;
+  auto count = [this](bool served) {
+    MutexLock lock(mu_);
+    (served ? served_ : refused_)++;
+  };
   auto reply = [&](StatusCode code, const std::string& message, int fd) {
     std::string out(kReplyHeader, '\0');
     PutU32(out.data(), static_cast<uint32_t>(code));
     const std::string text = message.substr(0, kMaxReplyMessage);
     PutU32(out.data() + 4, static_cast<uint32_t>(text.size()));
     out += text;
-    {
-      MutexLock lock(mu_);
-      (code == StatusCode::kOk ? served_ : refused_)++;
-    }
-    if (fd < 0) {
-      (void)WriteAll(conn, out.data(), out.size(), deadline);
-      return;
-    }
-    // The header goes with the descriptor, the rest after it.
-    iovec iov{out.data(), out.size()};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    ssize_t sent;
-    while (true) {
-      sent = sendmsg(conn, &msg, MSG_NOSIGNAL);
-      if (sent >= 0 || errno == EINTR) {
-        if (sent >= 0) break;
-        continue;
-      }
-      if ((errno != EAGAIN && errno != EWOULDBLOCK) || !WaitReady(conn, POLLOUT, deadline)) {
-        return;
-      }
-    }
-    if (static_cast<size_t>(sent) < out.size()) {
-      (void)WriteAll(conn, out.data() + sent, out.size() - static_cast<size_t>(sent), deadline);
-    }
+    count(code == StatusCode::kOk);
+    std::string error;
+    (void)SendAll(conn, out.data(), out.size(), deadline, fd, &error);  // a peer gone is its loss
   };
 
   ucred peer{};
@@ -285,23 +283,19 @@ void FdServer::Answer(int conn) {
   }
   char header[kRequestHeader];
   std::string error;
-  int got = ReadAll(conn, header, sizeof header, deadline, nullptr, &error);
-  const uint32_t key_bytes = got == 0 ? GetU32(header + 4) : 0;
-  if (got != 0 || std::memcmp(header, kMagic, 4) != 0 || key_bytes == 0 ||
-      key_bytes > kMaxFdKeyBytes) {
-    if (got == 0) {
-      reply(StatusCode::kInvalidArgument,
-            fmt::format("a malformed request to the descriptor server at '{}'", path_), -1);
-    } else {
-      MutexLock lock(mu_);
-      refused_++;  // gone, silent or broken: nobody to answer
-    }
+  if (ReadAll(conn, header, sizeof header, deadline, nullptr, &error) != Io::kDone) {
+    count(false);  // gone, silent or broken: nobody to answer
+    return;
+  }
+  const uint32_t key_bytes = GetU32(header + 4);
+  if (std::memcmp(header, kMagic, 4) != 0 || key_bytes == 0 || key_bytes > kMaxFdKeyBytes) {
+    reply(StatusCode::kInvalidArgument,
+          fmt::format("a malformed request to the descriptor server at '{}'", path_), -1);
     return;
   }
   std::string key(key_bytes, '\0');
-  if (ReadAll(conn, key.data(), key.size(), deadline, nullptr, &error) != 0) {
-    MutexLock lock(mu_);
-    refused_++;
+  if (ReadAll(conn, key.data(), key.size(), deadline, nullptr, &error) != Io::kDone) {
+    count(false);
     return;
   }
   UniqueFd fd;  // a duplicate: an Offer may replace (and close) the key's descriptor meanwhile
@@ -333,10 +327,8 @@ Result<UniqueFd> FetchFd(const std::string& path, std::string_view key,
   if (!sock.valid()) {
     return Unavailable("cannot ask the descriptor server at '{}': socket: {}", path, Errno(errno));
   }
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  while (connect(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  const sockaddr_un addr = UnixAddress(path);
+  while (connect(sock.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     if (errno == EINTR) continue;
     if (errno == EAGAIN && Clock::now() < deadline) {  // its backlog is full: try again
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -354,28 +346,30 @@ Result<UniqueFd> FetchFd(const std::string& path, std::string_view key,
   request.append(key);
   // A server that refuses may answer and hang up before the request is all written: its answer
   // is read even then.
-  const std::string write_error = WriteAll(sock.get(), request.data(), request.size(), deadline);
-  if (write_error == "timed out") {
+  std::string write_error;
+  const Io wrote = SendAll(sock.get(), request.data(), request.size(), deadline, -1, &write_error);
+  if (wrote == Io::kDeadline) {
     return DeadlineExceeded("the descriptor server at '{}' took no request within {} ms", path,
                             deadline_after.count());
   }
   std::vector<UniqueFd> fds;
   char header[kReplyHeader];
   std::string error;
-  auto failed = [&](int got) -> Status {
-    if (!write_error.empty()) {
+  auto failed = [&](Io got) -> Status {
+    if (wrote == Io::kFailed) {
       return Unavailable("the descriptor server at '{}' hung up: {}", path, write_error);
     }
-    if (got == 1) {
+    if (got == Io::kHungUp) {
       return Unavailable("the descriptor server at '{}' hung up before it answered", path);
     }
-    if (got == 2) {
+    if (got == Io::kDeadline) {
       return DeadlineExceeded("the descriptor server at '{}' did not answer within {} ms", path,
                               deadline_after.count());
     }
     return Unavailable("reading from the descriptor server at '{}': {}", path, error);
   };
-  if (int got = ReadAll(sock.get(), header, sizeof header, deadline, &fds, &error); got != 0) {
+  if (Io got = ReadAll(sock.get(), header, sizeof header, deadline, &fds, &error);
+      got != Io::kDone) {
     return failed(got);
   }
   const uint32_t code = GetU32(header);
@@ -386,8 +380,8 @@ Result<UniqueFd> FetchFd(const std::string& path, std::string_view key,
         path, code, message_bytes);
   }
   std::string message(message_bytes, '\0');
-  if (int got = ReadAll(sock.get(), message.data(), message.size(), deadline, &fds, &error);
-      got != 0) {
+  if (Io got = ReadAll(sock.get(), message.data(), message.size(), deadline, &fds, &error);
+      got != Io::kDone) {
     return failed(got);
   }
   if (code != 0) {

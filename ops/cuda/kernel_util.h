@@ -27,6 +27,30 @@ inline std::optional<ElemType> ElemTypeOf(DType d) {
   }
 }
 
+// Cast's element type of a dtype (also AllFinite's); nullopt for dtypes it does not take.
+inline std::optional<CastType> CastTypeOf(DType d) {
+  switch (d) {
+    case DType::kF32:
+      return CastType::kF32;
+    case DType::kF64:
+      return CastType::kF64;
+    case DType::kF16:
+      return CastType::kF16;
+    case DType::kBF16:
+      return CastType::kBF16;
+    case DType::kI32:
+      return CastType::kI32;
+    case DType::kI64:
+      return CastType::kI64;
+    case DType::kU8:
+      return CastType::kU8;
+    case DType::kBool:
+      return CastType::kBool;
+    default:
+      return std::nullopt;
+  }
+}
+
 // The launch type of `t`'s dtype; InvalidArgument for one without GPU kernels (or, with
 // `floats_only`, one that is not f32 or f64).
 inline Result<ElemType> TypeOf(const Tensor& t, bool floats_only = false) {

@@ -80,26 +80,14 @@ class AllFiniteKernel : public OpKernel {
     RETURN_IF_ERROR(Launched(LaunchFillBytes(finite, 1, 1, stream), "AllFinite"));
     for (int i = 0; i < ctx.num_inputs(); ++i) {
       const Tensor& x = ctx.input(i);
-      CastType type;
-      switch (x.dtype()) {
-        case DType::kF32:
-          type = CastType::kF32;
-          break;
-        case DType::kF64:
-          type = CastType::kF64;
-          break;
-        case DType::kF16:
-          type = CastType::kF16;
-          break;
-        case DType::kBF16:
-          type = CastType::kBF16;
-          break;
-        default:
-          return InvalidArgument("AllFinite: input {} is {}, not a floating-point type", i,
-                                 x.dtype());
+      const std::optional<CastType> type = CastTypeOf(x.dtype());
+      if (type != CastType::kF32 && type != CastType::kF64 && type != CastType::kF16 &&
+          type != CastType::kBF16) {
+        return InvalidArgument("AllFinite: input {} is {}, not a floating-point type", i,
+                               x.dtype());
       }
       RETURN_IF_ERROR(
-          Launched(LaunchClearIfNotFinite(type, x.raw_data(), x.num_elements(), finite, stream),
+          Launched(LaunchClearIfNotFinite(*type, x.raw_data(), x.num_elements(), finite, stream),
                    "AllFinite"));
     }
     return Status::OK();

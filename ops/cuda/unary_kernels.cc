@@ -59,29 +59,6 @@ class ActivationGradKernel : public common::ActivationGradBase<ActivationGradKer
   double alpha_ = 0;
 };
 
-std::optional<CastType> CastTypeOf(DType d) {
-  switch (d) {
-    case DType::kF32:
-      return CastType::kF32;
-    case DType::kF64:
-      return CastType::kF64;
-    case DType::kF16:
-      return CastType::kF16;
-    case DType::kBF16:
-      return CastType::kBF16;
-    case DType::kI32:
-      return CastType::kI32;
-    case DType::kI64:
-      return CastType::kI64;
-    case DType::kU8:
-      return CastType::kU8;
-    case DType::kBool:
-      return CastType::kBool;
-    default:
-      return std::nullopt;
-  }
-}
-
 // Cast between any two of f32, f64, f16, bf16, i32, i64, u8 and bool; the same dtype is the
 // input itself.
 class CastKernel : public common::CastBase<CastKernel> {
