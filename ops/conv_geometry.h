@@ -24,6 +24,8 @@ struct ConvGeometry {
   int64_t oh, ow;      // output
   int64_t sh, sw, pt, pl, pb, pr, dh, dw, groups;
 
+  bool operator==(const ConvGeometry&) const = default;
+
   int64_t cg() const { return c / groups; }  // input channels per group
   int64_t og() const { return o / groups; }  // output channels per group
 

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -47,6 +48,8 @@ struct ConvForm {
   // spread a NaN over a tile): 1.4-2.5x faster on ResNet-50's 3x3 convolutions, the output
   // within 4e-6 of its scale of the direct one's. The direct algorithm where oneDNN has none.
   bool winograd = false;
+
+  bool operator==(const ConvForm&) const = default;
 
   std::string Key() const {
     return fmt::format("{}:{}:{}:{}:{}:{}:{}:{}", bias, static_cast<int>(act), lo, hi, sum, block,
@@ -146,6 +149,9 @@ class DnnlConv {
   // w in, dx out (in x); backward filter x, dy (in y) in, dw out (in w).
   // Scratch space and staged copies come from `temp` (the device's memory).
   // `w_staged`: w is already in weights_desc()'s layout (a constant's weights, reordered once).
+  // Runs of small convolutions (MobileNetV2's at batch 1 take 20-100 us) feel every microsecond
+  // spent around the primitive, so what can be decided once is: whether each operand needs a
+  // copy in the primitive's layout, and the arguments go to oneDNN's C interface as an array.
   Status Run(TempBuffers& temp, Pass pass, void* x, void* w, void* y, const void* bias = nullptr,
              bool w_staged = false) const {
     const auto& e = CpuEngine();
@@ -154,26 +160,39 @@ class DnnlConv {
     bool x_out = pass == Pass::kBackwardData, w_out = pass == Pass::kBackwardFilter,
          y_out = pass == Pass::kForward;
     memory px(plain_src_, e, x), pw(w_staged ? wts_ : plain_wts_, e, w), py(plain_dst_, e, y);
-    ASSIGN_OR_RETURN(memory xm, Stage(temp, px, src_, x_out, s));
-    ASSIGN_OR_RETURN(memory wm, Stage(temp, pw, wts_, w_out, s));
+    ASSIGN_OR_RETURN(memory xm, Stage(temp, px, stage_src_, src_, x_out, s));
+    ASSIGN_OR_RETURN(memory wm, Stage(temp, pw, stage_wts_ && !w_staged, wts_, w_out, s));
     // A sum post-op adds what y holds: staged in the primitive's layout, y goes in too.
-    ASSIGN_OR_RETURN(memory ym, Stage(temp, py, dst_, y_out && !sum_, s));
-    ASSIGN_OR_RETURN(void* scratch, temp.Get(scratch_.get_size()));
+    ASSIGN_OR_RETURN(memory ym, Stage(temp, py, stage_dst_, dst_, y_out && !sum_, s));
+    ASSIGN_OR_RETURN(void* scratch, temp.Get(scratch_bytes_));
     memory sm(scratch_, e, scratch);
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SCRATCHPAD, sm}};
+    std::optional<memory> bm;
+    std::array<dnnl_exec_arg_t, 5> args;
+    int n = 0;
+    auto arg = [&](int kind, const memory& m) { args[n++] = {kind, m.get()}; };
+    arg(DNNL_ARG_SCRATCHPAD, sm);
     if (pass == Pass::kForward) {
-      args.insert({{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}});
-      if (bias != nullptr) args.insert({DNNL_ARG_BIAS, memory(bias_, e, const_cast<void*>(bias))});
+      arg(DNNL_ARG_SRC, xm);
+      arg(DNNL_ARG_WEIGHTS, wm);
+      arg(DNNL_ARG_DST, ym);
+      if (bias != nullptr) arg(DNNL_ARG_BIAS, bm.emplace(bias_, e, const_cast<void*>(bias)));
     } else if (pass == Pass::kBackwardData) {
-      args.insert({{DNNL_ARG_DIFF_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_DST, ym}});
+      arg(DNNL_ARG_DIFF_SRC, xm);
+      arg(DNNL_ARG_WEIGHTS, wm);
+      arg(DNNL_ARG_DIFF_DST, ym);
     } else {
-      args.insert({{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_WEIGHTS, wm}, {DNNL_ARG_DIFF_DST, ym}});
+      arg(DNNL_ARG_SRC, xm);
+      arg(DNNL_ARG_DIFF_WEIGHTS, wm);
+      arg(DNNL_ARG_DIFF_DST, ym);
     }
-    prim_.execute(s, args);
+    if (dnnl_status_t st = dnnl_primitive_execute(prim_.get(), s.get(), n, args.data());
+        st != dnnl_success) {
+      return Internal("oneDNN's convolution failed (status {})", static_cast<int>(st));
+    }
     // Results computed in oneDNN's layout go back to the graph's plain one.
-    if (x_out && xm != px) dnnl::reorder(xm, px).execute(s, xm, px);
-    if (w_out && wm != pw) dnnl::reorder(wm, pw).execute(s, wm, pw);
-    if (y_out && ym != py) dnnl::reorder(ym, py).execute(s, ym, py);
+    if (x_out && stage_src_) dnnl::reorder(xm, px).execute(s, xm, px);
+    if (w_out && stage_wts_) dnnl::reorder(wm, pw).execute(s, wm, pw);
+    if (y_out && stage_dst_) dnnl::reorder(ym, py).execute(s, ym, py);
     s.wait();
     return Status::OK();
   }
@@ -184,14 +203,18 @@ class DnnlConv {
     wts_ = wts;
     dst_ = dst;
     scratch_ = scratch;
+    scratch_bytes_ = scratch.get_size();
+    stage_src_ = src_ != plain_src_;
+    stage_wts_ = wts_ != plain_wts_;
+    stage_dst_ = dst_ != plain_dst_;
   }
   bool sum_ = false;
 
-  // `plain` itself when the primitive takes that layout; otherwise a buffer in the primitive's
-  // layout, filled from `plain` when it is an input.
-  static Result<memory> Stage(TempBuffers& temp, const memory& plain, const memory::desc& want,
-                              bool is_output, dnnl::stream& s) {
-    if (plain.get_desc() == want) return plain;
+  // `plain` itself unless `stage`; then a buffer in the primitive's layout `want`, filled from
+  // `plain` when it is an input.
+  static Result<memory> Stage(TempBuffers& temp, const memory& plain, bool stage,
+                              const memory::desc& want, bool is_output, dnnl::stream& s) {
+    if (!stage) return plain;
     ASSIGN_OR_RETURN(void* data, temp.Get(want.get_size()));
     memory staged(want, CpuEngine(), data);
     if (!is_output) dnnl::reorder(plain, staged).execute(s, const_cast<memory&>(plain), staged);
@@ -200,8 +223,20 @@ class DnnlConv {
 
   memory::desc plain_src_, plain_dst_, plain_wts_;
   memory::desc src_, dst_, wts_, scratch_, bias_;
+  size_t scratch_bytes_ = 0;
+  bool stage_src_ = false, stage_wts_ = false, stage_dst_ = false;
   dnnl::primitive prim_;
 };
+
+// What made a convolution's primitive: a kernel's memo of its last primitives is keyed by it.
+struct ConvKey {
+  ConvGeometry g{};
+  Pass pass = Pass::kForward;
+  ConvForm form;
+  bool operator==(const ConvKey&) const = default;
+};
+// Two: a forward run may fall back to a second form (no post-ops) when its inputs are not finite.
+using ConvMemo = PrimitiveMemo<ConvKey, DnnlConv>;
 
 std::string CacheKey(const ConvGeometry& g, Pass pass, const ConvForm& form,
                      memory::data_type type = memory::data_type::f32) {
@@ -295,7 +330,7 @@ struct ConvInputs {
 // finite. Bounds `out` (Tensor::known_bound) when its weights are a Const and its inputs are
 // bounded, or were measured for the post-ops.
 Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form, PackedWeights& weights,
-                  const ConvInputs& in, Tensor& out) {
+                  ConvMemo& memo, const ConvInputs& in, Tensor& out) {
   constexpr float kUnknown = std::numeric_limits<float>::infinity();
   void* y = out.raw_data();
   const Tensor& x = *in.x;
@@ -359,8 +394,10 @@ Status RunForward(KernelContext& ctx, const ConvGeometry& g, ConvForm form, Pack
   if (clip_after) form.act = ConvForm::Act::kNone;
   const ConvForm::Act act = form.act;
   auto primitive = [&] {
-    return PrimitiveCache::Global().GetOrCreate<DnnlConv>(CacheKey(g, Pass::kForward, form), [&] {
-      return std::make_shared<const DnnlConv>(g, Pass::kForward, form);
+    return memo.Get({g, Pass::kForward, form}, [&] {
+      return PrimitiveCache::Global().GetOrCreate<DnnlConv>(CacheKey(g, Pass::kForward, form), [&] {
+        return std::make_shared<const DnnlConv>(g, Pass::kForward, form);
+      });
     });
   };
   std::shared_ptr<const DnnlConv> conv = primitive();
@@ -459,12 +496,13 @@ class ConvKernel : public common::ConvBase<ConvKernel<kPass>, kPass> {
     }
     ConvForm form{.bias = epilogue_.bias,
                   .act = epilogue_.relu ? ConvForm::Act::kRelu : ConvForm::Act::kNone};
-    return RunForward(ctx, g, form, weights_,
+    return RunForward(ctx, g, form, weights_, memo_,
                       {&in0, &in1, epilogue_.bias ? &ctx.input(2) : nullptr, nullptr}, *out);
   }
 
  private:
   PackedWeights weights_;
+  ConvMemo memo_;
 };
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -517,7 +555,7 @@ class BlockedConvKernel : public OpKernel {
       ASSIGN_OR_RETURN(out, ctx.AllocateOutput(0, DType::kF32, y));
     }
     if (out->num_elements() == 0) return Status::OK();
-    return RunForward(ctx, g, form_, weights_,
+    return RunForward(ctx, g, form_, weights_, memo_,
                       {&x, &ctx.input(1), &ctx.input(2), form_.sum ? &ctx.input(3) : nullptr},
                       *out);
   }
@@ -526,6 +564,7 @@ class BlockedConvKernel : public OpKernel {
   const ConvAttrs attrs_;
   ConvForm form_;
   PackedWeights weights_;
+  ConvMemo memo_;
 };
 
 // The activation of a _BlockedConvDw stage from its attributes.
@@ -645,9 +684,9 @@ class BlockedConvDwKernel : public OpKernel {
                        Tensor::Allocate(ctx.allocator(), DType::kF32,
                                         Shape{g1.n, CeilDiv(g1.o, b), g1.oh, g1.ow, b}));
       RETURN_IF_ERROR(
-          RunForward(ctx, g1, first_, weights_, {&x, &w, &ctx.input(2), nullptr}, between));
-      return RunForward(ctx, g2, second_, dw_weights_, {&between, &dw, &ctx.input(4), nullptr},
-                        *out);
+          RunForward(ctx, g1, first_, weights_, memo_, {&x, &w, &ctx.input(2), nullptr}, between));
+      return RunForward(ctx, g2, second_, dw_weights_, dw_memo_,
+                        {&between, &dw, &ctx.input(4), nullptr}, *out);
     }
     ASSIGN_OR_RETURN(PackedWeights::Packed w1, weights_.Get(p->plain_w, p->w, w, false));
     ASSIGN_OR_RETURN(PackedWeights::Packed w2, dw_weights_.Get(p->plain_dw, p->dw, dw, false));
@@ -678,7 +717,11 @@ class BlockedConvDwKernel : public OpKernel {
     memory::desc x, w, plain_w, dw, plain_dw, y, scratch;
   };
 
-  std::shared_ptr<const Fused> Primitive(const ConvGeometry& g) const {
+  std::shared_ptr<const Fused> Primitive(const ConvGeometry& g) {
+    return fused_.Get(g, [&] { return MakePrimitive(g); });
+  }
+
+  std::shared_ptr<const Fused> MakePrimitive(const ConvGeometry& g) const {
     using dt = memory::data_type;
     using tag = memory::format_tag;
     const std::string key =
@@ -735,6 +778,8 @@ class BlockedConvDwKernel : public OpKernel {
   const int64_t block_, stride_;
   ConvForm first_, second_;
   PackedWeights weights_, dw_weights_;
+  ConvMemo memo_, dw_memo_;
+  PrimitiveMemo<ConvGeometry, Fused, 1> fused_;
 };
 
 // _BlockChannels (kToBlocked) and _UnblockChannels: oneDNN reorders between [N, C, H, W] and

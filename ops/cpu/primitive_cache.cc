@@ -19,8 +19,10 @@ PrimitiveCache& PrimitiveCache::Global() {
   return *cache;
 }
 
+int CallingTeamSize() { return omp_get_max_threads(); }
+
 std::string PrimitiveCache::TeamKey(const std::string& key) {
-  return "t" + std::to_string(omp_get_max_threads()) + ":" + key;
+  return "t" + std::to_string(CallingTeamSize()) + ":" + key;
 }
 
 std::shared_ptr<const void> PrimitiveCache::Find(const std::string& key) {

@@ -4,17 +4,17 @@
 // column-major [n, m], is C row-major. _FusedMatMul's bias [n] and ReLU are cuBLASLt epilogues
 // (the bias runs along D's rows, which are C's columns). Batches are strided.
 //
-// One cuBLASLt handle per GPU serves every kernel; the algorithm is asked of cuBLASLt's
+// cuBLASLt is opened on the first product (cublaslt_library.h). One cuBLASLt handle per GPU
+// serves every kernel; the algorithm is asked of cuBLASLt's
 // heuristic once per (batch, m, n, k) and kept by the kernel; FP32 products are computed in FP32
 // (no TF32), as PyTorch's default.
 #include "ops/common/matmul_kernel.h"
-
-#include <cublasLt.h>
 
 #include <map>
 #include <mutex>
 #include <tuple>
 
+#include "ops/cuda/cublaslt_library.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/kernel_util.h"
 
@@ -38,47 +38,49 @@ Status BlasError(cublasStatus_t s, std::string_view what) {
   } while (false)
 
 // The process's cuBLASLt handle for GPU `ordinal`, made on first use.
-Result<cublasLtHandle_t> LtHandle(int ordinal) {
+Result<cublasLtHandle_t> LtHandle(const CublasLt& lt, int ordinal) {
   static std::mutex mu;
   static std::map<int, cublasLtHandle_t>* handles = new std::map<int, cublasLtHandle_t>;
   std::lock_guard<std::mutex> lock(mu);
   auto it = handles->find(ordinal);
   if (it != handles->end()) return it->second;
   cublasLtHandle_t h = nullptr;
-  DFLOW_RETURN_IF_BLAS(cublasLtCreate(&h), "creating a handle");
+  DFLOW_RETURN_IF_BLAS(lt.Create(&h), "creating a handle");
   handles->emplace(ordinal, h);
   return h;
 }
 
 // Owns cuBLASLt descriptors for one call.
 struct Descriptors {
+  explicit Descriptors(const CublasLt& l) : lt(l) {}
+  const CublasLt& lt;
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
   ~Descriptors() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (op) cublasLtMatmulDescDestroy(op);
+    if (pref) lt.MatmulPreferenceDestroy(pref);
+    if (d) lt.MatrixLayoutDestroy(d);
+    if (b) lt.MatrixLayoutDestroy(b);
+    if (a) lt.MatrixLayoutDestroy(a);
+    if (op) lt.MatmulDescDestroy(op);
   }
 };
 
 // A column-major layout of `rows` x `cols` with leading dimension `ld`, `batch` of them
 // `stride` elements apart.
-Status Layout(cublasLtMatrixLayout_t* out, cudaDataType_t type, int64_t rows, int64_t cols,
-              int64_t ld, int64_t batch, int64_t stride) {
-  DFLOW_RETURN_IF_BLAS(cublasLtMatrixLayoutCreate(out, type, static_cast<uint64_t>(rows),
-                                                  static_cast<uint64_t>(cols), ld),
+Status Layout(const CublasLt& lt, cublasLtMatrixLayout_t* out, cudaDataType_t type, int64_t rows,
+              int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
+  DFLOW_RETURN_IF_BLAS(lt.MatrixLayoutCreate(out, type, static_cast<uint64_t>(rows),
+                                             static_cast<uint64_t>(cols), ld),
                        "creating a matrix layout");
   if (batch > 1) {
     int32_t count = static_cast<int32_t>(batch);
-    DFLOW_RETURN_IF_BLAS(cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                                          &count, sizeof count),
-                         "setting the batch count");
     DFLOW_RETURN_IF_BLAS(
-        cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                         sizeof stride),
+        lt.MatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+        "setting the batch count");
+    DFLOW_RETURN_IF_BLAS(
+        lt.MatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                    sizeof stride),
         "setting the batch stride");
   }
   return Status::OK();
@@ -115,17 +117,18 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
     const cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
     const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
 
-    Descriptors desc;
-    DFLOW_RETURN_IF_BLAS(cublasLtMatmulDescCreate(&desc.op, compute, scale), "creating a matmul");
+    ASSIGN_OR_RETURN(const CublasLt* lt, LoadCublasLt());
+    Descriptors desc(*lt);
+    DFLOW_RETURN_IF_BLAS(lt->MatmulDescCreate(&desc.op, compute, scale), "creating a matmul");
     // cuBLASLt's first operand is B: stored row-major [k, n] (or [n, k] transposed), which is
     // column-major [n, k] (or [k, n]).
     cublasOperation_t op_first = tb_ ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_second = ta_ ? CUBLAS_OP_T : CUBLAS_OP_N;
-    DFLOW_RETURN_IF_BLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA,
-                                                        &op_first, sizeof op_first),
+    DFLOW_RETURN_IF_BLAS(lt->MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
+                                                    sizeof op_first),
                          "setting a transpose");
-    DFLOW_RETURN_IF_BLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB,
-                                                        &op_second, sizeof op_second),
+    DFLOW_RETURN_IF_BLAS(lt->MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                    &op_second, sizeof op_second),
                          "setting a transpose");
     // cuBLASLt's RELU epilogue is max(x, 0), which turns NaN into 0: for f32 and f64 the ReLU
     // runs after the product as a kernel that keeps NaN, as on the CPU (f16 and bf16, which
@@ -135,29 +138,31 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
       cublasLtEpilogue_t epilogue =
           epilogue_.relu && !relu_after ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
       const void* bias = ctx.input(2).raw_data();
-      DFLOW_RETURN_IF_BLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                          &epilogue, sizeof epilogue),
+      DFLOW_RETURN_IF_BLAS(lt->MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                      &epilogue, sizeof epilogue),
                            "setting the epilogue");
-      DFLOW_RETURN_IF_BLAS(cublasLtMatmulDescSetAttribute(
-                               desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+      DFLOW_RETURN_IF_BLAS(lt->MatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                      &bias, sizeof bias),
                            "setting the bias");
     }
-    RETURN_IF_ERROR(Layout(&desc.a, type, tb_ ? k : n, tb_ ? n : k, tb_ ? k : n, batch, k * n));
-    RETURN_IF_ERROR(Layout(&desc.b, type, ta_ ? m : k, ta_ ? k : m, ta_ ? m : k, batch, m * k));
-    RETURN_IF_ERROR(Layout(&desc.d, type, n, m, n, batch, m * n));
+    RETURN_IF_ERROR(
+        Layout(*lt, &desc.a, type, tb_ ? k : n, tb_ ? n : k, tb_ ? k : n, batch, k * n));
+    RETURN_IF_ERROR(
+        Layout(*lt, &desc.b, type, ta_ ? m : k, ta_ ? k : m, ta_ ? m : k, batch, m * k));
+    RETURN_IF_ERROR(Layout(*lt, &desc.d, type, n, m, n, batch, m * n));
 
-    ASSIGN_OR_RETURN(cublasLtHandle_t handle, LtHandle(cuda->ordinal()));
+    ASSIGN_OR_RETURN(cublasLtHandle_t handle, LtHandle(*lt, cuda->ordinal()));
     ASSIGN_OR_RETURN(Tensor workspace, ctx.AllocateTemp(kWorkspaceBytes));
     ASSIGN_OR_RETURN(cublasLtMatmulAlgo_t algo, Algorithm(handle, desc, t, batch, m, n, k));
     const double one64 = 1, zero64 = 0;
     const float one32 = 1, zero32 = 0;
     const void* alpha = f64 ? static_cast<const void*>(&one64) : &one32;
     const void* beta = f64 ? static_cast<const void*>(&zero64) : &zero32;
-    DFLOW_RETURN_IF_BLAS(cublasLtMatmul(handle, desc.op, alpha, b.raw_data(), desc.a, a.raw_data(),
-                                        desc.b, beta, out->raw_data(), desc.d, out->raw_data(),
-                                        desc.d, &algo, workspace.raw_data(), kWorkspaceBytes,
-                                        reinterpret_cast<cudaStream_t>(cuda->stream())),
-                         "matmul");
+    DFLOW_RETURN_IF_BLAS(
+        lt->Matmul(handle, desc.op, alpha, b.raw_data(), desc.a, a.raw_data(), desc.b, beta,
+                   out->raw_data(), desc.d, out->raw_data(), desc.d, &algo, workspace.raw_data(),
+                   kWorkspaceBytes, reinterpret_cast<cudaStream_t>(cuda->stream())),
+        "matmul");
     if (relu_after) {
       return Launched(
           LaunchUnary(UnaryOp::kRelu, f64 ? ElemType::kF64 : ElemType::kF32, out->raw_data(),
@@ -184,16 +189,17 @@ class MatMulKernel : public common::MatMulBase<MatMulKernel> {
       auto it = algos_.find(key);
       if (it != algos_.end()) return it->second;
     }
-    DFLOW_RETURN_IF_BLAS(cublasLtMatmulPreferenceCreate(&desc.pref), "creating a preference");
+    const CublasLt& lt = desc.lt;
+    DFLOW_RETURN_IF_BLAS(lt.MatmulPreferenceCreate(&desc.pref), "creating a preference");
     size_t workspace = kWorkspaceBytes;
     DFLOW_RETURN_IF_BLAS(
-        cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                             &workspace, sizeof workspace),
+        lt.MatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                        &workspace, sizeof workspace),
         "setting the workspace");
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    DFLOW_RETURN_IF_BLAS(cublasLtMatmulAlgoGetHeuristic(handle, desc.op, desc.a, desc.b, desc.d,
-                                                        desc.d, desc.pref, 1, &result, &found),
+    DFLOW_RETURN_IF_BLAS(lt.MatmulAlgoGetHeuristic(handle, desc.op, desc.a, desc.b, desc.d, desc.d,
+                                                   desc.pref, 1, &result, &found),
                          "choosing an algorithm");
     if (found == 0) {
       return Internal("cuBLASLt has no algorithm for [{}] {}x{}x{}", batch, m, k, n);

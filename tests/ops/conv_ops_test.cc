@@ -11,6 +11,7 @@
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
 #include "ops/unary_ops.h"
+#include "runtime/local_session.h"
 #include "test_util.h"
 
 namespace dflow {
@@ -79,6 +80,39 @@ TEST(ConvTest, F32ForwardMatchesDefinition) {
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_NEAR(out[0].data<float>()[i], want[i], 1e-4 * (1 + std::abs(want[i])))
           << c.x << " " << i;
+    }
+  }
+}
+
+// One session, one graph, inputs of five shapes in turn (more than a kernel keeps primitives
+// for, and back to earlier ones): every run computes its own shape's convolution, with its
+// bias and ReLU, as the definition gives it.
+TEST(ConvTest, RunsOfChangingShapesEachGetTheirOwnConvolution) {
+  const Shape ws{8, 3, 3, 3};
+  const ops::Conv2DAttrs a{.strides = {1, 1}, .pads = {1, 1, 1, 1}};
+  auto wv = RandomFloats(ws.num_elements(), 7), bv = RandomFloats(8, 8);
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 3, -1, -1});
+  auto conv = ops::Conv2D(root, x, ops::Const(root, wv, ws), a);
+  auto y = ops::Relu(root.WithOpName("y"),
+                     ops::Add(root, conv, ops::Const(root, bv, Shape{1, 8, 1, 1})));
+  auto session = LocalSession::Create(root);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  const std::vector<Shape> shapes = {Shape{1, 3, 8, 8}, Shape{2, 3, 5, 7}, Shape{1, 3, 8, 8},
+                                     Shape{3, 3, 6, 6}, Shape{1, 3, 9, 4}, Shape{2, 3, 5, 7},
+                                     Shape{1, 3, 8, 8}};
+  uint32_t seed = 20;
+  for (const Shape& xs : shapes) {
+    auto xv = RandomFloats(xs.num_elements(), seed++);
+    auto out = (*session)->Run({{"x", Tensor::FromVector(xv, xs)}}, {"y"});
+    ASSERT_TRUE(out.ok()) << xs << ": " << out.status().ToString();
+    Shape want_shape;
+    auto want = ReferenceConv(xv, xs, wv, ws, a, &want_shape);
+    ASSERT_EQ((*out)[0].shape(), want_shape) << xs;
+    const int64_t plane = want_shape[2] * want_shape[3];
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double v = std::max(0.0, want[i] + bv[(i / plane) % 8]);
+      ASSERT_NEAR((*out)[0].data<float>()[i], v, 1e-4 * (1 + std::abs(v))) << xs << " " << i;
     }
   }
 }

@@ -1,7 +1,12 @@
 #include "ops/cpu/cpu_device.h"
 
+#include <dlfcn.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <atomic>
+#include <string>
 #include <thread>
 
 #include "ops/array_ops.h"
@@ -92,6 +97,42 @@ TEST(CpuDeviceMemoryTest, DefaultLimitIsThePhysicalMemory) {
   ASSERT_TRUE(d.ok());
   EXPECT_EQ((*d)->memory().limit, PhysicalMemoryBytes());
   EXPECT_GT(PhysicalMemoryBytes(), size_t{1} << 28);
+}
+
+// The OpenMP runtime this build runs on (cmake/Dependencies.cmake, DFLOW_OPENMP_RUNTIME). oneDNN
+// was built against GCC's libgomp and asks for its versioned entry points; with LLVM's libomp
+// configured, the program's own dependency on libomp comes first in the lookup, so those entry
+// points, and the OpenMP functions dflow calls, are libomp's: one runtime, one team of threads.
+TEST(OpenMpRuntimeTest, OneDnnAndDflowShareTheConfiguredRuntime) {
+  for (const auto& [symbol, version] :
+       {std::pair{"GOMP_parallel", "GOMP_4.0"}, std::pair{"omp_get_max_threads", "OMP_1.0"},
+        std::pair{"omp_in_parallel", "OMP_1.0"}}) {
+    void* found = dlvsym(RTLD_DEFAULT, symbol, version);
+    ASSERT_NE(found, nullptr) << symbol << "@" << version;
+    Dl_info info;
+    ASSERT_NE(dladdr(found, &info), 0) << symbol;
+#ifdef DFLOW_TEST_LIBOMP
+    EXPECT_THAT(info.dli_fname, ::testing::HasSubstr("libomp")) << symbol;
+#else
+    EXPECT_THAT(info.dli_fname, ::testing::HasSubstr("libgomp")) << symbol;
+#endif
+    // The unversioned name, as dflow's own code was linked, finds the same library.
+    Dl_info plain;
+    ASSERT_NE(dladdr(dlsym(RTLD_DEFAULT, symbol), &plain), 0) << symbol;
+    EXPECT_STREQ(plain.dli_fname, info.dli_fname) << symbol;
+  }
+  // Regions of the runtime's team size run on that many threads, each once.
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(2);
+  std::atomic<int> seen{0}, team{0};
+#pragma omp parallel
+  {
+    seen.fetch_or(1 << omp_get_thread_num());
+    team.store(omp_get_num_threads());
+  }
+  omp_set_num_threads(saved);
+  EXPECT_EQ(team.load(), 2);
+  EXPECT_EQ(seen.load(), 3);
 }
 
 }  // namespace

@@ -1,8 +1,14 @@
-// PrimitiveCache: LRU order, the capacity bound, and that kernels share entries through it.
+// PrimitiveCache: LRU order, the capacity bound, and that kernels share entries through it;
+// PrimitiveMemo, a kernel's memo in front of it: hits, replacement of the oldest, team sizes and
+// concurrent callers.
 #include "ops/cpu/primitive_cache.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
 
 #include "ops/array_ops.h"
 #include "ops/math_ops.h"
@@ -88,6 +94,69 @@ TEST(PrimitiveCacheTest, KernelsShareEntriesAcrossNodes) {
   EXPECT_EQ(after.misses - before.misses, 1u);
   EXPECT_GE(after.hits - before.hits, 1u);
   EXPECT_EQ(out[0].ToVector<float>(), out[1].ToVector<float>());
+}
+
+// A memo of two: a key it holds is a hit, without making; a third key replaces the oldest,
+// which is made again when it comes back.
+TEST(PrimitiveMemoTest, KeepsTheLastTwoKeys) {
+  PrimitiveMemo<int, int> memo;
+  int made = 0;
+  auto get = [&](int key) {
+    return *memo.Get(key, [&] {
+      ++made;
+      return std::make_shared<const int>(key * 10);
+    });
+  };
+  EXPECT_EQ(get(1), 10);
+  EXPECT_EQ(get(2), 20);
+  EXPECT_EQ(get(1), 10);
+  EXPECT_EQ(get(2), 20);
+  EXPECT_EQ(made, 2);
+  EXPECT_EQ(get(3), 30);  // replaces 1, the oldest made
+  EXPECT_EQ(made, 3);
+  EXPECT_EQ(get(2), 20);
+  EXPECT_EQ(made, 3);
+  EXPECT_EQ(get(1), 10);  // made again
+  EXPECT_EQ(made, 4);
+}
+
+// As the cache, the memo keeps a primitive made for one OpenMP team size from another's runs.
+TEST(PrimitiveMemoTest, EachOpenMpTeamSizeHasItsOwnEntries) {
+  PrimitiveMemo<int, int> memo;
+  const int saved = omp_get_max_threads();
+  int made = 0;
+  auto get = [&](int value) {
+    return *memo.Get(7, [&] {
+      ++made;
+      return std::make_shared<const int>(value);
+    });
+  };
+  omp_set_num_threads(1);
+  EXPECT_EQ(get(1), 1);
+  omp_set_num_threads(2);
+  EXPECT_EQ(get(2), 2);
+  omp_set_num_threads(1);
+  EXPECT_EQ(get(99), 1);
+  EXPECT_EQ(made, 2);
+  omp_set_num_threads(saved);
+}
+
+// Threads asking for three keys at once always get their own key's value.
+TEST(PrimitiveMemoTest, ConcurrentCallersGetTheirKeysValue) {
+  PrimitiveMemo<int, int> memo;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        const int key = (t + i) % 3;
+        auto v = memo.Get(key, [key] { return std::make_shared<const int>(key + 100); });
+        if (*v != key + 100) wrong.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 }  // namespace
