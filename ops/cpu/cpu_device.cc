@@ -4,9 +4,34 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
+// LLVM's OpenMP runtime (cmake/Dependencies.cmake): how long a team's threads spin after a
+// parallel region, set per thread that forks. Absent (null) under GCC's runtime.
+extern "C" void kmp_set_blocktime(int milliseconds) __attribute__((weak));
+
 namespace dflow {
+namespace {
+
+// How long the OpenMP threads of a CPU device spin after a region before they sleep, where the
+// runtime lets it be set (LLVM's): enough to span the gaps between a step's kernels and between
+// the steps of a loop, so no region waits for a thread to wake, and short enough that a run
+// waiting for a Recv or for its next batch does not hold cores the process's other devices or
+// the host's other processes could use. LLVM's default is 200 ms; KMP_BLOCKTIME overrides both.
+constexpr int kSpinMilliseconds = 2;
+
+// Sets the spin time of the OpenMP team the calling thread forks, once per thread.
+void LimitSpinning() {
+  thread_local bool done = false;
+  if (done) return;
+  done = true;
+  if (kmp_set_blocktime != nullptr && std::getenv("KMP_BLOCKTIME") == nullptr) {
+    kmp_set_blocktime(kSpinMilliseconds);
+  }
+}
+
+}  // namespace
 
 size_t PhysicalMemoryBytes() {
   long pages = sysconf(_SC_PHYS_PAGES);
@@ -20,8 +45,10 @@ CpuDevice::CpuDevice(const DeviceName& name, ThreadBudget::Split split, size_t m
   allocator_->set_limit(memory_limit);
   if (split.inter_op_threads > 1) {
     int intra = split.intra_op_threads;
-    pool_ = std::make_unique<ThreadPool>(split.inter_op_threads - 1,
-                                         [intra] { omp_set_num_threads(intra); });
+    pool_ = std::make_unique<ThreadPool>(split.inter_op_threads - 1, [intra] {
+      omp_set_num_threads(intra);
+      LimitSpinning();
+    });
   }
 }
 
@@ -44,6 +71,7 @@ MemoryStats CpuDevice::memory() const {
 }
 
 int CpuDevice::EnterRun() {
+  LimitSpinning();
   int runs = active_runs_.fetch_add(1, std::memory_order_relaxed) + 1;
   int team = std::max(1, split_.intra_op_threads / runs);
   int saved = omp_get_max_threads();

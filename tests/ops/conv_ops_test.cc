@@ -94,8 +94,7 @@ TEST(ConvTest, RunsOfChangingShapesEachGetTheirOwnConvolution) {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{-1, 3, -1, -1});
   auto conv = ops::Conv2D(root, x, ops::Const(root, wv, ws), a);
-  auto y = ops::Relu(root.WithOpName("y"),
-                     ops::Add(root, conv, ops::Const(root, bv, Shape{1, 8, 1, 1})));
+  ops::Relu(root.WithOpName("y"), ops::Add(root, conv, ops::Const(root, bv, Shape{1, 8, 1, 1})));
   auto session = LocalSession::Create(root);
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   const std::vector<Shape> shapes = {Shape{1, 3, 8, 8}, Shape{2, 3, 5, 7}, Shape{1, 3, 8, 8},

@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -13,6 +14,10 @@
 #include "ops/unary_ops.h"
 #include "runtime/local_session.h"
 #include "test_util.h"
+
+#ifdef DFLOW_TEST_LIBOMP
+extern "C" int kmp_get_blocktime();
+#endif
 
 namespace dflow {
 namespace {
@@ -121,6 +126,18 @@ TEST(OpenMpRuntimeTest, OneDnnAndDflowShareTheConfiguredRuntime) {
     ASSERT_NE(dladdr(dlsym(RTLD_DEFAULT, symbol), &plain), 0) << symbol;
     EXPECT_STREQ(plain.dli_fname, info.dli_fname) << symbol;
   }
+#ifdef DFLOW_TEST_LIBOMP
+  // A run on a CPU device sets how long its thread's team spins after a region: 2 ms, not
+  // libomp's 200 (unless KMP_BLOCKTIME says otherwise).
+  if (std::getenv("KMP_BLOCKTIME") == nullptr) {
+    std::thread([] {
+      Scope root = Scope::NewRootScope();
+      auto y = ops::Identity(root, ops::Const(root, Tensor::Scalar(1.0f)));
+      testing::RunScope(root, {}, {y});
+      EXPECT_EQ(kmp_get_blocktime(), 2);
+    }).join();
+  }
+#endif
   // Regions of the runtime's team size run on that many threads, each once.
   const int saved = omp_get_max_threads();
   omp_set_num_threads(2);
