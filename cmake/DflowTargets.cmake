@@ -67,7 +67,7 @@ set(DFLOW_TEST_OPTIMIZATION "$<$<CONFIG:Release,RelWithDebInfo>:-O1>")
 # per GoogleTest test. SERIAL: its tests run with no other test beside them (ctest RUN_SERIAL).
 # SHARDED: the binary runs as two ctest tests (GoogleTest's shards) instead: the conformance
 # binaries' ~1380 cases take 0.6-1.2 s in one process (7-10 s under ASan), and 295 s as a
-# process per case (each start costs about 0.1 s, half a second under ASan).
+# process per case (each start then cost about 0.1 s, half a second under ASan).
 # dflow_test_objects(NAME SOURCES ... DEPS ...): test sources that several test binaries share,
 # compiled once with the tests' flags; a dflow_test lists NAME among its DEPS to take them.
 function(dflow_test_objects name)

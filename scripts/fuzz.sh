@@ -7,13 +7,12 @@
 #   scripts/fuzz.sh [SECONDS]      # per target; default 60
 #   FUZZ_TARGETS="npy" scripts/fuzz.sh 30
 #   scripts/fuzz.sh --check        # no fuzzing: build, then run the seeds and the kept
-#                                  # regressions once (what scripts/test.sh does)
+#                                  # regressions once through the libFuzzer targets
+#                                  # (scripts/test.sh's suites run both through the
+#                                  # loaders: FuzzRegressionsTest)
 #
 # Builds tests/fuzz with clang, ASan and UBSan in build-fuzz/, writes the seed corpus, then runs
 # each target on its corpus (build-fuzz/corpus/, kept between runs so coverage accumulates).
-# It also compiles runtime/, transport/ and distributed/, which no fuzz target links, so that this
-# clang build checks every lock annotation (-Wthread-safety, graph/thread_annotations.h): a
-# violation fails the build.
 # A crash, a leak, a single allocation over 1 GiB, an input taking over 10 s, or a broken
 # contract (a refusal that is not an InvalidArgument naming the file, an accepted file that does
 # not round-trip) stops the target, leaves the input in build-fuzz/crashes/ and exits 1.
@@ -37,15 +36,7 @@ cmake -S . -B "$out" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=De
   -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DDFLOW_USE_LLD=ON -DDFLOW_FUZZ=ON -DDFLOW_WITH_CUDA=OFF -DDFLOW_WITH_UCX=AUTO \
   -DDFLOW_BUILD_TESTS=OFF -DDFLOW_BUILD_BENCH=OFF -DDFLOW_BUILD_EXAMPLES=OFF \
   -DCMAKE_OPTIMIZE_DEPENDENCIES=ON >"$out.configure.log" || { cat "$out.configure.log" >&2; exit 1; }
-# The libraries no fuzz target links, their own objects only (CMAKE_OPTIMIZE_DEPENDENCIES: a
-# static library does not wait for the libraries it links), for the lock analysis: the runtime,
-# the training loop, the transports and the distributed runtime.
-analysed="dflow_runtime dflow_train dflow_transport_api dflow_transport_inproc dflow_distributed"
-# The UCX transport too, where UCX is found.
-if cmake --build "$out" --target help 2>/dev/null | grep -q "^dflow_transport_ucx:"; then
-  analysed+=" dflow_transport_ucx"
-fi
-cmake --build "$out" -j "$(nproc)" --target fuzzers $analysed >"$out.build.log" \
+cmake --build "$out" -j "$(nproc)" --target fuzzers >"$out.build.log" \
   || { tail -40 "$out.build.log" >&2; exit 1; }
 
 rm -rf "$out/seeds"

@@ -22,14 +22,16 @@ if [ "${DFLOW_SKIP_SANITIZE:-0}" != "1" ]; then
     ctest --output-on-failure -j "$jobs")
 fi
 
-# The fuzz targets build with clang and keep their contract on the seeds and on every input
-# that once broke them (scripts/fuzz.sh fuzzes for real; skip this with DFLOW_SKIP_FUZZ=1).
-if [ "${DFLOW_SKIP_FUZZ:-0}" != "1" ]; then
+# The seeds of the fuzz targets and every input that once broke them keep the loaders' contract
+# in both suites above (FuzzRegressionsTest); DFLOW_FUZZ_CHECK=1 also builds the libFuzzer
+# targets (clang) and runs them through those (scripts/fuzz.sh fuzzes for real).
+if [ "${DFLOW_FUZZ_CHECK:-0}" = "1" ]; then
   scripts/fuzz.sh --check
 fi
 
-# The rendezvous conformance suite over UCX and the transport tests under ThreadSanitizer
-# (clang; skip with DFLOW_SKIP_TSAN=1).
+# The rendezvous conformance suite over UCX and the transport tests under ThreadSanitizer, and
+# the lock annotations checked by clang over the runtime, transports and distributed runtime
+# (skip with DFLOW_SKIP_TSAN=1).
 if [ "${DFLOW_SKIP_TSAN:-0}" != "1" ]; then
   scripts/tsan.sh
 fi
