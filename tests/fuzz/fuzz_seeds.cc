@@ -1,6 +1,6 @@
 // Writes the seed corpus of the fuzz targets (fuzz/seed_corpus.h).
 //
-//   fuzz_seeds DIR   # fills DIR/graph, DIR/checkpoint, DIR/npy, DIR/wire and DIR/onnx
+//   fuzz_seeds DIR   # fills DIR/<target> for graph_file, checkpoint_file, npy, wire, onnx
 #include <cstdio>
 
 #include "fuzz/seed_corpus.h"

@@ -93,7 +93,7 @@ Status WriteOnnxSeeds(const std::filesystem::path& dir) {
 }  // namespace
 
 Status WriteSeedCorpus(const std::filesystem::path& dir) {
-  for (const char* sub : {"graph", "checkpoint", "npy", "wire"}) {
+  for (const char* sub : {"graph_file", "checkpoint_file", "npy", "wire"}) {
     std::filesystem::create_directories(dir / sub);
   }
   RETURN_IF_ERROR(WriteOnnxSeeds(dir));
@@ -101,20 +101,21 @@ Status WriteSeedCorpus(const std::filesystem::path& dir) {
   ASSIGN_OR_RETURN(Graph conv, ConvGraph());
   std::vector<std::string> assigned(conv.num_nodes(), "/job:localhost/task:0/device:CPU:0");
   assigned.back() = "/job:localhost/task:0/device:CPU:1";
-  RETURN_IF_ERROR(Write(dir / "graph/training.dfg", serialization::EncodeGraph(training)));
+  RETURN_IF_ERROR(Write(dir / "graph_file/training.dfg", serialization::EncodeGraph(training)));
   ASSIGN_OR_RETURN(std::string json,
                    serialization::GraphBytesToJson(serialization::EncodeGraph(conv), "conv"));
-  RETURN_IF_ERROR(Write(dir / "graph/conv.json", json));
+  RETURN_IF_ERROR(Write(dir / "graph_file/conv.json", json));
   RETURN_IF_ERROR(
-      Write(dir / "graph/conv_assigned.dfg", serialization::EncodeGraph(conv, assigned)));
-  RETURN_IF_ERROR(Write(dir / "graph/empty.dfg", serialization::EncodeGraph(Graph())));
+      Write(dir / "graph_file/conv_assigned.dfg", serialization::EncodeGraph(conv, assigned)));
+  RETURN_IF_ERROR(Write(dir / "graph_file/empty.dfg", serialization::EncodeGraph(Graph())));
 
   std::map<std::string, Tensor> vars = {
       {"w", Filled(DType::kF32, Shape{3, 2})},  {"step", Filled(DType::kI64, Shape{})},
       {"mask", Filled(DType::kBool, Shape{4})}, {"q", Filled(DType::kU8, Shape{2, 2, 2})},
       {"h", Filled(DType::kBF16, Shape{3})},    {"e", Filled(DType::kF64, Shape{0, 4})}};
-  RETURN_IF_ERROR(Write(dir / "checkpoint/vars.dfckpt", serialization::EncodeCheckpoint(vars)));
-  RETURN_IF_ERROR(Write(dir / "checkpoint/empty.dfckpt", serialization::EncodeCheckpoint({})));
+  RETURN_IF_ERROR(
+      Write(dir / "checkpoint_file/vars.dfckpt", serialization::EncodeCheckpoint(vars)));
+  RETURN_IF_ERROR(Write(dir / "checkpoint_file/empty.dfckpt", serialization::EncodeCheckpoint({})));
 
   struct Array {
     const char* name;

@@ -6,22 +6,14 @@
 #pragma once
 
 #include <filesystem>
-#include <string_view>
 
 #include "graph/status.h"
 
 namespace dflow::fuzz {
 
-// Writes the seeds into DIR/graph, DIR/checkpoint, DIR/npy, DIR/wire and DIR/onnx (made where
-// missing). REQUIRES: the standard ops registered (ops::RegisterStandardOps).
+// Writes each fuzz target's seeds into a folder of DIR named after it: DIR/graph_file,
+// DIR/checkpoint_file, DIR/npy, DIR/wire and DIR/onnx (made where missing). REQUIRES: the
+// standard ops registered (ops::RegisterStandardOps).
 Status WriteSeedCorpus(const std::filesystem::path& dir);
-
-// The folder under DIR holding a fuzz target's seeds: graph_file -> graph, checkpoint_file ->
-// checkpoint; npy, wire and onnx keep their names.
-inline std::string_view SeedFolderOf(std::string_view target) {
-  if (target == "graph_file") return "graph";
-  if (target == "checkpoint_file") return "checkpoint";
-  return target;
-}
 
 }  // namespace dflow::fuzz
