@@ -8,8 +8,9 @@ jobs=$(nproc)
 # As root (CI), the Slurm and Open MPI launch tests must run, not skip: setup.sh installed them.
 if [ "$(id -u)" -eq 0 ]; then export DFLOW_REQUIRE_LAUNCHERS=1; fi
 
-# Line tables only and lld: the suite builds about a third faster than with full debug info.
-fast_build=(-DDFLOW_DEBUG_INFO=lines -DDFLOW_USE_LLD=ON)
+# Line tables only and lld: the suite builds about a third faster than with full debug info;
+# each target's sources compiled in batches (unity build) take about half the time again.
+fast_build=(-DDFLOW_DEBUG_INFO=lines -DDFLOW_USE_LLD=ON -DDFLOW_UNITY_BUILD=ON)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDFLOW_BUILD_BENCH=ON "${fast_build[@]}"
 cmake --build build -j "$jobs"
 (cd build && ctest --output-on-failure -j "$jobs")

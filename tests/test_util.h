@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 
 #include "ops/register.h"
@@ -10,6 +11,17 @@
 #include "status_matchers.h"
 
 namespace dflow::testing {
+
+inline constexpr float kInf = std::numeric_limits<float>::infinity();
+inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// The scope's graph, after checking that it validates.
+inline Graph Validated(const Scope& root) {
+  Graph g = root.graph();
+  Status s = g.Validate();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return g;
+}
 
 // Runs the scope's graph once and returns the fetched tensors; fails the test on error.
 inline std::vector<Tensor> RunScope(const Scope& scope, const Session::Feeds& feeds,

@@ -24,7 +24,7 @@ using test_mlp::Mlp;
 using test_mlp::MlpBatch;
 using testing::MessageHas;
 
-constexpr char kToken[] = "inproc-cluster-token";
+constexpr char kInprocToken[] = "inproc-cluster-token";
 
 // A worker: an in-process transport listening, and the service answering on it.
 struct InprocWorker {
@@ -32,7 +32,7 @@ struct InprocWorker {
   std::unique_ptr<WorkerService> service;
   explicit InprocWorker(int max_jobs = 16) {
     transport::TransportOptions o;
-    o.token = kToken;
+    o.token = kInprocToken;
     o.listen_address = "inproc:worker:0";
     o.log = [](std::string_view) {};
     auto t = transport::TransportRegistry::Global().Create("inproc", std::move(o));
@@ -54,11 +54,11 @@ struct InprocWorker {
   }
 };
 
-DistributedOptions Cluster(const std::vector<const InprocWorker*>& workers) {
+DistributedOptions InprocCluster(const std::vector<const InprocWorker*>& workers) {
   DistributedOptions o;
   o.transport = "inproc";
   for (const auto* w : workers) o.cluster.jobs["worker"].push_back(w->transport->listen_address());
-  o.token = kToken;
+  o.token = kInprocToken;
   o.connect_timeout = std::chrono::seconds(5);
   return o;
 }
@@ -66,7 +66,7 @@ DistributedOptions Cluster(const std::vector<const InprocWorker*>& workers) {
 TEST(InprocClusterTest, MlpTrainsAcrossTwoWorkersAsInOneProcess) {
   InprocWorker w0, w1;
   Mlp model("/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0");
-  auto dist = DistributedSession::Create(model.root.graph(), {}, Cluster({&w0, &w1}));
+  auto dist = DistributedSession::Create(model.root.graph(), {}, InprocCluster({&w0, &w1}));
   ASSERT_TRUE(dist.ok()) << dist.status().ToString();
   EXPECT_EQ((*dist)->device_set().size(), 2);
   EXPECT_GT((*dist)->placement().cross_edges, 0);
@@ -93,7 +93,7 @@ TEST(InprocClusterTest, ARunsErrorsReadAsInALocalSession) {
   InprocWorker w0;
   Mlp model("/job:worker/task:0/device:CPU:0", "/job:worker/task:0/device:CPU:0");
   Mlp local_model("", "");
-  auto dist = DistributedSession::Create(model.root.graph(), {}, Cluster({&w0}));
+  auto dist = DistributedSession::Create(model.root.graph(), {}, InprocCluster({&w0}));
   ASSERT_TRUE(dist.ok()) << dist.status().ToString();
   auto local = Session::Create(local_model.root);
   ASSERT_TRUE(local.ok());
@@ -120,7 +120,7 @@ TEST(InprocClusterTest, AWorkerGoneMidSessionFailsTheStepNamingIt) {
   auto w0 = std::make_unique<InprocWorker>();
   InprocWorker w1;
   Mlp model("/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0");
-  auto dist = DistributedSession::Create(model.root.graph(), {}, Cluster({w0.get(), &w1}));
+  auto dist = DistributedSession::Create(model.root.graph(), {}, InprocCluster({w0.get(), &w1}));
   ASSERT_TRUE(dist.ok()) << dist.status().ToString();
   ASSERT_TRUE((*dist)->Run({}, {}, model.init).ok());
   w0.reset();
@@ -137,7 +137,7 @@ TEST(InprocClusterTest, VariableSlicesOutOfOrderOrTooBigAreRefusedNamingTheVaria
   InprocWorker w;
   transport::TransportOptions o;
   o.task = "/job:master/task:0";
-  o.token = kToken;
+  o.token = kInprocToken;
   o.log = [](std::string_view) {};
   auto client = transport::TransportRegistry::Global().Create("inproc", std::move(o));
   ASSERT_TRUE(client.ok()) << client.status().ToString();
@@ -212,7 +212,7 @@ TEST(InprocClusterTest, EachMasterHasItsOwnJobUnlessItNamesASharedOne) {
   auto master = [&](int i) {
     transport::TransportOptions o;
     o.task = fmt::format("/job:master/task:{}", i);
-    o.token = kToken;
+    o.token = kInprocToken;
     o.log = [](std::string_view) {};
     auto t = transport::TransportRegistry::Global().Create("inproc", std::move(o));
     EXPECT_TRUE(t.ok()) << t.status().ToString();
@@ -284,7 +284,7 @@ TEST(InprocClusterTest, EachMasterHasItsOwnJobUnlessItNamesASharedOne) {
   // A session's job name is printable ASCII without spaces, at most 256 bytes.
   Mlp model("/job:worker/task:0/device:CPU:0", "/job:worker/task:0/device:CPU:0");
   for (const std::string& bad : {std::string("my job"), std::string(300, 'j')}) {
-    DistributedOptions o = Cluster({&w});
+    DistributedOptions o = InprocCluster({&w});
     o.job = bad;
     auto refused = DistributedSession::Create(model.root.graph(), {}, o);
     EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;

@@ -38,7 +38,7 @@ using test_mlp::Mlp;
 using test_mlp::MlpBatch;
 using testing::MessageHas;
 
-constexpr char kToken[] = "netns-test-token";
+constexpr char kNetnsToken[] = "netns-test-token";
 
 // Runs `ip ARGS...`; the error names the command and quotes what it printed.
 Status Ip(std::vector<std::string> args) {
@@ -78,7 +78,7 @@ class NetnsTest : public ::testing::Test {
       TearDown();
       GTEST_SKIP() << "cannot make network namespaces here: " << made.ToString();
     }
-    auto token = WriteTokenFile(::testing::TempDir(), kToken);
+    auto token = WriteTokenFile(::testing::TempDir(), kNetnsToken);
     ASSERT_TRUE(token.ok()) << token.status().ToString();
     token_file_ = *token;
   }
@@ -173,7 +173,7 @@ class NetnsTest : public ::testing::Test {
   DistributedOptions Cluster() const {
     DistributedOptions o;
     for (const auto& w : workers_) o.cluster.jobs["worker"].push_back(w->address());
-    o.token = kToken;
+    o.token = kNetnsToken;
     return o;
   }
 
@@ -321,7 +321,7 @@ TEST_F(NetnsTest, ALinkSetDownMidStepFailsTheStepWithinTwoSeconds) {
   auto c = ops::Const(again.WithOpName("c").WithDevice("/job:worker/task:0/device:CPU:0"), 3.0f);
   DistributedOptions only_a;
   only_a.cluster.jobs["worker"].push_back(workers_[0]->address());
-  only_a.token = kToken;
+  only_a.token = kNetnsToken;
   auto fresh = DistributedSession::Create(again.graph(), {}, only_a);
   ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
   auto three = (*fresh)->Run({}, {c.name()});

@@ -44,7 +44,7 @@ using testing::MessageHas;
 using namespace std::chrono_literals;
 namespace wire = transport;
 
-constexpr char kToken[] = "bad-input-test-token";
+constexpr char kBadInputToken[] = "bad-input-test-token";
 constexpr char kWorkerTask[] = "/job:worker/task:0";
 
 // One message a RawPeer received.
@@ -296,7 +296,7 @@ class LoggedWorker {
  public:
   LoggedWorker() {
     log_ = fmt::format("{}/bad_input_worker_{}.log", ::testing::TempDir(), getpid());
-    auto token_file = WriteTokenFile(::testing::TempDir(), kToken);
+    auto token_file = WriteTokenFile(::testing::TempDir(), kBadInputToken);
     EXPECT_TRUE(token_file.ok()) << token_file.status().ToString();
     if (!token_file.ok()) return;
     auto w = LocalWorker::Start(
@@ -336,7 +336,7 @@ void ExpectItServes(const LoggedWorker& worker) {
   ops::Mul(root.WithOpName("twice"), a, ops::Const(root, 2.0f));
   DistributedOptions options;
   options.cluster.jobs["worker"].push_back(worker.address());
-  options.token = kToken;
+  options.token = kBadInputToken;
   auto session = DistributedSession::Create(root.graph(), {}, options);
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   auto out = (*session)->Run({{"a", Tensor::FromVector<float>({1, 2, 3}, Shape{3})}}, {"twice"});
@@ -349,7 +349,7 @@ TEST(WorkerBadInputTest, AnotherProtocolVersionOrTokenIsRefusedWithTheReason) {
   {
     auto peer = RawPeer::Connect(worker.address());
     ASSERT_NE(peer, nullptr);
-    auto reply = peer->Hello(wire::kProtocolVersion + 1, kToken);
+    auto reply = peer->Hello(wire::kProtocolVersion + 1, kBadInputToken);
     ASSERT_TRUE(reply.has_value());
     EXPECT_FALSE(reply->accepted);
     EXPECT_NE(reply->reason.find(fmt::format("protocol version {}, but this process speaks "
@@ -374,12 +374,12 @@ TEST(WorkerBadInputTest, AnotherProtocolVersionOrTokenIsRefusedWithTheReason) {
     // the token is in none of the listener's messages.
     auto first = RawPeer::Connect(worker.address());
     ASSERT_NE(first, nullptr);
-    const std::string recorded = first->HelloHeader(wire::kProtocolVersion, kToken);
+    const std::string recorded = first->HelloHeader(wire::kProtocolVersion, kBadInputToken);
     ASSERT_TRUE(first->SendHello(recorded));
     auto accepted = first->ReadReply();
     ASSERT_TRUE(accepted.has_value());
     EXPECT_TRUE(accepted->accepted) << accepted->reason;
-    EXPECT_EQ(recorded.find(kToken), std::string::npos);
+    EXPECT_EQ(recorded.find(kBadInputToken), std::string::npos);
     auto second = RawPeer::Connect(worker.address());
     ASSERT_NE(second, nullptr);
     EXPECT_NE(second->ServerNonce(), first->ServerNonce());
@@ -419,7 +419,7 @@ TEST(WorkerBadInputTest, MalformedMessagesAreDroppedNamingTheReasonAndTheWorkerK
   LoggedWorker worker;
   auto peer = RawPeer::Connect(worker.address());
   ASSERT_NE(peer, nullptr);
-  auto reply = peer->Hello(wire::kProtocolVersion, kToken);
+  auto reply = peer->Hello(wire::kProtocolVersion, kBadInputToken);
   ASSERT_TRUE(reply.has_value());
   ASSERT_TRUE(reply->accepted) << reply->reason;
   EXPECT_EQ(reply->task, kWorkerTask);
@@ -472,7 +472,8 @@ TEST(WorkerBadInputTest, MalformedMessagesAreDroppedNamingTheReasonAndTheWorkerK
             std::string::npos);
   ASSERT_TRUE(peer->Send(
       kSameHost,
-      wire::Encode(wire::SameHost{"/job:master/task:9", 1, peer->SameHostProof(kToken)}).value()));
+      wire::Encode(wire::SameHost{"/job:master/task:9", 1, peer->SameHostProof(kBadInputToken)})
+          .value()));
   EXPECT_NE(worker.LogHaving("no connection here")
                 .find("from task /job:master/task:9, which has no connection here"),
             std::string::npos);
@@ -482,10 +483,11 @@ TEST(WorkerBadInputTest, MalformedMessagesAreDroppedNamingTheReasonAndTheWorkerK
   // probed); malformed by-reference messages are dropped naming the reason.
   static uint64_t probe = 0x1234;
   ASSERT_TRUE(peer->Send(
-      kSameHost, wire::Encode(wire::SameHost{"/job:master/task:7", 1, peer->SameHostProof(kToken),
-                                             static_cast<uint32_t>(getpid()),
-                                             reinterpret_cast<uintptr_t>(&probe), 0x4321})
-                     .value()));
+      kSameHost,
+      wire::Encode(wire::SameHost{"/job:master/task:7", 1, peer->SameHostProof(kBadInputToken),
+                                  static_cast<uint32_t>(getpid()),
+                                  reinterpret_cast<uintptr_t>(&probe), 0x4321})
+          .value()));
   EXPECT_NE(worker.LogHaving("cannot be read")
                 .find("tensors from task /job:master/task:7 come through UCX: its memory cannot "
                       "be read here (the probe read another value)"),
@@ -599,7 +601,7 @@ TEST(ListenerLimitsTest, SilentConnectionsAreClosedAFloodIsRefusedAndStateIsFree
   std::vector<std::string> lines;
   transport::UcxTransportOptions o;
   o.task = kWorkerTask;
-  o.token = kToken;
+  o.token = kBadInputToken;
   o.listen_address = "127.0.0.1:0";
   o.connect_timeout = 600ms;
   o.peer_timeout = 300ms;
@@ -659,7 +661,7 @@ TEST(ListenerLimitsTest, SilentConnectionsAreClosedAFloodIsRefusedAndStateIsFree
   // A real client connects as ever.
   transport::UcxTransportOptions c;
   c.task = "/job:master/task:0";
-  c.token = kToken;
+  c.token = kBadInputToken;
   auto client = transport::UcxTransport::Create(c);
   ASSERT_TRUE(client.ok());
   auto named = (*client)->Connect(address);
@@ -668,7 +670,7 @@ TEST(ListenerLimitsTest, SilentConnectionsAreClosedAFloodIsRefusedAndStateIsFree
 }
 
 TEST(WorkerBadInputTest, ATokenFileOthersCanReadIsRefused) {
-  auto path = WriteTokenFile(::testing::TempDir(), kToken);
+  auto path = WriteTokenFile(::testing::TempDir(), kBadInputToken);
   ASSERT_TRUE(path.ok()) << path.status().ToString();
   ASSERT_TRUE(ReadTokenFile(*path).ok());
   for (mode_t mode : {0644, 0640, 0604, 0660}) {
@@ -690,7 +692,7 @@ TEST(WorkerBadInputTest, ATokenFileOthersCanReadIsRefused) {
 // Issue 31: dflow-worker on a port in use printed UCX's raw bind error and "Device is busy";
 // now one line naming the address and the cause.
 TEST(WorkerBadInputTest, APortInUseIsOneLineNamingTheAddress) {
-  auto token = WriteTokenFile(::testing::TempDir(), kToken);
+  auto token = WriteTokenFile(::testing::TempDir(), kBadInputToken);
   ASSERT_TRUE(token.ok());
   auto first =
       LocalWorker::Start(DFLOW_WORKER_BINARY, {"--devices", "cpu:0", "--token-file", *token});

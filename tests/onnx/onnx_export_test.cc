@@ -54,7 +54,7 @@ TEST(OnnxExportTest, AnExportedGraphGivesTheSameOutputs) {
                             ops::Const(root, Ramp(Shape{10}, 0.1f, 0)));
   auto both = ops::Concat(root, {dense, ops::Neg(root, dense)}, 1);  // [N, 20]
   auto t = ops::Transpose(root, ops::Transpose(root, both, {1, 0}), {1, 0});
-  auto probs = ops::Identity(root.WithOpName("probs"), ops::Softmax(root, t));
+  ops::Identity(root.WithOpName("probs"), ops::Softmax(root, t));
   ASSERT_TRUE(root.ok()) << root.status().ToString();
   auto session = Session::Create(root);
   ASSERT_TRUE(session.ok()) << session.status().ToString();

@@ -537,9 +537,13 @@ TEST_F(OnnxImportTest, ConstantOfShapeAtRunTimeKeepsTheValuesDtype) {
     ASSERT_TRUE(y.ok()) << y.status().ToString();
     EXPECT_EQ(y->at(0).dtype(), dtype);
     EXPECT_EQ(y->at(0).shape(), Shape({2, 3}));
-    if (dtype == DType::kF64) EXPECT_EQ(y->at(0).ToVector<double>(), std::vector<double>(6, 2.5));
-    if (dtype == DType::kF32) EXPECT_EQ(y->at(0).ToVector<float>(), std::vector<float>(6, 2.5f));
-    if (dtype == DType::kI64) EXPECT_EQ(y->at(0).ToVector<int64_t>(), std::vector<int64_t>(6, 7));
+    if (dtype == DType::kF64) {
+      EXPECT_EQ(y->at(0).ToVector<double>(), std::vector<double>(6, 2.5));
+    } else if (dtype == DType::kF32) {
+      EXPECT_EQ(y->at(0).ToVector<float>(), std::vector<float>(6, 2.5f));
+    } else if (dtype == DType::kI64) {
+      EXPECT_EQ(y->at(0).ToVector<int64_t>(), std::vector<int64_t>(6, 7));
+    }
   }
 }
 

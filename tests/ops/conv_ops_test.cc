@@ -24,7 +24,7 @@ struct ConvCase {
   ops::Conv2DAttrs a;
 };
 
-const std::vector<ConvCase> kCases = {
+const std::vector<ConvCase> kConvCases = {
     {Shape{2, 3, 7, 6}, Shape{4, 3, 3, 3}, {}},
     {Shape{1, 2, 8, 8}, Shape{3, 2, 3, 3}, {.strides = {2, 2}, .pads = {1, 1, 1, 1}}},
     {Shape{2, 4, 9, 7},
@@ -66,7 +66,7 @@ std::vector<double> ReferenceConv(const std::vector<float>& x, const Shape& xs,
 
 TEST(ConvTest, F32ForwardMatchesDefinition) {
   uint32_t seed = 1;
-  for (const auto& c : kCases) {
+  for (const auto& c : kConvCases) {
     auto xv = RandomFloats(c.x.num_elements(), seed++),
          wv = RandomFloats(c.w.num_elements(), seed++);
     Scope root = Scope::NewRootScope();
@@ -135,7 +135,7 @@ std::vector<Tensor> ConvGrads(const ConvCase& c, DType dtype, uint32_t seed) {
 
 TEST(ConvTest, F32BackwardMatchesCheckedF64Path) {
   uint32_t seed = 10;
-  for (const auto& c : kCases) {
+  for (const auto& c : kConvCases) {
     auto f32 = ConvGrads(c, DType::kF32, seed);
     auto f64 = ConvGrads(c, DType::kF64, seed);
     seed += 3;

@@ -42,12 +42,7 @@ void RegisterGpuOnlyOp() {
   });
 }
 
-Graph Validated(const Scope& root) {
-  Graph g = root.graph();
-  Status s = g.Validate();
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return g;
-}
+using testing::Validated;
 
 int Id(const Graph& g, const std::string& name) { return *g.FindNode(name); }
 

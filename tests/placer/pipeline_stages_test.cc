@@ -51,7 +51,7 @@ StageChain Uniform(const std::vector<double>& forward, const std::vector<double>
   return c;
 }
 
-PipelineDevices Devices(int k, double memory = 1e12, double latency = 0) {
+PipelineDevices StageDevices(int k, double memory = 1e12, double latency = 0) {
   PipelineDevices d;
   for (int s = 0; s < k; ++s) {
     d.names.push_back("cpu:" + std::to_string(s));
@@ -66,12 +66,12 @@ TEST(PipelineStagesTest, TheSimulatedStepFollowsTheSchedule) {
   // end at 4, stage 1's at 5; stage 1's backwards at 7, 9, 11, 13; stage 0's follow each by 2
   // and end at 15.
   StageChain chain = Uniform({1, 1}, {2, 2}, 2);
-  auto gpipe = PlanStages(chain, Devices(2), 4, PipelineSchedule::kGPipe);
+  auto gpipe = PlanStages(chain, StageDevices(2), 4, PipelineSchedule::kGPipe);
   ASSERT_TRUE(gpipe.ok()) << gpipe.status().ToString();
   EXPECT_EQ(gpipe->first_item, (std::vector<int>{0, 1, 2}));
   EXPECT_DOUBLE_EQ(gpipe->predicted_step_s, 15);
   // 1F1B: the same (M + K - 1) x (F + B) bubble, 15, with stage 0 holding 2 micro-batches, not 4.
-  auto one = PlanStages(chain, Devices(2), 4, PipelineSchedule::k1F1B);
+  auto one = PlanStages(chain, StageDevices(2), 4, PipelineSchedule::k1F1B);
   ASSERT_TRUE(one.ok());
   EXPECT_DOUBLE_EQ(one->predicted_step_s, 15);
   EXPECT_EQ(one->in_flight, (std::vector<int>{2, 1}));
@@ -80,12 +80,12 @@ TEST(PipelineStagesTest, TheSimulatedStepFollowsTheSchedule) {
   // A transfer of 0.5 each way between the stages. 1F1B's stage 1: F0 1.5-2.5, B0 -4.5, F1
   // -5.5, B1 -7.5, F2 8.5-9.5, B2 -11.5, F3 11.5-12.5, B3 -14.5; stage 0's last backward waits
   // for that until 15 and ends at 17.
-  auto late = PlanStages(chain, Devices(2, 1e12, 0.5), 4, PipelineSchedule::k1F1B);
+  auto late = PlanStages(chain, StageDevices(2, 1e12, 0.5), 4, PipelineSchedule::k1F1B);
   ASSERT_TRUE(late.ok());
   EXPECT_DOUBLE_EQ(late->predicted_step_s, 17);
   // Updates end the step on their stage.
   chain.update_s[0] = {3, 3};
-  auto updated = PlanStages(chain, Devices(2), 4, PipelineSchedule::k1F1B);
+  auto updated = PlanStages(chain, StageDevices(2), 4, PipelineSchedule::k1F1B);
   ASSERT_TRUE(updated.ok());
   EXPECT_DOUBLE_EQ(updated->predicted_step_s, 18);
 }
@@ -93,7 +93,7 @@ TEST(PipelineStagesTest, TheSimulatedStepFollowsTheSchedule) {
 TEST(PipelineStagesTest, TheChosenCutHasTheFastestSlowestStage) {
   const std::vector<double> times = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
   StageChain chain = Uniform(times, std::vector<double>(times.size(), 0), 3);
-  auto plan = PlanStages(chain, Devices(3), 8, PipelineSchedule::k1F1B);
+  auto plan = PlanStages(chain, StageDevices(3), 8, PipelineSchedule::k1F1B);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   // Every cut into three non-empty runs, by brute force.
   double best = std::numeric_limits<double>::infinity();
@@ -120,23 +120,23 @@ TEST(PipelineStagesTest, MemoryLimitsMoveTheCut) {
   StageChain chain = Uniform({1, 1, 1, 1}, {1, 1, 1, 1}, 2);
   chain.persistent_bytes[0] = 60;
   chain.activation_bytes = {10, 10, 10, 10};
-  auto free = PlanStages(chain, Devices(2), 4, PipelineSchedule::k1F1B);
+  auto free = PlanStages(chain, StageDevices(2), 4, PipelineSchedule::k1F1B);
   ASSERT_TRUE(free.ok());
   EXPECT_EQ(free->first_item[1], 2);
   EXPECT_DOUBLE_EQ(free->peak_bytes[0], 100);
-  auto tight = PlanStages(chain, Devices(2, 90), 4, PipelineSchedule::k1F1B);
+  auto tight = PlanStages(chain, StageDevices(2, 90), 4, PipelineSchedule::k1F1B);
   ASSERT_TRUE(tight.ok()) << tight.status().ToString();
   EXPECT_EQ(tight->first_item[1], 1);
   EXPECT_DOUBLE_EQ(tight->peak_bytes[0], 80);
   EXPECT_DOUBLE_EQ(tight->peak_bytes[1], 30);  // one micro-batch in flight on the last stage
   // GPipe holds all 4 micro-batches: 60 + 4 x 10 = 100 > 90 for any cut.
-  auto gpipe = PlanStages(chain, Devices(2, 90), 4, PipelineSchedule::kGPipe);
+  auto gpipe = PlanStages(chain, StageDevices(2, 90), 4, PipelineSchedule::kGPipe);
   ASSERT_FALSE(gpipe.ok());
   EXPECT_EQ(gpipe.status().code(), StatusCode::kResourceExhausted);
   EXPECT_TRUE(MessageHas(gpipe.status(), {"stage 0 on cpu:0"}));
   EXPECT_TRUE(MessageHas(gpipe.status(), {"'n0'"}));
   // A cut given that does not fit names its stage.
-  auto given = PlanStages(chain, Devices(2, 90), 4, PipelineSchedule::k1F1B, {3});
+  auto given = PlanStages(chain, StageDevices(2, 90), 4, PipelineSchedule::k1F1B, {3});
   ASSERT_FALSE(given.ok());
   EXPECT_TRUE(MessageHas(given.status(), {"split points given"}));
   EXPECT_TRUE(MessageHas(given.status(), {"'n0' to 'n2'"}));
@@ -144,15 +144,15 @@ TEST(PipelineStagesTest, MemoryLimitsMoveTheCut) {
 
 TEST(PipelineStagesTest, BadRequestsAreRefused) {
   StageChain chain = Uniform({1, 1}, {1, 1}, 3);
-  auto few = PlanStages(chain, Devices(3), 2, PipelineSchedule::k1F1B);
+  auto few = PlanStages(chain, StageDevices(3), 2, PipelineSchedule::k1F1B);
   ASSERT_FALSE(few.ok());
   EXPECT_TRUE(MessageHas(few.status(), {"3 stages need at least 3 forward nodes"}));
   StageChain two = Uniform({1, 1, 1}, {1, 1, 1}, 2);
-  EXPECT_FALSE(PlanStages(two, Devices(2), 0, PipelineSchedule::k1F1B).ok());
-  auto order = PlanStages(two, Devices(2), 2, PipelineSchedule::k1F1B, {0});
+  EXPECT_FALSE(PlanStages(two, StageDevices(2), 0, PipelineSchedule::k1F1B).ok());
+  auto order = PlanStages(two, StageDevices(2), 2, PipelineSchedule::k1F1B, {0});
   ASSERT_FALSE(order.ok());
   EXPECT_TRUE(MessageHas(order.status(), {"'n0'"}));
-  auto count = PlanStages(two, Devices(2), 2, PipelineSchedule::k1F1B, {1, 2});
+  auto count = PlanStages(two, StageDevices(2), 2, PipelineSchedule::k1F1B, {1, 2});
   ASSERT_FALSE(count.ok());
   EXPECT_TRUE(MessageHas(count.status(), {"2 stages need 1 split points"}));
 }

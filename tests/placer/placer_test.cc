@@ -26,15 +26,10 @@ namespace {
 
 using testing::MessageHas;
 
-Graph Validated(const Scope& root) {
-  Graph g = root.graph();
-  Status s = g.Validate();
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return g;
-}
+using testing::Validated;
 
 // Devices of different speeds, as the cost model sees them.
-DeviceSet Devices(int n, uint32_t seed) {
+DeviceSet DevicesOfMixedSpeeds(int n, uint32_t seed) {
   std::mt19937 gen(seed);
   DeviceSet set;
   for (int i = 0; i < n; ++i) {
@@ -150,7 +145,7 @@ TEST(PlacerTest, HeuristicIsWithinAQuarterOfTheExhaustiveOptimumOnSmallGraphs) {
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& [name, rc] = cases[i];
     ASSERT_LE(rc.graph.num_nodes(), 10) << name;
-    DeviceSet set = Devices(num_devices[i], static_cast<uint32_t>(i));
+    DeviceSet set = DevicesOfMixedSpeeds(num_devices[i], static_cast<uint32_t>(i));
     PlacerOptions options;
     options.costs.measured = &rc.measured;
     // The enumeration covers every placement only without constraints: check there are none.

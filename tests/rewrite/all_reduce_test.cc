@@ -24,7 +24,7 @@ struct Case {
   ops::AllReduceOptions options;
 };
 
-std::string Device(int r) { return fmt::format("cpu:{}", r); }
+std::string CpuName(int r) { return fmt::format("cpu:{}", r); }
 
 // Feeds integer values in [-50, 50], runs the all-reduce and checks every replica's output.
 void Check(const Case& c) {
@@ -38,8 +38,8 @@ void Check(const Case& c) {
   std::vector<Output> values;
   std::vector<std::string> devices;
   for (int r = 0; r < c.replicas; ++r) {
-    devices.push_back(Device(r));
-    values.push_back(ops::Placeholder(root.WithOpName(fmt::format("x{}", r)).WithDevice(Device(r)),
+    devices.push_back(CpuName(r));
+    values.push_back(ops::Placeholder(root.WithOpName(fmt::format("x{}", r)).WithDevice(CpuName(r)),
                                       DType::kF32, c.shape));
   }
   std::vector<Output> out = ops::AllReduce(root, values, devices, c.options);

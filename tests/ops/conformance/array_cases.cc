@@ -487,7 +487,7 @@ void AddWriteRowsSum(CaseRng& rng, std::vector<OpCase>& cases) {
                 auto at = [&](const Tensor& t) {
                   return t.dtype() == DType::kF32   ? double{t.data<float>()[i]}
                          : t.dtype() == DType::kF64 ? t.data<double>()[i]
-                                                    : double{t.data<int32_t>()[i]};
+                                                    : static_cast<double>(t.data<int32_t>()[i]);
                 };
                 const double sums[3] = {at(in[2]), at(in[0]) + at(in[1]) + at(in[2]),
                                         (at(in[0]) + at(in[1])) * scale};

@@ -571,9 +571,12 @@ TEST(OpPropertiesTest, DeclaredPropertiesHoldOnTheCpuKernels) {
   for (const auto& op : OpRegistry::Global().OpNames()) {
     const OpDef* def = OpRegistry::Global().Find(op);
     if (KernelRegistry::Global().Find(op, kReferenceType) == nullptr) continue;
-    if (def->commutative) EXPECT_GT(commutative_checked[op], 0) << op << ": commutative, unchecked";
-    if (def->elementwise)
+    if (def->commutative) {
+      EXPECT_GT(commutative_checked[op], 0) << op << ": commutative, unchecked";
+    }
+    if (def->elementwise) {
       EXPECT_GT(elementwise_checked[op], 0) << op << ": element-wise, unchecked";
+    }
   }
 }
 
@@ -600,7 +603,9 @@ TEST(OpPropertiesTest, FusionTraitsNameRegisteredOps) {
     if (f.kind == OpFusion::Kind::kAccumulate) {
       EXPECT_TRUE(def->commutative) << op << ": either input may be the product";
     }
-    if (def->row_wise_update) EXPECT_TRUE(def->stateful) << op;
+    if (def->row_wise_update) {
+      EXPECT_TRUE(def->stateful) << op;
+    }
   }
   EXPECT_EQ(heads, 5);  // MatMul, Conv2D, MaxPool, ApplySGD, Add
   EXPECT_EQ(OpRegistry::Global().Find("Placeholder")->role, OpRole::kPlaceholder);

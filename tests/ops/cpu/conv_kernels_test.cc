@@ -84,7 +84,7 @@ TEST_F(ConvChainTest, AClippedConvolutionOfFiniteInputsVouchesForItsOutput) {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DType::kF32, Shape{1, kIn, kSide, kSide});
   Output e = ClippedConv(root, "expand", x, false, 3);
-  Output d = ClippedConv(root, "depthwise", e, true, 5);
+  ClippedConv(root, "depthwise", e, true, 5);
   auto session = LocalSession::Create(root);
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   for (bool with_nan : {false, true}) {
@@ -361,7 +361,9 @@ TEST_F(ConvBoundsTest, AnOverflowGivesWhatTheUnfusedOpsGive) {
     // The centre pixel (all taps inside): +inf for positive weights, 0 for negative ones.
     for (int64_t o = 0; o < kChannels; o += 3) {
       EXPECT_EQ(results[0][o * 16 + 5], std::numeric_limits<float>::infinity()) << o;
-      if (o + 2 < kChannels) EXPECT_EQ(results[0][(o + 2) * 16 + 5], 0.f) << o + 2;
+      if (o + 2 < kChannels) {
+        EXPECT_EQ(results[0][(o + 2) * 16 + 5], 0.f) << o + 2;
+      }
     }
   }
 }

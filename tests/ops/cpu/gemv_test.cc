@@ -19,8 +19,8 @@ namespace {
 
 using testing::RandomFloats;
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+using testing::kInf;
+using testing::kNaN;
 
 // x W + bias in double; W [k, n], or [n, k] when transposed.
 std::vector<float> Reference(const std::vector<float>& x, const std::vector<float>& w,
@@ -37,7 +37,7 @@ std::vector<float> Reference(const std::vector<float>& x, const std::vector<floa
   return y;
 }
 
-void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, int64_t k) {
+void ExpectColumnsNear(const std::vector<float>& got, const std::vector<float>& want, int64_t k) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t j = 0; j < got.size(); ++j) {
     if (std::isnan(want[j])) {
@@ -67,7 +67,7 @@ TEST(GemvTest, EveryWidthAroundThePanelAndBothLayoutsMatchADoubleLoop) {
           Gemv(x.data(), panels->data<float>(), with_bias ? bias.data() : nullptr, y.data(), k, n);
           SCOPED_TRACE(::testing::Message() << "k " << k << " n " << n << " transposed "
                                             << transposed << " bias " << with_bias);
-          ExpectNear(y, Reference(x, w, with_bias ? &bias : nullptr, k, n, transposed), k);
+          ExpectColumnsNear(y, Reference(x, w, with_bias ? &bias : nullptr, k, n, transposed), k);
         }
       }
     }
@@ -96,7 +96,7 @@ TEST(GemvTest, NaNAndInfinitiesLandWhereThePlainSumsPutThem) {
     std::vector<float> y(n);
     Gemv(x.data(), panels->data<float>(), nullptr, y.data(), k, n);
     SCOPED_TRACE(bad);
-    ExpectNear(y, Reference(x, w, nullptr, k, n, false), k);
+    ExpectColumnsNear(y, Reference(x, w, nullptr, k, n, false), k);
   }
 }
 
@@ -112,7 +112,7 @@ TEST(GemvTest, OtherWeightsArePackedAgain) {
     ASSERT_TRUE(panels.ok()) << panels.status().ToString();
     std::vector<float> y(n);
     Gemv(x.data(), panels->data<float>(), nullptr, y.data(), k, n);
-    ExpectNear(y, Reference(x, w, nullptr, k, n, false), k);
+    ExpectColumnsNear(y, Reference(x, w, nullptr, k, n, false), k);
   }
 }
 
@@ -136,8 +136,8 @@ TEST(GemvTest, AMatMulOfOneRowByAConstMatchesADoubleLoop) {
         SCOPED_TRACE(::testing::Message()
                      << "row " << r << " of " << rows << " transposed " << transposed);
         std::vector<float> row(xv.begin() + r * k, xv.begin() + (r + 1) * k);
-        ExpectNear(std::vector<float>(got + r * n, got + (r + 1) * n),
-                   Reference(row, w, nullptr, k, n, transposed), k);
+        ExpectColumnsNear(std::vector<float>(got + r * n, got + (r + 1) * n),
+                          Reference(row, w, nullptr, k, n, transposed), k);
       }
     }
   }

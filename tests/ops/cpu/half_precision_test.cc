@@ -58,7 +58,7 @@ Result<std::vector<float>> RunHalf(DType t, const Case& c, const std::vector<flo
   ops::MatMulAttrs attrs{.transpose_a = c.ta, .transpose_b = c.tb};
   Output ha = ops::Cast(root, pa, t), hb = ops::Cast(root, pb, t);
   Output y = batched ? ops::BatchMatMul(root, ha, hb, attrs) : ops::MatMul(root, ha, hb, attrs);
-  Output out = ops::Cast(root.WithOpName("y"), y, DType::kF32);
+  ops::Cast(root.WithOpName("y"), y, DType::kF32);
   RETURN_IF_ERROR(root.status());
   ASSIGN_OR_RETURN(auto session, Session::Create(root));
   ASSIGN_OR_RETURN(auto got, session->Run({{"a", Tensor::FromVector(a, dims(c.m, c.k, c.ta))},

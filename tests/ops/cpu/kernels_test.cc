@@ -205,7 +205,9 @@ TEST(MatMulKernelTest, AScaledProductBoundsWhatItWrote) {
     }
     EXPECT_EQ(out[0].known_finite(), !with_nan);
     EXPECT_EQ(nans, with_nan ? 6 : 0);  // the NaN's row of one product
-    if (!with_nan) EXPECT_EQ(out[0].known_bound(), most);
+    if (!with_nan) {
+      EXPECT_EQ(out[0].known_bound(), most);
+    }
   }
   Scope root = Scope::NewRootScope();
   auto a = ops::Placeholder(root.WithOpName("a"), DType::kF32, Shape{-1, 3, 4, 5});

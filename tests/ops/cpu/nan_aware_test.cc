@@ -15,8 +15,8 @@
 namespace dflow::cpu {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+using testing::kInf;
+using testing::kNaN;
 
 // The reference: +inf when any value is NaN or infinite, else the largest |v|.
 float MaxAbsLoop(const std::vector<float>& v) {

@@ -77,8 +77,8 @@ std::vector<double> Values(const Tensor& t) {
   return out;
 }
 
-using Unary = Output (*)(const Scope&, Output);
-using Binary = Output (*)(const Scope&, Output, Output);
+using UnaryOp = Output (*)(const Scope&, Output);
+using BinaryOp = Output (*)(const Scope&, Output, Output);
 
 // Runs f on x (fed), for f32 and f64.
 template <typename Build>
@@ -117,7 +117,7 @@ TEST(NanPropagationTest, BinaryOps) {
   // comparisons (1 for True).
   struct Case {
     const char* op;
-    Binary build;
+    BinaryOp build;
     std::vector<double> want;
   };
   const std::vector<Case> cases = {

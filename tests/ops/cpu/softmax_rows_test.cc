@@ -15,8 +15,8 @@
 namespace dflow::cpu {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+using testing::kInf;
+using testing::kNaN;
 
 // softmax(x + add) over the last axis in double, the addend indexed as MaskedSoftmaxRows
 // broadcasts it; NaN where the row holds a NaN or +inf, or is all -inf.
@@ -53,7 +53,8 @@ std::vector<float> Reference(const std::vector<float>& x, const std::vector<floa
   return out;
 }
 
-void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, int64_t c) {
+void ExpectProbabilitiesNear(const std::vector<float>& got, const std::vector<float>& want,
+                             int64_t c) {
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::isnan(want[i])) {
       EXPECT_TRUE(std::isnan(got[i])) << "row " << i / c << " column " << i % c;
@@ -74,7 +75,7 @@ TEST(MaskedSoftmaxRowsTest, MatchesADoubleLoopAtEveryRowLength) {
     for (int64_t j = 2 * c / 3; j < c; ++j) mask[j] = mask[c + j] = -10000.f;
     std::vector<float> want = Reference(x, mask, {2, 1, 1, c}, y);
     MaskedSoftmaxRows(mask.data(), {2, 1, 1, c}, y, x.data());
-    ExpectNear(x, want, c);
+    ExpectProbabilitiesNear(x, want, c);
   }
 }
 
@@ -87,7 +88,7 @@ TEST(MaskedSoftmaxRowsTest, AddsOneValuePerRowAndCutsOffBelowExpRange) {
   std::vector<float> add = {0.5f, -3.f, 1e6f};  // one value per row, the last large
   std::vector<float> want = Reference(x, add, {3, 1}, y);
   MaskedSoftmaxRows(add.data(), {3, 1}, y, x.data());
-  ExpectNear(x, want, 40);
+  ExpectProbabilitiesNear(x, want, 40);
   EXPECT_EQ(x[6], 0.f);
 }
 
@@ -101,7 +102,7 @@ TEST(MaskedSoftmaxRowsTest, RowsWithNaNOrInfinitiesComeOutAsTheUnfusedOps) {
   add[19] = -kInf;                                 // every row's last term masked
   std::vector<float> want = Reference(x, add, {1, 20}, y);
   MaskedSoftmaxRows(add.data(), {1, 20}, y, x.data());
-  ExpectNear(x, want, 20);
+  ExpectProbabilitiesNear(x, want, 20);
   EXPECT_EQ(x[47], 0.f);
   EXPECT_EQ(x[99], 0.f);
   EXPECT_TRUE(std::isnan(x[3]) && std::isnan(x[21]) && std::isnan(x[70]));

@@ -45,7 +45,9 @@ TEST(CudaDeviceTest, AnIndexPastTheGpusIsNotFoundNamingTheDevice) {
   ASSERT_FALSE(gpu.ok());
   EXPECT_EQ(gpu.status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(MessageHas(gpu.status(), {fmt::format("GPU:{}", n + 3)})) << gpu.status().ToString();
-  if (n == 0) EXPECT_TRUE(MessageHas(gpu.status(), {why})) << gpu.status().ToString();
+  if (n == 0) {
+    EXPECT_TRUE(MessageHas(gpu.status(), {why})) << gpu.status().ToString();
+  }
 }
 
 // The GPU tests: skipped, with the reason, where no GPU is present.
@@ -166,7 +168,7 @@ TEST_F(CudaGpuTest, APartitionedRunAcrossCpuAndGpusMatchesTheCpu) {
   auto h = ops::MatMul(root.WithOpName("h").WithDevice("gpu:0"), x, w);
   auto t = ops::Tanh(root.WithOpName("t").WithDevice(fmt::format("gpu:{}", gpus - 1)), h);
   auto u = ops::Add(root.WithOpName("u").WithDevice("gpu:0"), t, h);
-  auto y = ops::Neg(root.WithOpName("y").WithDevice("cpu:0"), u);
+  ops::Neg(root.WithOpName("y").WithDevice("cpu:0"), u);
   ASSERT_TRUE(root.ok()) << root.status().ToString();
   SessionOptions options;
   options.devices = {"cpu:0"};
