@@ -5,6 +5,8 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "bench/generated_graph.h"
@@ -133,6 +135,9 @@ void BM_PipelineStep(benchmark::State& state) {
       return;
     }
     state.counters["predicted_ms"] = piped->plan.predicted_step_s * 1e3;
+    if (std::getenv("DFLOW_BENCH_PIPELINE_PLANS")) {
+      std::fprintf(stderr, "calibrated %s", piped->Summary().c_str());
+    }
     graph = *piped->graph;
     // The session's placer sees the micro-batches' tensors, whose batch dimension is unknown.
     options.placer.costs.unknown_dim = kPipelineBatch / pipeline.micro_batches;
@@ -163,7 +168,12 @@ void BM_PipelineStep(benchmark::State& state) {
         PipelineNodeCosts((*session)->MeasuredNodeCosts(), m.root.graph());
     pipeline.costs.measured = &measured;
     auto again = Pipeline(m.root.graph(), pipeline);
-    if (again.ok()) state.counters["profiled_predicted_ms"] = again->plan.predicted_step_s * 1e3;
+    if (again.ok()) {
+      state.counters["profiled_predicted_ms"] = again->plan.predicted_step_s * 1e3;
+      if (std::getenv("DFLOW_BENCH_PIPELINE_PLANS")) {
+        std::fprintf(stderr, "profiled %s", again->Summary().c_str());
+      }
+    }
   }
   const StepStats stats = (*session)->last_step_stats();
   for (size_t d = 0; d < stats.device_peak_bytes.size(); ++d) {
