@@ -116,6 +116,7 @@ void BM_PipelineStep(benchmark::State& state) {
     options.placer.costs.unknown_dim = kPipelineBatch;
   }
   PipelineOptions pipeline;
+  const bool print_plans = std::getenv("DFLOW_BENCH_PIPELINE_PLANS") != nullptr;
   Result<SessionDevices> devices = InvalidArgument("unused");
   if (mode >= 3) {
     devices = CreateSessionDevices(options);
@@ -135,9 +136,9 @@ void BM_PipelineStep(benchmark::State& state) {
       return;
     }
     state.counters["predicted_ms"] = piped->plan.predicted_step_s * 1e3;
-    if (std::getenv("DFLOW_BENCH_PIPELINE_PLANS")) {
-      std::fprintf(stderr, "calibrated %s", piped->Summary().c_str());
-    }
+    state.counters["stages"] = piped->plan.stages();
+    state.counters["micro_batches"] = pipeline.micro_batches;
+    if (print_plans) std::fprintf(stderr, "calibrated %s", piped->Summary().c_str());
     graph = *piped->graph;
     // The session's placer sees the micro-batches' tensors, whose batch dimension is unknown.
     options.placer.costs.unknown_dim = kPipelineBatch / pipeline.micro_batches;
@@ -170,9 +171,7 @@ void BM_PipelineStep(benchmark::State& state) {
     auto again = Pipeline(m.root.graph(), pipeline);
     if (again.ok()) {
       state.counters["profiled_predicted_ms"] = again->plan.predicted_step_s * 1e3;
-      if (std::getenv("DFLOW_BENCH_PIPELINE_PLANS")) {
-        std::fprintf(stderr, "profiled %s", again->Summary().c_str());
-      }
+      if (print_plans) std::fprintf(stderr, "profiled %s", again->Summary().c_str());
     }
   }
   const StepStats stats = (*session)->last_step_stats();

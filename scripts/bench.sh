@@ -234,7 +234,7 @@ print(f"bench model_parallel_step_b128: two_devices={two:.2f}ms one_device={one:
 # Pipeline parallelism (placer_bench's BM_PipelineStep): 1F1B over two devices of one thread
 # each, against one device of one thread (throughput target 1.6x), one device of both threads
 # (target 0.9x) and the same two devices split without micro-batches. bound: the speedup this
-# machine allows a 1F1B pipeline of K=2 stages and M=8 micro-batches, its two cores' own
+# machine allows a 1F1B pipeline of the plan's K stages and M micro-batches, its two cores' own
 # scaling (one device of two threads against one of one) times M / (M + K - 1). Medians of five
 # interleaved repetitions each.
 pipe = {r["name"]: r for r in
@@ -243,8 +243,9 @@ pp = {m: pipe.get(f"BM_PipelineStep/{m}/min_time:3.000/real_time_median") for m 
 if all(pp.values()):
     t = {m: pp[m]["real_time"] for m in range(4)}
     p3 = pp[3]
+    m, k = p3["micro_batches"], p3["stages"]
     print(f"bench pipeline_step_2stage: step={t[3]:.1f}ms one_device_1thread={t[0]:.1f}ms "
-          f"speedup={t[0] / t[3]:.2f} target=1.6 bound={t[0] / t[1] * 8 / 9:.2f} "
+          f"speedup={t[0] / t[3]:.2f} target=1.6 bound={t[0] / t[1] * m / (m + k - 1):.2f} "
           f"one_device_2threads={t[1]:.1f}ms "
           f"throughput_ratio={t[1] / t[3]:.2f} target=0.9 split_without_microbatches={t[2]:.1f}ms "
           f"speedup={t[2] / t[3]:.2f} predicted={p3['predicted_ms']:.1f}ms "

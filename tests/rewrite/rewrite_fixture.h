@@ -22,13 +22,7 @@ inline std::map<std::string, int> OpCounts(const Graph& g) {
   return counts;
 }
 
-// A validated copy of the scope's graph, as a session holds it.
-inline Graph Validated(const Scope& root) {
-  Graph g = root.graph();
-  Status s = g.Validate();
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return g;
-}
+using testing::Validated;
 
 inline int Id(const Graph& g, const Output& o) { return *g.FindNode(o.node_name()); }
 
